@@ -1,0 +1,191 @@
+// Package adapter defines what a Node adapter instance is: the contract
+// between the Node's session handler (which owns the wire, the capacity gate,
+// sequence numbers and terminal events) and the code that talks to one
+// backend (vLLM, Ollama, a CLI agent, ...).
+//
+// The session handler guarantees, around every call it makes here:
+//   - a run stream starts with one START event and ends with exactly one
+//     terminal event (COMPLETE built from the returned Result, ERROR built
+//     from the returned error, or CANCELLED when ctx was cancelled);
+//   - a tunnel stream ends with exactly one END (nil error) or ERROR frame;
+//   - the Node-local capacity gate was passed before the call.
+//
+// So an adapter only streams what it sees and returns how it ended.
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// Instance is one configured adapter instance (one provider on this Node).
+// Implementations must be safe for concurrent Run and Tunnel calls.
+type Instance interface {
+	// Run executes a normalized request. It calls sink.Delta for each piece
+	// of assistant text as it arrives (for stream and non-stream runs alike;
+	// the Edge aggregates) and returns the result on success. It must return
+	// promptly once ctx is done, with ctx.Err() or an error wrapping it.
+	Run(ctx context.Context, req *iop.RunRequest, sink RunSink) (*Result, error)
+
+	// Tunnel performs a raw provider HTTP request and relays the response:
+	// sink.Status once, then sink.Body per chunk (for SSE, split only at event
+	// boundaries), and sink.Usage / sink.Metadata for observations. A nil
+	// return means the body ended normally. Adapters that cannot tunnel
+	// return ErrUnsupported. Cancelling ctx must abort the upstream request.
+	Tunnel(ctx context.Context, req *iop.ProviderTunnelRequest, sink TunnelSink) error
+
+	// Close releases idle resources. In-flight calls may still finish.
+	Close() error
+}
+
+// RunSink receives the streamed output of one run. Calls are made from the
+// goroutine running Run, in order.
+type RunSink interface {
+	// Delta sends the next piece of assistant text. An error means the run's
+	// stream is gone; the adapter should stop and return it.
+	Delta(text string) error
+}
+
+// TunnelSink receives the ordered response of one tunnel.
+type TunnelSink interface {
+	// Status sends the upstream status and headers. Must be called once,
+	// before any Body. Hop-by-hop headers are dropped by the caller.
+	Status(code int, header http.Header) error
+	// Body sends a chunk of the upstream body. p is copied before Body
+	// returns, so the caller may reuse it. Large chunks are split to the wire's
+	// chunk bound.
+	Body(p []byte) error
+	// Usage reports usage observed in the stream (metrics only).
+	Usage(u *iop.Usage) error
+	// Metadata reports observations for Edge logs (metrics only).
+	Metadata(m map[string]string) error
+}
+
+// Result is how a successful run ended.
+type Result struct {
+	// stop, length, tool_calls; empty means "stop".
+	FinishReason string
+	Usage        *iop.Usage
+	// Known keys: MetaToolCalls, MetaTextToolFallback.
+	Metadata map[string]string
+	// Structured output of non-text operations (embeddings: JSON array of
+	// float arrays).
+	Output []byte
+}
+
+// Metadata keys a run's COMPLETE event may carry (see the wire contract).
+const (
+	// JSON array of OpenAI tool calls ({"id","type":"function","function":{"name","arguments"}}),
+	// arguments always a JSON string.
+	MetaToolCalls = "openai_tool_calls"
+	// "true" when the adapter retried with the text tool-call instruction.
+	MetaTextToolFallback = "openai_text_tool_fallback"
+)
+
+// Operations a RunRequest may carry.
+const (
+	OpChat       = "chat"
+	OpCompletion = "completion"
+	OpEmbedding  = "embedding"
+)
+
+// Error is a run or tunnel failure with a machine code the Edge maps to its
+// HTTP surface. Adapters return it (possibly wrapped) for failures they can
+// classify; any other error becomes code "internal".
+type Error struct {
+	Code       string // one of the Code* constants
+	Message    string // safe to show to the API caller; never a secret
+	HTTPStatus int    // upstream status when the failure came from one; 0 otherwise
+	Err        error  // underlying cause, for logs
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return e.Code + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Error codes carried in iop.RunError.code.
+const (
+	CodeUpstream         = "upstream_error"
+	CodeInvalidRequest   = "invalid_request"
+	CodeCapacityExceeded = "capacity_exceeded"
+	CodeTimeout          = "timeout"
+	CodeUnsupported      = "unsupported"
+	CodeInternal         = "internal"
+)
+
+// ErrUnsupported is returned by adapters for an operation they do not serve.
+var ErrUnsupported = errors.New("adapter: operation not supported")
+
+// Env is what the Node gives every adapter factory. It is Node-local: none of
+// it travels on the wire.
+type Env struct {
+	// StoreDir is the Node's state directory (adapters use a subdirectory
+	// named after their instance).
+	StoreDir string
+	// WorkspaceRoot bounds CLI runs: they execute only below it.
+	WorkspaceRoot string
+	// Getenv resolves api_key_env and the CLI environment allow-list.
+	// Nil means os.Getenv.
+	Getenv func(string) string
+	Logger *zap.Logger
+}
+
+// Factory builds an instance from its wire config. It validates the config
+// and returns an error naming every problem it found.
+type Factory func(cfg *iop.AdapterConfig, env Env) (Instance, error)
+
+// Optional interfaces an Instance may implement.
+
+// Reconfigurer applies a same-type config change in place (capacity, base_url,
+// headers, timeouts), keeping state such as CLI sessions. Instances that do
+// not implement it are rebuilt by their Factory instead.
+type Reconfigurer interface {
+	Reconfigure(cfg *iop.AdapterConfig) error
+}
+
+// HealthReporter reports backend health and load for snapshots.
+type HealthReporter interface {
+	Health(ctx context.Context) Health
+}
+
+// Health is a backend's state. Zero values mean "unknown".
+type Health struct {
+	Status       string // ok | degraded | offline
+	Running      float64
+	Waiting      float64
+	KVCacheUsage float64 // 0..1
+	Detail       string
+}
+
+// ModelLister reports the models the backend serves (capabilities command).
+type ModelLister interface {
+	Models(ctx context.Context) ([]string, error)
+}
+
+// SessionManager is implemented by adapters with per-session state (cli).
+type SessionManager interface {
+	// TerminateSession kills the session's processes and removes its state.
+	// Unknown sessions are not an error.
+	TerminateSession(id string) error
+	// Sessions lists the live sessions.
+	Sessions() []SessionInfo
+}
+
+// SessionInfo describes one live session.
+type SessionInfo struct {
+	ID           string `json:"id"`
+	Adapter      string `json:"adapter"`
+	Running      int    `json:"running"`
+	LastUsedUnix int64  `json:"last_used_unix"`
+}
