@@ -1,0 +1,109 @@
+// Command iop-node is the Node agent: it dials the Edge, registers, receives
+// its adapter config and serves runs and tunnels against local backends.
+//
+// Exit codes: 0 after SIGINT/SIGTERM; 1 after a non-retryable error (bad
+// config, credentials rejected by the Edge) or an exhausted finite
+// reconnect budget; 2 from --check-config when the config has problems.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/nodeagent"
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+	"github.com/iop-gateway/iop/nodeagent/cli"
+	"github.com/iop-gateway/iop/nodeagent/mock"
+	"github.com/iop-gateway/iop/nodeagent/ollama"
+	"github.com/iop-gateway/iop/nodeagent/openaicompat"
+	"github.com/iop-gateway/iop/nodewire"
+)
+
+var version = "dev"
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	configFile := flag.String("config", "configs/node.yaml", "node config file")
+	checkFile := flag.String("check-config", "", "validate this config file and exit (0 ok, 2 problems)")
+	flag.Parse()
+	if *checkFile != "" {
+		if _, err := config.LoadNode(*checkFile); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		fmt.Printf("config %s: ok\n", *checkFile)
+		return 0
+	}
+	cfg, err := config.LoadNode(*configFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	log, err := cfg.Log.Build()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = log.Sync() }()
+	log = log.With(zap.String("node_id", cfg.Node.ID))
+
+	dial := nodewire.DialConfig{Address: cfg.Edge.Address, Logger: log}
+	if cfg.Edge.TLS.Enabled {
+		t, err := nodewire.ClientTLSConfig(cfg.Edge.TLS.CAFile, cfg.Edge.TLS.ServerName, cfg.Edge.TLS.CertFile, cfg.Edge.TLS.KeyFile)
+		if err != nil {
+			log.Error("tls config", zap.Error(err))
+			return 1
+		}
+		dial.TLS = t
+	}
+	for _, dir := range []string{cfg.StoreDir, cfg.WorkspaceRoot} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			log.Error("create directory", zap.String("dir", dir), zap.Error(err))
+			return 1
+		}
+	}
+	agent := nodeagent.NewAgent(map[string]adapter.Factory{
+		"openai_compat": openaicompat.New,
+		"vllm":          openaicompat.NewVLLM,
+		"ollama":        ollama.New,
+		"cli":           cli.New,
+		"mock":          mock.New,
+	}, adapter.Env{StoreDir: cfg.StoreDir, WorkspaceRoot: cfg.WorkspaceRoot, Logger: log})
+	defer agent.Close()
+
+	sup := nodeagent.NewSupervisor(nodeagent.SupervisorConfig{
+		Dial:        dial,
+		NodeID:      cfg.Node.ID,
+		Token:       cfg.Node.Token,
+		Version:     version,
+		Interval:    time.Duration(*cfg.Reconnect.IntervalSec * float64(time.Second)),
+		MaxAttempts: *cfg.Reconnect.MaxAttempts,
+	}, agent, log)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log.Info("iop-node starting", zap.String("edge", cfg.Edge.Address), zap.Int("max_attempts", *cfg.Reconnect.MaxAttempts))
+	if err := sup.Run(ctx); err != nil {
+		switch {
+		case errors.Is(err, nodeagent.ErrFatal):
+			log.Error("fatal: not retrying", zap.Error(err))
+		case errors.Is(err, nodeagent.ErrAttemptsExhausted):
+			log.Error("giving up", zap.Error(err))
+		default:
+			log.Error("stopped", zap.Error(err))
+		}
+		return 1
+	}
+	log.Info("iop-node stopped")
+	return 0
+}

@@ -1,0 +1,428 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+)
+
+// Edge is the iop-edge configuration (CONTRACT §3).
+type Edge struct {
+	Listen EdgeListen  `mapstructure:"listen"`
+	Auth   EdgeAuth    `mapstructure:"auth"`
+	Limits EdgeLimits  `mapstructure:"limits"`
+	Log    Log         `mapstructure:"log"`
+	Nodes  []NodeSpec  `mapstructure:"nodes"`
+	Models []ModelSpec `mapstructure:"models"`
+}
+
+// EdgeListen holds the listen addresses.
+type EdgeListen struct {
+	// HTTP serves the OpenAI surface, /metrics, /healthz, /readyz, /admin.
+	HTTP string `mapstructure:"http"`
+	// Node is the node wire listener.
+	Node string `mapstructure:"node"`
+	// TLS applies to the node wire only. Both files empty means plain TCP.
+	TLS ServerTLS `mapstructure:"tls"`
+}
+
+// ServerTLS configures TLS on the node listener.
+type ServerTLS struct {
+	CertFile string `mapstructure:"cert_file"`
+	KeyFile  string `mapstructure:"key_file"`
+	// ClientCAFile, when set, requires Nodes to present a certificate signed
+	// by it (mutual TLS).
+	ClientCAFile string `mapstructure:"client_ca_file"`
+}
+
+// Enabled reports whether TLS is configured.
+func (t ServerTLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
+
+// EdgeAuth holds HTTP credentials. Empty lists/values disable the check.
+type EdgeAuth struct {
+	// APIKeys: non-empty means /v1/* needs "Authorization: Bearer <key>".
+	APIKeys []string `mapstructure:"api_keys"`
+	// AdminToken: non-empty means /admin/* needs "Authorization: Bearer <token>".
+	AdminToken string `mapstructure:"admin_token"`
+}
+
+// EdgeLimits bounds HTTP requests.
+type EdgeLimits struct {
+	// MaxBodyBytes bounds request bodies (413 beyond). Default 8 MiB.
+	MaxBodyBytes int64 `mapstructure:"max_body_bytes"`
+	// WriteTimeoutSec: a client that accepts no bytes of a response for this
+	// long is cancelled (cancel reason write_error). Default 30.
+	WriteTimeoutSec int `mapstructure:"write_timeout_sec"`
+	// ResponseTimeoutSec bounds the wait for a provider's first byte (cancel
+	// reason timeout). Default 300; 0 after defaults is impossible.
+	ResponseTimeoutSec int `mapstructure:"response_timeout_sec"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level: debug | info | warn | error. Default info.
+	Level string `mapstructure:"level"`
+	// Format: json | console. Default json.
+	Format string `mapstructure:"format"`
+}
+
+// NodeSpec is one Node the Edge accepts.
+type NodeSpec struct {
+	ID string `mapstructure:"id"`
+	// Token is the node credential; or TokenEnv names a variable holding it.
+	Token    string `mapstructure:"token"`
+	TokenEnv string `mapstructure:"token_env"`
+	// Heartbeat interval and timeout, seconds. Defaults 5 and 15; the
+	// timeout must exceed the interval.
+	HeartbeatIntervalSec float64        `mapstructure:"heartbeat_interval_sec"`
+	HeartbeatTimeoutSec  float64        `mapstructure:"heartbeat_timeout_sec"`
+	Providers            []ProviderSpec `mapstructure:"providers"`
+}
+
+// ProviderSpec is one adapter instance on a Node (NodeConfigPayload.adapters).
+type ProviderSpec struct {
+	// Name is the AdapterConfig.name and the provider_id.
+	Name string `mapstructure:"name"`
+	// Type: openai_compat | vllm | ollama | cli | mock.
+	Type string `mapstructure:"type"`
+	// Category: api | cli | local_inference. Default from Type.
+	Category  string `mapstructure:"category"`
+	BaseURL   string `mapstructure:"base_url"`
+	APIKeyEnv string `mapstructure:"api_key_env"`
+	// Capacity is the number of concurrent leases. Default 1.
+	Capacity int `mapstructure:"capacity"`
+	// LongCapacity bounds how many of those may be long requests. 0 means
+	// no separate limit (equal to Capacity).
+	LongCapacity int `mapstructure:"long_capacity"`
+	// TimeoutSec bounds one upstream request. 0 means none.
+	TimeoutSec int `mapstructure:"timeout_sec"`
+	// ToolMode (openai_compat, vllm): auto | native | text. Default auto.
+	ToolMode string `mapstructure:"tool_mode"`
+	// Command (cli): the argv; the prompt goes to stdin.
+	Command []string          `mapstructure:"command"`
+	Headers map[string]string `mapstructure:"headers"`
+	// Extra holds any further adapter-specific keys.
+	Extra map[string]any `mapstructure:",remain"`
+}
+
+// Settings renders Extra as the wire's string map: scalars as text, other
+// values JSON-encoded. Keys are sorted by the map encoder, so the result is
+// deterministic.
+func (p ProviderSpec) Settings() map[string]string {
+	if len(p.Extra) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(p.Extra))
+	for k, v := range p.Extra {
+		switch x := v.(type) {
+		case string:
+			out[k] = x
+		case bool:
+			out[k] = strconv.FormatBool(x)
+		case int:
+			out[k] = strconv.Itoa(x)
+		case float64:
+			out[k] = strconv.FormatFloat(x, 'f', -1, 64)
+		default:
+			b, err := json.Marshal(x)
+			if err != nil {
+				b = []byte(fmt.Sprint(x))
+			}
+			out[k] = string(b)
+		}
+	}
+	return out
+}
+
+// ModelSpec is one external model and its provider candidates.
+type ModelSpec struct {
+	// Name is the external OpenAI `model`.
+	Name string `mapstructure:"name"`
+	// LongContextTokens: estimated prompt tokens at or above this make a
+	// request long. 0 means no request is long.
+	LongContextTokens int `mapstructure:"long_context_tokens"`
+	// QueueTimeoutSec is the longest wait for a lease. Default 30.
+	QueueTimeoutSec float64 `mapstructure:"queue_timeout_sec"`
+	// MaxQueue bounds pending requests (429 beyond). Default 256; a negative
+	// value means no queueing at all (0 after defaults is impossible).
+	MaxQueue int `mapstructure:"max_queue"`
+	// Workspace (cli routes): sub-directory of the node's workspace_root.
+	Workspace string          `mapstructure:"workspace"`
+	Providers []ModelProvider `mapstructure:"providers"`
+}
+
+// ModelProvider is one candidate of a model group, in preference order.
+type ModelProvider struct {
+	Node     string `mapstructure:"node"`
+	Provider string `mapstructure:"provider"`
+	// Target is the upstream model id (RunRequest.target).
+	Target string `mapstructure:"target"`
+}
+
+// Provider types and categories.
+var (
+	ProviderTypes = []string{"openai_compat", "vllm", "ollama", "cli", "mock"}
+	Categories    = []string{"api", "cli", "local_inference"}
+	ToolModes     = []string{"auto", "native", "text"}
+)
+
+// DefaultCategory is the resource kind a provider type has when the config
+// does not say.
+func DefaultCategory(typ string) string {
+	switch typ {
+	case "cli":
+		return "cli"
+	case "vllm", "ollama":
+		return "local_inference"
+	default:
+		return "api"
+	}
+}
+
+// LoadEdge reads, defaults and validates an edge config file.
+func LoadEdge(file string) (*Edge, error) {
+	cfg := &Edge{}
+	if err := load(file, cfg); err != nil {
+		return nil, err
+	}
+	if err := cfg.Normalize(); err != nil {
+		if pe, ok := err.(*ProblemsError); ok {
+			pe.File = file
+		}
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// Normalize applies defaults, resolves token_env and validates everything,
+// returning a *ProblemsError listing every problem.
+func (c *Edge) Normalize() error {
+	var p problems
+	if c.Listen.HTTP == "" {
+		c.Listen.HTTP = "127.0.0.1:8080"
+	}
+	if c.Listen.Node == "" {
+		c.Listen.Node = "127.0.0.1:7070"
+	}
+	checkHostPort(&p, "listen.http", c.Listen.HTTP)
+	checkHostPort(&p, "listen.node", c.Listen.Node)
+	if t := c.Listen.TLS; t.Enabled() && (t.CertFile == "" || t.KeyFile == "") {
+		p.add("listen.tls: cert_file and key_file must be set together")
+	}
+	if t := c.Listen.TLS; !t.Enabled() && t.ClientCAFile != "" {
+		p.add("listen.tls.client_ca_file needs cert_file and key_file")
+	}
+	for i, k := range c.Auth.APIKeys {
+		if k == "" {
+			p.add("auth.api_keys[%d] is empty", i)
+		}
+	}
+	if c.Limits.MaxBodyBytes == 0 {
+		c.Limits.MaxBodyBytes = 8 << 20
+	}
+	if c.Limits.MaxBodyBytes < 0 {
+		p.add("limits.max_body_bytes must be positive")
+	}
+	if c.Limits.WriteTimeoutSec == 0 {
+		c.Limits.WriteTimeoutSec = 30
+	}
+	if c.Limits.WriteTimeoutSec < 0 {
+		p.add("limits.write_timeout_sec must be positive")
+	}
+	if c.Limits.ResponseTimeoutSec == 0 {
+		c.Limits.ResponseTimeoutSec = 300
+	}
+	if c.Limits.ResponseTimeoutSec < 0 {
+		p.add("limits.response_timeout_sec must be positive")
+	}
+	c.Log.normalize(&p)
+
+	providers := map[[2]string]*ProviderSpec{}
+	nodeIDs := map[string]bool{}
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
+		where := fmt.Sprintf("nodes[%d]", i)
+		if n.ID == "" {
+			p.add("%s.id is required", where)
+		} else if nodeIDs[n.ID] {
+			p.add("%s.id %q is duplicated", where, n.ID)
+		}
+		nodeIDs[n.ID] = true
+		n.Token = resolveSecret(&p, where+".token", n.Token, n.TokenEnv)
+		if n.Token == "" && n.TokenEnv == "" {
+			p.add("%s.token (or token_env) is required", where)
+		}
+		if n.HeartbeatIntervalSec == 0 {
+			n.HeartbeatIntervalSec = 5
+		}
+		if n.HeartbeatTimeoutSec == 0 {
+			n.HeartbeatTimeoutSec = 3 * n.HeartbeatIntervalSec
+		}
+		if n.HeartbeatIntervalSec < 0 {
+			p.add("%s.heartbeat_interval_sec must be positive", where)
+		}
+		if n.HeartbeatTimeoutSec <= n.HeartbeatIntervalSec {
+			p.add("%s.heartbeat_timeout_sec must exceed heartbeat_interval_sec", where)
+		}
+		names := map[string]bool{}
+		for j := range n.Providers {
+			pr := &n.Providers[j]
+			pw := fmt.Sprintf("%s.providers[%d]", where, j)
+			pr.normalize(&p, pw)
+			if names[pr.Name] {
+				p.add("%s.name %q is duplicated on node %q", pw, pr.Name, n.ID)
+			}
+			names[pr.Name] = true
+			providers[[2]string{n.ID, pr.Name}] = pr
+		}
+	}
+	modelNames := map[string]bool{}
+	for i := range c.Models {
+		m := &c.Models[i]
+		where := fmt.Sprintf("models[%d]", i)
+		if m.Name == "" {
+			p.add("%s.name is required", where)
+		} else if modelNames[m.Name] {
+			p.add("%s.name %q is duplicated", where, m.Name)
+		}
+		modelNames[m.Name] = true
+		if m.LongContextTokens < 0 {
+			p.add("%s.long_context_tokens must not be negative", where)
+		}
+		if m.QueueTimeoutSec == 0 {
+			m.QueueTimeoutSec = 30
+		}
+		if m.QueueTimeoutSec < 0 {
+			p.add("%s.queue_timeout_sec must be positive", where)
+		}
+		if m.MaxQueue == 0 {
+			m.MaxQueue = 256
+		}
+		if m.Workspace != "" && !localRelPath(m.Workspace) {
+			p.add("%s.workspace %q must be a relative path without ..", where, m.Workspace)
+		}
+		if len(m.Providers) == 0 {
+			p.add("%s.providers: at least one candidate is required", where)
+		}
+		seen := map[[2]string]bool{}
+		for j, mp := range m.Providers {
+			pw := fmt.Sprintf("%s.providers[%d]", where, j)
+			key := [2]string{mp.Node, mp.Provider}
+			if !nodeIDs[mp.Node] {
+				p.add("%s.node %q is not a configured node", pw, mp.Node)
+			} else if providers[key] == nil {
+				p.add("%s.provider %q is not a provider of node %q", pw, mp.Provider, mp.Node)
+			}
+			if seen[key] {
+				p.add("%s: %s/%s is listed twice", pw, mp.Node, mp.Provider)
+			}
+			seen[key] = true
+			if mp.Target == "" {
+				p.add("%s.target is required", pw)
+			}
+		}
+	}
+	return p.err("")
+}
+
+func (pr *ProviderSpec) normalize(p *problems, where string) {
+	if pr.Type == "" {
+		p.add("%s.type is required (one of %v)", where, ProviderTypes)
+	} else if !slices.Contains(ProviderTypes, pr.Type) {
+		p.add("%s.type %q is not one of %v", where, pr.Type, ProviderTypes)
+	}
+	if pr.Name == "" {
+		pr.Name = pr.Type // AdapterConfig.name: empty means the type name
+	}
+	if pr.Category == "" {
+		pr.Category = DefaultCategory(pr.Type)
+	} else if !slices.Contains(Categories, pr.Category) {
+		p.add("%s.category %q is not one of %v", where, pr.Category, Categories)
+	}
+	if pr.Capacity == 0 {
+		pr.Capacity = 1
+	}
+	if pr.Capacity < 0 {
+		p.add("%s.capacity must be positive", where)
+	}
+	if pr.LongCapacity < 0 || pr.LongCapacity > pr.Capacity {
+		p.add("%s.long_capacity must be between 0 and capacity (%d)", where, pr.Capacity)
+	}
+	if pr.LongCapacity == 0 {
+		pr.LongCapacity = pr.Capacity
+	}
+	if pr.TimeoutSec < 0 {
+		p.add("%s.timeout_sec must not be negative", where)
+	}
+	switch pr.Type {
+	case "openai_compat", "vllm", "ollama":
+		if pr.BaseURL == "" {
+			p.add("%s.base_url is required for type %s", where, pr.Type)
+		} else if u, err := url.Parse(pr.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.add("%s.base_url %q must be an http(s) URL", where, pr.BaseURL)
+		}
+	case "cli":
+		if len(pr.Command) == 0 {
+			p.add("%s.command is required for type cli", where)
+		}
+	}
+	if pr.ToolMode == "" {
+		pr.ToolMode = "auto"
+	} else if !slices.Contains(ToolModes, pr.ToolMode) {
+		p.add("%s.tool_mode %q is not one of %v", where, pr.ToolMode, ToolModes)
+	}
+}
+
+func (l *Log) normalize(p *problems) {
+	if l.Level == "" {
+		l.Level = "info"
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, l.Level) {
+		p.add("log.level %q is not one of debug, info, warn, error", l.Level)
+	}
+	if l.Format == "" {
+		l.Format = "json"
+	}
+	if l.Format != "json" && l.Format != "console" {
+		p.add("log.format %q is not json or console", l.Format)
+	}
+}
+
+func checkHostPort(p *problems, key, addr string) {
+	if _, port, err := net.SplitHostPort(addr); err != nil {
+		p.add("%s %q is not host:port", key, addr)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		p.add("%s %q has a bad port", key, addr)
+	}
+}
+
+// Node returns the spec of node id, or nil.
+func (c *Edge) Node(id string) *NodeSpec {
+	for i := range c.Nodes {
+		if c.Nodes[i].ID == id {
+			return &c.Nodes[i]
+		}
+	}
+	return nil
+}
+
+// ReferencedProviders returns, per node, the provider names some model uses,
+// sorted.
+func (c *Edge) ReferencedProviders() map[string][]string {
+	out := map[string][]string{}
+	for _, m := range c.Models {
+		for _, mp := range m.Providers {
+			if !slices.Contains(out[mp.Node], mp.Provider) {
+				out[mp.Node] = append(out[mp.Node], mp.Provider)
+			}
+		}
+	}
+	for _, v := range out {
+		sort.Strings(v)
+	}
+	return out
+}

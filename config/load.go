@@ -1,0 +1,119 @@
+// Package config holds the documented configuration of iop-edge and iop-node:
+// loading (YAML file + IOP_* environment overrides), defaults and
+// validation. Validation reports every problem at once.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/viper"
+)
+
+// ProblemsError lists every problem found in a config.
+type ProblemsError struct {
+	File     string
+	Problems []string
+}
+
+func (e *ProblemsError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "config %s: %d problem(s):", e.File, len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n  - ")
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// problems collects validation findings.
+type problems []string
+
+func (p *problems) add(format string, args ...any) { *p = append(*p, fmt.Sprintf(format, args...)) }
+
+func (p problems) err(file string) error {
+	if len(p) == 0 {
+		return nil
+	}
+	return &ProblemsError{File: file, Problems: p}
+}
+
+// load reads file into out with IOP_* environment overrides: the variable
+// for key a.b_c is IOP_A_B_C. Only scalar keys (and lists of scalars, comma
+// separated) outside lists of objects can be overridden.
+func load(file string, out any) error {
+	v := viper.New()
+	v.SetConfigFile(file)
+	v.SetConfigType("yaml")
+	v.SetEnvPrefix("IOP")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	if err := v.ReadInConfig(); err != nil {
+		var nf viper.ConfigFileNotFoundError
+		if errors.As(err, &nf) || errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("config %s: not found: %w", file, err)
+		}
+		return fmt.Errorf("config %s: %w", file, err)
+	}
+	bindEnvs(v, "", reflect.TypeOf(out).Elem())
+	dec := func(c *mapstructure.DecoderConfig) {
+		c.ErrorUnused = true
+		c.WeaklyTypedInput = true
+		c.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToSliceHookFunc(","),
+		)
+	}
+	if err := v.Unmarshal(out, dec); err != nil {
+		return &ProblemsError{File: file, Problems: []string{err.Error()}}
+	}
+	return nil
+}
+
+// bindEnvs registers every scalar key of t with viper so IOP_* variables
+// override it even when the file omits the key.
+func bindEnvs(v *viper.Viper, prefix string, t reflect.Type) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := strings.Split(f.Tag.Get("mapstructure"), ",")[0]
+		if tag == "" || tag == "-" {
+			continue
+		}
+		key := tag
+		if prefix != "" {
+			key = prefix + "." + tag
+		}
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch {
+		case ft.Kind() == reflect.Struct:
+			bindEnvs(v, key, ft)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			// lists of objects are file-only
+		case ft.Kind() == reflect.Map:
+			// maps are file-only
+		default:
+			_ = v.BindEnv(key)
+		}
+	}
+}
+
+// resolveSecret returns the inline value, or the named environment
+// variable's value when env is set. Problems name the key, never the value.
+func resolveSecret(p *problems, key, inline, env string) string {
+	if env != "" {
+		if inline != "" {
+			p.add("%s and %s_env are both set; use one", key, key)
+		}
+		val, ok := os.LookupEnv(env)
+		if !ok || val == "" {
+			p.add("%s_env names %s, which is unset or empty", key, env)
+		}
+		return val
+	}
+	return inline
+}

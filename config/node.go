@@ -1,0 +1,120 @@
+package config
+
+import (
+	"path/filepath"
+	"strings"
+)
+
+// Node is the iop-node configuration (CONTRACT §4).
+type Node struct {
+	Edge      NodeEdge      `mapstructure:"edge"`
+	Node      NodeIdentity  `mapstructure:"node"`
+	Reconnect NodeReconnect `mapstructure:"reconnect"`
+	// StoreDir is node-local state; never sent over the wire.
+	StoreDir string `mapstructure:"store_dir"`
+	// WorkspaceRoot: cli runs execute only below this directory.
+	WorkspaceRoot string `mapstructure:"workspace_root"`
+	Log           Log    `mapstructure:"log"`
+}
+
+// NodeEdge says where the Edge is.
+type NodeEdge struct {
+	Address string    `mapstructure:"address"`
+	TLS     ClientTLS `mapstructure:"tls"`
+}
+
+// ClientTLS configures TLS towards the Edge.
+type ClientTLS struct {
+	Enabled bool `mapstructure:"enabled"`
+	// CAFile verifies the Edge; empty means the system roots.
+	CAFile     string `mapstructure:"ca_file"`
+	ServerName string `mapstructure:"server_name"`
+	// CertFile/KeyFile present a client certificate (mutual TLS).
+	CertFile string `mapstructure:"cert_file"`
+	KeyFile  string `mapstructure:"key_file"`
+}
+
+// NodeIdentity is who the Node claims to be.
+type NodeIdentity struct {
+	ID       string `mapstructure:"id"`
+	Token    string `mapstructure:"token"`
+	TokenEnv string `mapstructure:"token_env"`
+}
+
+// NodeReconnect is the one policy for the initial connect and reconnects.
+type NodeReconnect struct {
+	// IntervalSec between attempts. Omitted: 10. Must be > 0.
+	IntervalSec *float64 `mapstructure:"interval_sec"`
+	// MaxAttempts of consecutive failed attempts. Omitted: 10. 0: unlimited
+	// until local shutdown. Negative: a config error.
+	MaxAttempts *int `mapstructure:"max_attempts"`
+}
+
+// Reconnect defaults (seed contract).
+const (
+	DefaultReconnectIntervalSec = 10
+	DefaultReconnectMaxAttempts = 10
+)
+
+// LoadNode reads, defaults and validates a node config file.
+func LoadNode(file string) (*Node, error) {
+	cfg := &Node{}
+	if err := load(file, cfg); err != nil {
+		return nil, err
+	}
+	if err := cfg.Normalize(); err != nil {
+		if pe, ok := err.(*ProblemsError); ok {
+			pe.File = file
+		}
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// Normalize applies defaults and validates, reporting every problem.
+func (c *Node) Normalize() error {
+	var p problems
+	if c.Edge.Address == "" {
+		p.add("edge.address is required")
+	} else {
+		checkHostPort(&p, "edge.address", c.Edge.Address)
+	}
+	if (c.Edge.TLS.CertFile == "") != (c.Edge.TLS.KeyFile == "") {
+		p.add("edge.tls: cert_file and key_file must be set together")
+	}
+	if !c.Edge.TLS.Enabled && (c.Edge.TLS.CAFile != "" || c.Edge.TLS.CertFile != "") {
+		p.add("edge.tls: files are set but enabled is false")
+	}
+	if c.Node.ID == "" {
+		p.add("node.id is required")
+	}
+	c.Node.Token = resolveSecret(&p, "node.token", c.Node.Token, c.Node.TokenEnv)
+	if c.Node.Token == "" && c.Node.TokenEnv == "" {
+		p.add("node.token (or node.token_env) is required")
+	}
+	if c.Reconnect.IntervalSec == nil {
+		v := float64(DefaultReconnectIntervalSec)
+		c.Reconnect.IntervalSec = &v
+	} else if *c.Reconnect.IntervalSec <= 0 {
+		p.add("reconnect.interval_sec must be > 0 (omit it for the default %d)", DefaultReconnectIntervalSec)
+	}
+	if c.Reconnect.MaxAttempts == nil {
+		v := DefaultReconnectMaxAttempts
+		c.Reconnect.MaxAttempts = &v
+	} else if *c.Reconnect.MaxAttempts < 0 {
+		p.add("reconnect.max_attempts must not be negative (0 means unlimited)")
+	}
+	if c.StoreDir == "" {
+		c.StoreDir = "./var/node"
+	}
+	if c.WorkspaceRoot == "" {
+		c.WorkspaceRoot = "./var/workspaces"
+	}
+	c.Log.normalize(&p)
+	return p.err("")
+}
+
+// localRelPath reports whether p is relative and stays below its base.
+func localRelPath(p string) bool {
+	return !filepath.IsAbs(p) && filepath.IsLocal(p) && !strings.Contains(p, "\\")
+}

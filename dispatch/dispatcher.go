@@ -1,0 +1,211 @@
+// Package dispatch is the Edge's authority over Nodes and their providers:
+// the node registry (ownership, readiness, generation fencing), the provider
+// pool (resources with capacity and long-request slots), the per-model
+// queues, leases, and status snapshots. It implements
+// nodewire.ServerHandler; it never builds HTTP responses.
+package dispatch
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/nodewire"
+)
+
+// Errors the gateway maps to its HTTP surface.
+var (
+	ErrModelNotFound      = errors.New("dispatch: model not found")
+	ErrNoProvider         = errors.New("dispatch: no provider available")
+	ErrQueueFull          = errors.New("dispatch: queue full")
+	ErrQueueTimeout       = errors.New("dispatch: queue wait timed out")
+	ErrNodeLost           = errors.New("dispatch: node lost")
+	ErrLeaseReleased      = errors.New("dispatch: lease already released")
+	ErrUnknownNode        = errors.New("dispatch: unknown node")
+	ErrNodeNotReady       = errors.New("dispatch: node not ready")
+	ErrDispatcherShutdown = errors.New("dispatch: shutting down")
+)
+
+// Options configures a Dispatcher.
+type Options struct {
+	Logger *zap.Logger
+	// Bus receives lifecycle events; nil drops them.
+	Bus     Bus
+	Metrics *Metrics
+	// Estimator is not used by the dispatcher itself (callers pass token
+	// estimates in Request); it is here so wiring has one place to set it.
+}
+
+// Dispatcher owns the registry and the pool. One mutex guards both so that
+// a lifecycle transition and its lease/queue consequences are one step.
+type Dispatcher struct {
+	log     *zap.Logger
+	bus     Bus
+	metrics *Metrics
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu         sync.Mutex
+	cfg        *config.Edge             // guarded by mu
+	nodes      map[string]*node         // guarded by mu: by node id
+	connNode   map[*nodewire.Conn]*node // guarded by mu: accepted connections
+	models     map[string]*model        // guarded by mu: by external name
+	waiters    *list.List               // guarded by mu: *waiter, oldest first
+	affinity   *affinityCache           // guarded by mu
+	genCounter uint64                   // guarded by mu
+	events     []Event                  // guarded by mu: recent events ring
+	resources  map[resKey]*resource     // guarded by mu
+}
+
+// New builds a dispatcher for cfg (already normalized).
+func New(cfg *config.Edge, opts Options) *Dispatcher {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Bus == nil {
+		opts.Bus = nopBus{}
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &Dispatcher{
+		log: opts.Logger, bus: opts.Bus, metrics: opts.Metrics,
+		ctx: ctx, cancel: cancel,
+		nodes:     map[string]*node{},
+		connNode:  map[*nodewire.Conn]*node{},
+		models:    map[string]*model{},
+		waiters:   list.New(),
+		affinity:  newAffinityCache(10000),
+		resources: map[resKey]*resource{},
+	}
+	d.mu.Lock()
+	d.applyConfigLocked(cfg)
+	d.mu.Unlock()
+	return d
+}
+
+// Close fails every waiter with ErrDispatcherShutdown and refuses new
+// registrations. Connections are closed by the nodewire.Server.
+func (d *Dispatcher) Close() {
+	d.cancel()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for e := d.waiters.Front(); e != nil; {
+		next := e.Next()
+		w := e.Value.(*waiter)
+		d.removeWaiterLocked(w)
+		w.result <- waitResult{err: ErrDispatcherShutdown}
+		e = next
+	}
+}
+
+// Config returns the current config (read-only).
+func (d *Dispatcher) Config() *config.Edge {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg
+}
+
+// applyConfigLocked (re)builds nodes, resources and models from cfg,
+// keeping live state (owners, generations, leases, waiters) of entries that
+// survive. Resources of removed providers go offline.
+func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
+	d.cfg = cfg
+	seenNodes := map[string]bool{}
+	referenced := cfg.ReferencedProviders()
+	seenRes := map[resKey]bool{}
+	for i := range cfg.Nodes {
+		spec := &cfg.Nodes[i]
+		seenNodes[spec.ID] = true
+		n := d.nodes[spec.ID]
+		if n == nil {
+			n = &node{id: spec.ID, resources: map[string]*resource{}}
+			d.nodes[spec.ID] = n
+		}
+		n.tokenDigest = sha256.Sum256([]byte(spec.Token))
+		for j := range spec.Providers {
+			ps := &spec.Providers[j]
+			key := resKey{spec.ID, ps.Name}
+			seenRes[key] = true
+			r := d.resources[key]
+			if r == nil {
+				r = &resource{key: key, leases: map[*Lease]struct{}{}}
+				d.resources[key] = r
+				n.resources[ps.Name] = r
+			}
+			r.spec = *ps
+			r.referenced = contains(referenced[spec.ID], ps.Name)
+		}
+	}
+	for key, r := range d.resources {
+		if !seenRes[key] {
+			for l := range r.leases {
+				d.releaseLocked(l, ReasonNodeLost)
+			}
+			r.live = false
+			delete(d.resources, key)
+			if n := d.nodes[key.node]; n != nil {
+				delete(n.resources, key.provider)
+			}
+		}
+	}
+	for id, n := range d.nodes {
+		if !seenNodes[id] {
+			if n.owner != nil {
+				c := n.owner
+				d.transitionLocked(n, evClosed, c)
+				delete(d.connNode, c)
+				go func() { _ = c.Close() }() // Owner: none needed; Close is bounded.
+			}
+			delete(d.nodes, id)
+		}
+	}
+	newModels := map[string]*model{}
+	for i := range cfg.Models {
+		ms := &cfg.Models[i]
+		m := d.models[ms.Name]
+		if m == nil {
+			m = &model{name: ms.Name}
+		}
+		m.spec = *ms
+		m.cands = m.cands[:0]
+		for _, mp := range ms.Providers {
+			if r := d.resources[resKey{mp.Node, mp.Provider}]; r != nil {
+				m.cands = append(m.cands, candidate{res: r, target: mp.Target})
+			}
+		}
+		newModels[ms.Name] = m
+	}
+	for name, m := range d.models {
+		if newModels[name] == nil {
+			for e := d.waiters.Front(); e != nil; {
+				next := e.Next()
+				if w := e.Value.(*waiter); w.model == m {
+					d.removeWaiterLocked(w)
+					w.result <- waitResult{err: ErrModelNotFound}
+				}
+				e = next
+			}
+		}
+	}
+	d.models = newModels
+	for _, r := range d.resources {
+		d.pumpLocked(r)
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

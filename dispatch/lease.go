@@ -1,0 +1,82 @@
+package dispatch
+
+import (
+	"time"
+
+	"github.com/iop-gateway/iop/nodewire"
+)
+
+// ReleaseReason is why a lease returned (the reason label of
+// iop_lease_released_total).
+type ReleaseReason string
+
+// Release reasons.
+const (
+	ReasonCompleted ReleaseReason = "completed"
+	ReasonCancelled ReleaseReason = "cancelled"
+	ReasonError     ReleaseReason = "error"
+	ReasonNodeLost  ReleaseReason = "node_lost"
+)
+
+// Lease is a slot on one (node, provider) resource. It is released exactly
+// once: by its holder (Release) or by the registry when the node's
+// generation is fenced, whichever comes first.
+type Lease struct {
+	d    *Dispatcher
+	res  *resource
+	gen  uint64
+	conn *nodewire.Conn
+
+	// What the holder needs to address the provider. The external model
+	// name (Model) is for the HTTP surface and logs; it never goes on the
+	// wire.
+	NodeID       string
+	ProviderID   string
+	ProviderType string
+	Category     string
+	ToolMode     string
+	Target       string
+	Model        string
+	Workspace    string
+	SessionID    string
+	Long         bool
+	AcquiredAt   time.Time
+
+	released bool          // guarded by d.mu
+	reason   ReleaseReason // guarded by d.mu
+}
+
+// Release returns the lease with reason. Only the first call (or fencing)
+// counts; it reports whether this call released it.
+func (l *Lease) Release(reason ReleaseReason) bool {
+	l.d.mu.Lock()
+	defer l.d.mu.Unlock()
+	return l.d.releaseLocked(l, reason)
+}
+
+// Released reports whether the lease has returned, and why.
+func (l *Lease) Released() (bool, ReleaseReason) {
+	l.d.mu.Lock()
+	defer l.d.mu.Unlock()
+	return l.released, l.reason
+}
+
+func (d *Dispatcher) releaseLocked(l *Lease, reason ReleaseReason) bool {
+	if l.released {
+		return false
+	}
+	l.released, l.reason = true, reason
+	r := l.res
+	delete(r.leases, l)
+	if r.live && r.gen == l.gen {
+		r.inFlight--
+		if l.Long {
+			r.longInFlight--
+		}
+	}
+	d.metrics.leaseReleased(r.key, reason)
+	if reason != ReasonNodeLost {
+		d.pumpLocked(r)
+	}
+	return true
+}

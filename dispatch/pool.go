@@ -1,0 +1,275 @@
+package dispatch
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/nodewire"
+)
+
+type resKey struct{ node, provider string }
+
+// resource is one (node, provider) dispatch target.
+type resource struct {
+	key        resKey
+	spec       config.ProviderSpec
+	referenced bool // some model lists it: only then is it dispatched to
+	// live is true while the node's ready generation gen owns it.
+	live bool
+	gen  uint64
+	conn *nodewire.Conn
+
+	inFlight     int
+	longInFlight int
+	leases       map[*Lease]struct{}
+}
+
+// fits reports whether the resource has a slot for a request now.
+func (r *resource) fits(long bool) bool {
+	if !r.live || !r.referenced || r.inFlight >= r.spec.Capacity {
+		return false
+	}
+	return !long || r.longInFlight < r.spec.LongCapacity
+}
+
+// load is the resource's occupancy relative to its capacity.
+func (r *resource) load() float64 { return float64(r.inFlight) / float64(r.spec.Capacity) }
+
+type candidate struct {
+	res    *resource
+	target string
+}
+
+// model is one external model group.
+type model struct {
+	name    string
+	spec    config.ModelSpec
+	cands   []candidate // preference order
+	pending int         // waiters of this model in d.waiters
+}
+
+// Request is what the gateway knows about a request when it asks for a
+// lease.
+type Request struct {
+	Model string
+	// PromptTokens is the caller's estimate; at or above the model's
+	// long_context_tokens the request is long.
+	PromptTokens int
+	// SessionID (X-IOP-Session-Id): prefer the provider that served the
+	// session last while it has room.
+	SessionID string
+}
+
+type waitResult struct {
+	lease *Lease
+	err   error
+}
+
+// waiter is a queued request. It lives in d.waiters (global arrival order)
+// until it gets a lease, times out, or its caller leaves.
+type waiter struct {
+	model   *model
+	long    bool
+	session string
+	elem    *list.Element
+	result  chan waitResult // buffered 1: the settling side never blocks
+}
+
+// Acquire returns a lease on one of the model's candidates, waiting in the
+// model's queue when none has room. It fails with ErrModelNotFound,
+// ErrNoProvider, ErrQueueFull, ErrQueueTimeout, or ctx's error.
+func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
+	start := time.Now()
+	d.mu.Lock()
+	m := d.models[req.Model]
+	if m == nil {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrModelNotFound, req.Model)
+	}
+	if d.ctx.Err() != nil {
+		d.mu.Unlock()
+		return nil, ErrDispatcherShutdown
+	}
+	long := m.spec.LongContextTokens > 0 && req.PromptTokens >= m.spec.LongContextTokens
+	if !m.couldServe(long) {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("%w: model %s has no candidate that can take this request", ErrNoProvider, req.Model)
+	}
+	if c := d.pickLocked(m, long, req.SessionID); c != nil {
+		l := d.grantLocked(m, c, long, req.SessionID)
+		d.mu.Unlock()
+		d.metrics.queueWait(m.name, time.Since(start))
+		return l, nil
+	}
+	if m.spec.MaxQueue < 0 || m.pending >= m.spec.MaxQueue {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("%w: model %s", ErrQueueFull, req.Model)
+	}
+	w := &waiter{model: m, long: long, session: req.SessionID, result: make(chan waitResult, 1)}
+	w.elem = d.waiters.PushBack(w)
+	m.pending++
+	timeout := time.Duration(m.spec.QueueTimeoutSec * float64(time.Second))
+	d.mu.Unlock()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var cause error
+	select {
+	case res := <-w.result:
+		d.metrics.queueWait(m.name, time.Since(start))
+		return res.lease, res.err
+	case <-ctx.Done():
+		cause = ctx.Err()
+	case <-timer.C:
+		cause = fmt.Errorf("%w: model %s after %s", ErrQueueTimeout, req.Model, timeout)
+	}
+	d.mu.Lock()
+	if w.elem != nil {
+		d.removeWaiterLocked(w)
+		d.mu.Unlock()
+		d.metrics.queueWait(m.name, time.Since(start))
+		return nil, cause
+	}
+	d.mu.Unlock()
+	// Settled while we were giving up: a granted lease goes back unless we
+	// merely timed out, in which case the caller may as well use it.
+	res := <-w.result
+	if res.lease != nil && ctx.Err() != nil {
+		res.lease.Release(ReasonCancelled)
+		return nil, ctx.Err()
+	}
+	d.metrics.queueWait(m.name, time.Since(start))
+	return res.lease, res.err
+}
+
+// couldServe reports whether any candidate could ever take a request of
+// this kind (it may not be live now).
+func (m *model) couldServe(long bool) bool {
+	for _, c := range m.cands {
+		if c.res.referenced && c.res.spec.Capacity > 0 && (!long || c.res.spec.LongCapacity > 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// pickLocked chooses among live candidates with room: the session's last
+// provider while it has room, else the least loaded relative to capacity,
+// ties by configured order.
+func (d *Dispatcher) pickLocked(m *model, long bool, session string) *candidate {
+	if session != "" {
+		if key, ok := d.affinity.get(session); ok {
+			for i := range m.cands {
+				if c := &m.cands[i]; c.res.key == key && c.res.fits(long) {
+					return c
+				}
+			}
+		}
+	}
+	var best *candidate
+	for i := range m.cands {
+		c := &m.cands[i]
+		if !c.res.fits(long) {
+			continue
+		}
+		if best == nil || c.res.load() < best.res.load() {
+			best = c
+		}
+	}
+	return best
+}
+
+func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session string) *Lease {
+	r := c.res
+	r.inFlight++
+	if long {
+		r.longInFlight++
+	}
+	l := &Lease{
+		d: d, res: r, gen: r.gen, conn: r.conn,
+		NodeID: r.key.node, ProviderID: r.key.provider, ProviderType: r.spec.Type,
+		Category: r.spec.Category, ToolMode: r.spec.ToolMode, Target: c.target,
+		Model: m.name, Workspace: m.spec.Workspace, Long: long, SessionID: session,
+		AcquiredAt: time.Now(),
+	}
+	r.leases[l] = struct{}{}
+	if session != "" {
+		d.affinity.put(session, r.key)
+	}
+	d.metrics.leaseAcquired(r.key)
+	return l
+}
+
+func (d *Dispatcher) removeWaiterLocked(w *waiter) {
+	d.waiters.Remove(w.elem)
+	w.elem = nil
+	w.model.pending--
+}
+
+// pumpLocked hands r's free slots to waiters, oldest first: each slot goes
+// to the oldest waiter that has r as a candidate and fits it (a long waiter
+// needs a free long slot too). Long requests cannot starve: a long waiter
+// is skipped only while r's long slots are full, and the release of a long
+// lease frees a normal slot and a long slot at once, which then goes to the
+// oldest fitting waiter, so the long waiter is served no later than every
+// younger request.
+func (d *Dispatcher) pumpLocked(r *resource) {
+	for e := d.waiters.Front(); e != nil && r.fits(false); {
+		next := e.Next()
+		w := e.Value.(*waiter)
+		if r.fits(w.long) {
+			if c := w.model.candidateFor(r); c != nil {
+				d.removeWaiterLocked(w)
+				w.result <- waitResult{lease: d.grantLocked(w.model, c, w.long, w.session)}
+			}
+		}
+		e = next
+	}
+}
+
+func (m *model) candidateFor(r *resource) *candidate {
+	for i := range m.cands {
+		if m.cands[i].res == r {
+			return &m.cands[i]
+		}
+	}
+	return nil
+}
+
+// affinityCache remembers, for a bounded number of sessions, which resource
+// served each last. The oldest entry is evicted first.
+type affinityCache struct {
+	max   int
+	order *list.List // of string session ids, oldest first
+	m     map[string]affinityEntry
+}
+
+type affinityEntry struct {
+	key  resKey
+	elem *list.Element
+}
+
+func newAffinityCache(max int) *affinityCache {
+	return &affinityCache{max: max, order: list.New(), m: map[string]affinityEntry{}}
+}
+
+func (a *affinityCache) get(s string) (resKey, bool) {
+	e, ok := a.m[s]
+	return e.key, ok
+}
+
+func (a *affinityCache) put(s string, k resKey) {
+	if e, ok := a.m[s]; ok {
+		a.order.MoveToBack(e.elem)
+		a.m[s] = affinityEntry{key: k, elem: e.elem}
+		return
+	}
+	a.m[s] = affinityEntry{key: k, elem: a.order.PushBack(s)}
+	if a.order.Len() > a.max {
+		old := a.order.Remove(a.order.Front()).(string)
+		delete(a.m, old)
+	}
+}

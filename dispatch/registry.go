@@ -1,0 +1,257 @@
+package dispatch
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/iop-gateway/iop/nodewire"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// nodeState is a configured Node's lifecycle state. The only transitions are
+// the ones in transitionLocked.
+type nodeState uint8
+
+const (
+	// stateOffline: no connection owns the node id.
+	stateOffline nodeState = iota
+	// statePending: an accepted registration owns the id; not dispatchable.
+	statePending
+	// stateReady: the owner acknowledged ready; its resources are live.
+	stateReady
+)
+
+func (s nodeState) String() string {
+	switch s {
+	case statePending:
+		return "pending"
+	case stateReady:
+		return "ready"
+	default:
+		return "offline"
+	}
+}
+
+// lifecycleKind is what happened to a connection.
+type lifecycleKind uint8
+
+const (
+	evRegister lifecycleKind = iota + 1 // an accepted registration
+	evReady                             // the connection sent NodeReadyRequest
+	evClosed                            // the connection closed or timed out
+)
+
+// node is the registry entry of one configured Node id.
+type node struct {
+	id          string
+	tokenDigest [32]byte
+	state       nodeState
+	// owner is the connection that currently owns the id (pending or ready);
+	// nil when offline.
+	owner *nodewire.Conn
+	// gen is the owner's connection generation. It only grows; it never
+	// leaves the Edge.
+	gen uint64
+	// resources are this node's provider resources, by provider name.
+	resources map[string]*resource
+}
+
+// outcome reports what a transition decided, for the caller to act on after
+// the lock is released (I/O, logs).
+type outcome struct {
+	ready      bool   // evReady: the answer
+	reason     string // evReady refused: why
+	activated  bool   // evReady: first transition (resources activated)
+	superseded *nodewire.Conn
+	closeOld   bool // the superseded owner was ready: close it now
+	fenced     bool // a ready generation was fenced
+}
+
+// transitionLocked is the registry's one transition function. Every
+// correctness step of the lifecycle (ownership, generation fencing, lease
+// return, resource (de)activation, queue pumping) happens here, under d.mu,
+// in the same step; events and metrics are only reported from it.
+func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.Conn) outcome {
+	var out outcome
+	switch kind {
+	case evRegister:
+		if n.owner != nil {
+			// A newer registration of the same id supersedes the older
+			// connection and fences its generation in this same step.
+			out.superseded = n.owner
+			d.connNode[n.owner] = nil
+			if n.state == stateReady {
+				d.fenceLocked(n, "superseded")
+				out.closeOld, out.fenced = true, true
+			}
+			d.metrics.sessions(n.id, "superseded")
+			d.publish(Event{Type: EventNodeSuperseded, NodeID: n.id})
+		}
+		d.genCounter++
+		n.owner, n.gen, n.state = c, d.genCounter, statePending
+		d.connNode[c] = n
+	case evReady:
+		switch {
+		case n.owner != c:
+			out.reason = "stale or superseded connection"
+		case n.state == stateReady:
+			out.ready = true // duplicate ready from the ready owner: no re-activation
+		case n.state == statePending:
+			n.state = stateReady
+			out.ready, out.activated = true, true
+			d.activateLocked(n)
+			d.metrics.sessions(n.id, "ready")
+			d.publish(Event{Type: EventNodeConnected, NodeID: n.id})
+		default:
+			out.reason = "connection is not pending"
+		}
+	case evClosed:
+		if n.owner != c {
+			return out // a stale connection's callback changes nothing
+		}
+		if n.state == stateReady {
+			d.fenceLocked(n, "lost")
+			out.fenced = true
+			d.metrics.sessions(n.id, "lost")
+			d.publish(Event{Type: EventNodeDisconnected, NodeID: n.id})
+		}
+		n.owner, n.state = nil, stateOffline
+	}
+	return out
+}
+
+// Register implements nodewire.ServerHandler.
+func (d *Dispatcher) Register(c *nodewire.Conn, req *iop.RegisterRequest) *iop.RegisterResponse {
+	reject := func(code iop.RejectCode, reason string) *iop.RegisterResponse {
+		d.log.Info("node registration rejected", zap.String("node_id", req.GetNodeId()), zap.Stringer("code", code))
+		d.mu.Lock()
+		if n := d.nodes[req.GetNodeId()]; n != nil {
+			d.metrics.sessions(n.id, "rejected")
+		}
+		d.mu.Unlock()
+		return &iop.RegisterResponse{Accepted: false, Reason: reason, RejectCode: code, ProtocolVersion: nodewire.ProtocolVersion}
+	}
+	if req.GetProtocolVersion() != nodewire.ProtocolVersion {
+		return reject(iop.RejectCode_REJECT_CODE_PROTOCOL_VERSION,
+			fmt.Sprintf("protocol version %d is not supported (edge speaks %d)", req.GetProtocolVersion(), nodewire.ProtocolVersion))
+	}
+	if d.ctx.Err() != nil {
+		return reject(iop.RejectCode_REJECT_CODE_UNAVAILABLE, "edge is shutting down")
+	}
+	d.mu.Lock()
+	n := d.nodes[req.GetNodeId()]
+	if n == nil {
+		d.mu.Unlock()
+		return reject(iop.RejectCode_REJECT_CODE_UNKNOWN_NODE, "node id is not configured")
+	}
+	// Compare fixed-size digests so neither the comparison's time nor its
+	// length check says anything about the configured token.
+	got := sha256.Sum256([]byte(req.GetToken()))
+	if subtle.ConstantTimeCompare(got[:], n.tokenDigest[:]) != 1 {
+		d.mu.Unlock()
+		return reject(iop.RejectCode_REJECT_CODE_CREDENTIALS, "invalid node token")
+	}
+	out := d.transitionLocked(n, evRegister, c)
+	payload := NodePayload(d.cfg.Node(n.id))
+	d.mu.Unlock()
+
+	if out.superseded != nil {
+		d.log.Info("node connection superseded", zap.String("node_id", n.id), zap.Bool("was_ready", out.closeOld))
+		if out.closeOld {
+			// Owner: this call. Close waits for the old connection's
+			// goroutines, which never wait on the dispatcher lock.
+			go func() { _ = out.superseded.Close() }()
+		}
+	}
+	d.log.Info("node registered (pending)", zap.String("node_id", n.id))
+	return &iop.RegisterResponse{Accepted: true, NodeId: n.id, Config: payload, ProtocolVersion: nodewire.ProtocolVersion}
+}
+
+// Ready implements nodewire.ServerHandler.
+func (d *Dispatcher) Ready(c *nodewire.Conn, req *iop.NodeReadyRequest) *iop.NodeReadyResponse {
+	d.mu.Lock()
+	n := d.connNode[c]
+	if n == nil || n.id != req.GetNodeId() {
+		d.mu.Unlock()
+		d.log.Info("node ready refused", zap.String("node_id", req.GetNodeId()), zap.String("reason", "stale connection"))
+		return &iop.NodeReadyResponse{Ready: false, Reason: "stale, superseded or unknown connection for this node id"}
+	}
+	out := d.transitionLocked(n, evReady, c)
+	d.mu.Unlock()
+	if !out.ready {
+		d.log.Info("node ready refused", zap.String("node_id", n.id), zap.String("reason", out.reason))
+		return &iop.NodeReadyResponse{Ready: false, Reason: out.reason}
+	}
+	if out.activated {
+		d.log.Info("node ready", zap.String("node_id", n.id))
+	}
+	return &iop.NodeReadyResponse{Ready: true}
+}
+
+// Closed implements nodewire.ServerHandler.
+func (d *Dispatcher) Closed(c *nodewire.Conn, err error) {
+	d.mu.Lock()
+	n := d.connNode[c]
+	delete(d.connNode, c)
+	var out outcome
+	if n != nil {
+		out = d.transitionLocked(n, evClosed, c)
+	}
+	d.mu.Unlock()
+	if out.fenced {
+		d.log.Info("node disconnected", zap.String("node_id", n.id), zap.Error(err))
+	}
+}
+
+// fenceLocked ends the ready generation of n: every lease on its resources
+// returns with reason node_lost (exactly once: later Release calls are
+// no-ops), the resources go offline, and waiters are re-evaluated against the
+// remaining live candidates (they keep waiting for a reconnect up to their
+// timeout when none has room).
+func (d *Dispatcher) fenceLocked(n *node, why string) {
+	for _, r := range n.resources {
+		for l := range r.leases {
+			d.releaseLocked(l, ReasonNodeLost)
+		}
+		r.live, r.conn = false, nil
+	}
+	_ = why
+}
+
+// activateLocked makes n's resources live for its current generation and
+// hands free slots to waiters at once.
+func (d *Dispatcher) activateLocked(n *node) {
+	for _, r := range n.resources {
+		r.live, r.gen, r.conn = true, n.gen, n.owner
+		r.inFlight, r.longInFlight = 0, 0
+	}
+	for _, r := range n.resources {
+		d.pumpLocked(r)
+	}
+}
+
+// nodeConn returns the ready owner of node id.
+func (d *Dispatcher) nodeConn(id string) (*nodewire.Conn, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.nodes[id]
+	if n == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownNode, id)
+	}
+	if n.state != stateReady {
+		return nil, fmt.Errorf("%w: %s is %s", ErrNodeNotReady, id, n.state)
+	}
+	return n.owner, nil
+}
+
+func (d *Dispatcher) publish(e Event) {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	d.bus.Publish(e)
+	d.recordEvent(e)
+}

@@ -1,0 +1,208 @@
+package dispatch
+
+import (
+	"sort"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// maxEvents bounds the recent-events ring shown by the admin page.
+const maxEvents = 100
+
+// Status is the /admin/status document. It never carries node addresses,
+// tokens or transport internals.
+type Status struct {
+	Nodes  []NodeStatus  `json:"nodes"`
+	Models []ModelStatus `json:"models"`
+}
+
+// NodeStatus is one configured node.
+type NodeStatus struct {
+	ID        string            `json:"id"`
+	Connected bool              `json:"connected"`
+	Providers []*ProviderStatus `json:"providers"`
+}
+
+// ProviderStatus is the JSON form of a ProviderSnapshot (CONTRACT §5): the
+// same fields, every figure always present.
+type ProviderStatus struct {
+	NodeId       string `json:"-"`
+	ProviderId   string `json:"provider_id"`
+	Type         string `json:"type"`
+	Category     string `json:"category"`
+	Status       string `json:"status"`
+	Health       string `json:"health"`
+	Capacity     int32  `json:"capacity"`
+	LongCapacity int32  `json:"long_capacity"`
+	InFlight     int32  `json:"in_flight"`
+	LongInFlight int32  `json:"long_in_flight"`
+	Queued       int32  `json:"queued"`
+	LongQueued   int32  `json:"long_queued"`
+}
+
+// Snapshot converts to the wire's ProviderSnapshot.
+func (p *ProviderStatus) Snapshot() *iop.ProviderSnapshot {
+	return &iop.ProviderSnapshot{
+		NodeId: p.NodeId, ProviderId: p.ProviderId, Type: p.Type, Category: p.Category,
+		Status: p.Status, Health: p.Health, Capacity: p.Capacity, LongCapacity: p.LongCapacity,
+		InFlight: p.InFlight, LongInFlight: p.LongInFlight, Queued: p.Queued, LongQueued: p.LongQueued,
+	}
+}
+
+// ModelStatus is one model's queue.
+type ModelStatus struct {
+	Name    string `json:"name"`
+	Pending int    `json:"pending"`
+}
+
+// Status snapshots every node, provider and model queue.
+func (d *Dispatcher) Status() Status {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.statusLocked()
+}
+
+func (d *Dispatcher) statusLocked() Status {
+	// queued / long_queued: unique pending requests that include the
+	// resource as a live candidate; one request counts for every such
+	// resource.
+	queued := map[*resource][2]int{}
+	for e := d.waiters.Front(); e != nil; e = e.Next() {
+		w := e.Value.(*waiter)
+		for _, c := range w.model.cands {
+			if !c.res.live || !c.res.referenced {
+				continue
+			}
+			q := queued[c.res]
+			q[0]++
+			if w.long {
+				q[1]++
+			}
+			queued[c.res] = q
+		}
+	}
+	var st Status
+	for _, ns := range d.cfg.Nodes {
+		n := d.nodes[ns.ID]
+		if n == nil {
+			continue
+		}
+		nst := NodeStatus{ID: n.id, Connected: n.state == stateReady, Providers: []*ProviderStatus{}}
+		for _, ps := range ns.Providers {
+			r := n.resources[ps.Name]
+			if r == nil {
+				continue
+			}
+			snap := &ProviderStatus{
+				NodeId: n.id, ProviderId: ps.Name, Type: ps.Type, Category: ps.Category,
+				Status: "unavailable", Health: "offline",
+			}
+			if r.live {
+				// An unreferenced provider is listed but never dispatched to.
+				snap.Status, snap.Health = "available", "ok"
+				if !r.referenced {
+					snap.Status = "disabled"
+				}
+				snap.Capacity, snap.LongCapacity = int32(ps.Capacity), int32(ps.LongCapacity)
+				snap.InFlight, snap.LongInFlight = int32(r.inFlight), int32(r.longInFlight)
+				q := queued[r]
+				snap.Queued, snap.LongQueued = int32(q[0]), int32(q[1])
+			}
+			nst.Providers = append(nst.Providers, snap)
+		}
+		st.Nodes = append(st.Nodes, nst)
+	}
+	for _, ms := range d.cfg.Models {
+		if m := d.models[ms.Name]; m != nil {
+			st.Models = append(st.Models, ModelStatus{Name: m.name, Pending: m.pending})
+		}
+	}
+	sort.SliceStable(st.Models, func(i, j int) bool { return st.Models[i].Name < st.Models[j].Name })
+	return st
+}
+
+// Dispatchable reports whether at least one referenced provider is live
+// (the /readyz condition).
+func (d *Dispatcher) Dispatchable() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, r := range d.resources {
+		if r.live && r.referenced {
+			return true
+		}
+	}
+	return false
+}
+
+// RecentEvents returns the latest lifecycle events, oldest first. Unlike the
+// bus, this ring never drops the newest.
+func (d *Dispatcher) RecentEvents() []Event {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]Event(nil), d.events...)
+}
+
+// recordEvent must be called with d.mu held (it is, from transitions).
+func (d *Dispatcher) recordEvent(e Event) {
+	if len(d.events) >= maxEvents {
+		copy(d.events, d.events[1:])
+		d.events = d.events[:maxEvents-1]
+	}
+	d.events = append(d.events, e)
+}
+
+// StatusCollector exports the state gauges of CONTRACT §6 from a snapshot
+// taken at scrape time.
+type StatusCollector struct{ d *Dispatcher }
+
+// NewStatusCollector returns a prometheus.Collector over d.
+func NewStatusCollector(d *Dispatcher) *StatusCollector { return &StatusCollector{d: d} }
+
+var (
+	descNodeConnected = prometheus.NewDesc("iop_node_connected", "1 while the node's session is dispatch-ready.", []string{"node"}, nil)
+	descProviderUp    = prometheus.NewDesc("iop_provider_up", "1 while the provider is dispatchable.", []string{"node", "provider"}, nil)
+	descCapacity      = prometheus.NewDesc("iop_provider_capacity", "Configured concurrent leases (0 while offline).", []string{"node", "provider"}, nil)
+	descInFlight      = prometheus.NewDesc("iop_provider_in_flight", "Leases held.", []string{"node", "provider"}, nil)
+	descLongInFlight  = prometheus.NewDesc("iop_provider_long_in_flight", "Long-request leases held.", []string{"node", "provider"}, nil)
+	descQueued        = prometheus.NewDesc("iop_provider_queued", "Pending requests with this provider as a live candidate.", []string{"node", "provider"}, nil)
+	descLongQueued    = prometheus.NewDesc("iop_provider_long_queued", "Long pending requests with this provider as a live candidate.", []string{"node", "provider"}, nil)
+	descQueuePending  = prometheus.NewDesc("iop_queue_pending", "Requests waiting for a lease.", []string{"model"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (c *StatusCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descNodeConnected, descProviderUp, descCapacity, descInFlight, descLongInFlight, descQueued, descLongQueued, descQueuePending} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *StatusCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.d.Status()
+	g := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, n := range st.Nodes {
+		g(descNodeConnected, b2f(n.Connected), n.ID)
+		for _, p := range n.Providers {
+			g(descProviderUp, b2f(p.Status == "available"), n.ID, p.ProviderId)
+			g(descCapacity, float64(p.Capacity), n.ID, p.ProviderId)
+			g(descInFlight, float64(p.InFlight), n.ID, p.ProviderId)
+			g(descLongInFlight, float64(p.LongInFlight), n.ID, p.ProviderId)
+			g(descQueued, float64(p.Queued), n.ID, p.ProviderId)
+			g(descLongQueued, float64(p.LongQueued), n.ID, p.ProviderId)
+		}
+	}
+	for _, m := range st.Models {
+		g(descQueuePending, float64(m.Pending), m.Name)
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,45 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/iop-gateway/iop/dispatch"
+	"github.com/iop-gateway/iop/gateway/openaiapi"
+)
+
+// apiError maps any error of a request to the OpenAI envelope. It is the one
+// place that decides statuses and codes.
+func apiError(err error, model string) *openaiapi.Error {
+	var ae *openaiapi.Error
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, dispatch.ErrModelNotFound):
+		return openaiapi.ModelNotFound(model)
+	case errors.Is(err, dispatch.ErrQueueFull):
+		return openaiapi.QueueFull(model, 1)
+	case errors.Is(err, dispatch.ErrQueueTimeout):
+		return openaiapi.QueueTimeout(model)
+	case errors.Is(err, dispatch.ErrNoProvider), errors.Is(err, dispatch.ErrDispatcherShutdown):
+		return openaiapi.NoProviderAvailable(model)
+	case errors.Is(err, dispatch.ErrNodeLost), errors.Is(err, dispatch.ErrLeaseReleased):
+		return openaiapi.UpstreamError("The provider's node was lost before it answered.")
+	case errors.Is(err, context.DeadlineExceeded):
+		return openaiapi.UpstreamError("The provider did not answer in time.")
+	default:
+		return openaiapi.UpstreamError("The provider request failed.")
+	}
+}
+
+// writeError renders e as the response (only before anything was written).
+func writeError(c *gin.Context, e *openaiapi.Error) {
+	if e.RetryAfter > 0 {
+		c.Header("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	c.Data(e.Status, "application/json", e.Envelope())
+	c.Abort()
+}

@@ -1,0 +1,216 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/iop-gateway/iop/dispatch"
+	"github.com/iop-gateway/iop/gateway/openaiapi"
+)
+
+// Operations (RunRequest.operation).
+const (
+	opChat       = "chat"
+	opCompletion = "completion"
+	opEmbedding  = "embedding"
+	opResponses  = "responses"
+)
+
+// call is one API request on its way to a provider.
+type call struct {
+	op       string
+	path     string // upstream path relative to the provider base URL
+	model    string
+	body     []byte
+	stream   bool
+	hasTools bool
+	tokens   int
+	render   openaiapi.RenderOptions
+	embed    openaiapi.EmbeddingOptions
+}
+
+func (s *Server) readBody(c *gin.Context) ([]byte, bool) {
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(c, openaiapi.RequestTooLarge(mbe.Limit))
+		} else {
+			writeError(c, openaiapi.InvalidRequest("Could not read the request body.", ""))
+		}
+		return nil, false
+	}
+	return body, true
+}
+
+func (s *Server) chatCompletions(c *gin.Context) {
+	body, ok := s.readBody(c)
+	if !ok {
+		return
+	}
+	req, err := openaiapi.ParseChat(body)
+	if err != nil {
+		writeError(c, apiError(err, ""))
+		return
+	}
+	s.dispatch(c, &call{op: opChat, path: "/chat/completions", model: req.Model, body: body, stream: req.Stream,
+		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions()})
+}
+
+func (s *Server) completions(c *gin.Context) {
+	body, ok := s.readBody(c)
+	if !ok {
+		return
+	}
+	req, err := openaiapi.ParseCompletion(body)
+	if err != nil {
+		writeError(c, apiError(err, ""))
+		return
+	}
+	s.dispatch(c, &call{op: opCompletion, path: "/completions", model: req.Model, body: body, stream: req.Stream,
+		tokens: req.EstimatePromptTokens(), render: req.RenderOptions()})
+}
+
+func (s *Server) embeddings(c *gin.Context) {
+	body, ok := s.readBody(c)
+	if !ok {
+		return
+	}
+	req, err := openaiapi.ParseEmbedding(body)
+	if err != nil {
+		writeError(c, apiError(err, ""))
+		return
+	}
+	s.dispatch(c, &call{op: opEmbedding, path: "/embeddings", model: req.Model, body: body,
+		tokens: req.EstimatePromptTokens(), embed: req.RenderOptions()})
+}
+
+func (s *Server) responses(c *gin.Context) {
+	body, ok := s.readBody(c)
+	if !ok {
+		return
+	}
+	req, err := openaiapi.ParseResponses(body)
+	if err != nil {
+		writeError(c, apiError(err, ""))
+		return
+	}
+	s.dispatch(c, &call{op: opResponses, path: "/responses", model: req.Model, body: body, stream: req.Stream,
+		tokens: len(body) / 4})
+}
+
+// dispatch takes a lease for the call's model and sends the call down the
+// path the chosen provider's capability decides. The lease is released
+// exactly once, with the outcome as reason.
+func (s *Server) dispatch(c *gin.Context, k *call) {
+	in := info(c)
+	in.model = k.model
+	if !s.knownModel(k.model) {
+		in.model = ""
+		writeError(c, apiError(dispatch.ErrModelNotFound, k.model))
+		return
+	}
+	ctx := c.Request.Context()
+	lease, err := s.d.Acquire(ctx, dispatch.Request{Model: k.model, PromptTokens: k.tokens, SessionID: c.GetHeader("X-IOP-Session-Id")})
+	if err != nil {
+		if ctx.Err() != nil {
+			in.cancelReason = CancelClientDisconnect
+			c.Abort()
+			return
+		}
+		writeError(c, apiError(err, k.model))
+		return
+	}
+	in.node, in.provider = lease.NodeID, lease.ProviderID
+	reason := dispatch.ReasonError
+	defer func() { lease.Release(reason) }()
+
+	route := chooseRoute(lease, k)
+	in.route = route
+	switch {
+	case route == routeTunnel:
+		reason = s.tunnel(c, lease, k)
+	case k.op == opResponses:
+		writeError(c, openaiapi.InvalidRequest("Model '"+k.model+"' is not served by an OpenAI-compatible provider; /v1/responses is passthrough only.", "model"))
+	default:
+		reason = s.run(c, lease, k)
+	}
+}
+
+// chooseRoute decides tunnel or run from the provider the lease is on:
+// OpenAI-compatible providers tunnel, except chat requests with tools when
+// the provider's tool_mode allows the text fallback (auto, text), which run
+// so the adapter can fall back. No client-supplied selector exists.
+func chooseRoute(l *dispatch.Lease, k *call) string {
+	switch l.ProviderType {
+	case "openai_compat", "vllm":
+		if k.op == opChat && k.hasTools && l.ToolMode != "native" {
+			return routeRun
+		}
+		return routeTunnel
+	}
+	return routeRun
+}
+
+func (s *Server) knownModel(name string) bool {
+	for _, m := range s.models.Load().names {
+		if m == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) listModels(c *gin.Context) {
+	c.Data(http.StatusOK, "application/json", openaiapi.ModelsList(s.models.Load().names, s.created))
+}
+
+func (s *Server) getModel(c *gin.Context) {
+	id := c.Param("id")
+	if !s.knownModel(id) {
+		writeError(c, apiError(dispatch.ErrModelNotFound, id))
+		return
+	}
+	c.Data(http.StatusOK, "application/json", openaiapi.ModelObject(id, s.created))
+}
+
+// canceller is an upstream exchange the edge may abort.
+type canceller interface{ Cancel(reason string) }
+
+// cancelState records why an exchange was cancelled; the first reason wins
+// and only it cancels.
+type cancelState struct {
+	mu     sync.Mutex
+	reason string // guarded by mu
+}
+
+// cancel records reason (first wins) and cancels x.
+func (cs *cancelState) cancel(x canceller, reason string) {
+	cs.mu.Lock()
+	first := cs.reason == ""
+	if first {
+		cs.reason = reason
+	}
+	cs.mu.Unlock()
+	if first {
+		x.Cancel(reason)
+	}
+}
+
+// get returns the recorded reason, or "".
+func (cs *cancelState) get() string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.reason
+}
+
+// watch cancels x with client_disconnect when ctx ends; call the returned
+// stop func when the exchange is over.
+func (cs *cancelState) watch(ctx context.Context, x canceller) func() bool {
+	return context.AfterFunc(ctx, func() { cs.cancel(x, CancelClientDisconnect) })
+}

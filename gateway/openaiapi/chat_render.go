@@ -1,0 +1,137 @@
+package openaiapi
+
+import (
+	"strings"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// Wire shapes of chat.completion, in OpenAI's field order. logprobs and
+// refusal are always null: runs report neither.
+type chatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   Usage        `json:"usage"`
+}
+
+type chatChoice struct {
+	Index        int         `json:"index"`
+	Message      chatMessage `json:"message"`
+	Logprobs     *struct{}   `json:"logprobs"`
+	FinishReason string      `json:"finish_reason"`
+}
+
+type chatMessage struct {
+	Role      string     `json:"role"`
+	Content   *string    `json:"content"`
+	Refusal   *string    `json:"refusal"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// ChatAggregator renders a non-stream chat run as one chat.completion.
+// Feed it the run's events with Add, then call Result. Not safe for
+// concurrent use.
+type ChatAggregator struct {
+	opts    RenderOptions
+	st      runState
+	content strings.Builder
+
+	rendered bool
+	body     []byte
+	err      *Error
+	usage    Usage
+	reported bool
+	finish   string
+}
+
+// NewChatAggregator starts the rendering of one run.
+func NewChatAggregator(opts RenderOptions) *ChatAggregator {
+	opts.fill("chatcmpl-")
+	return &ChatAggregator{opts: opts}
+}
+
+// Add consumes one event and reports whether it was the terminal one.
+func (a *ChatAggregator) Add(ev *iop.RunEvent) (done bool) {
+	if a.st.done() || ev == nil {
+		return a.st.done()
+	}
+	if ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
+		a.content.WriteString(ev.GetDelta())
+	}
+	return a.st.observe(ev)
+}
+
+// Done reports whether the terminal event has been seen.
+func (a *ChatAggregator) Done() bool { return a.st.done() }
+
+// Result returns the chat.completion JSON, or the *Error to answer with when
+// the run failed, was cancelled, or ended without a terminal event (e.g. the
+// node was lost). Calling it again returns the same result.
+//
+// The message carries the run's content and its tool calls: the provider's
+// native ones (metadata openai_tool_calls, content never parsed), or, for a
+// run marked openai_text_tool_fallback, those restored from the content by
+// ParseTextToolCalls. With tool calls and no other text, content is null and
+// finish_reason is "tool_calls".
+func (a *ChatAggregator) Result() ([]byte, *Error) {
+	if !a.rendered {
+		a.rendered = true
+		a.body, a.err = a.render()
+	}
+	return a.body, a.err
+}
+
+func (a *ChatAggregator) render() ([]byte, *Error) {
+	if e := a.st.failure(); e != nil {
+		a.usage, a.reported = a.st.finalUsage(a.opts.PromptTokens, a.content.Len())
+		return nil, e
+	}
+	content := a.content.String()
+	var calls []ToolCall
+	if native := a.st.meta[MetaToolCalls]; native != "" {
+		var err error
+		if calls, err = parseNativeToolCalls(native); err != nil {
+			return nil, UpstreamError("The provider returned malformed tool calls.")
+		}
+	} else if a.st.textFallback() {
+		content, calls = ParseTextToolCalls(content, a.opts.ToolNames)
+	}
+	msg := chatMessage{Role: "assistant", Content: &content, ToolCalls: calls}
+	if len(calls) > 0 && strings.TrimSpace(content) == "" {
+		msg.Content = nil
+	}
+	a.finish = finishReason(a.st.finish, len(calls) > 0)
+	a.usage, a.reported = a.st.finalUsage(a.opts.PromptTokens, len(content)+toolCallBytes(calls))
+	body, err := marshalCompact(chatCompletion{
+		ID:      a.opts.ID,
+		Object:  "chat.completion",
+		Created: a.opts.Created,
+		Model:   a.opts.Model,
+		Choices: []chatChoice{{Index: 0, Message: msg, FinishReason: a.finish}},
+		Usage:   a.usage,
+	})
+	if err != nil {
+		return nil, InternalError("Rendering the response failed.")
+	}
+	return body, nil
+}
+
+// Usage returns the usage of the rendered response (valid after Result) and
+// whether the provider reported it (false: estimated).
+func (a *ChatAggregator) Usage() (Usage, bool) { return a.usage, a.reported }
+
+// FinishReason returns the reported finish_reason (valid after a successful
+// Result).
+func (a *ChatAggregator) FinishReason() string { return a.finish }
+
+// toolCallBytes sizes tool calls for the completion-token estimate.
+func toolCallBytes(calls []ToolCall) int {
+	n := 0
+	for _, c := range calls {
+		n += len(c.Function.Name) + len(c.Function.Arguments)
+	}
+	return n
+}

@@ -1,0 +1,233 @@
+package openaiapi
+
+import (
+	"encoding/json"
+	"io"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// Wire shapes of chat.completion.chunk, as OpenAI streams them.
+type chatChunk struct {
+	ID      string        `json:"id"`
+	Object  string        `json:"object"`
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Choices []chunkChoice `json:"choices"`
+	// With include_usage OpenAI puts "usage":null on every chunk and the
+	// figures on a last chunk with empty choices; without it, no usage key.
+	Usage json.RawMessage `json:"usage,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int        `json:"index"`
+	Delta        chunkDelta `json:"delta"`
+	Logprobs     *struct{}  `json:"logprobs"`
+	FinishReason *string    `json:"finish_reason"`
+}
+
+type chunkDelta struct {
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls []chunkToolCall `json:"tool_calls,omitempty"`
+}
+
+type chunkToolCall struct {
+	Index    int          `json:"index"`
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+var nullJSON = json.RawMessage("null")
+
+// ChatStreamWriter renders a streamed chat run as chat.completion.chunk SSE
+// events on w, calling flush after every batch so nothing waits in a buffer.
+// Not safe for concurrent use.
+//
+// The stream is: a chunk with delta {role:"assistant",content:""}; content
+// chunks as deltas arrive; one chunk per tool call (delta.tool_calls with
+// index, id, type, function{name, arguments}); a chunk with an empty delta
+// and the finish_reason; with include_usage a chunk with empty choices and
+// the usage; then `data: [DONE]`. A run failing after the first byte ends
+// with `data: {"error":…}` and no [DONE].
+//
+// Nothing is written before there is something to say (content, tool calls
+// or the successful end), so a run failing early can still be answered with
+// an HTTP error status: Add then returns that *Error and writes nothing.
+//
+// When the request offered tools, text that might be a text tool call
+// ("<tool_call>" and partial prefixes of it) is held until it can be decided;
+// see toolHolder. All other text is released immediately.
+type ChatStreamWriter struct {
+	opts      RenderOptions
+	st        runState
+	sse       sseWriter
+	holder    *toolHolder // nil when the request offered no tools
+	roleSent  bool
+	toolIndex int
+	outBytes  int // content and tool-call bytes sent, for usage estimates
+	failure   *Error
+	finish    string
+	usage     Usage
+	reported  bool
+	closed    bool // terminal handled (or Abort)
+}
+
+// NewChatStreamWriter prepares a writer; it writes nothing yet. flush may be
+// nil.
+func NewChatStreamWriter(w io.Writer, flush func(), opts RenderOptions) *ChatStreamWriter {
+	opts.fill("chatcmpl-")
+	s := &ChatStreamWriter{opts: opts, sse: sseWriter{w: w, flush: flush, onFirst: opts.OnFirstWrite}}
+	if len(opts.ToolNames) > 0 {
+		s.holder = newToolHolder(opts.ToolNames)
+	}
+	return s
+}
+
+// Add consumes one run event and writes what it produces. It returns:
+//   - nil: go on (check Done after a terminal event);
+//   - an *Error: the run failed before anything was written; nothing has
+//     been written now either, so answer with e.Status and e.Envelope();
+//   - any other error: writing to the client failed (cancel the run).
+//
+// Events after the terminal one are ignored.
+func (s *ChatStreamWriter) Add(ev *iop.RunEvent) error {
+	if s.closed || ev == nil {
+		return nil
+	}
+	terminal := s.st.observe(ev)
+	native := s.st.meta[MetaToolCalls] != ""
+	if s.holder != nil && s.st.textFallback() && !native {
+		// The mark may come on any event; act on it before this event's text.
+		s.holder.mark()
+	}
+	if d := ev.GetDelta(); d != "" && ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
+		if s.holder != nil {
+			s.holder.push(d)
+		} else {
+			s.text(d)
+		}
+	}
+	s.drainHolder()
+	if !terminal {
+		return s.sse.send()
+	}
+	s.closed = true
+	if e := s.st.failure(); e != nil {
+		return s.fail(e)
+	}
+	var nativeCalls []ToolCall
+	if native {
+		var err error
+		if nativeCalls, err = parseNativeToolCalls(s.st.meta[MetaToolCalls]); err != nil {
+			return s.fail(UpstreamError("The provider returned malformed tool calls."))
+		}
+	}
+	if s.holder != nil {
+		s.holder.finish(s.st.textFallback() && !native)
+		s.drainHolder()
+	}
+	s.calls(nativeCalls)
+	s.ensureRole()
+	s.finish = finishReason(s.st.finish, s.toolIndex > 0)
+	s.chunk(chunkDelta{}, &s.finish)
+	s.usage, s.reported = s.st.finalUsage(s.opts.PromptTokens, s.outBytes)
+	if s.opts.IncludeUsage {
+		s.sse.event(mustMarshal(chatChunk{
+			ID: s.opts.ID, Object: "chat.completion.chunk", Created: s.opts.Created, Model: s.opts.Model,
+			Choices: []chunkChoice{}, Usage: mustMarshal(s.usage),
+		}))
+	}
+	s.sse.raw(doneEvent)
+	return s.sse.send()
+}
+
+// Abort ends the stream with e when the run cannot deliver its terminal
+// event (the node was lost, an edge-side deadline passed). Before the first
+// byte it writes nothing and returns e for an ordinary HTTP error; after, it
+// writes the SSE error event (no [DONE]) and returns the write error, if
+// any. It does nothing once the stream has ended.
+func (s *ChatStreamWriter) Abort(e *Error) error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.fail(e)
+}
+
+func (s *ChatStreamWriter) fail(e *Error) error {
+	s.failure = e
+	s.usage, s.reported = s.st.finalUsage(s.opts.PromptTokens, s.outBytes)
+	if !s.sse.started {
+		s.sse.buf = s.sse.buf[:0] // e.g. text released by this very event
+		return e
+	}
+	s.sse.raw(SSEErrorEvent(e))
+	return s.sse.send()
+}
+
+// Started reports whether any byte has been written.
+func (s *ChatStreamWriter) Started() bool { return s.sse.started }
+
+// Done reports whether the stream has ended (terminal event or Abort).
+func (s *ChatStreamWriter) Done() bool { return s.closed }
+
+// Failure is the error the run ended with, or nil.
+func (s *ChatStreamWriter) Failure() *Error { return s.failure }
+
+// FinishReason is the finish_reason sent (after a successful end).
+func (s *ChatStreamWriter) FinishReason() string { return s.finish }
+
+// Usage returns the usage of the run (valid once Done) and whether the
+// provider reported it (false: estimated).
+func (s *ChatStreamWriter) Usage() (Usage, bool) { return s.usage, s.reported }
+
+func (s *ChatStreamWriter) drainHolder() {
+	if s.holder == nil {
+		return
+	}
+	text, calls := s.holder.take()
+	s.text(text)
+	s.calls(calls)
+}
+
+func (s *ChatStreamWriter) ensureRole() {
+	if s.roleSent {
+		return
+	}
+	s.roleSent = true
+	empty := ""
+	s.chunk(chunkDelta{Role: "assistant", Content: &empty}, nil)
+}
+
+func (s *ChatStreamWriter) text(t string) {
+	if t == "" {
+		return
+	}
+	s.ensureRole()
+	s.outBytes += len(t)
+	s.chunk(chunkDelta{Content: &t}, nil)
+}
+
+func (s *ChatStreamWriter) calls(calls []ToolCall) {
+	for _, c := range calls {
+		s.ensureRole()
+		s.outBytes += len(c.Function.Name) + len(c.Function.Arguments)
+		s.chunk(chunkDelta{ToolCalls: []chunkToolCall{{
+			Index: s.toolIndex, ID: c.ID, Type: c.Type, Function: c.Function,
+		}}}, nil)
+		s.toolIndex++
+	}
+}
+
+func (s *ChatStreamWriter) chunk(d chunkDelta, finish *string) {
+	c := chatChunk{
+		ID: s.opts.ID, Object: "chat.completion.chunk", Created: s.opts.Created, Model: s.opts.Model,
+		Choices: []chunkChoice{{Index: 0, Delta: d, FinishReason: finish}},
+	}
+	if s.opts.IncludeUsage {
+		c.Usage = nullJSON
+	}
+	s.sse.event(mustMarshal(c))
+}

@@ -1,0 +1,188 @@
+package openaiapi
+
+import (
+	"encoding/json"
+	"io"
+	"strings"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// Wire shape of the legacy text_completion object; streams send the same
+// object type per chunk.
+type textCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []textChoice `json:"choices"`
+	// As for chat chunks: null on every chunk with include_usage, the
+	// figures on the last one; always present on the non-stream object.
+	Usage json.RawMessage `json:"usage,omitempty"`
+}
+
+type textChoice struct {
+	Text         string    `json:"text"`
+	Index        int       `json:"index"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+// CompletionAggregator renders a non-stream legacy completion run as one
+// text_completion. Use like ChatAggregator. Not safe for concurrent use.
+type CompletionAggregator struct {
+	opts RenderOptions
+	st   runState
+	text strings.Builder
+
+	rendered bool
+	body     []byte
+	err      *Error
+	usage    Usage
+	reported bool
+	finish   string
+}
+
+// NewCompletionAggregator starts the rendering of one run.
+func NewCompletionAggregator(opts RenderOptions) *CompletionAggregator {
+	opts.fill("cmpl-")
+	return &CompletionAggregator{opts: opts}
+}
+
+// Add consumes one event and reports whether it was the terminal one.
+func (a *CompletionAggregator) Add(ev *iop.RunEvent) (done bool) {
+	if a.st.done() || ev == nil {
+		return a.st.done()
+	}
+	if ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
+		a.text.WriteString(ev.GetDelta())
+	}
+	return a.st.observe(ev)
+}
+
+// Done reports whether the terminal event has been seen.
+func (a *CompletionAggregator) Done() bool { return a.st.done() }
+
+// Result returns the text_completion JSON or the *Error to answer with (see
+// ChatAggregator.Result). Calling it again returns the same result.
+func (a *CompletionAggregator) Result() ([]byte, *Error) {
+	if a.rendered {
+		return a.body, a.err
+	}
+	a.rendered = true
+	a.usage, a.reported = a.st.finalUsage(a.opts.PromptTokens, a.text.Len())
+	if a.err = a.st.failure(); a.err != nil {
+		return nil, a.err
+	}
+	a.finish = finishReason(a.st.finish, false)
+	a.body = mustMarshal(textCompletion{
+		ID: a.opts.ID, Object: "text_completion", Created: a.opts.Created, Model: a.opts.Model,
+		Choices: []textChoice{{Text: a.text.String(), FinishReason: &a.finish}},
+		Usage:   mustMarshal(a.usage),
+	})
+	return a.body, nil
+}
+
+// Usage returns the usage (valid after Result) and whether it was reported.
+func (a *CompletionAggregator) Usage() (Usage, bool) { return a.usage, a.reported }
+
+// FinishReason returns the reported finish_reason (after a successful Result).
+func (a *CompletionAggregator) FinishReason() string { return a.finish }
+
+// CompletionStreamWriter renders a streamed legacy completion run as SSE
+// text_completion chunks: one per delta, a last one with empty text and the
+// finish_reason, the usage chunk (empty choices) when include_usage, then
+// [DONE]. Its contract (first byte, errors, Abort) is ChatStreamWriter's.
+type CompletionStreamWriter struct {
+	opts     RenderOptions
+	st       runState
+	sse      sseWriter
+	outBytes int
+	failure  *Error
+	finish   string
+	usage    Usage
+	reported bool
+	closed   bool
+}
+
+// NewCompletionStreamWriter prepares a writer; it writes nothing yet.
+func NewCompletionStreamWriter(w io.Writer, flush func(), opts RenderOptions) *CompletionStreamWriter {
+	opts.fill("cmpl-")
+	return &CompletionStreamWriter{opts: opts, sse: sseWriter{w: w, flush: flush, onFirst: opts.OnFirstWrite}}
+}
+
+// Add consumes one run event; its results are those of ChatStreamWriter.Add.
+func (s *CompletionStreamWriter) Add(ev *iop.RunEvent) error {
+	if s.closed || ev == nil {
+		return nil
+	}
+	terminal := s.st.observe(ev)
+	if d := ev.GetDelta(); d != "" && ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
+		s.outBytes += len(d)
+		s.chunk(d, nil)
+	}
+	if !terminal {
+		return s.sse.send()
+	}
+	s.closed = true
+	s.usage, s.reported = s.st.finalUsage(s.opts.PromptTokens, s.outBytes)
+	if e := s.st.failure(); e != nil {
+		return s.fail(e)
+	}
+	s.finish = finishReason(s.st.finish, false)
+	s.chunk("", &s.finish)
+	if s.opts.IncludeUsage {
+		s.sse.event(mustMarshal(textCompletion{
+			ID: s.opts.ID, Object: "text_completion", Created: s.opts.Created, Model: s.opts.Model,
+			Choices: []textChoice{}, Usage: mustMarshal(s.usage),
+		}))
+	}
+	s.sse.raw(doneEvent)
+	return s.sse.send()
+}
+
+// Abort ends the stream with e; see ChatStreamWriter.Abort.
+func (s *CompletionStreamWriter) Abort(e *Error) error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.usage, s.reported = s.st.finalUsage(s.opts.PromptTokens, s.outBytes)
+	return s.fail(e)
+}
+
+func (s *CompletionStreamWriter) fail(e *Error) error {
+	s.failure = e
+	if !s.sse.started {
+		s.sse.buf = s.sse.buf[:0]
+		return e
+	}
+	s.sse.raw(SSEErrorEvent(e))
+	return s.sse.send()
+}
+
+// Started reports whether any byte has been written.
+func (s *CompletionStreamWriter) Started() bool { return s.sse.started }
+
+// Done reports whether the stream has ended.
+func (s *CompletionStreamWriter) Done() bool { return s.closed }
+
+// Failure is the error the run ended with, or nil.
+func (s *CompletionStreamWriter) Failure() *Error { return s.failure }
+
+// FinishReason is the finish_reason sent (after a successful end).
+func (s *CompletionStreamWriter) FinishReason() string { return s.finish }
+
+// Usage returns the usage (valid once Done) and whether it was reported.
+func (s *CompletionStreamWriter) Usage() (Usage, bool) { return s.usage, s.reported }
+
+func (s *CompletionStreamWriter) chunk(text string, finish *string) {
+	c := textCompletion{
+		ID: s.opts.ID, Object: "text_completion", Created: s.opts.Created, Model: s.opts.Model,
+		Choices: []textChoice{{Text: text, FinishReason: finish}},
+	}
+	if s.opts.IncludeUsage {
+		c.Usage = nullJSON
+	}
+	s.sse.event(mustMarshal(c))
+}

@@ -1,0 +1,421 @@
+package openaiapi
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Request limits. They bound the work one request can cause at the edge
+// (validation, estimation, rendering), not what a model accepts; providers
+// enforce their own context limits.
+const (
+	// MaxMessages is the most messages a chat request may carry.
+	MaxMessages = 10000
+	// MaxOutputTokens bounds max_tokens / max_completion_tokens: larger values
+	// are certainly mistakes, and accepting them would make every request look
+	// unbounded to capacity planning.
+	MaxOutputTokens = 1_000_000
+	// MaxChoices bounds n. Only 1 can be served as a run (see RunSupported).
+	MaxChoices = 128
+)
+
+// chatRoles are the message roles the chat endpoint accepts. The deprecated
+// "function" role is not among them: the run path cannot render it and no
+// supported backend needs it.
+var chatRoles = map[string]bool{
+	"system": true, "user": true, "assistant": true, "tool": true, "developer": true,
+}
+
+// ChatRequest is a validated POST /v1/chat/completions body. Fields the edge
+// does not interpret stay only in Raw and travel upstream untouched.
+type ChatRequest struct {
+	// Model is the external model name exactly as sent.
+	Model string
+	// Stream is the `stream` flag.
+	Stream bool
+	// IncludeUsage is stream_options.include_usage, and only true when
+	// Stream is (OpenAI ignores it for non-stream requests).
+	IncludeUsage bool
+	// HasTools is true when `tools` is a non-empty array.
+	HasTools bool
+	// ToolNames are the offered function names (tools[].function.name), in
+	// order, without duplicates. Text tool calls are restored only for these.
+	ToolNames []string
+	// N is the `n` parameter (1 when absent).
+	N int
+	// MaxTokens is max_completion_tokens, else max_tokens, else 0 (unset).
+	MaxTokens int
+	// MessageCount is len(messages).
+	MessageCount int
+	// PromptBytes is the UTF-8 size of everything EstimatePromptTokens counts
+	// (see EstimateTokens).
+	PromptBytes int
+	// Raw is the request body as received. It aliases the caller's slice.
+	Raw []byte
+}
+
+// nonTextPartBytes is what a non-text content part (image, audio, file)
+// counts for in PromptBytes. Their encoded size says nothing about their
+// token cost (a base64 image would count as hundreds of thousands of
+// "tokens"), so a flat ~256-token charge keeps estimates sane.
+const nonTextPartBytes = 1024
+
+// EstimateTokens is the edge's prompt-size estimator: one token per 4 bytes
+// of text (rounded up) plus 4 tokens of per-message framing. It is
+// deliberately crude and tokenizer-free; it only decides whether a request is
+// "long" (models[].long_context_tokens) and fills usage a provider did not
+// report. Dispatch may use its own estimator from PromptBytes and
+// MessageCount instead.
+func EstimateTokens(textBytes, messages int) int {
+	if textBytes < 0 {
+		textBytes = 0
+	}
+	if messages < 0 {
+		messages = 0
+	}
+	return (textBytes+3)/4 + 4*messages
+}
+
+// EstimatePromptTokens estimates the prompt size with EstimateTokens over the
+// message text, tool calls and tool schemas.
+func (r *ChatRequest) EstimatePromptTokens() int {
+	return EstimateTokens(r.PromptBytes, r.MessageCount)
+}
+
+// RunSupported reports whether the request can be served as a normalized run
+// rather than a tunnel. A run yields exactly one choice, so n > 1 is refused
+// there (a tunnel passes n to the provider). Returns nil or an *Error 400.
+func (r *ChatRequest) RunSupported() error {
+	if r.N > 1 {
+		return InvalidRequest("n > 1 is not supported for this model; request one choice per call.", "n")
+	}
+	return nil
+}
+
+// RenderOptions returns the options the chat renderers need for this
+// request; the caller may still set ID, Created and OnFirstWrite.
+func (r *ChatRequest) RenderOptions() RenderOptions {
+	return RenderOptions{
+		Model:        r.Model,
+		IncludeUsage: r.IncludeUsage,
+		ToolNames:    r.ToolNames,
+		PromptTokens: r.EstimatePromptTokens(),
+	}
+}
+
+// ParseChat validates a chat completions body. On failure it returns an
+// *Error (400 invalid_request, Param naming the field) and a nil request.
+// Unknown fields are accepted and preserved in Raw.
+func ParseChat(body []byte) (*ChatRequest, error) {
+	r, e := parseChat(body)
+	if e != nil {
+		return nil, e // never a typed nil inside the error interface
+	}
+	return r, nil
+}
+
+func parseChat(body []byte) (*ChatRequest, *Error) {
+	obj, e := decodeTopLevel(body)
+	if e != nil {
+		return nil, e
+	}
+	r := &ChatRequest{Raw: body, N: 1}
+	if r.Model, e = requiredString(obj, "model", "model"); e != nil {
+		return nil, e
+	}
+
+	rawMsgs, ok := obj["messages"]
+	if !ok || isNull(rawMsgs) {
+		return nil, missingParam("messages")
+	}
+	msgs, ok := asArray(rawMsgs)
+	if !ok {
+		return nil, typeError("messages", "an array", rawMsgs)
+	}
+	if len(msgs) == 0 {
+		return nil, invalidValue("messages", "expected an array with at least one message, but got an empty array.")
+	}
+	if len(msgs) > MaxMessages {
+		return nil, invalidValue("messages", fmt.Sprintf("expected at most %d messages, but got %d.", MaxMessages, len(msgs)))
+	}
+	for i, m := range msgs {
+		n, e := validateMessage(m, fmt.Sprintf("messages[%d]", i))
+		if e != nil {
+			return nil, e
+		}
+		r.PromptBytes += n
+	}
+	r.MessageCount = len(msgs)
+
+	if r.Stream, r.IncludeUsage, e = streamFields(obj); e != nil {
+		return nil, e
+	}
+	if e = chatTools(obj, r); e != nil {
+		return nil, e
+	}
+	if e = validateToolChoice(obj); e != nil {
+		return nil, e
+	}
+	if e = chatScalars(obj, r); e != nil {
+		return nil, e
+	}
+	return r, nil
+}
+
+// validateMessage checks one message and returns the bytes it contributes to
+// the prompt estimate.
+func validateMessage(raw json.RawMessage, param string) (int, *Error) {
+	m, ok := asObject(raw)
+	if !ok {
+		return 0, typeError(param, "an object", raw)
+	}
+	rawRole, ok := m["role"]
+	if !ok || isNull(rawRole) {
+		return 0, missingParam(param + ".role")
+	}
+	role, ok := asString(rawRole)
+	if !ok {
+		return 0, typeError(param+".role", "a string", rawRole)
+	}
+	if !chatRoles[role] {
+		return 0, invalidValue(param+".role",
+			fmt.Sprintf("expected one of 'system', 'user', 'assistant', 'tool' or 'developer', but got %s.", quoteValue(role)))
+	}
+	size := 0
+	rawContent, present := m["content"]
+	switch {
+	case !present || isNull(rawContent):
+		// An assistant turn that only called tools has no content.
+		if role != "assistant" {
+			return 0, missingParam(param + ".content")
+		}
+	default:
+		n, e := validateContent(rawContent, param+".content")
+		if e != nil {
+			return 0, e
+		}
+		size += n
+	}
+	name, _, e := optString(m, "name", param+".name")
+	if e != nil {
+		return 0, e
+	}
+	size += len(name)
+	if _, _, e := optString(m, "tool_call_id", param+".tool_call_id"); e != nil {
+		return 0, e
+	}
+	if role == "assistant" {
+		calls, _, e := optArray(m, "tool_calls", param+".tool_calls")
+		if e != nil {
+			return 0, e
+		}
+		for j, c := range calls {
+			if _, ok := asObject(c); !ok {
+				return 0, typeError(fmt.Sprintf("%s.tool_calls[%d]", param, j), "an object", c)
+			}
+			// The model re-reads its earlier calls, so they count as prompt.
+			size += len(c)
+		}
+	}
+	return size, nil
+}
+
+// validateContent accepts a string or a non-empty array of typed parts and
+// returns the bytes it contributes to the prompt estimate.
+func validateContent(raw json.RawMessage, param string) (int, *Error) {
+	if s, ok := asString(raw); ok {
+		return len(s), nil
+	}
+	parts, ok := asArray(raw)
+	if !ok {
+		return 0, typeError(param, "a string or an array of content parts", raw)
+	}
+	if len(parts) == 0 {
+		return 0, invalidValue(param, "expected a string or a non-empty array of content parts, but got an empty array.")
+	}
+	size := 0
+	for k, p := range parts {
+		pp := fmt.Sprintf("%s[%d]", param, k)
+		part, ok := asObject(p)
+		if !ok {
+			return 0, typeError(pp, "an object", p)
+		}
+		rawType, ok := part["type"]
+		if !ok || isNull(rawType) {
+			return 0, missingParam(pp + ".type")
+		}
+		typ, ok := asString(rawType)
+		if !ok {
+			return 0, typeError(pp+".type", "a string", rawType)
+		}
+		if typ == "text" {
+			rawText, ok := part["text"]
+			if !ok || isNull(rawText) {
+				return 0, missingParam(pp + ".text")
+			}
+			text, ok := asString(rawText)
+			if !ok {
+				return 0, typeError(pp+".text", "a string", rawText)
+			}
+			size += len(text)
+			continue
+		}
+		size += nonTextPartBytes
+	}
+	return size, nil
+}
+
+// chatTools validates `tools` and records the offered function names.
+// Non-function tool types (e.g. "custom") pass through unexamined; they are
+// offered to the provider but never restored from text.
+func chatTools(obj object, r *ChatRequest) *Error {
+	tools, _, e := optArray(obj, "tools", "tools")
+	if e != nil {
+		return e
+	}
+	seen := make(map[string]bool, len(tools))
+	for i, t := range tools {
+		tp := fmt.Sprintf("tools[%d]", i)
+		tool, ok := asObject(t)
+		if !ok {
+			return typeError(tp, "an object", t)
+		}
+		typ, hasType, e := optString(tool, "type", tp+".type")
+		if e != nil {
+			return e
+		}
+		if hasType && typ != "function" {
+			r.PromptBytes += len(t)
+			continue
+		}
+		fn, e := optObject(tool, "function", tp+".function")
+		if e != nil {
+			return e
+		}
+		if fn == nil {
+			return missingParam(tp + ".function")
+		}
+		name, e := requiredString(fn, "name", tp+".function.name")
+		if e != nil {
+			return e
+		}
+		if _, _, e := optString(fn, "description", tp+".function.description"); e != nil {
+			return e
+		}
+		if _, e := optObject(fn, "parameters", tp+".function.parameters"); e != nil {
+			return e
+		}
+		if !seen[name] {
+			seen[name] = true
+			r.ToolNames = append(r.ToolNames, name)
+		}
+		// The provider renders the schemas into the prompt.
+		r.PromptBytes += len(t)
+	}
+	r.HasTools = len(tools) > 0
+	return nil
+}
+
+// validateToolChoice accepts null, "none", "auto", "required" or an object
+// with a string type (and, for "function", a function name).
+func validateToolChoice(obj object) *Error {
+	raw, ok := obj["tool_choice"]
+	if !ok || isNull(raw) {
+		return nil
+	}
+	if s, ok := asString(raw); ok {
+		switch s {
+		case "none", "auto", "required":
+			return nil
+		}
+		return invalidValue("tool_choice", fmt.Sprintf("expected 'none', 'auto', 'required' or an object, but got %s.", quoteValue(s)))
+	}
+	choice, ok := asObject(raw)
+	if !ok {
+		return typeError("tool_choice", "a string or an object", raw)
+	}
+	typ, e := requiredString(choice, "type", "tool_choice.type")
+	if e != nil {
+		return e
+	}
+	if typ == "function" {
+		fn, e := optObject(choice, "function", "tool_choice.function")
+		if e != nil {
+			return e
+		}
+		if fn == nil {
+			return missingParam("tool_choice.function")
+		}
+		if _, e := requiredString(fn, "name", "tool_choice.function.name"); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// chatScalars type-checks the sampling and output parameters.
+func chatScalars(obj object, r *ChatRequest) *Error {
+	maxTokens, _, e := optInt(obj, "max_tokens", "max_tokens", 1, MaxOutputTokens)
+	if e != nil {
+		return e
+	}
+	maxCompletion, hasMaxCompletion, e := optInt(obj, "max_completion_tokens", "max_completion_tokens", 1, MaxOutputTokens)
+	if e != nil {
+		return e
+	}
+	r.MaxTokens = int(maxTokens)
+	if hasMaxCompletion {
+		r.MaxTokens = int(maxCompletion)
+	}
+	n, hasN, e := optInt(obj, "n", "n", 1, MaxChoices)
+	if e != nil {
+		return e
+	}
+	if hasN {
+		r.N = int(n)
+	}
+	for _, k := range []string{"temperature", "top_p", "presence_penalty", "frequency_penalty"} {
+		if e := optNumber(obj, k, k); e != nil {
+			return e
+		}
+	}
+	if _, _, e := optInt(obj, "seed", "seed", -1<<63, 1<<63-1); e != nil {
+		return e
+	}
+	if _, _, e := optInt(obj, "top_logprobs", "top_logprobs", 0, 20); e != nil {
+		return e
+	}
+	for _, k := range []string{"logprobs", "parallel_tool_calls"} {
+		if _, e := optBool(obj, k, k); e != nil {
+			return e
+		}
+	}
+	if _, _, e := optString(obj, "user", "user"); e != nil {
+		return e
+	}
+	if _, e := optObject(obj, "response_format", "response_format"); e != nil {
+		return e
+	}
+	return validateStop(obj)
+}
+
+// validateStop accepts null, a string or an array of strings.
+func validateStop(obj object) *Error {
+	raw, ok := obj["stop"]
+	if !ok || isNull(raw) {
+		return nil
+	}
+	if _, ok := asString(raw); ok {
+		return nil
+	}
+	arr, ok := asArray(raw)
+	if !ok {
+		return typeError("stop", "a string or an array of strings", raw)
+	}
+	for i, s := range arr {
+		if _, ok := asString(s); !ok {
+			return typeError(fmt.Sprintf("stop[%d]", i), "a string", s)
+		}
+	}
+	return nil
+}

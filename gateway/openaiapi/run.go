@@ -1,0 +1,221 @@
+package openaiapi
+
+import (
+	"crypto/rand"
+	"io"
+	"time"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// RunEvent metadata keys (the node's adapter.MetaToolCalls and
+// adapter.MetaTextToolFallback; a test keeps them in sync).
+const (
+	MetaToolCalls        = "openai_tool_calls"
+	MetaTextToolFallback = "openai_text_tool_fallback"
+)
+
+// RenderOptions configure the rendering of one run as an OpenAI response.
+// The Parse* results offer a RenderOptions() method that fills the
+// request-derived fields.
+type RenderOptions struct {
+	// Model is the EXTERNAL model name echoed in responses (never the
+	// upstream target).
+	Model string
+	// ID is the response id; empty means a fresh "chatcmpl-…" / "cmpl-…".
+	ID string
+	// Created is the unix time in seconds; 0 means now.
+	Created int64
+	// IncludeUsage adds the trailing usage chunk to a stream.
+	IncludeUsage bool
+	// ToolNames are the function names the request offered. Text tool calls
+	// are restored (and streamed text held for them) only when non-empty.
+	ToolNames []string
+	// PromptTokens is the prompt estimate reported as usage when the run
+	// reports none.
+	PromptTokens int
+	// OnFirstWrite, if set, is called once, right before a stream writer
+	// writes its first byte: the handler's cue to commit the 200 and the SSE
+	// headers (and to observe time to first token). Until then a failed run
+	// can still be answered with an ordinary HTTP error.
+	OnFirstWrite func()
+}
+
+func (o *RenderOptions) fill(idPrefix string) {
+	if o.ID == "" {
+		o.ID = idPrefix + randomAlnum(29)
+	}
+	if o.Created == 0 {
+		o.Created = time.Now().Unix()
+	}
+}
+
+// Usage is the token usage of a rendered response.
+type Usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+}
+
+// runState folds a run's events into what every renderer needs: merged
+// metadata (it may arrive on any event), the last reported usage, and how
+// the run ended.
+type runState struct {
+	meta     map[string]string
+	usage    *iop.Usage
+	finish   string
+	output   []byte
+	terminal iop.RunEventType // UNSPECIFIED until a terminal event
+	runErr   *iop.RunError
+}
+
+// observe merges ev and reports whether it was the terminal event. Events
+// after the terminal one are ignored (the wire promises there are none).
+func (s *runState) observe(ev *iop.RunEvent) (terminal bool) {
+	if ev == nil || s.done() {
+		return false
+	}
+	for k, v := range ev.GetMetadata() {
+		if s.meta == nil {
+			s.meta = make(map[string]string, len(ev.GetMetadata()))
+		}
+		s.meta[k] = v
+	}
+	if u := ev.GetUsage(); u != nil {
+		s.usage = u
+	}
+	switch t := ev.GetType(); t {
+	case iop.RunEventType_RUN_EVENT_TYPE_COMPLETE:
+		s.finish = ev.GetFinishReason()
+		s.output = ev.GetOutput()
+		s.terminal = t
+		return true
+	case iop.RunEventType_RUN_EVENT_TYPE_ERROR, iop.RunEventType_RUN_EVENT_TYPE_CANCELLED:
+		s.runErr = ev.GetError()
+		s.terminal = t
+		return true
+	}
+	return false
+}
+
+func (s *runState) done() bool {
+	return s.terminal != iop.RunEventType_RUN_EVENT_TYPE_UNSPECIFIED
+}
+
+// textFallback reports whether the adapter fell back to text tool calls.
+func (s *runState) textFallback() bool { return s.meta[MetaTextToolFallback] == "true" }
+
+// failure is the caller-facing error of a run that did not complete, or nil.
+func (s *runState) failure() *Error {
+	switch s.terminal {
+	case iop.RunEventType_RUN_EVENT_TYPE_COMPLETE:
+		return nil
+	case iop.RunEventType_RUN_EVENT_TYPE_ERROR:
+		return FromRunError(s.runErr)
+	case iop.RunEventType_RUN_EVENT_TYPE_CANCELLED:
+		return errCancelled()
+	default:
+		return errNoTerminal()
+	}
+}
+
+// finalUsage is the usage to report: the provider's when it reported any,
+// otherwise estimates (prompt from the request, completion from the bytes
+// generated). reported tells the two apart for metrics.
+func (s *runState) finalUsage(promptEstimate, completionBytes int) (u Usage, reported bool) {
+	if s.usage != nil {
+		u = Usage{
+			PromptTokens:     s.usage.GetPromptTokens(),
+			CompletionTokens: s.usage.GetCompletionTokens(),
+			TotalTokens:      s.usage.GetTotalTokens(),
+		}
+		if u.TotalTokens == 0 {
+			u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		}
+		return u, true
+	}
+	u.PromptTokens = int64(promptEstimate)
+	u.CompletionTokens = int64(EstimateTokens(completionBytes, 0))
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u, false
+}
+
+// finishReason is the reason to report: "tool_calls" exactly when tool calls
+// are emitted (SDKs branch on it), otherwise the provider's, defaulting to
+// "stop".
+func finishReason(provider string, hasToolCalls bool) string {
+	if hasToolCalls {
+		return "tool_calls"
+	}
+	if provider == "" || provider == "tool_calls" {
+		return "stop"
+	}
+	return provider
+}
+
+const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// randomAlnum returns n random alphanumeric characters from crypto/rand, so
+// ids are unguessable across requests.
+func randomAlnum(n int) string {
+	const unbiased = 256 - 256%len(alnum) // reject bytes that would skew the modulo
+	out := make([]byte, 0, n)
+	var b [64]byte
+	for len(out) < n {
+		if _, err := io.ReadFull(rand.Reader, b[:]); err != nil {
+			panic("openaiapi: crypto/rand failed: " + err.Error())
+		}
+		for _, c := range b {
+			if int(c) < unbiased && len(out) < n {
+				out = append(out, alnum[int(c)%len(alnum)])
+			}
+		}
+	}
+	return string(out)
+}
+
+// sseWriter writes whole SSE events and tracks whether anything went out.
+type sseWriter struct {
+	w       io.Writer
+	flush   func()
+	onFirst func()
+	started bool
+	buf     []byte
+	err     error // first write error; writes stop after it
+}
+
+// event appends `data: <payload>\n\n` to the pending batch.
+func (s *sseWriter) event(payload []byte) {
+	s.buf = append(s.buf, "data: "...)
+	s.buf = append(s.buf, payload...)
+	s.buf = append(s.buf, "\n\n"...)
+}
+
+func (s *sseWriter) raw(b []byte) { s.buf = append(s.buf, b...) }
+
+// send writes the pending batch in one Write and flushes it, so every event
+// reaches the client as soon as it is produced.
+func (s *sseWriter) send() error {
+	if s.err != nil || len(s.buf) == 0 {
+		s.buf = s.buf[:0]
+		return s.err
+	}
+	if !s.started {
+		s.started = true
+		if s.onFirst != nil {
+			s.onFirst()
+		}
+	}
+	_, err := s.w.Write(s.buf)
+	s.buf = s.buf[:0]
+	if err != nil {
+		s.err = err
+		return err
+	}
+	if s.flush != nil {
+		s.flush()
+	}
+	return nil
+}
+
+var doneEvent = []byte("data: [DONE]\n\n")

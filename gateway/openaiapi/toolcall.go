@@ -1,0 +1,361 @@
+package openaiapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+)
+
+// ToolCall is an OpenAI tool call as it appears in message.tool_calls.
+type ToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall is the function part of a tool call. Arguments is always a
+// JSON document encoded as a string, as OpenAI sends it.
+type FunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// The text tool-call block the adapter's fallback instruction asks for
+// (CONTRACT §5 "Text tool calls").
+const (
+	toolOpenTag  = "<tool_call>"
+	toolCloseTag = "</tool_call>"
+)
+
+// newToolCallID returns "call_" + 24 random alphanumerics.
+func newToolCallID() string { return "call_" + randomAlnum(24) }
+
+// ParseTextToolCalls restores text tool calls from assistant content.
+//
+// Scanning left to right, a block runs from "<tool_call>" to the first
+// "</tool_call>" after it. A block whose body is a JSON object
+// {"name": N, "arguments": A} with N among offered becomes a ToolCall (fresh
+// id, type "function", A re-encoded as a compact JSON string; an A that is
+// already a string is kept as is; a missing or null A is "{}"; "parameters"
+// is accepted for A, as some models write it) and is cut from the content.
+// Blocks naming other tools, with invalid JSON, or left unclosed stay in the
+// content untouched. When at least one call was restored and what remains is
+// only whitespace, rest is "" (the message's content becomes null).
+//
+// Call it only for runs marked openai_text_tool_fallback=true: ordinary
+// answers may legitimately contain such text.
+func ParseTextToolCalls(content string, offered []string) (rest string, calls []ToolCall) {
+	if len(offered) == 0 || !strings.Contains(content, toolOpenTag) {
+		return content, nil
+	}
+	set := offeredSet(offered)
+	var b strings.Builder
+	i := 0
+	for {
+		j := strings.Index(content[i:], toolOpenTag)
+		if j < 0 {
+			b.WriteString(content[i:])
+			break
+		}
+		start := i + j
+		b.WriteString(content[i:start])
+		bodyStart := start + len(toolOpenTag)
+		k := strings.Index(content[bodyStart:], toolCloseTag)
+		if k < 0 {
+			b.WriteString(content[start:])
+			break
+		}
+		end := bodyStart + k + len(toolCloseTag)
+		if call, ok := parseToolBlock(content[bodyStart:bodyStart+k], set); ok {
+			calls = append(calls, call)
+		} else {
+			b.WriteString(content[start:end])
+		}
+		i = end
+	}
+	if len(calls) == 0 {
+		return content, nil
+	}
+	rest = b.String()
+	if strings.TrimSpace(rest) == "" {
+		rest = ""
+	}
+	return rest, calls
+}
+
+func offeredSet(offered []string) map[string]bool {
+	set := make(map[string]bool, len(offered))
+	for _, n := range offered {
+		set[n] = true
+	}
+	return set
+}
+
+// parseToolBlock parses the body between the tags.
+func parseToolBlock(body string, offered map[string]bool) (ToolCall, bool) {
+	var obj map[string]json.RawMessage
+	trimmed := strings.TrimSpace(body)
+	if !strings.HasPrefix(trimmed, "{") || json.Unmarshal([]byte(trimmed), &obj) != nil {
+		return ToolCall{}, false
+	}
+	name, ok := asString(obj["name"])
+	if !ok || !offered[name] {
+		return ToolCall{}, false
+	}
+	rawArgs, has := obj["arguments"]
+	if !has {
+		rawArgs, has = obj["parameters"]
+	}
+	args, ok := argumentsString(rawArgs, has)
+	if !ok {
+		return ToolCall{}, false
+	}
+	return ToolCall{ID: newToolCallID(), Type: "function", Function: FunctionCall{Name: name, Arguments: args}}, true
+}
+
+// argumentsString turns a tool call's arguments value into OpenAI's
+// string form: objects compacted (key order and values kept verbatim),
+// strings kept, absent/null as "{}". Other JSON types are not arguments.
+func argumentsString(raw json.RawMessage, present bool) (string, bool) {
+	if !present || isNull(raw) {
+		return "{}", true
+	}
+	if s, ok := asString(raw); ok {
+		return s, true
+	}
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '{' {
+		return "", false
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, t) != nil {
+		return "", false
+	}
+	return buf.String(), true
+}
+
+// errBadNativeToolCalls marks malformed openai_tool_calls metadata.
+var errBadNativeToolCalls = errors.New("openaiapi: malformed openai_tool_calls metadata")
+
+// parseNativeToolCalls decodes RunEvent.metadata["openai_tool_calls"]: the
+// provider's own tool calls, restored as given. Defensive about the shape
+// (the adapter promises string arguments and ids, but a gap here would
+// break every SDK reading the response): a missing id is generated, a
+// missing type is "function", object arguments are compacted to a string.
+func parseNativeToolCalls(raw string) ([]ToolCall, error) {
+	if strings.TrimSpace(raw) == "" {
+		return nil, nil
+	}
+	var items []struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal([]byte(raw), &items); err != nil {
+		return nil, errBadNativeToolCalls
+	}
+	calls := make([]ToolCall, 0, len(items))
+	for _, it := range items {
+		if it.Function.Name == "" {
+			return nil, errBadNativeToolCalls
+		}
+		args, ok := argumentsString(it.Function.Arguments, it.Function.Arguments != nil)
+		if !ok {
+			return nil, errBadNativeToolCalls
+		}
+		c := ToolCall{ID: it.ID, Type: it.Type, Function: FunctionCall{Name: it.Function.Name, Arguments: args}}
+		if c.ID == "" {
+			c.ID = newToolCallID()
+		}
+		if c.Type == "" {
+			c.Type = "function"
+		}
+		calls = append(calls, c)
+	}
+	return calls, nil
+}
+
+// segment is a piece of streamed content classified by textToolScanner.
+type segment struct {
+	text string    // the text as written (for a call: the whole block)
+	call *ToolCall // non-nil when the block is a valid call of an offered tool
+}
+
+// textToolScanner is the incremental form of ParseTextToolCalls's scan: fed
+// content in arbitrary pieces, it emits the same text/block segmentation,
+// holding back only what might still become a block — a trailing partial
+// "<tool_call>" prefix, or an opened block awaiting its close tag.
+type textToolScanner struct {
+	offered  map[string]bool
+	buf      string
+	inBlock  bool // buf starts with the open tag
+	searched int  // in a block: bytes of buf already searched for the close tag
+}
+
+func (s *textToolScanner) feed(text string, emit func(segment)) {
+	s.buf += text
+	for {
+		if !s.inBlock {
+			if j := strings.Index(s.buf, toolOpenTag); j >= 0 {
+				emitText(s.buf[:j], emit)
+				s.buf = s.buf[j:]
+				s.inBlock, s.searched = true, len(toolOpenTag)
+				continue
+			}
+			keep := partialPrefixLen(s.buf, toolOpenTag)
+			emitText(s.buf[:len(s.buf)-keep], emit)
+			s.buf = s.buf[len(s.buf)-keep:]
+			return
+		}
+		from := max(len(toolOpenTag), s.searched-len(toolCloseTag)+1)
+		k := strings.Index(s.buf[from:], toolCloseTag)
+		if k < 0 {
+			s.searched = len(s.buf)
+			return
+		}
+		end := from + k + len(toolCloseTag)
+		block := s.buf[:end]
+		if call, ok := parseToolBlock(block[len(toolOpenTag):from+k], s.offered); ok {
+			emit(segment{text: block, call: &call})
+		} else {
+			emit(segment{text: block})
+		}
+		s.buf = s.buf[end:]
+		s.inBlock, s.searched = false, 0
+	}
+}
+
+// finish emits whatever is held (a partial tag or an unclosed block) as text.
+func (s *textToolScanner) finish(emit func(segment)) {
+	emitText(s.buf, emit)
+	s.buf, s.inBlock, s.searched = "", false, 0
+}
+
+func emitText(t string, emit func(segment)) {
+	if t != "" {
+		emit(segment{text: t})
+	}
+}
+
+// partialPrefixLen is the length of the longest suffix of s that is a proper
+// prefix of tag, i.e. how much of s might be the start of a tag.
+func partialPrefixLen(s, tag string) int {
+	for k := min(len(tag)-1, len(s)); k > 0; k-- {
+		if strings.HasSuffix(s, tag[:k]) {
+			return k
+		}
+	}
+	return 0
+}
+
+// toolHolder decides, for a streamed chat that offered tools, which text is
+// released at once and which is held, so that the streamed content and tool
+// calls end up equal to what the non-stream rendering produces.
+//
+//   - Text that cannot be part of a block is released immediately, except
+//     leading whitespace: if the answer turns out to be only tool calls its
+//     content must be null, so whitespace is held until real text follows.
+//   - A closed block that is a valid call is emitted as a tool call at once
+//     when the run is already known to be a text-fallback run. If that mark
+//     has not arrived yet (it may come only on the complete event), the call
+//     and everything after it are held, so that an unmarked run still gets
+//     its content back verbatim and in order.
+//   - At the end (finish), a marked run turns held calls into tool calls and
+//     drops whitespace-only content; an unmarked run releases everything.
+type toolHolder struct {
+	scan         textToolScanner
+	marked       bool
+	releasedReal bool      // non-whitespace text has been released
+	wsHold       string    // leading whitespace not yet released
+	queue        []segment // held from the first unconfirmed call onwards
+	callsEmitted int
+	outText      strings.Builder // text ready to send
+	outCalls     []ToolCall      // calls ready to send
+}
+
+func newToolHolder(offered []string) *toolHolder {
+	return &toolHolder{scan: textToolScanner{offered: offeredSet(offered)}}
+}
+
+func (h *toolHolder) push(delta string) { h.scan.feed(delta, h.route) }
+
+// mark records that the run is a text-fallback run and releases what was
+// held waiting for that answer.
+func (h *toolHolder) mark() {
+	if h.marked {
+		return
+	}
+	h.marked = true
+	q := h.queue
+	h.queue = nil
+	for _, s := range q {
+		h.route(s)
+	}
+}
+
+func (h *toolHolder) route(s segment) {
+	if len(h.queue) > 0 {
+		h.queue = append(h.queue, s)
+		return
+	}
+	if s.call != nil {
+		if h.marked {
+			h.outCalls = append(h.outCalls, *s.call)
+			h.callsEmitted++
+			return
+		}
+		h.queue = append(h.queue, s)
+		return
+	}
+	h.release(s.text)
+}
+
+func (h *toolHolder) release(t string) {
+	switch {
+	case t == "":
+	case h.releasedReal:
+		h.outText.WriteString(t)
+	case strings.TrimSpace(t) == "":
+		h.wsHold += t
+	default:
+		h.outText.WriteString(h.wsHold)
+		h.outText.WriteString(t)
+		h.wsHold = ""
+		h.releasedReal = true
+	}
+}
+
+// finish flushes everything held. restore says whether text tool calls are
+// to be restored (a marked run without native tool calls).
+func (h *toolHolder) finish(restore bool) {
+	if restore {
+		h.mark()
+		h.scan.finish(h.route)
+		if h.callsEmitted == 0 {
+			h.outText.WriteString(h.wsHold)
+		}
+		h.wsHold = ""
+		return
+	}
+	// Not restoring: everything held is content, verbatim and in order.
+	h.outText.WriteString(h.wsHold)
+	h.wsHold = ""
+	for _, s := range h.queue {
+		h.outText.WriteString(s.text)
+	}
+	h.queue = nil
+	h.scan.finish(func(s segment) { h.outText.WriteString(s.text) })
+}
+
+// take returns and clears what is ready to send.
+func (h *toolHolder) take() (string, []ToolCall) {
+	t := h.outText.String()
+	h.outText.Reset()
+	c := h.outCalls
+	h.outCalls = nil
+	return t, c
+}

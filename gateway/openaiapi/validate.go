@@ -1,0 +1,302 @@
+package openaiapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// The helpers below validate fields of a decoded request object. They check
+// only what the edge needs to route and render safely plus the types OpenAI
+// documents, and they phrase errors the way OpenAI does ("Invalid type for
+// 'x': expected …, but got … instead.") so SDK users recognise them.
+
+type object = map[string]json.RawMessage
+
+// decodeTopLevel checks that body is valid UTF-8 JSON whose top level is an
+// object and returns that object's members (a later duplicate key wins, as
+// with every mainstream JSON parser).
+func decodeTopLevel(body []byte) (object, *Error) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return nil, InvalidRequest("The request body is empty; expected a JSON object.", "")
+	}
+	// Checked before JSON so the caller learns the real problem: encoding/json
+	// would silently replace invalid bytes with U+FFFD.
+	if !utf8.Valid(body) {
+		return nil, InvalidRequest("The request body is not valid UTF-8.", "")
+	}
+	if !json.Valid(trimmed) {
+		return nil, InvalidRequest("We could not parse the JSON body of your request: it is not valid JSON.", "")
+	}
+	if trimmed[0] != '{' {
+		return nil, InvalidRequest(fmt.Sprintf("The request body must be a JSON object, but got %s.", kindOf(trimmed)), "")
+	}
+	var obj object
+	if err := json.Unmarshal(trimmed, &obj); err != nil {
+		// Unreachable after json.Valid and the '{' check; kept as a guard.
+		return nil, InvalidRequest("We could not parse the JSON body of your request.", "")
+	}
+	return obj, nil
+}
+
+// kindOf names the JSON type of raw for error messages.
+func kindOf(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case 'n':
+		return "null"
+	case 't', 'f':
+		return "a boolean"
+	case '"':
+		return "a string"
+	case '[':
+		return "an array"
+	case '{':
+		return "an object"
+	default:
+		if isIntegerLiteral(raw) {
+			return "an integer"
+		}
+		return "a number"
+	}
+}
+
+func isNull(raw json.RawMessage) bool {
+	return string(bytes.TrimSpace(raw)) == "null"
+}
+
+func typeError(param, expected string, got json.RawMessage) *Error {
+	return InvalidRequest(fmt.Sprintf("Invalid type for '%s': expected %s, but got %s instead.",
+		param, expected, kindOf(got)), param)
+}
+
+func missingParam(param string) *Error {
+	return InvalidRequest(fmt.Sprintf("Missing required parameter: '%s'.", param), param)
+}
+
+func invalidValue(param, why string) *Error {
+	return InvalidRequest(fmt.Sprintf("Invalid value for '%s': %s", param, why), param)
+}
+
+// requiredString returns obj[key] as a non-blank string.
+func requiredString(obj object, key, param string) (string, *Error) {
+	raw, ok := obj[key]
+	if !ok || isNull(raw) {
+		return "", missingParam(param)
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", typeError(param, "a string", raw)
+	}
+	if strings.TrimSpace(s) == "" {
+		return "", invalidValue(param, "expected a non-empty string.")
+	}
+	return s, nil
+}
+
+// optString checks that obj[key], when present and not null, is a string.
+func optString(obj object, key, param string) (string, bool, *Error) {
+	raw, ok := obj[key]
+	if !ok || isNull(raw) {
+		return "", false, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", false, typeError(param, "a string", raw)
+	}
+	return s, true, nil
+}
+
+// optBool checks that obj[key], when present and not null, is a boolean.
+func optBool(obj object, key, param string) (bool, *Error) {
+	raw, ok := obj[key]
+	if !ok || isNull(raw) {
+		return false, nil
+	}
+	var b bool
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return false, typeError(param, "a boolean", raw)
+	}
+	return b, nil
+}
+
+// optNumber checks that obj[key], when present and not null, is a number.
+func optNumber(obj object, key, param string) *Error {
+	raw, ok := obj[key]
+	if !ok || isNull(raw) {
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return typeError(param, "a number", raw)
+	}
+	return nil
+}
+
+// optInt checks that obj[key], when present and not null, is an integer in
+// [min, max]. Integral values written as floats (1e3, 100.0) are accepted
+// because some JSON encoders emit every number that way.
+func optInt(obj object, key, param string, min, max int64) (int64, bool, *Error) {
+	raw, ok := obj[key]
+	if !ok || isNull(raw) {
+		return 0, false, nil
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || !(raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')) {
+		return 0, false, typeError(param, "an integer", raw)
+	}
+	v, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(string(raw), 64)
+		if ferr != nil && !isRangeErr(ferr) {
+			return 0, false, typeError(param, "an integer", raw)
+		}
+		if f != math.Trunc(f) {
+			return 0, false, typeError(param, "an integer", raw)
+		}
+		if f < float64(min) || f > float64(max) || math.IsInf(f, 0) {
+			return 0, false, rangeError(param, min, max, string(raw))
+		}
+		v = int64(f)
+	}
+	if v < min || v > max {
+		return 0, false, rangeError(param, min, max, string(raw))
+	}
+	return v, true, nil
+}
+
+func isRangeErr(err error) bool {
+	ne, ok := err.(*strconv.NumError)
+	return ok && ne.Err == strconv.ErrRange
+}
+
+func rangeError(param string, min, max int64, got string) *Error {
+	if len(got) > 32 {
+		got = got[:32] + "…"
+	}
+	return invalidValue(param, fmt.Sprintf("expected an integer between %d and %d, but got %s.", min, max, got))
+}
+
+// isIntegerLiteral reports whether a JSON number literal has no fraction or
+// exponent.
+func isIntegerLiteral(raw []byte) bool {
+	for _, c := range raw {
+		if c == '.' || c == 'e' || c == 'E' {
+			return false
+		}
+	}
+	return true
+}
+
+// optObject checks that obj[key], when present and not null, is an object
+// and returns it (nil when absent).
+func optObject(obj object, key, param string) (object, *Error) {
+	raw, ok := obj[key]
+	if !ok || isNull(raw) {
+		return nil, nil
+	}
+	o, ok := asObject(raw)
+	if !ok {
+		return nil, typeError(param, "an object", raw)
+	}
+	return o, nil
+}
+
+// optArray checks that obj[key], when present and not null, is an array and
+// returns its elements (nil when absent).
+func optArray(obj object, key, param string) ([]json.RawMessage, bool, *Error) {
+	raw, ok := obj[key]
+	if !ok || isNull(raw) {
+		return nil, false, nil
+	}
+	arr, ok := asArray(raw)
+	if !ok {
+		return nil, false, typeError(param, "an array", raw)
+	}
+	return arr, true, nil
+}
+
+func asArray(raw json.RawMessage) ([]json.RawMessage, bool) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '[' {
+		return nil, false
+	}
+	var arr []json.RawMessage
+	if json.Unmarshal(t, &arr) != nil {
+		return nil, false
+	}
+	return arr, true
+}
+
+func asObject(raw json.RawMessage) (object, bool) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '{' {
+		return nil, false
+	}
+	var o object
+	if json.Unmarshal(t, &o) != nil {
+		return nil, false
+	}
+	return o, true
+}
+
+func asString(raw json.RawMessage) (string, bool) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '"' {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(t, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// asIntArray reports whether raw is an array of integers (a token array) and
+// returns its length.
+func asIntArray(raw json.RawMessage) (int, bool) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '[' {
+		return 0, false
+	}
+	var arr []json.Number
+	if json.Unmarshal(t, &arr) != nil {
+		return 0, false
+	}
+	for _, n := range arr {
+		if !isIntegerLiteral([]byte(n)) {
+			return 0, false
+		}
+	}
+	return len(arr), true
+}
+
+// quoteValue renders a caller-supplied string for an error message, bounded.
+func quoteValue(s string) string { return "'" + truncateForMessage(s) + "'" }
+
+// streamFields validates stream and stream_options, shared by every endpoint
+// that streams. include_usage only matters when streaming (OpenAI ignores it
+// otherwise), so it is reported as false for non-stream requests.
+func streamFields(obj object) (stream, includeUsage bool, e *Error) {
+	if stream, e = optBool(obj, "stream", "stream"); e != nil {
+		return false, false, e
+	}
+	opts, e := optObject(obj, "stream_options", "stream_options")
+	if e != nil {
+		return false, false, e
+	}
+	if opts != nil {
+		if includeUsage, e = optBool(opts, "include_usage", "stream_options.include_usage"); e != nil {
+			return false, false, e
+		}
+	}
+	return stream, stream && includeUsage, nil
+}

@@ -1,0 +1,289 @@
+// Package gateway is iop-edge's HTTP surface: the OpenAI-compatible
+// endpoints (tunnel relay and rendered runs), health, metrics and admin.
+// Handlers are thin: bind, validate, call dispatch, render; apiError is the
+// one mapping from errors to the OpenAI envelope.
+package gateway
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/dispatch"
+	"github.com/iop-gateway/iop/gateway/openaiapi"
+)
+
+// Options configures a Server.
+type Options struct {
+	Dispatcher *dispatch.Dispatcher
+	Config     *config.Edge
+	Logger     *zap.Logger
+	Metrics    *Metrics
+	// Gatherer serves /metrics; nil means prometheus.DefaultGatherer.
+	Gatherer prometheus.Gatherer
+	// Reload re-reads the config file (POST /admin/reload); nil disables it.
+	Reload func() (*ReloadReport, error)
+}
+
+// Server is the HTTP surface.
+type Server struct {
+	d       *dispatch.Dispatcher
+	log     *zap.Logger
+	metrics *Metrics
+	reload  func() (*ReloadReport, error)
+	engine  *gin.Engine
+	auth    atomic.Pointer[authState]
+	limits  atomic.Pointer[config.EdgeLimits]
+	models  atomic.Pointer[modelIndex]
+	created int64
+}
+
+// authState is the credentials in force, swapped on reload. Keys are kept
+// as digests so comparisons are constant-time and fixed-length.
+type authState struct {
+	apiKeys    [][32]byte
+	adminToken *[32]byte
+}
+
+type modelIndex struct{ names []string }
+
+// New builds the server.
+func New(opts Options) *Server {
+	gin.SetMode(gin.ReleaseMode)
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
+	if opts.Gatherer == nil {
+		opts.Gatherer = prometheus.DefaultGatherer
+	}
+	s := &Server{d: opts.Dispatcher, log: opts.Logger, metrics: opts.Metrics, reload: opts.Reload, created: time.Now().Unix()}
+	s.SetConfig(opts.Config)
+
+	e := gin.New()
+	e.ContextWithFallback = false
+	e.HandleMethodNotAllowed = false
+	e.Use(s.recoverer, s.requestID, s.accessLog)
+	e.NoRoute(func(c *gin.Context) {
+		writeError(c, &openaiapi.Error{Status: http.StatusNotFound, Type: openaiapi.TypeInvalidRequest, Code: "not_found", Message: "Unknown endpoint " + c.Request.Method + " " + c.Request.URL.Path})
+	})
+
+	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))
+
+	v1 := e.Group("/v1", s.apiAuth)
+	v1.GET("/models", s.listModels)
+	v1.GET("/models/:id", s.getModel)
+	v1.POST("/chat/completions", s.bodyLimit, s.chatCompletions)
+	v1.POST("/completions", s.bodyLimit, s.completions)
+	v1.POST("/embeddings", s.bodyLimit, s.embeddings)
+	v1.POST("/responses", s.bodyLimit, s.responses)
+
+	admin := e.Group("/admin", s.adminAuth)
+	admin.GET("/status", s.adminStatus)
+	admin.POST("/reload", s.adminReload)
+	admin.POST("/nodes/:id/refresh", s.adminRefresh)
+	admin.GET("/nodes/:id/commands/:type", s.adminCommand)
+	admin.POST("/sessions/:session_id/terminate", s.adminTerminate)
+	s.engine = e
+	return s
+}
+
+// Handler is the http.Handler to serve.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// SetConfig swaps the auth, limits and model list in force (hot reload).
+func (s *Server) SetConfig(cfg *config.Edge) {
+	a := &authState{}
+	for _, k := range cfg.Auth.APIKeys {
+		a.apiKeys = append(a.apiKeys, sha256.Sum256([]byte(k)))
+	}
+	if cfg.Auth.AdminToken != "" {
+		d := sha256.Sum256([]byte(cfg.Auth.AdminToken))
+		a.adminToken = &d
+	}
+	s.auth.Store(a)
+	limits := cfg.Limits
+	s.limits.Store(&limits)
+	idx := &modelIndex{}
+	for _, m := range cfg.Models {
+		idx.names = append(idx.names, m.Name)
+	}
+	s.models.Store(idx)
+}
+
+func bearer(c *gin.Context) (string, bool) {
+	h := c.GetHeader("Authorization")
+	const p = "Bearer "
+	if len(h) > len(p) && strings.EqualFold(h[:len(p)], p) {
+		return strings.TrimSpace(h[len(p):]), true
+	}
+	return "", false
+}
+
+func (s *Server) apiAuth(c *gin.Context) {
+	a := s.auth.Load()
+	if len(a.apiKeys) == 0 {
+		return
+	}
+	tok, ok := bearer(c)
+	if ok {
+		d := sha256.Sum256([]byte(tok))
+		match := 0
+		for i := range a.apiKeys {
+			match |= subtle.ConstantTimeCompare(d[:], a.apiKeys[i][:])
+		}
+		if match == 1 {
+			return
+		}
+	}
+	writeError(c, openaiapi.InvalidAPIKey())
+}
+
+func (s *Server) adminAuth(c *gin.Context) {
+	a := s.auth.Load()
+	if a.adminToken == nil {
+		return
+	}
+	if tok, ok := bearer(c); ok {
+		d := sha256.Sum256([]byte(tok))
+		if subtle.ConstantTimeCompare(d[:], a.adminToken[:]) == 1 {
+			return
+		}
+	}
+	writeError(c, &openaiapi.Error{Status: http.StatusUnauthorized, Type: "authentication_error", Code: "invalid_admin_token", Message: "Missing or invalid admin token."})
+}
+
+// bodyLimit bounds request bodies; the handler's read reports an overrun.
+func (s *Server) bodyLimit(c *gin.Context) {
+	limit := s.limits.Load().MaxBodyBytes
+	if c.Request.ContentLength > limit {
+		writeError(c, openaiapi.RequestTooLarge(limit))
+		return
+	}
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, limit)
+}
+
+// reqInfo is what a request's handler learned, for the access log line.
+type reqInfo struct {
+	requestID    string
+	model        string
+	node         string
+	provider     string
+	route        string
+	ttft         time.Duration
+	prompt       int64
+	completion   int64
+	cancelReason string
+}
+
+const infoKey = "iop.reqinfo"
+
+func info(c *gin.Context) *reqInfo { return c.MustGet(infoKey).(*reqInfo) }
+
+func (s *Server) requestID(c *gin.Context) {
+	id := c.GetHeader("X-Request-Id")
+	if id == "" || len(id) > 128 || !printableASCII(id) {
+		id = newID("req_")
+	}
+	c.Header("X-Request-Id", id)
+	c.Set(infoKey, &reqInfo{requestID: id})
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// accessLog writes one line per request. It never logs prompts, keys or
+// tokens.
+func (s *Server) accessLog(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	in := info(c)
+	if !strings.HasPrefix(c.Request.URL.Path, "/v1/") {
+		return
+	}
+	status := c.Writer.Status()
+	model := in.model
+	if model == "" {
+		model = "unknown"
+	}
+	s.metrics.request(model, in.route, statusCode(status, in), time.Since(start))
+	fields := []zap.Field{
+		zap.String("request_id", in.requestID), zap.String("method", c.Request.Method), zap.String("path", c.Request.URL.Path),
+		zap.Int("status", status), zap.Duration("duration", time.Since(start)),
+		zap.String("model", in.model), zap.String("node_id", in.node), zap.String("provider", in.provider), zap.String("route", in.route),
+	}
+	if in.ttft > 0 {
+		fields = append(fields, zap.Duration("ttft", in.ttft))
+	}
+	if in.prompt > 0 || in.completion > 0 {
+		fields = append(fields, zap.Int64("prompt_tokens", in.prompt), zap.Int64("completion_tokens", in.completion))
+	}
+	if in.cancelReason != "" {
+		fields = append(fields, zap.String("cancel_reason", in.cancelReason))
+	}
+	s.log.Info("request", fields...)
+}
+
+func statusCode(status int, in *reqInfo) string {
+	if in.cancelReason != "" {
+		return "cancelled"
+	}
+	return itoa(status)
+}
+
+func itoa(n int) string {
+	if n >= 100 && n < 1000 {
+		return string([]byte{byte('0' + n/100), byte('0' + n/10%10), byte('0' + n%10)})
+	}
+	return "other"
+}
+
+func (s *Server) recoverer(c *gin.Context) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r == http.ErrAbortHandler {
+				panic(r) // deliberate connection abort
+			}
+			s.log.Error("handler panic", zap.Any("panic", r), zap.String("path", c.Request.URL.Path))
+			if !c.Writer.Written() {
+				writeError(c, openaiapi.InternalError("internal error"))
+			}
+		}
+	}()
+	c.Next()
+}
+
+func (s *Server) readyz(c *gin.Context) {
+	if s.d.Dispatchable() {
+		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+		return
+	}
+	c.JSON(http.StatusServiceUnavailable, gin.H{"status": "no provider is dispatchable"})
+}

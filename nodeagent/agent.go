@@ -1,0 +1,255 @@
+// Package nodeagent is the Node: the connection supervisor, the session
+// handler that serves Edge-opened streams (runs, tunnels, cancels, commands,
+// config refresh), and the registry of adapter instances with their local
+// capacity gates. Adapters themselves live in sub-packages.
+package nodeagent
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+	"github.com/iop-gateway/iop/nodewire"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// instance is one live adapter instance with its gate and counters.
+type instance struct {
+	name  string
+	cfg   *iop.AdapterConfig
+	impl  adapter.Instance
+	gate  *gate
+	stats usageStats
+}
+
+type usageStats struct {
+	requests         atomic.Int64
+	errors           atomic.Int64
+	rejected         atomic.Int64
+	promptTokens     atomic.Int64
+	completionTokens atomic.Int64
+}
+
+func (s *usageStats) addUsage(u *iop.Usage) {
+	if u == nil {
+		return
+	}
+	s.promptTokens.Add(u.GetPromptTokens())
+	s.completionTokens.Add(u.GetCompletionTokens())
+}
+
+// Agent holds the Node's adapter instances and serves the Edge's streams.
+type Agent struct {
+	log       *zap.Logger
+	env       adapter.Env
+	factories map[string]adapter.Factory
+
+	mu        sync.RWMutex
+	instances map[string]*instance // guarded by mu: by AdapterConfig.name
+	nodeID    string               // guarded by mu
+	applied   *iop.NodeConfigPayload // guarded by mu
+
+	conn atomic.Pointer[nodewire.ClientConn] // the current session, for `transport`
+
+	runsMu sync.Mutex
+	runs   map[string]func() // guarded by runsMu: run id -> cancel
+}
+
+// NewAgent returns an agent that builds instances with factories (by type).
+func NewAgent(factories map[string]adapter.Factory, env adapter.Env) *Agent {
+	if env.Logger == nil {
+		env.Logger = zap.NewNop()
+	}
+	return &Agent{
+		log: env.Logger, env: env, factories: factories,
+		instances: map[string]*instance{}, runs: map[string]func(){},
+	}
+}
+
+// Close closes every instance.
+func (a *Agent) Close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for name, in := range a.instances {
+		_ = in.impl.Close()
+		delete(a.instances, name)
+	}
+}
+
+// AdapterTypes lists the types this Node can build.
+func (a *Agent) AdapterTypes() []string {
+	var out []string
+	for t := range a.factories {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Apply makes payload the live adapter configuration. With initial set (a
+// new session) every instance may be rebuilt; otherwise (a refresh) a type
+// change answers RESTART_REQUIRED and changes nothing. An invalid payload
+// answers FAILED and changes nothing: new instances are built and every
+// change is validated before anything is swapped in.
+func (a *Agent) Apply(payload *iop.NodeConfigPayload, initial bool) (iop.RefreshStatus, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	names := map[string]*iop.AdapterConfig{}
+	var errs []error
+	for i, ac := range payload.GetAdapters() {
+		name := ac.GetName()
+		if name == "" {
+			name = ac.GetType() // legacy single-instance name
+		}
+		if names[name] != nil {
+			errs = append(errs, fmt.Errorf("adapters[%d]: name %q is duplicated", i, name))
+		}
+		names[name] = ac
+		if a.factories[ac.GetType()] == nil {
+			errs = append(errs, fmt.Errorf("adapters[%d] %q: type %q is not supported by this node", i, name, ac.GetType()))
+		}
+		if ac.GetCapacity() < 0 {
+			errs = append(errs, fmt.Errorf("adapters[%d] %q: negative capacity", i, name))
+		}
+	}
+	if len(errs) > 0 {
+		return iop.RefreshStatus_REFRESH_STATUS_FAILED, errors.Join(errs...)
+	}
+	if !initial {
+		for name, ac := range names {
+			if old := a.instances[name]; old != nil && old.cfg.GetType() != ac.GetType() {
+				return iop.RefreshStatus_REFRESH_STATUS_RESTART_REQUIRED,
+					fmt.Errorf("adapter %q changes type %s -> %s", name, old.cfg.GetType(), ac.GetType())
+			}
+		}
+	}
+
+	// Build or validate every instance before touching the live set.
+	type change struct {
+		name    string
+		cfg     *iop.AdapterConfig
+		fresh   adapter.Instance // a new instance to swap in
+		reconf  adapter.Reconfigurer
+		keepOld bool
+	}
+	var changes []change
+	fail := func(err error) (iop.RefreshStatus, error) {
+		for _, c := range changes {
+			if c.fresh != nil {
+				_ = c.fresh.Close()
+			}
+		}
+		return iop.RefreshStatus_REFRESH_STATUS_FAILED, err
+	}
+	for name, ac := range names {
+		ac = proto.Clone(ac).(*iop.AdapterConfig)
+		ac.Name = name
+		old := a.instances[name]
+		if old != nil && proto.Equal(old.cfg, ac) {
+			changes = append(changes, change{name: name, cfg: ac, keepOld: true})
+			continue
+		}
+		fresh, err := a.factories[ac.GetType()](ac, a.env)
+		if err != nil {
+			return fail(fmt.Errorf("adapter %q: %w", name, err))
+		}
+		if old != nil && old.cfg.GetType() == ac.GetType() {
+			if rc, ok := old.impl.(adapter.Reconfigurer); ok {
+				// Validated by the factory above; reconfigure in place to keep
+				// state such as CLI sessions.
+				_ = fresh.Close()
+				changes = append(changes, change{name: name, cfg: ac, reconf: rc})
+				continue
+			}
+		}
+		changes = append(changes, change{name: name, cfg: ac, fresh: fresh})
+	}
+	for _, c := range changes {
+		if c.reconf != nil {
+			if err := c.reconf.Reconfigure(c.cfg); err != nil {
+				return fail(fmt.Errorf("adapter %q: reconfigure: %w", c.name, err))
+			}
+		}
+	}
+	// Swap.
+	next := map[string]*instance{}
+	for _, c := range changes {
+		old := a.instances[c.name]
+		switch {
+		case c.keepOld:
+			next[c.name] = old
+		case c.reconf != nil:
+			old.cfg = c.cfg
+			old.gate.setCapacity(int(c.cfg.GetCapacity()))
+			next[c.name] = old
+		default:
+			in := &instance{name: c.name, cfg: c.cfg, impl: c.fresh, gate: &gate{}}
+			in.gate.setCapacity(int(c.cfg.GetCapacity()))
+			if old != nil {
+				// Keep the gate so runs in flight on the old instance still
+				// count against the capacity.
+				in.gate = old.gate
+				in.gate.setCapacity(int(c.cfg.GetCapacity()))
+				_ = old.impl.Close()
+			}
+			next[c.name] = in
+		}
+	}
+	for name, old := range a.instances {
+		if next[name] == nil {
+			_ = old.impl.Close()
+		}
+	}
+	a.instances = next
+	a.applied = payload
+	a.log.Info("adapter config applied", zap.Int("adapters", len(next)), zap.String("config_version", payload.GetConfigVersion()))
+	return iop.RefreshStatus_REFRESH_STATUS_APPLIED, nil
+}
+
+func (a *Agent) instance(name string) *instance {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.instances[name]
+}
+
+func (a *Agent) snapshotInstances() []*instance {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	out := make([]*instance, 0, len(a.instances))
+	for _, in := range a.instances {
+		out = append(out, in)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+func (a *Agent) trackRun(id string, cancel func()) {
+	if id == "" {
+		return
+	}
+	a.runsMu.Lock()
+	a.runs[id] = cancel
+	a.runsMu.Unlock()
+}
+
+func (a *Agent) untrackRun(id string) {
+	a.runsMu.Lock()
+	delete(a.runs, id)
+	a.runsMu.Unlock()
+}
+
+func (a *Agent) cancelRun(id string) bool {
+	a.runsMu.Lock()
+	cancel := a.runs[id]
+	a.runsMu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	return cancel != nil
+}

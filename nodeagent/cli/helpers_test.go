@@ -1,0 +1,235 @@
+//go:build unix
+
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// waitLong bounds every wait in these tests; generous so that a loaded CI
+// machine does not flake, while a hang still fails.
+const waitLong = 10 * time.Second
+
+// rig is a Node environment in temporary directories.
+type rig struct {
+	root  string // workspace root (not yet created)
+	store string
+	env   adapter.Env
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	base := t.TempDir()
+	r := &rig{root: filepath.Join(base, "ws"), store: filepath.Join(base, "store")}
+	r.env = adapter.Env{StoreDir: r.store, WorkspaceRoot: r.root}
+	return r
+}
+
+// realRoot is the workspace root's real path (created if needed).
+func (r *rig) realRoot(t *testing.T) string {
+	t.Helper()
+	if err := os.MkdirAll(r.root, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	p, err := filepath.EvalSymlinks(r.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (r *rig) instance(t *testing.T, command []string, settings map[string]string) *instance {
+	t.Helper()
+	return r.instanceCfg(t, &iop.AdapterConfig{Name: "agent", Type: Type, Command: command, Settings: settings})
+}
+
+func (r *rig) instanceCfg(t *testing.T, cfg *iop.AdapterConfig) *instance {
+	t.Helper()
+	inst, err := New(cfg, r.env)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return inst.(*instance)
+}
+
+// script writes an executable /bin/sh script with body and returns its path.
+// All scripts are written before anything is started from them, so no
+// concurrent fork can hold the file open for writing (ETXTBSY).
+func script(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "agent.sh")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// sq quotes s for a shell script.
+func sq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func chatJSON(t *testing.T, msgs ...string) []byte {
+	t.Helper()
+	type msg struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	var doc struct {
+		Messages []msg `json:"messages"`
+	}
+	if len(msgs)%2 != 0 {
+		t.Fatal("chatJSON wants role, content pairs")
+	}
+	for i := 0; i < len(msgs); i += 2 {
+		doc.Messages = append(doc.Messages, msg{Role: msgs[i], Content: msgs[i+1]})
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func userRun(t *testing.T, text string) *iop.RunRequest {
+	return &iop.RunRequest{RunId: "run-1", Operation: adapter.OpChat, Input: chatJSON(t, "user", text)}
+}
+
+// chanSink hands every delta to the test through a buffered channel.
+type chanSink struct{ ch chan string }
+
+func newChanSink() *chanSink { return &chanSink{ch: make(chan string, 4096)} }
+
+func (s *chanSink) Delta(text string) error {
+	s.ch <- text
+	return nil
+}
+
+// rest concatenates the deltas not yet received; call after Run returned.
+func (s *chanSink) rest() string {
+	var b strings.Builder
+	for {
+		select {
+		case d := <-s.ch:
+			b.WriteString(d)
+		default:
+			return b.String()
+		}
+	}
+}
+
+type outcome struct {
+	res *adapter.Result
+	err error
+}
+
+// runAsync runs inst.Run in a goroutine. Owner: the calling test, which must
+// receive from the returned channel (await) before it ends; the goroutine
+// stops when Run returns.
+func runAsync(ctx context.Context, inst *instance, req *iop.RunRequest, sink adapter.RunSink) <-chan outcome {
+	ch := make(chan outcome, 1)
+	go func() {
+		res, err := inst.Run(ctx, req, sink)
+		ch <- outcome{res, err}
+	}()
+	return ch
+}
+
+func await(t *testing.T, ch <-chan outcome) outcome {
+	t.Helper()
+	select {
+	case o := <-ch:
+		return o
+	case <-time.After(waitLong):
+		t.Fatal("run did not return in time")
+		return outcome{}
+	}
+}
+
+func recvDelta(t *testing.T, s *chanSink) string {
+	t.Helper()
+	select {
+	case d := <-s.ch:
+		return d
+	case <-time.After(waitLong):
+		t.Fatal("no delta in time")
+		return ""
+	}
+}
+
+// runSync runs to completion and returns the whole output.
+func runSync(t *testing.T, inst *instance, req *iop.RunRequest) (string, error) {
+	t.Helper()
+	s := newChanSink()
+	o := await(t, runAsync(context.Background(), inst, req, s))
+	if o.err == nil && (o.res == nil || o.res.FinishReason != "stop") {
+		t.Fatalf("result = %+v, want finish reason stop", o.res)
+	}
+	return s.rest(), o.err
+}
+
+func errCode(err error) string {
+	if ae, ok := errors.AsType[*adapter.Error](err); ok {
+		return ae.Code
+	}
+	return ""
+}
+
+func errMessage(err error) string {
+	if ae, ok := errors.AsType[*adapter.Error](err); ok {
+		return ae.Message
+	}
+	return ""
+}
+
+// processGone reports whether pid has exited. A zombie counts as gone: in a
+// container the init process may never reap reparented orphans.
+func processGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	// The state follows the parenthesised command name.
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitLong)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// readPID waits for a script to write a pid into file.
+func readPID(t *testing.T, file string) int {
+	t.Helper()
+	var pid int
+	eventually(t, "pid file "+file, func() bool {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return false
+		}
+		_, err = fmt.Sscanf(string(b), "%d", &pid)
+		return err == nil && pid > 0
+	})
+	return pid
+}

@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestUTF8ChunkerNeverSplitsSequences(t *testing.T) {
+	const text = "aé€𝄞b"
+	b := []byte(text)
+	// Every way of cutting the bytes into two or three chunks.
+	for i := 0; i <= len(b); i++ {
+		for j := i; j <= len(b); j++ {
+			var c utf8Chunker
+			var out []string
+			for _, chunk := range [][]byte{b[:i], b[i:j], b[j:]} {
+				out = append(out, c.next(chunk))
+			}
+			out = append(out, c.flush())
+			for _, s := range out {
+				if !utf8.ValidString(s) {
+					t.Fatalf("cut %d,%d: piece %q is not valid UTF-8", i, j, s)
+				}
+			}
+			if got := strings.Join(out, ""); got != text {
+				t.Fatalf("cut %d,%d: %q, want %q", i, j, got, text)
+			}
+		}
+	}
+}
+
+func TestUTF8ChunkerReplacesInvalidBytes(t *testing.T) {
+	var c utf8Chunker
+	got := c.next([]byte("a\xffb\xe2")) + c.next([]byte("x")) + c.flush()
+	if got != "a\uFFFDb\uFFFDx" {
+		t.Fatalf("got %q", got)
+	}
+	c = utf8Chunker{}
+	if got := c.next([]byte("z\xe2\x82")) + c.flush(); got != "z\uFFFD" {
+		t.Fatalf("truncated sequence at EOF: %q", got)
+	}
+}
+
+func TestTailBuffer(t *testing.T) {
+	tb := newTailBuffer(5)
+	for _, s := range []string{"ab", "cd", "efg", "h"} {
+		tb.Write([]byte(s))
+	}
+	if got := string(tb.buf); got != "defgh" {
+		t.Fatalf("tail = %q", got)
+	}
+	tb.Write([]byte("0123456789"))
+	if got := string(tb.buf); got != "56789" {
+		t.Fatalf("tail = %q", got)
+	}
+	// A cut inside "é" drops the orphaned continuation byte.
+	tb = newTailBuffer(4)
+	tb.Write([]byte("xxé  ab"))
+	if got := tb.text(); got != "ab" {
+		t.Fatalf("text = %q", got)
+	}
+	// A cut just before "é" keeps it whole.
+	tb = newTailBuffer(5)
+	tb.Write([]byte("xé ab"))
+	if got := tb.text(); got != "é ab" {
+		t.Fatalf("text = %q", got)
+	}
+}
+
+func TestCaptureFindsHeadOrTail(t *testing.T) {
+	re := regexp.MustCompile(`session=(\S+)`)
+	c := newCapture()
+	c.Write([]byte("banner session=early\n"))
+	c.Write([]byte(strings.Repeat("x", 3*captureWindow)))
+	c.Write([]byte("\nsession=late1 session=late2\n"))
+	if got := c.find(re); got != "early" {
+		t.Fatalf("find = %q, want the head match", got)
+	}
+
+	c = newCapture()
+	c.Write([]byte(strings.Repeat("x", 2*captureWindow)))
+	c.Write([]byte("\nsession=late1 session=late2\n"))
+	if got := c.find(re); got != "late2" {
+		t.Fatalf("find = %q, want the last tail match", got)
+	}
+
+	c = newCapture()
+	c.Write([]byte("session=\x01bad\n"))
+	if got := c.find(regexp.MustCompile(`session=(.+)`)); got != "" {
+		t.Fatalf("find = %q, want implausible ids refused", got)
+	}
+}

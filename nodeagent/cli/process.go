@@ -1,0 +1,357 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+)
+
+const (
+	stdoutReadSize = 32 << 10
+	stderrReadSize = 8 << 10
+	// pipeDrainGrace bounds how long, after the CLI's process group is
+	// gone, we wait for EOF on its output pipes without receiving anything.
+	// Only a process that left the group (setsid) can still hold them.
+	pipeDrainGrace = 2 * time.Second
+	// minWaitDelay bounds the stdin copy when the CLI exits without reading
+	// its prompt while a descendant keeps stdin open.
+	minWaitDelay = time.Second
+)
+
+// procSpec is everything one CLI process run needs.
+type procSpec struct {
+	path      string   // resolved program
+	argv      []string // argv[0] as configured
+	dir       string   // real path of the workspace
+	env       []string // complete child environment; never nil
+	stdin     string   // the prompt
+	timeout   time.Duration
+	killGrace time.Duration
+	maxStderr int
+	// Session id capture; nil re disables it.
+	captureRe     *regexp.Regexp
+	captureStderr bool
+	// Closed by TerminateSession; nil for runs without a session.
+	terminate <-chan struct{}
+}
+
+// procOutcome is what a finished process run observed.
+type procOutcome struct {
+	pid        int
+	exitCode   int    // -1 when not known
+	upstreamID string // captured session id, "" if none
+}
+
+type stopReason int
+
+const (
+	notStopped stopReason = iota
+	stopCancelled
+	stopTimedOut
+	stopTerminated
+	stopSinkFailed
+)
+
+// procGroup signals a started CLI's process group, and refuses to once the
+// leader has been reaped (its id could then name an unrelated group).
+type procGroup struct {
+	proc   *os.Process
+	mu     sync.Mutex
+	reaped bool
+}
+
+func (g *procGroup) signal(sig syscall.Signal) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.reaped {
+		return
+	}
+	if err := signalGroup(g.proc, sig); err != nil {
+		// The unreaped leader keeps its group alive, so this should not
+		// happen; still, never leave the leader itself running.
+		_ = g.proc.Signal(sig)
+	}
+}
+
+// runProcess runs the CLI to completion: the prompt goes to stdin, stdout is
+// streamed to sink as it arrives, stderr is kept bounded for the error
+// message. It returns only once the process has been reaped and both output
+// readers have finished, so no goroutine outlives it.
+//
+// The process is stopped (SIGTERM to its group, SIGKILL after the grace) when
+// ctx is done, the timeout elapses, spec.terminate is closed or sink fails.
+func runProcess(ctx context.Context, spec *procSpec, sink adapter.RunSink) (procOutcome, error) {
+	out := procOutcome{exitCode: -1}
+	if err := ctx.Err(); err != nil {
+		return out, fmt.Errorf("cli: run cancelled: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return out, internalErr("create stdout pipe", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return out, internalErr("create stderr pipe", err)
+	}
+	cmd := &exec.Cmd{
+		Path:        spec.path,
+		Args:        spec.argv,
+		Dir:         spec.dir,
+		Env:         spec.env,
+		Stdin:       strings.NewReader(spec.stdin),
+		Stdout:      outW,
+		Stderr:      errW,
+		SysProcAttr: groupAttr(),
+		WaitDelay:   max(spec.killGrace, minWaitDelay),
+	}
+	startErr := cmd.Start()
+	// The child holds its own copies of the write ends; ours would keep the
+	// readers from ever seeing EOF.
+	outW.Close()
+	errW.Close()
+	if startErr != nil {
+		outR.Close()
+		errR.Close()
+		return out, &adapter.Error{Code: adapter.CodeUpstream, Message: "cli command could not be started", Err: startErr}
+	}
+	out.pid = cmd.Process.Pid
+	g := &procGroup{proc: cmd.Process}
+
+	var waitErr error
+	exited := make(chan struct{})
+	// Owner: runProcess, which always receives from exited before returning.
+	// Stops once the leader has exited and been reaped; cmd.Wait itself is
+	// bounded by WaitDelay for the stdin copy.
+	go func() {
+		defer close(exited)
+		if waitExited(cmd.Process.Pid) == nil {
+			// Sweep whatever the leader left behind in its group while
+			// the zombie still pins the group id.
+			g.signal(syscall.SIGKILL)
+		}
+		g.mu.Lock()
+		g.reaped = true
+		g.mu.Unlock()
+		waitErr = cmd.Wait()
+	}()
+
+	chunks := make(chan []byte)
+	// Owner: runProcess, which drains chunks until it is closed. Stops at EOF
+	// (every holder of the write end is gone) or at a read error (runProcess
+	// closed outR after the drain grace).
+	go func() {
+		defer close(chunks)
+		buf := make([]byte, stdoutReadSize)
+		for {
+			n, err := outR.Read(buf)
+			if n > 0 {
+				chunks <- append([]byte(nil), buf[:n]...)
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	stderrTail := newTailBuffer(spec.maxStderr)
+	var stderrCap *capture
+	if spec.captureRe != nil && spec.captureStderr {
+		stderrCap = newCapture()
+	}
+	stderrDone := make(chan struct{})
+	// Owner: runProcess, which receives from stderrDone before returning.
+	// Stops at EOF or at a read error, like the stdout reader.
+	go func() {
+		defer close(stderrDone)
+		buf := make([]byte, stderrReadSize)
+		for {
+			n, err := errR.Read(buf)
+			if n > 0 {
+				stderrTail.Write(buf[:n])
+				if stderrCap != nil {
+					stderrCap.Write(buf[:n])
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	var stdoutCap *capture
+	if spec.captureRe != nil && !spec.captureStderr {
+		stdoutCap = newCapture()
+	}
+	var (
+		reason     stopReason
+		sinkErr    error
+		chunker    utf8Chunker
+		done       = ctx.Done()
+		terminate  = spec.terminate
+		timeoutC   <-chan time.Time
+		graceC     <-chan time.Time
+		drainC     <-chan time.Time
+		lastOutput = time.Now()
+		pipesOpen  = true
+		exitedC    = exited
+		chunksC    = chunks
+		stderrC    = stderrDone
+	)
+	var timers []*time.Timer
+	closePipes := func() {
+		if pipesOpen {
+			pipesOpen = false
+			// Unblocks the readers' pending Read calls.
+			outR.Close()
+			errR.Close()
+		}
+	}
+	defer closePipes()
+	newTimer := func(d time.Duration) <-chan time.Time {
+		t := time.NewTimer(d)
+		// Stopped on return so that no timer outlives the run.
+		timers = append(timers, t)
+		return t.C
+	}
+	defer func() {
+		for _, t := range timers {
+			t.Stop()
+		}
+	}()
+	if spec.timeout > 0 {
+		timeoutC = newTimer(spec.timeout)
+	}
+	stop := func(r stopReason) {
+		if reason != notStopped {
+			return
+		}
+		reason = r
+		done, terminate, timeoutC = nil, nil, nil
+		if exitedC == nil {
+			// The group is already gone; only output we no longer want
+			// can still arrive.
+			closePipes()
+			return
+		}
+		if spec.killGrace > 0 {
+			g.signal(syscall.SIGTERM)
+			graceC = newTimer(spec.killGrace)
+		} else {
+			g.signal(syscall.SIGKILL)
+		}
+	}
+	emit := func(text string) {
+		if text == "" || reason != notStopped {
+			return
+		}
+		if err := sink.Delta(text); err != nil {
+			sinkErr = err
+			stop(stopSinkFailed)
+		}
+	}
+
+	for exitedC != nil || chunksC != nil || stderrC != nil {
+		select {
+		case c, ok := <-chunksC:
+			if !ok {
+				chunksC = nil
+				emit(chunker.flush())
+				continue
+			}
+			if stdoutCap != nil {
+				stdoutCap.Write(c)
+			}
+			emit(chunker.next(c))
+			lastOutput = time.Now()
+		case <-stderrC:
+			stderrC = nil
+		case <-exitedC:
+			exitedC = nil
+			graceC = nil
+			if reason != notStopped {
+				closePipes()
+			} else {
+				drainC = newTimer(pipeDrainGrace)
+			}
+		case <-drainC:
+			// Re-arm while output is still flowing (e.g. a slow sink made
+			// us fall behind); give up only after a quiet grace.
+			if idle := time.Since(lastOutput); idle < pipeDrainGrace {
+				drainC = newTimer(pipeDrainGrace - idle)
+			} else {
+				drainC = nil
+				closePipes()
+			}
+		case <-done:
+			stop(stopCancelled)
+		case <-timeoutC:
+			stop(stopTimedOut)
+		case <-terminate:
+			stop(stopTerminated)
+		case <-graceC:
+			graceC = nil
+			g.signal(syscall.SIGKILL)
+		}
+	}
+
+	if ee, ok := errors.AsType[*exec.ExitError](waitErr); ok {
+		out.exitCode = ee.ExitCode()
+	} else if waitErr == nil {
+		out.exitCode = 0
+	}
+	switch reason {
+	case stopSinkFailed:
+		return out, fmt.Errorf("cli: send delta: %w", sinkErr)
+	case stopCancelled:
+		return out, fmt.Errorf("cli: run cancelled: %w", ctx.Err())
+	case stopTimedOut:
+		return out, &adapter.Error{Code: adapter.CodeTimeout, Message: fmt.Sprintf("cli run timed out after %s", spec.timeout)}
+	case stopTerminated:
+		return out, &adapter.Error{Code: adapter.CodeUpstream, Message: "cli session was terminated"}
+	}
+	if err := exitError(waitErr, stderrTail.text()); err != nil {
+		return out, err
+	}
+	if spec.captureRe != nil {
+		if stderrCap != nil {
+			out.upstreamID = stderrCap.find(spec.captureRe)
+		} else {
+			out.upstreamID = stdoutCap.find(spec.captureRe)
+		}
+	}
+	return out, nil
+}
+
+// exitError classifies how cmd.Wait ended; nil means success.
+func exitError(waitErr error, stderrTail string) error {
+	if waitErr == nil || errors.Is(waitErr, exec.ErrWaitDelay) {
+		// ErrWaitDelay: the CLI exited 0 but a descendant held stdin
+		// open; its answer is complete.
+		return nil
+	}
+	ee, ok := errors.AsType[*exec.ExitError](waitErr)
+	if !ok {
+		return &adapter.Error{Code: adapter.CodeInternal, Message: "cli: waiting for the command failed", Err: waitErr}
+	}
+	var msg string
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		msg = fmt.Sprintf("cli was killed by signal %s", ws.Signal())
+	} else {
+		msg = fmt.Sprintf("cli exited with status %d", ee.ExitCode())
+	}
+	if stderrTail != "" {
+		msg += ": " + stderrTail
+	}
+	return &adapter.Error{Code: adapter.CodeUpstream, Message: msg, Err: waitErr}
+}

@@ -1,0 +1,344 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha1" // #nosec G505 -- RFC 9562 UUIDv5 is defined with SHA-1; not a security use.
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+)
+
+const (
+	maxSessionIDLen = 128 // base64url of 128 bytes (171) fits NAME_MAX
+	stateFileName   = "state.json"
+	stateDirPerm    = 0o700
+	stateFilePerm   = 0o600
+)
+
+// sessionState is what persists of a session between runs (and Node
+// restarts), in <store>/cli/<instance>/sessions/<base64url(id)>/state.json.
+type sessionState struct {
+	ID string `json:"id"`
+	// The CLI's own session id, captured with session_id_regex.
+	UpstreamID string `json:"upstream_id,omitempty"`
+	// Successful runs; a failed first run does not establish the session.
+	Runs         int64 `json:"runs"`
+	CreatedUnix  int64 `json:"created_unix"`
+	LastUsedUnix int64 `json:"last_used_unix"`
+}
+
+// established reports whether the next run continues the session. With
+// session_id_regex configured, a session is established only once the CLI's
+// own id is known: resuming with anything else would fail upstream.
+func (st *sessionState) established(needUpstream bool) bool {
+	return st.Runs > 0 && (!needUpstream || st.UpstreamID != "")
+}
+
+// session is the in-memory side of a session. Runs of one session are
+// serialized by sem; the other fields are guarded by instance.mu.
+type session struct {
+	id  string
+	dir string
+	// Capacity 1: holding the slot means owning the session's state (and
+	// being its one running process).
+	sem chan struct{}
+	// Closed once TerminateSession has removed the session.
+	gone chan struct{}
+
+	terminated bool
+	persisted  bool          // state was written at least once
+	stopRun    chan struct{} // non-nil while a process runs; closed to terminate it
+	lastUsed   int64
+}
+
+func (a *instance) newSession(id string) *session {
+	return &session{
+		id:   id,
+		dir:  filepath.Join(a.sessionsDir(), sessionDirName(id)),
+		sem:  make(chan struct{}, 1),
+		gone: make(chan struct{}),
+	}
+}
+
+func (a *instance) sessionsDir() string {
+	return filepath.Join(a.storeDir, Type, a.name, "sessions")
+}
+
+// sessionDirName encodes a session id into a file name: base64url has no
+// separators or dots, so no id can name another directory.
+func sessionDirName(id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(id))
+}
+
+// validateSessionID rejects ids that could not be stored safely or that look
+// like paths, so that a mistake surfaces instead of being encoded away.
+func validateSessionID(id string) error {
+	if len(id) > maxSessionIDLen {
+		return invalidRequest("session id is longer than %d bytes", maxSessionIDLen)
+	}
+	if !utf8.ValidString(id) {
+		return invalidRequest("session id is not valid UTF-8")
+	}
+	if id == "." || id == ".." || strings.ContainsAny(id, `/\`) {
+		return invalidRequest("session id must not be a path")
+	}
+	if strings.IndexFunc(id, unicode.IsControl) >= 0 {
+		return invalidRequest("session id contains control characters")
+	}
+	return nil
+}
+
+// acquireSession waits, respecting ctx, until the caller is the only run of
+// session id, and returns it. Release with releaseSession.
+func (a *instance) acquireSession(ctx context.Context, id string) (*session, error) {
+	for {
+		a.mu.Lock()
+		s := a.sessions[id]
+		if s == nil {
+			s = a.newSession(id)
+			a.sessions[id] = s
+		}
+		terminated := s.terminated
+		a.mu.Unlock()
+		if terminated {
+			// Wait for the removal to finish, then start afresh.
+			select {
+			case <-s.gone:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("cli: wait for session: %w", ctx.Err())
+			}
+		}
+		select {
+		case s.sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("cli: wait for session: %w", ctx.Err())
+		}
+		a.mu.Lock()
+		terminated = s.terminated
+		if !terminated {
+			s.lastUsed = time.Now().Unix()
+		}
+		a.mu.Unlock()
+		if !terminated {
+			return s, nil
+		}
+		<-s.sem // terminated while we waited: let TerminateSession proceed
+	}
+}
+
+func (a *instance) releaseSession(s *session) { <-s.sem }
+
+// registerRun marks the session's process as running and returns the channel
+// TerminateSession closes to stop it. ok is false if the session was
+// terminated meanwhile.
+func (a *instance) registerRun(s *session) (stop chan struct{}, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if s.terminated {
+		return nil, false
+	}
+	s.stopRun = make(chan struct{})
+	return s.stopRun, true
+}
+
+func (a *instance) unregisterRun(s *session, persisted bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s.stopRun = nil
+	s.lastUsed = time.Now().Unix()
+	s.persisted = s.persisted || persisted
+}
+
+// TerminateSession stops the session's running process (SIGTERM to its
+// group, SIGKILL after the grace), waits for the run to finish, and removes
+// the session's state. Unknown (and invalid) ids are not an error.
+func (a *instance) TerminateSession(id string) error {
+	if id == "" || validateSessionID(id) != nil {
+		return nil // no such session can exist
+	}
+	a.mu.Lock()
+	s := a.sessions[id]
+	if s == nil {
+		// Not live in memory, but state may persist from an earlier Node
+		// process. Registering the session blocks new runs of this id
+		// until the removal is done.
+		s = a.newSession(id)
+		a.sessions[id] = s
+	}
+	if s.terminated {
+		a.mu.Unlock()
+		<-s.gone // a concurrent TerminateSession does the work
+		return nil
+	}
+	s.terminated = true
+	if s.stopRun != nil {
+		close(s.stopRun)
+	}
+	a.mu.Unlock()
+
+	// The running run, now stopping, holds the slot until its process is
+	// gone and its state written; waiters see terminated and step aside.
+	s.sem <- struct{}{}
+	err := os.RemoveAll(s.dir)
+	a.mu.Lock()
+	delete(a.sessions, id)
+	a.mu.Unlock()
+	close(s.gone)
+	<-s.sem
+	if err != nil {
+		return fmt.Errorf("cli: remove session state: %w", err)
+	}
+	return nil
+}
+
+// Sessions lists the live sessions: those with persisted state or a running
+// process.
+func (a *instance) Sessions() []adapter.SessionInfo {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]adapter.SessionInfo, 0, len(a.sessions))
+	for _, s := range a.sessions {
+		if s.terminated || (!s.persisted && s.stopRun == nil) {
+			continue
+		}
+		info := adapter.SessionInfo{ID: s.id, Adapter: a.name, LastUsedUnix: s.lastUsed}
+		if s.stopRun != nil {
+			info.Running = 1
+		}
+		out = append(out, info)
+	}
+	slices.SortFunc(out, func(x, y adapter.SessionInfo) int { return strings.Compare(x.ID, y.ID) })
+	return out
+}
+
+// loadSessions registers the sessions persisted by an earlier Node process,
+// so they are listed and can be terminated. Unreadable entries are skipped.
+func (a *instance) loadSessions() {
+	entries, err := os.ReadDir(a.sessionsDir())
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			a.log.Warn("cli: list persisted sessions", zap.Error(err))
+		}
+		return
+	}
+	for _, e := range entries {
+		raw, err := base64.RawURLEncoding.DecodeString(e.Name())
+		if !e.IsDir() || err != nil || validateSessionID(string(raw)) != nil || len(raw) == 0 {
+			continue
+		}
+		s := a.newSession(string(raw))
+		st, err := readState(s.dir, s.id)
+		if err != nil {
+			a.log.Warn("cli: skip persisted session", zap.String("dir", e.Name()), zap.Error(err))
+			continue
+		}
+		s.persisted = true
+		s.lastUsed = st.LastUsedUnix
+		a.sessions[s.id] = s
+	}
+}
+
+// loadState returns the session's persisted state, or a fresh one. A corrupt
+// state file is logged and replaced: the worst outcome is a new upstream
+// session instead of a continued one.
+func (a *instance) loadState(s *session) sessionState {
+	st, err := readState(s.dir, s.id)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		a.log.Warn("cli: discard unreadable session state", zap.String("session_id", s.id), zap.Error(err))
+	}
+	if err != nil {
+		return sessionState{ID: s.id}
+	}
+	return st
+}
+
+func readState(dir, id string) (sessionState, error) {
+	var st sessionState
+	b, err := os.ReadFile(filepath.Join(dir, stateFileName))
+	if err != nil {
+		return st, fmt.Errorf("read session state: %w", err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("decode session state: %w", err)
+	}
+	if st.ID != id {
+		return st, errors.New("session state belongs to another id")
+	}
+	return st, nil
+}
+
+// writeState replaces the state file atomically, so a crash never leaves a
+// torn file behind.
+func writeState(dir string, st *sessionState) error {
+	if err := os.MkdirAll(dir, stateDirPerm); err != nil {
+		return fmt.Errorf("create session dir: %w", err)
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode session state: %w", err)
+	}
+	f, err := os.CreateTemp(dir, stateFileName+".*")
+	if err != nil {
+		return fmt.Errorf("create session state: %w", err)
+	}
+	tmp := f.Name()
+	_, werr := f.Write(b)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write session state: %w", err)
+	}
+	if err := os.Chmod(tmp, stateFilePerm); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write session state: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, stateFileName)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write session state: %w", err)
+	}
+	return nil
+}
+
+// uuidNamespace is the RFC 9562 namespace of {session_uuid} values (a fixed
+// random UUID: changing it would orphan every upstream session).
+var uuidNamespace = [16]byte{0x6b, 0x1f, 0x3c, 0x52, 0x9a, 0x0e, 0x4d, 0x8b, 0xa1, 0x57, 0x2e, 0xc4, 0x90, 0x3d, 0x71, 0xf6}
+
+// sessionUUID derives a stable UUIDv5 from the instance name and the iop
+// session id, for CLIs that only accept UUIDs as session ids (claude's
+// --session-id). The instance name keeps two instances sharing a CLI home
+// from colliding.
+func sessionUUID(instance, id string) string {
+	h := sha1.New() // #nosec G401 -- UUIDv5, see the import.
+	h.Write(uuidNamespace[:])
+	h.Write([]byte(instance))
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	u := h.Sum(nil)[:16]
+	u[6] = (u[6] & 0x0f) | 0x50 // version 5
+	u[8] = (u[8] & 0x3f) | 0x80 // RFC 9562 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}
+
+// expandArgs substitutes the session placeholders in extra argv elements.
+func expandArgs(args []string, ref, uuid string) []string {
+	r := strings.NewReplacer("{session}", ref, "{session_uuid}", uuid)
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = r.Replace(a)
+	}
+	return out
+}

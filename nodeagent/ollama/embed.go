@@ -1,0 +1,119 @@
+package ollama
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// maxEmbedResponse bounds an /api/embed response body. Large batches of
+// high-dimensional vectors reach tens of MiB; beyond this the upstream is
+// misbehaving.
+const maxEmbedResponse = 256 << 20
+
+// ollamaEmbed is the body of POST /api/embed.
+type ollamaEmbed struct {
+	Model      string          `json:"model"`
+	Input      json.RawMessage `json:"input"`
+	Dimensions *int64          `json:"dimensions,omitempty"`
+	Options    map[string]any  `json:"options,omitempty"`
+	KeepAlive  json.RawMessage `json:"keep_alive,omitempty"`
+}
+
+type ollamaEmbedResponse struct {
+	Embeddings      json.RawMessage `json:"embeddings"`
+	PromptEvalCount *int64          `json:"prompt_eval_count"`
+}
+
+// buildEmbed translates an OpenAI embeddings request. Ollama embeds text
+// only, so input must be a string or a non-empty array of strings.
+func buildEmbed(input []byte, model string, cfg *config) (*ollamaEmbed, int, error) {
+	var in struct {
+		Input      json.RawMessage `json:"input"`
+		Dimensions *int64          `json:"dimensions"`
+	}
+	if err := decodeInput(input, &in); err != nil {
+		return nil, 0, err
+	}
+	raw := bytes.TrimSpace(in.Input)
+	n := 1
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		var list []string
+		if err := json.Unmarshal(raw, &list); err != nil || list == nil {
+			return nil, 0, fmt.Errorf("%w: input must be a string or an array of strings", errBadInput)
+		}
+		if len(list) == 0 {
+			return nil, 0, fmt.Errorf("%w: input must not be empty", errBadInput)
+		}
+		n = len(list)
+	}
+	if in.Dimensions != nil && *in.Dimensions <= 0 {
+		return nil, 0, fmt.Errorf("%w: dimensions must be positive", errBadInput)
+	}
+	opts := cfg.defaultOptions()
+	if len(opts) == 0 {
+		opts = nil
+	}
+	return &ollamaEmbed{
+		Model:      model,
+		Input:      raw,
+		Dimensions: in.Dimensions,
+		Options:    opts,
+		KeepAlive:  cfg.keepAlive,
+	}, n, nil
+}
+
+// runEmbed calls /api/embed; Result.Output is the embeddings array as
+// Ollama encoded it (compacted), one vector per input.
+func (o *Instance) runEmbed(ctx context.Context, cfg *config, req *iop.RunRequest) (*adapter.Result, error) {
+	body, n, err := buildEmbed(req.GetInput(), req.GetTarget(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := o.post(ctx, cfg, "/api/embed", body)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxEmbedResponse+1))
+	if err != nil {
+		return nil, fmt.Errorf("ollama: read embed response: %w", err)
+	}
+	if len(raw) > maxEmbedResponse {
+		return nil, &adapter.Error{Code: adapter.CodeUpstream, Message: "ollama embed response is too large"}
+	}
+	var er ollamaEmbedResponse
+	if err := json.Unmarshal(raw, &er); err != nil {
+		return nil, &adapter.Error{Code: adapter.CodeUpstream, Message: "ollama sent a malformed embed response", Err: err}
+	}
+	// Validate the shape without re-encoding the numbers, so the output
+	// keeps Ollama's float formatting exactly.
+	var vectors [][]float64
+	if err := json.Unmarshal(er.Embeddings, &vectors); err != nil {
+		return nil, &adapter.Error{Code: adapter.CodeUpstream, Message: "ollama sent malformed embeddings", Err: err}
+	}
+	if len(vectors) != n {
+		return nil, &adapter.Error{
+			Code:    adapter.CodeUpstream,
+			Message: fmt.Sprintf("ollama returned %d embeddings for %d inputs", len(vectors), n),
+			Err:     errors.New("ollama: embedding count mismatch"),
+		}
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, er.Embeddings); err != nil {
+		return nil, fmt.Errorf("ollama: compact embeddings: %w", err)
+	}
+	res := &adapter.Result{FinishReason: "stop", Output: out.Bytes()}
+	if er.PromptEvalCount != nil {
+		p := max(*er.PromptEvalCount, 0)
+		res.Usage = &iop.Usage{PromptTokens: p, TotalTokens: p}
+	}
+	return res, nil
+}

@@ -1,0 +1,137 @@
+package ollama
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+)
+
+// maxErrorBody bounds how much of a non-2xx body is read for its message.
+const maxErrorBody = 64 << 10
+
+// errRunTimeout is the cancellation cause of the adapter's own deadline, so
+// it can be told apart from a caller's cancellation or deadline.
+var errRunTimeout = errors.New("ollama: request timed out")
+
+// newTransport returns the instance's transport. No client-wide Timeout is
+// set: a streamed generation may legitimately run for minutes, so limits
+// come from the run's context instead.
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	// The default of 2 idle connections per host would make a busy Node
+	// re-dial Ollama for most concurrent runs.
+	t.MaxIdleConnsPerHost = 64
+	return t
+}
+
+// withTimeout bounds ctx by the request's timeout_sec when set, else by the
+// config's timeout_sec; zero for both means no adapter-imposed limit.
+func withTimeout(ctx context.Context, cfg *config, reqTimeoutSec uint32) (context.Context, context.CancelFunc, time.Duration) {
+	d := cfg.timeout
+	if reqTimeoutSec > 0 {
+		d = time.Duration(reqTimeoutSec) * time.Second
+	}
+	if d <= 0 {
+		ctx, cancel := context.WithCancel(ctx)
+		return ctx, cancel, 0
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, d, errRunTimeout)
+	return ctx, cancel, d
+}
+
+// contextError maps a failure that happened while ctx (derived from parent
+// by withTimeout) was done: the caller's cancellation is returned wrapped
+// as is, the adapter's own deadline becomes a timeout adapter.Error. It
+// returns nil when neither context is done.
+func contextError(parent, ctx context.Context, limit time.Duration) error {
+	if err := parent.Err(); err != nil {
+		return fmt.Errorf("ollama: %w", err)
+	}
+	if errors.Is(context.Cause(ctx), errRunTimeout) {
+		return &adapter.Error{
+			Code:    adapter.CodeTimeout,
+			Message: fmt.Sprintf("ollama did not finish within %s", limit),
+			Err:     context.DeadlineExceeded,
+		}
+	}
+	return nil
+}
+
+// post sends body as JSON to path under the base URL and returns the
+// response when its status is 2xx; the caller closes the body.
+func (o *Instance) post(ctx context.Context, cfg *config, path string, body any) (*http.Response, error) {
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("ollama: encode request: %w", err)
+	}
+	return o.do(ctx, cfg, http.MethodPost, path, buf)
+}
+
+// do performs one request with the configured headers and credentials.
+// Non-2xx responses are consumed and returned as *adapter.Error.
+func (o *Instance) do(ctx context.Context, cfg *config, method, path string, body []byte) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, cfg.baseURL+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("ollama: build request: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json, application/x-ndjson")
+	for name, values := range cfg.headers {
+		req.Header[name] = append([]string(nil), values...)
+	}
+	if cfg.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+cfg.apiKey)
+	}
+	resp, err := o.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			// The caller maps context failures; keep the cause chain.
+			return nil, fmt.Errorf("ollama: %s %s: %w", method, path, err)
+		}
+		return nil, &adapter.Error{
+			Code:    adapter.CodeUpstream,
+			Message: "ollama is unreachable",
+			Err:     err,
+		}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		return nil, statusError(resp)
+	}
+	return resp, nil
+}
+
+// statusError turns a non-2xx response into an adapter.Error carrying
+// Ollama's {"error": "..."} message.
+func statusError(resp *http.Response) error {
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	code := adapter.CodeUpstream
+	if resp.StatusCode == http.StatusBadRequest {
+		code = adapter.CodeInvalidRequest
+	}
+	msg := fmt.Sprintf("ollama returned HTTP %d", resp.StatusCode)
+	if c, err := decodeChunk(raw); err == nil {
+		if text := c.errorText(); text != "" {
+			msg = text
+		}
+	}
+	return &adapter.Error{
+		Code:       code,
+		Message:    msg,
+		HTTPStatus: resp.StatusCode,
+		Err:        fmt.Errorf("ollama: http status %d", resp.StatusCode),
+	}
+}

@@ -1,0 +1,170 @@
+package openaicompat
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+)
+
+const (
+	// maxErrorBody bounds how much of an upstream error body is read.
+	maxErrorBody = 64 << 10
+	// maxErrorMessage bounds the message shown to the API caller.
+	maxErrorMessage = 1024
+)
+
+// upstreamError is the structured reading of a non-2xx upstream body.
+type upstreamError struct {
+	status  int
+	message string // extracted message, or the truncated body
+	typ     string // e.g. "BadRequestError"
+}
+
+// parseUpstreamError reads an error body in any of the shapes OpenAI-style
+// servers use:
+//
+//	{"error":{"message":"…","type":"…","param":null,"code":…}}   OpenAI, vLLM ≥ 0.10
+//	{"object":"error","message":"…","type":"…","param":null,"code":400}  older vLLM
+//	{"error":"…"}                                                  Ollama, llama.cpp variants
+//	{"detail":"…"} or {"detail":[{"loc":[…],"msg":"…"}]}          FastAPI validation
+//
+// and falls back to the (truncated) body text.
+func parseUpstreamError(status int, body []byte) upstreamError {
+	ue := upstreamError{status: status}
+	var doc struct {
+		Error   json.RawMessage `json:"error"`
+		Message json.RawMessage `json:"message"`
+		Type    string          `json:"type"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(body, &doc) == nil {
+		ue.typ = doc.Type
+		var inner struct {
+			Message json.RawMessage `json:"message"`
+			Type    string          `json:"type"`
+		}
+		switch {
+		case jsonString(doc.Error) != "":
+			ue.message = jsonString(doc.Error)
+		case json.Unmarshal(doc.Error, &inner) == nil && jsonString(inner.Message) != "":
+			ue.message, ue.typ = jsonString(inner.Message), inner.Type
+		case jsonString(doc.Message) != "":
+			ue.message = jsonString(doc.Message)
+		case len(doc.Detail) > 0:
+			ue.message = detailMessage(doc.Detail)
+		}
+	}
+	if ue.message == "" {
+		ue.message = strings.TrimSpace(string(body))
+	}
+	if ue.message == "" {
+		ue.message = http.StatusText(status)
+	}
+	ue.message = truncate(ue.message, maxErrorMessage)
+	return ue
+}
+
+// detailMessage renders FastAPI's "detail" (a string or a list of
+// validation errors) as one line, keeping each error's location so that a
+// rejected "tools" field is recognisable.
+func detailMessage(raw json.RawMessage) string {
+	if s := jsonString(raw); s != "" {
+		return s
+	}
+	var items []struct {
+		Loc []any  `json:"loc"`
+		Msg string `json:"msg"`
+	}
+	if json.Unmarshal(raw, &items) != nil {
+		return ""
+	}
+	parts := make([]string, 0, len(items))
+	for _, it := range items {
+		loc := make([]string, 0, len(it.Loc))
+		for _, l := range it.Loc {
+			loc = append(loc, fmt.Sprint(l))
+		}
+		parts = append(parts, strings.Join(loc, ".")+": "+it.Msg)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// jsonString returns raw as a string when it is a JSON string.
+func jsonString(raw json.RawMessage) string {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// truncate cuts s to at most n bytes on a rune boundary and makes it valid
+// UTF-8 (the message ends up in a protobuf string).
+func truncate(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
+		for len(s) > 0 && !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+		s += "…"
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// readUpstreamError reads and parses a non-2xx response body.
+func readUpstreamError(resp *http.Response) upstreamError {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	return parseUpstreamError(resp.StatusCode, bytes.TrimSpace(body))
+}
+
+// adapterError turns an upstream error into the failure a run returns.
+func (ue upstreamError) adapterError() *adapter.Error {
+	code := adapter.CodeUpstream
+	switch ue.status {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		code = adapter.CodeInvalidRequest
+	}
+	return &adapter.Error{
+		Code:       code,
+		Message:    ue.message,
+		HTTPStatus: ue.status,
+		Err:        fmt.Errorf("openaicompat: upstream status %d", ue.status),
+	}
+}
+
+// transportError classifies a failure to talk to the upstream at all.
+// parent is the caller's context, ctx the one bounded by the request timeout:
+// a cancelled caller yields an error wrapping parent.Err() (so errors.Is
+// finds context.Canceled), our own timeout yields CodeTimeout, anything else
+// (connection refused, reset, TLS) CodeUpstream.
+func transportError(parent, ctx context.Context, timeout time.Duration, op string, err error) error {
+	if perr := parent.Err(); perr != nil {
+		return fmt.Errorf("openaicompat: %s: %w", op, perr)
+	}
+	if ctx.Err() != nil {
+		return &adapter.Error{
+			Code:    adapter.CodeTimeout,
+			Message: fmt.Sprintf("upstream did not finish within %s", timeout),
+			Err:     fmt.Errorf("openaicompat: %s: %w", op, ctx.Err()),
+		}
+	}
+	return &adapter.Error{
+		Code:    adapter.CodeUpstream,
+		Message: "upstream request failed",
+		Err:     fmt.Errorf("openaicompat: %s: %w", op, err),
+	}
+}
+
+// sinkError marks a failure of the caller's stream: it is returned as is so
+// the session handler sees its own error.
+func sinkError(what string, err error) error {
+	return fmt.Errorf("openaicompat: %s: %w", what, err)
+}

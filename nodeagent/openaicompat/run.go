@@ -1,0 +1,205 @@
+package openaicompat
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+const (
+	// noToolsTTL is how long auto mode trusts that a target rejected native
+	// tools before trying them again (the backend may be restarted with
+	// tool parsing enabled).
+	noToolsTTL = 10 * time.Minute
+	// maxEmbeddingBody bounds a non-streamed embeddings response.
+	maxEmbeddingBody = 256 << 20
+)
+
+// run carries one Run call's context.
+type run struct {
+	in      *Instance
+	c       *config
+	parent  context.Context // the caller's
+	ctx     context.Context // bounded by the request timeout
+	timeout time.Duration
+	sink    adapter.RunSink
+}
+
+// Run executes a normalized chat, completion or embedding request.
+func (in *Instance) Run(ctx context.Context, req *iop.RunRequest, sink adapter.RunSink) (*adapter.Result, error) {
+	c := in.cfg.Load()
+	timeout := c.requestTimeout(req.GetTimeoutSec())
+	rctx, cancel := withTimeout(ctx, timeout)
+	defer cancel()
+
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(req.GetInput(), &body); err != nil || body == nil {
+		return nil, invalidInput("input must be a JSON object")
+	}
+	delete(body, "model")
+	if t := req.GetTarget(); t != "" {
+		body["model"] = mustJSON(t)
+	}
+	r := &run{in: in, c: c, parent: ctx, ctx: rctx, timeout: timeout, sink: sink}
+	switch op := req.GetOperation(); op {
+	case "", adapter.OpChat:
+		return r.chat(body, req.GetTarget())
+	case adapter.OpCompletion:
+		setStreaming(body)
+		return r.stream("/completions", body, false)
+	case adapter.OpEmbedding:
+		return r.embedding(body)
+	default:
+		return nil, &adapter.Error{
+			Code:    adapter.CodeUnsupported,
+			Message: fmt.Sprintf("operation %q is not supported", op),
+			Err:     adapter.ErrUnsupported,
+		}
+	}
+}
+
+// chat runs a chat completion, applying tool_mode.
+func (r *run) chat(body map[string]json.RawMessage, target string) (*adapter.Result, error) {
+	setStreaming(body)
+	if !hasTools(body) || r.c.toolMode == ToolModeNative {
+		return r.stream("/chat/completions", body, true)
+	}
+	if r.c.toolMode == ToolModeText || r.in.knownNoTools(target) {
+		return r.textTools(body)
+	}
+	res, ue, err := r.attempt("/chat/completions", body, true)
+	if ue == nil {
+		return res, err
+	}
+	if !rejectsTools(*ue) {
+		return nil, ue.adapterError()
+	}
+	r.in.log.Info("backend rejected native tools, retrying with text tool calls",
+		zap.String("target", target), zap.Int("status", ue.status))
+	r.in.rememberNoTools(target)
+	return r.textTools(body)
+}
+
+// textTools runs the chat in the text tool-call form and marks the result.
+func (r *run) textTools(body map[string]json.RawMessage) (*adapter.Result, error) {
+	tb, marked, err := textToolBody(body)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.stream("/chat/completions", tb, true)
+	if err != nil || !marked {
+		return res, err
+	}
+	if res.Metadata == nil {
+		res.Metadata = map[string]string{}
+	}
+	res.Metadata[adapter.MetaTextToolFallback] = "true"
+	return res, nil
+}
+
+// stream posts a streaming request and turns a non-2xx answer into an error.
+func (r *run) stream(path string, body map[string]json.RawMessage, chat bool) (*adapter.Result, error) {
+	res, ue, err := r.attempt(path, body, chat)
+	if ue != nil {
+		return nil, ue.adapterError()
+	}
+	return res, err
+}
+
+// attempt posts body and consumes a 2xx stream. A non-2xx answer comes back
+// as an upstreamError for the caller to judge (tool fallback or failure).
+func (r *run) attempt(path string, body map[string]json.RawMessage, chat bool) (*adapter.Result, *upstreamError, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("openaicompat: encode request: %w", err)
+	}
+	resp, err := r.in.postJSON(r.ctx, r.c, r.c.endpoint(path), raw, true)
+	if err != nil {
+		return nil, nil, transportError(r.parent, r.ctx, r.timeout, "run", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		ue := readUpstreamError(resp)
+		return nil, &ue, nil
+	}
+	st := &streamState{chat: chat, sink: r.sink}
+	if err := st.consume(resp); err != nil {
+		if isSinkErr(err) || isAdapterErr(err) {
+			return nil, nil, err
+		}
+		return nil, nil, transportError(r.parent, r.ctx, r.timeout, "run stream", err)
+	}
+	res, err := st.result()
+	return res, nil, err
+}
+
+// setStreaming asks for a streamed answer with a final usage chunk, keeping
+// any other stream_options the caller set.
+func setStreaming(body map[string]json.RawMessage) {
+	body["stream"] = json.RawMessage("true")
+	opts := map[string]json.RawMessage{}
+	_ = json.Unmarshal(body["stream_options"], &opts)
+	if opts == nil {
+		opts = map[string]json.RawMessage{}
+	}
+	opts["include_usage"] = json.RawMessage("true")
+	body["stream_options"] = mustJSON(opts)
+}
+
+func (in *Instance) knownNoTools(target string) bool {
+	v, ok := in.noNativeTools.Load(target)
+	if !ok {
+		return false
+	}
+	if time.Now().After(v.(time.Time)) {
+		in.noNativeTools.CompareAndDelete(target, v)
+		return false
+	}
+	return true
+}
+
+func (in *Instance) rememberNoTools(target string) {
+	in.noNativeTools.Store(target, time.Now().Add(noToolsTTL))
+}
+
+// embedding runs a non-streamed embeddings request. Result.Output is a JSON
+// array of float arrays ordered by index, with the numbers exactly as the
+// upstream wrote them.
+func (r *run) embedding(body map[string]json.RawMessage) (*adapter.Result, error) {
+	// Floats are the wire contract for Output; the Edge re-encodes if its
+	// caller asked for base64.
+	delete(body, "encoding_format")
+	delete(body, "stream")
+	delete(body, "stream_options")
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("openaicompat: encode request: %w", err)
+	}
+	resp, err := r.in.postJSON(r.ctx, r.c, r.c.endpoint("/embeddings"), raw, false)
+	if err != nil {
+		return nil, transportError(r.parent, r.ctx, r.timeout, "embeddings", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return nil, readUpstreamError(resp).adapterError()
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxEmbeddingBody+1))
+	if err != nil {
+		return nil, transportError(r.parent, r.ctx, r.timeout, "embeddings body", err)
+	}
+	if len(data) > maxEmbeddingBody {
+		return nil, &adapter.Error{Code: adapter.CodeUpstream, Message: "embeddings response too large"}
+	}
+	out, usage, err := embeddingOutput(data)
+	if err != nil {
+		return nil, &adapter.Error{Code: adapter.CodeUpstream, Message: "upstream sent an unreadable embeddings response", HTTPStatus: resp.StatusCode, Err: err}
+	}
+	return &adapter.Result{FinishReason: "stop", Usage: usage.proto(), Output: out}, nil
+}

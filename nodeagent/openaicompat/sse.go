@@ -1,0 +1,239 @@
+package openaicompat
+
+import (
+	"bytes"
+	"errors"
+	"io"
+)
+
+// maxSSEEvent bounds how much of one unfinished event the splitter holds.
+// Past it the bytes go out anyway: a relay must not buffer without limit
+// because an upstream never ends an event.
+const maxSSEEvent = 1 << 20
+
+// sseSplitter cuts a byte stream into runs of whole server-sent events. It
+// only ever splits right after a blank line (the end of an event), and it
+// releases every complete event as soon as its terminating blank line has
+// arrived, so a relay never holds an event back waiting for more data.
+//
+// Line terminators follow the SSE grammar: CRLF, LF or a lone CR. A CR that
+// is the last byte seen so far is undecided (it may be the first half of a
+// CRLF), so a split there waits for the next byte or for the end of the
+// stream; streams terminated by LF or CRLF are never delayed.
+type sseSplitter struct {
+	buf       []byte // pending bytes; buf[:scan] are scanned
+	scan      int
+	end       int  // just past the last complete event in buf[:scan]
+	lineStart bool // scan is at the start of a line
+	skipLF    bool // the previous byte was a CR taken as a terminator
+	limit     int
+}
+
+func newSSESplitter(limit int) *sseSplitter {
+	return &sseSplitter{lineStart: true, limit: limit}
+}
+
+// push appends p and returns the complete events now available (possibly
+// several, possibly none). The returned slice is valid until the next call.
+// When an unfinished event reaches the limit, everything pending is returned
+// as is.
+func (s *sseSplitter) push(p []byte) []byte {
+	s.compact()
+	s.buf = append(s.buf, p...)
+	s.advance()
+	n := s.end
+	if n == 0 && len(s.buf) >= s.limit {
+		s.settleCR()
+		n = len(s.buf)
+	}
+	return s.take(n)
+}
+
+// flush returns whatever is pending, complete or not: the stream ended.
+func (s *sseSplitter) flush() []byte {
+	s.compact()
+	s.settleCR()
+	return s.take(len(s.buf))
+}
+
+// pending reports how many bytes are held back.
+func (s *sseSplitter) pending() int { return len(s.buf) - s.end }
+
+// take hands out buf[:n]; compact drops them on the next call.
+func (s *sseSplitter) take(n int) []byte {
+	if n == 0 {
+		return nil
+	}
+	s.end = n
+	return s.buf[:n]
+}
+
+func (s *sseSplitter) compact() {
+	if s.end == 0 {
+		return
+	}
+	rest := copy(s.buf, s.buf[s.end:])
+	s.buf = s.buf[:rest]
+	s.scan = max(s.scan-s.end, 0)
+	s.end = 0
+}
+
+// advance scans new bytes for line terminators and records the end of the
+// last complete event.
+func (s *sseSplitter) advance() {
+	b := s.buf
+	i := s.scan
+	for i < len(b) {
+		if s.skipLF {
+			s.skipLF = false
+			if b[i] == '\n' {
+				i++
+				continue
+			}
+		}
+		switch b[i] {
+		case '\n':
+			i++
+		case '\r':
+			if i+1 == len(b) {
+				s.scan = i // undecided: lone CR or the start of CRLF
+				return
+			}
+			i++
+			if b[i] == '\n' {
+				i++
+			}
+		default:
+			s.lineStart = false
+			j := bytes.IndexAny(b[i:], "\r\n")
+			if j < 0 {
+				i = len(b)
+			} else {
+				i += j
+			}
+			continue
+		}
+		s.terminator(i)
+	}
+	s.scan = i
+}
+
+// terminator records a line end just before index i.
+func (s *sseSplitter) terminator(i int) {
+	if s.lineStart {
+		s.end = i // a blank line: the event is complete
+	}
+	s.lineStart = true
+}
+
+// settleCR decides an undecided trailing CR as a lone terminator before the
+// pending bytes are handed out unconditionally; a following LF is then the
+// second half of that CRLF, not a new line.
+func (s *sseSplitter) settleCR() {
+	if s.scan == len(s.buf)-1 && s.buf[s.scan] == '\r' {
+		s.scan = len(s.buf)
+		s.terminator(s.scan)
+		s.skipLF = true
+	}
+}
+
+// eventData returns the joined "data" field of one SSE event ("data:" lines
+// with one optional leading space stripped, joined by "\n"), and whether the
+// event had any data line.
+func eventData(event []byte) ([]byte, bool) {
+	var data []byte
+	found := false
+	for len(event) > 0 {
+		line := event
+		event = nil
+		if i := bytes.IndexAny(line, "\r\n"); i >= 0 {
+			line, event = line[:i], line[i+1:]
+		}
+		field, value, hasColon := bytes.Cut(line, []byte{':'})
+		if string(field) != "data" {
+			continue
+		}
+		if hasColon && len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+		if found {
+			data = append(data, '\n')
+		}
+		data = append(data, value...)
+		found = true
+	}
+	return data, found
+}
+
+// forEachEvent calls fn with the data of each event in chunk, which holds
+// whole events (as the splitter returns them). A final partial event (from a
+// forced flush) is passed too; its JSON simply fails to parse.
+func forEachEvent(chunk []byte, fn func(data []byte) error) error {
+	for len(chunk) > 0 {
+		n := eventLen(chunk)
+		if data, ok := eventData(chunk[:n]); ok {
+			if err := fn(data); err != nil {
+				return err
+			}
+		}
+		chunk = chunk[n:]
+	}
+	return nil
+}
+
+// eventLen returns the length of the first event in p including its
+// terminating blank line, or len(p) if p holds no complete event.
+func eventLen(p []byte) int {
+	s := sseSplitter{buf: p, lineStart: true}
+	s.advanceFirst()
+	if s.end == 0 {
+		return len(p)
+	}
+	return s.end
+}
+
+// advanceFirst is advance stopping at the first complete event.
+func (s *sseSplitter) advanceFirst() {
+	b := s.buf
+	for i := 0; i < len(b); {
+		switch b[i] {
+		case '\n':
+			i++
+		case '\r':
+			i++
+			if i < len(b) && b[i] == '\n' {
+				i++
+			}
+		default:
+			s.lineStart = false
+			i++
+			continue
+		}
+		if s.lineStart {
+			s.end = i
+			return
+		}
+		s.lineStart = true
+	}
+}
+
+// readEvents reads r to the end, calling fn with each event's data as soon as
+// the event is complete.
+func readEvents(r io.Reader, fn func(data []byte) error) error {
+	sp := newSSESplitter(maxSSEEvent)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if ferr := forEachEvent(sp.push(buf[:n]), fn); ferr != nil {
+				return ferr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return forEachEvent(sp.flush(), fn)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

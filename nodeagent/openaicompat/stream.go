@@ -1,0 +1,300 @@
+package openaicompat
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"slices"
+
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+)
+
+// errStreamDone stops reading once the upstream sent "data: [DONE]", so a
+// server that keeps the connection open cannot hold the run.
+var errStreamDone = errors.New("openaicompat: stream done")
+
+// maxWholeBody bounds a non-streamed chat/completion answer.
+const maxWholeBody = 64 << 20
+
+// streamState accumulates one streamed chat or completion answer.
+type streamState struct {
+	chat   bool
+	sink   adapter.RunSink
+	finish string
+	usage  *usageJSON
+	calls  []*toolCall // in order of first appearance
+}
+
+type toolCall struct {
+	index int
+	id    string
+	typ   string
+	name  string
+	args  []byte
+}
+
+// chunk is the union of the shapes a chat/completion stream carries: data
+// chunks, a usage chunk (choices empty) and error events (vLLM writes
+// {"error":{…}} or, before 0.10, {"object":"error","message":…}). It also
+// reads a whole non-streamed answer (choices[].message).
+type chunk struct {
+	Object  string          `json:"object"`
+	Error   json.RawMessage `json:"error"`
+	Choices []struct {
+		Index int     `json:"index"`
+		Text  *string `json:"text"`
+		Delta *struct {
+			Content   *string         `json:"content"`
+			ToolCalls []toolCallDelta `json:"tool_calls"`
+		} `json:"delta"`
+		Message *struct {
+			Content   *string         `json:"content"`
+			ToolCalls []toolCallDelta `json:"tool_calls"`
+		} `json:"message"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *usageJSON `json:"usage"`
+}
+
+type toolCallDelta struct {
+	Index    *int   `json:"index"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+// consume reads a 2xx answer: SSE normally, or one JSON document from a
+// server that ignored "stream": true.
+func (st *streamState) consume(resp *http.Response) error {
+	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mediaType == "application/json" {
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxWholeBody))
+		if err != nil {
+			return err
+		}
+		return st.apply(data)
+	}
+	err := readEvents(resp.Body, st.event)
+	if errors.Is(err, errStreamDone) {
+		return nil
+	}
+	return err
+}
+
+// event handles one SSE event's data.
+func (st *streamState) event(data []byte) error {
+	data = bytes.TrimSpace(data)
+	if bytes.Equal(data, []byte("[DONE]")) {
+		return errStreamDone
+	}
+	if len(data) == 0 || data[0] != '{' {
+		return nil
+	}
+	return st.apply(data)
+}
+
+func (st *streamState) apply(data []byte) error {
+	var ch chunk
+	if err := json.Unmarshal(data, &ch); err != nil {
+		// A malformed chunk is skipped rather than failing a long answer.
+		return nil
+	}
+	if ch.Object == "error" || (len(ch.Error) > 0 && string(ch.Error) != "null") {
+		ue := parseUpstreamError(0, data)
+		return &adapter.Error{Code: adapter.CodeUpstream, Message: ue.message, Err: errors.New("openaicompat: error event in upstream stream")}
+	}
+	if ch.Usage != nil {
+		st.usage = ch.Usage
+	}
+	for _, c := range ch.Choices {
+		if c.Index != 0 {
+			continue // a run carries one choice
+		}
+		var text *string
+		var calls []toolCallDelta
+		switch {
+		case c.Delta != nil:
+			text, calls = c.Delta.Content, c.Delta.ToolCalls
+		case c.Message != nil:
+			text, calls = c.Message.Content, c.Message.ToolCalls
+		default:
+			text = c.Text
+		}
+		if text != nil && *text != "" {
+			if err := st.sink.Delta(*text); err != nil {
+				return &sinkErr{err}
+			}
+		}
+		for _, d := range calls {
+			st.addToolCall(d)
+		}
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			st.finish = *c.FinishReason
+		}
+	}
+	return nil
+}
+
+// addToolCall merges one tool-call delta: the first delta of a call brings
+// id, type and name, later ones append argument text.
+func (st *streamState) addToolCall(d toolCallDelta) {
+	var tc *toolCall
+	if d.Index != nil {
+		for _, c := range st.calls {
+			if c.index == *d.Index {
+				tc = c
+				break
+			}
+		}
+	} else if n := len(st.calls); n > 0 && (d.ID == "" || d.ID == st.calls[n-1].id) {
+		// Servers that omit index send one call at a time.
+		tc = st.calls[n-1]
+	}
+	if tc == nil {
+		idx := len(st.calls)
+		if d.Index != nil {
+			idx = *d.Index
+		}
+		tc = &toolCall{index: idx}
+		st.calls = append(st.calls, tc)
+	}
+	if d.ID != "" {
+		tc.id = d.ID
+	}
+	if d.Type != "" {
+		tc.typ = d.Type
+	}
+	switch name := d.Function.Name; {
+	case name == "", name == tc.name:
+		// Some servers repeat the full name on every delta.
+	case tc.name == "":
+		tc.name = name
+	default:
+		tc.name += name
+	}
+	if s := jsonString(d.Function.Arguments); s != "" {
+		tc.args = append(tc.args, s...)
+	} else if a := d.Function.Arguments; len(a) > 0 && a[0] == '{' {
+		// Non-standard servers send arguments as an object.
+		tc.args = append(tc.args, compactJSON(a)...)
+	}
+}
+
+// result builds the run result once the stream ended.
+func (st *streamState) result() (*adapter.Result, error) {
+	res := &adapter.Result{FinishReason: st.finish, Usage: st.usage.proto()}
+	if len(st.calls) == 0 {
+		return res, nil
+	}
+	type function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	}
+	type call struct {
+		ID       string   `json:"id"`
+		Type     string   `json:"type"`
+		Function function `json:"function"`
+	}
+	slices.SortStableFunc(st.calls, func(a, b *toolCall) int { return a.index - b.index })
+	out := make([]call, 0, len(st.calls))
+	for _, tc := range st.calls {
+		if tc.name == "" {
+			continue
+		}
+		args := string(tc.args)
+		if args == "" {
+			args = "{}"
+		}
+		id := tc.id
+		if id == "" {
+			id = newCallID()
+		}
+		out = append(out, call{ID: id, Type: "function", Function: function{Name: tc.name, Arguments: args}})
+	}
+	if len(out) == 0 {
+		return res, nil
+	}
+	res.Metadata = map[string]string{adapter.MetaToolCalls: string(mustJSON(out))}
+	res.FinishReason = "tool_calls"
+	return res, nil
+}
+
+func newCallID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "call_" + hex.EncodeToString(b[:])
+}
+
+// isAdapterErr reports an error already classified for the Edge.
+func isAdapterErr(err error) bool {
+	var ae *adapter.Error
+	return errors.As(err, &ae)
+}
+
+// embeddingOutput turns an embeddings response into the run Output (a JSON
+// array of float arrays ordered by index) and its usage.
+func embeddingOutput(data []byte) ([]byte, *usageJSON, error) {
+	var doc struct {
+		Data []struct {
+			Index     int             `json:"index"`
+			Embedding json.RawMessage `json:"embedding"`
+		} `json:"data"`
+		Usage *usageJSON `json:"usage"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, nil, fmt.Errorf("openaicompat: decode embeddings: %w", err)
+	}
+	slices.SortStableFunc(doc.Data, func(a, b struct {
+		Index     int             `json:"index"`
+		Embedding json.RawMessage `json:"embedding"`
+	}) int {
+		return a.Index - b.Index
+	})
+	var out bytes.Buffer
+	out.WriteByte('[')
+	for i, d := range doc.Data {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		vec, err := embeddingVector(d.Embedding)
+		if err != nil {
+			return nil, nil, fmt.Errorf("openaicompat: embedding %d: %w", d.Index, err)
+		}
+		out.Write(vec)
+	}
+	out.WriteByte(']')
+	return out.Bytes(), doc.Usage, nil
+}
+
+// embeddingVector returns one embedding as a compact JSON float array. A
+// base64 string (little-endian float32, OpenAI's encoding) is decoded.
+func embeddingVector(raw json.RawMessage) ([]byte, error) {
+	if s := jsonString(raw); s != "" {
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil || len(b)%4 != 0 {
+			return nil, errors.New("bad base64 embedding")
+		}
+		v := make([]float32, len(b)/4)
+		for i := range v {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[i*4:]))
+		}
+		return json.Marshal(v)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil || buf.Len() == 0 || buf.Bytes()[0] != '[' {
+		return nil, errors.New("embedding is not an array")
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,321 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+	"github.com/iop-gateway/iop/nodewire"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// afterTerminalWait bounds how long a finished exchange waits for the Edge
+// to close its side before the stream is dropped.
+const afterTerminalWait = 30 * time.Second
+
+// HandleStream serves one Edge-opened stream (a nodewire.StreamHandler).
+func (a *Agent) HandleStream(ctx context.Context, st *nodewire.Stream, first *iop.Envelope) {
+	switch body := first.Body.(type) {
+	case *iop.Envelope_RunRequest:
+		a.serveRun(ctx, st, body.RunRequest)
+	case *iop.Envelope_ProviderTunnelRequest:
+		a.serveTunnel(ctx, st, body.ProviderTunnelRequest)
+	case *iop.Envelope_CancelRequest:
+		a.serveCancel(body.CancelRequest)
+		_ = st.CloseWrite()
+	case *iop.Envelope_NodeCommandRequest:
+		resp := a.Command(ctx, body.NodeCommandRequest.GetType())
+		_ = st.Send(&iop.Envelope{Body: &iop.Envelope_NodeCommandResponse{NodeCommandResponse: resp}})
+		_ = st.CloseWrite()
+	case *iop.Envelope_NodeConfigRefreshRequest:
+		status, err := a.Apply(body.NodeConfigRefreshRequest.GetConfig(), false)
+		resp := &iop.NodeConfigRefreshResponse{Status: status}
+		if err != nil {
+			resp.Reason = err.Error()
+			a.log.Warn("config refresh not applied", zap.Stringer("status", status), zap.Error(err))
+		}
+		_ = st.Send(&iop.Envelope{Body: &iop.Envelope_NodeConfigRefreshResponse{NodeConfigRefreshResponse: resp}})
+		_ = st.CloseWrite()
+	default:
+		a.log.Warn("unexpected stream opener", zap.String("type", fmt.Sprintf("%T", first.Body)))
+		st.Abort()
+		return
+	}
+	a.finish(st)
+}
+
+// finish waits (bounded) for the Edge to close its side, then drops the
+// stream.
+func (a *Agent) finish(st *nodewire.Stream) {
+	_ = st.CloseWrite()
+	st.Abort()
+}
+
+func (a *Agent) serveCancel(req *iop.CancelRequest) {
+	switch req.GetKind() {
+	case iop.CancelKind_CANCEL_KIND_CANCEL_RUN:
+		a.cancelRun(req.GetRunId())
+	case iop.CancelKind_CANCEL_KIND_TERMINATE_SESSION:
+		for _, in := range a.snapshotInstances() {
+			if sm, ok := in.impl.(adapter.SessionManager); ok {
+				if err := sm.TerminateSession(req.GetSessionId()); err != nil {
+					a.log.Warn("terminate session failed", zap.String("adapter", in.name), zap.Error(err))
+				}
+			}
+		}
+	}
+}
+
+// watchCancel reads the exchange's stream for a CancelRequest (or the
+// Edge giving up: its side closing before our terminal message) and cancels
+// the run. It returns when the stream ends.
+func (a *Agent) watchCancel(st *nodewire.Stream, cancel context.CancelFunc, done <-chan struct{}) {
+	for {
+		env, err := st.Recv()
+		if err != nil {
+			select {
+			case <-done: // finished normally; the Edge closed after our terminal
+			default:
+				cancel()
+			}
+			return
+		}
+		if cr := env.GetCancelRequest(); cr != nil {
+			cancel()
+		}
+	}
+}
+
+// runCtx derives a run's context: cancelled by CANCEL_RUN (on the stream or
+// by run id), by the Edge abandoning the stream, by the connection closing,
+// or by timeoutSec (> 0).
+func (a *Agent) runCtx(ctx context.Context, st *nodewire.Stream, runID string, timeoutSec uint32) (context.Context, func()) {
+	rctx, cancel := context.WithCancel(ctx)
+	var tcancel context.CancelFunc = func() {}
+	if timeoutSec > 0 {
+		rctx, tcancel = context.WithTimeout(rctx, time.Duration(timeoutSec)*time.Second)
+	}
+	a.trackRun(runID, cancel)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	// Owner: the exchange (stop below waits for it). Stops when the stream's
+	// read side ends: the Edge's close after our terminal message, its
+	// abort, or the connection closing; the final SetReadDeadline bounds it.
+	go func() {
+		defer wg.Done()
+		a.watchCancel(st, cancel, done)
+	}()
+	stop := func() {
+		close(done)
+		a.untrackRun(runID)
+		_ = st.CloseWrite()
+		_ = st.SetReadDeadline(time.Now().Add(afterTerminalWait))
+		wg.Wait()
+		tcancel()
+		cancel()
+	}
+	return rctx, stop
+}
+
+// runSink sends DELTA events.
+type runSink struct {
+	st    *nodewire.Stream
+	runID string
+	seq   *uint64
+}
+
+func (s runSink) Delta(text string) error {
+	if text == "" {
+		return nil
+	}
+	*s.seq++
+	return s.st.Send(runEvent(&iop.RunEvent{RunId: s.runID, Sequence: *s.seq, Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: text}))
+}
+
+func runEvent(ev *iop.RunEvent) *iop.Envelope {
+	return &iop.Envelope{Body: &iop.Envelope_RunEvent{RunEvent: ev}}
+}
+
+// serveRun runs a RunRequest: START, DELTAs, then exactly one terminal.
+func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunRequest) {
+	log := a.log.With(zap.String("run_id", req.GetRunId()), zap.String("adapter", req.GetAdapter()))
+	var seq uint64
+	send := func(ev *iop.RunEvent) error {
+		seq++
+		ev.RunId, ev.Sequence = req.GetRunId(), seq
+		return st.Send(runEvent(ev))
+	}
+	fail := func(code, msg string) {
+		_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: &iop.RunError{Code: code, Message: msg}})
+	}
+	in := a.instance(req.GetAdapter())
+	if in == nil {
+		fail(adapter.CodeUnsupported, fmt.Sprintf("no adapter %q on this node", req.GetAdapter()))
+		return
+	}
+	if !in.gate.tryAcquire() {
+		in.stats.rejected.Add(1)
+		fail(adapter.CodeCapacityExceeded, fmt.Sprintf("adapter %q is at capacity", in.name))
+		return
+	}
+	defer in.gate.release()
+	in.stats.requests.Add(1)
+
+	rctx, stop := a.runCtx(ctx, st, req.GetRunId(), req.GetTimeoutSec())
+	defer stop()
+	if err := send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_START}); err != nil {
+		return
+	}
+	res, err := in.impl.Run(rctx, req, runSink{st: st, runID: req.GetRunId(), seq: &seq})
+	if err == nil {
+		if res == nil {
+			res = &adapter.Result{}
+		}
+		fr := res.FinishReason
+		if fr == "" {
+			fr = "stop"
+		}
+		in.stats.addUsage(res.Usage)
+		_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_COMPLETE, FinishReason: fr, Usage: res.Usage, Metadata: res.Metadata, Output: res.Output})
+		return
+	}
+	in.stats.errors.Add(1)
+	if errors.Is(err, context.Canceled) && rctx.Err() != nil && ctx.Err() == nil {
+		_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_CANCELLED})
+		return
+	}
+	re := toRunError(err, rctx)
+	if re.Code == adapter.CodeInternal {
+		log.Warn("run failed", zap.Error(err))
+	}
+	_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: re})
+}
+
+// toRunError classifies an adapter error for the wire.
+func toRunError(err error, ctx context.Context) *iop.RunError {
+	var ae *adapter.Error
+	switch {
+	case errors.As(err, &ae):
+		return &iop.RunError{Code: ae.Code, Message: ae.Message, HttpStatus: int32(ae.HTTPStatus)}
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return &iop.RunError{Code: adapter.CodeTimeout, Message: "run timed out"}
+	case errors.Is(err, adapter.ErrUnsupported):
+		return &iop.RunError{Code: adapter.CodeUnsupported, Message: "operation not supported by this provider"}
+	default:
+		return &iop.RunError{Code: adapter.CodeInternal, Message: "internal adapter error"}
+	}
+}
+
+// tunnelSink sends ordered tunnel frames.
+type tunnelSink struct {
+	st     *nodewire.Stream
+	runID  string
+	seq    uint64
+	status bool
+	stats  *usageStats
+}
+
+func (s *tunnelSink) send(f *iop.ProviderTunnelFrame) error {
+	s.seq++
+	f.Sequence, f.RunId = s.seq, s.runID
+	return s.st.Send(&iop.Envelope{Body: &iop.Envelope_ProviderTunnelFrame{ProviderTunnelFrame: f}})
+}
+
+var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func (s *tunnelSink) Status(code int, h http.Header) error {
+	if s.status {
+		return fmt.Errorf("nodeagent: tunnel status sent twice")
+	}
+	s.status = true
+	var hs []*iop.Header
+	for name, vals := range h {
+		if isHopByHop(name) || strings.EqualFold(name, "Content-Length") {
+			continue
+		}
+		for _, v := range vals {
+			hs = append(hs, &iop.Header{Name: name, Value: v})
+		}
+	}
+	return s.send(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_STATUS, StatusCode: int32(code), Headers: hs})
+}
+
+func isHopByHop(name string) bool {
+	for _, h := range hopByHop {
+		if strings.EqualFold(h, name) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *tunnelSink) Body(p []byte) error {
+	if !s.status {
+		return fmt.Errorf("nodeagent: tunnel body before status")
+	}
+	for len(p) > 0 {
+		n := min(len(p), nodewire.MaxBodyChunk)
+		// The frame is encoded before Send returns, so p may be reused.
+		if err := s.send(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, Body: p[:n]}); err != nil {
+			return err
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+func (s *tunnelSink) Usage(u *iop.Usage) error {
+	s.stats.addUsage(u)
+	return s.send(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_USAGE, Usage: u})
+}
+
+func (s *tunnelSink) Metadata(m map[string]string) error {
+	return s.send(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_METADATA, Metadata: m})
+}
+
+// serveTunnel runs a ProviderTunnelRequest: STATUS, BODY..., then exactly
+// one END or ERROR frame.
+func (a *Agent) serveTunnel(ctx context.Context, st *nodewire.Stream, req *iop.ProviderTunnelRequest) {
+	sink := &tunnelSink{st: st, runID: req.GetRunId()}
+	fail := func(re *iop.RunError) {
+		_ = sink.send(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR, End: true, Error: re})
+	}
+	in := a.instance(req.GetAdapter())
+	if in == nil {
+		fail(&iop.RunError{Code: adapter.CodeUnsupported, Message: fmt.Sprintf("no adapter %q on this node", req.GetAdapter())})
+		return
+	}
+	sink.stats = &in.stats
+	if !in.gate.tryAcquire() {
+		in.stats.rejected.Add(1)
+		fail(&iop.RunError{Code: adapter.CodeCapacityExceeded, Message: fmt.Sprintf("adapter %q is at capacity", in.name)})
+		return
+	}
+	defer in.gate.release()
+	in.stats.requests.Add(1)
+	rctx, stop := a.runCtx(ctx, st, req.GetRunId(), req.GetTimeoutSec())
+	defer stop()
+	err := in.impl.Tunnel(rctx, req, sink)
+	if err == nil {
+		_ = sink.send(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END, End: true})
+		return
+	}
+	in.stats.errors.Add(1)
+	re := toRunError(err, rctx)
+	if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+		re = &iop.RunError{Code: "cancelled", Message: "tunnel cancelled"}
+	}
+	if re.Code == adapter.CodeInternal && !errors.Is(err, io.ErrClosedPipe) {
+		a.log.Warn("tunnel failed", zap.String("run_id", req.GetRunId()), zap.Error(err))
+	}
+	fail(re)
+}

@@ -1,0 +1,137 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/iop-gateway/iop/nodewire"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// Supervisor errors that end the process with exit code 1.
+var (
+	// ErrFatal wraps non-retryable failures: the Edge rejected the Node's
+	// credentials, identity or protocol version.
+	ErrFatal = errors.New("nodeagent: fatal")
+	// ErrAttemptsExhausted is returned when a finite reconnect budget ran out.
+	ErrAttemptsExhausted = errors.New("nodeagent: reconnect attempts exhausted")
+)
+
+// SupervisorConfig is the one connect policy, for the initial connect and
+// every reconnect alike.
+type SupervisorConfig struct {
+	Dial    nodewire.DialConfig
+	NodeID  string
+	Token   string
+	Version string
+	// Interval between a failed attempt (or a lost session) and the next
+	// attempt. Must be > 0.
+	Interval time.Duration
+	// MaxAttempts is the number of consecutive failed attempts after which
+	// Run gives up; 0 means unlimited until ctx is cancelled. The count
+	// resets only when a session reaches ready.
+	MaxAttempts int
+}
+
+// Supervisor owns the Node's connection: one goroutine (the caller of Run)
+// dials, registers, applies the config, reports ready and serves, then
+// reconnects, serially.
+type Supervisor struct {
+	cfg   SupervisorConfig
+	agent *Agent
+	log   *zap.Logger
+	// onState, when set, observes attempts (tests); it must not block.
+	onState func(state string, attempt int, err error)
+}
+
+// NewSupervisor returns a supervisor for agent.
+func NewSupervisor(cfg SupervisorConfig, agent *Agent, log *zap.Logger) *Supervisor {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Supervisor{cfg: cfg, agent: agent, log: log}
+}
+
+// Run connects and reconnects until ctx is cancelled (returns nil), a fatal
+// error (wraps ErrFatal), or the attempt budget is exhausted (wraps
+// ErrAttemptsExhausted).
+func (s *Supervisor) Run(ctx context.Context) error {
+	failures := 0
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		reachedReady, err := s.session(ctx, failures+1)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var rej *nodewire.RejectedError
+		if errors.As(err, &rej) && rej.Fatal() {
+			return fmt.Errorf("%w: %w", ErrFatal, err)
+		}
+		if reachedReady {
+			failures = 0 // the count resets only after ready
+			s.log.Warn("edge session ended; reconnecting", zap.Error(err), zap.Duration("in", s.cfg.Interval))
+		} else {
+			failures++
+			s.log.Warn("edge connect attempt failed", zap.Int("attempt", failures), zap.Int("max_attempts", s.cfg.MaxAttempts), zap.Error(err))
+			if s.cfg.MaxAttempts > 0 && failures >= s.cfg.MaxAttempts {
+				return fmt.Errorf("%w after %d attempts: %w", ErrAttemptsExhausted, failures, err)
+			}
+		}
+		t := time.NewTimer(s.cfg.Interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Supervisor) note(state string, attempt int, err error) {
+	if s.onState != nil {
+		s.onState(state, attempt, err)
+	}
+}
+
+// session runs one connection from dial to its end. It reports whether the
+// session reached ready, and why it ended.
+func (s *Supervisor) session(ctx context.Context, attempt int) (bool, error) {
+	s.note("dialing", attempt, nil)
+	conn, resp, err := nodewire.Dial(ctx, s.cfg.Dial, &iop.RegisterRequest{
+		ProtocolVersion: nodewire.ProtocolVersion,
+		NodeId:          s.cfg.NodeID,
+		Token:           s.cfg.Token,
+		AgentVersion:    s.cfg.Version,
+		AdapterTypes:    s.agent.AdapterTypes(),
+	})
+	if err != nil {
+		s.note("failed", attempt, err)
+		return false, err
+	}
+	defer conn.Close()
+	s.agent.mu.Lock()
+	s.agent.nodeID = resp.GetNodeId()
+	s.agent.mu.Unlock()
+	if status, err := s.agent.Apply(resp.GetConfig(), true); err != nil {
+		err = fmt.Errorf("nodeagent: apply edge config (%s): %w", status, err)
+		s.note("failed", attempt, err)
+		return false, err
+	}
+	if err := conn.Ready(ctx, resp.GetNodeId()); err != nil {
+		s.note("failed", attempt, err)
+		return false, err
+	}
+	s.log.Info("edge session ready", zap.String("node_id", resp.GetNodeId()), zap.Int("adapters", len(resp.GetConfig().GetAdapters())))
+	s.note("ready", attempt, nil)
+	s.agent.conn.Store(conn)
+	defer s.agent.conn.CompareAndSwap(conn, nil)
+	err = conn.Serve(ctx, s.agent.HandleStream)
+	s.note("lost", attempt, err)
+	return true, err
+}

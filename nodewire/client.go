@@ -1,0 +1,204 @@
+package nodewire
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/yamux"
+	"go.uber.org/zap"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// DialConfig configures the Node's connection to the Edge.
+type DialConfig struct {
+	// Address is the Edge's node listener, host:port.
+	Address string
+	// TLS, when non-nil, is used for the connection.
+	TLS *tls.Config
+	// HandshakeTimeout bounds dial, TLS, registration and the ready
+	// exchange. Zero means DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+	// MaxFrameSize bounds frame payloads. Zero means DefaultMaxFrameSize.
+	MaxFrameSize int
+	Logger       *zap.Logger
+}
+
+// ClientConn is the Node's side of a connection.
+type ClientConn struct {
+	*Conn
+	cfg      DialConfig
+	register *iop.RegisterResponse
+}
+
+// Dial connects to the Edge and registers. On a refused registration it
+// returns a *RejectedError (check Fatal) and no connection. On success the
+// Node holds only pending ownership: it must apply resp.Config and call
+// Ready before anything is dispatched to it.
+func Dial(ctx context.Context, cfg DialConfig, req *iop.RegisterRequest) (*ClientConn, *iop.RegisterResponse, error) {
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if cfg.MaxFrameSize <= 0 {
+		cfg.MaxFrameSize = DefaultMaxFrameSize
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "tcp", cfg.Address)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nodewire: dial: %w", err)
+	}
+	// Closing raw when ctx ends bounds every blocking step below, including
+	// the multiplexer's stream reads, by the handshake deadline.
+	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
+	ok := false
+	defer func() {
+		if !stop() || !ok {
+			_ = raw.Close()
+		}
+	}()
+	_ = raw.SetDeadline(deadline)
+	if cfg.TLS != nil {
+		tc := tls.Client(raw, cfg.TLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return nil, nil, fmt.Errorf("nodewire: tls: %w", err)
+		}
+		raw = tc
+	}
+	if _, err := raw.Write(preface[:]); err != nil {
+		return nil, nil, fmt.Errorf("nodewire: write preface: %w", err)
+	}
+	_ = raw.SetDeadline(time.Time{})
+	sess, err := yamux.Client(raw, yamuxConfig(cfg.Logger))
+	if err != nil {
+		return nil, nil, fmt.Errorf("nodewire: mux: %w", err)
+	}
+	ys, err := sess.OpenStream()
+	if err != nil {
+		_ = sess.Close()
+		return nil, nil, fmt.Errorf("nodewire: open control stream: %w", err)
+	}
+	c := newConn(raw, sess, ys, cfg.MaxFrameSize, cfg.Logger)
+	fail := func(err error) (*ClientConn, *iop.RegisterResponse, error) {
+		_ = c.Close()
+		return nil, nil, err
+	}
+	_ = c.ctrl.SetDeadline(deadline)
+	if req.ProtocolVersion == 0 {
+		req.ProtocolVersion = ProtocolVersion
+	}
+	if err := c.ctrl.Send(&iop.Envelope{Body: &iop.Envelope_RegisterRequest{RegisterRequest: req}}); err != nil {
+		return fail(fmt.Errorf("nodewire: send register: %w", ctxErr(ctx, err)))
+	}
+	env, err := c.ctrl.Recv()
+	if err != nil {
+		return fail(fmt.Errorf("nodewire: read register response: %w", ctxErr(ctx, err)))
+	}
+	resp := env.GetRegisterResponse()
+	if resp == nil {
+		return fail(fmt.Errorf("%w: want RegisterResponse, got %T", ErrProtocol, env.Body))
+	}
+	if !resp.GetAccepted() {
+		return fail(&RejectedError{Code: resp.GetRejectCode(), Reason: resp.GetReason()})
+	}
+	_ = c.ctrl.SetDeadline(time.Time{})
+	ok = true
+	return &ClientConn{Conn: c, cfg: cfg, register: resp}, resp, nil
+}
+
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%w)", ctx.Err(), err)
+	}
+	return err
+}
+
+// Ready reports readiness and waits for the answer. ErrNotReady means the
+// Edge refused (stale or superseded connection): close and redial. On
+// success heartbeats start.
+func (c *ClientConn) Ready(ctx context.Context, nodeID string) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.HandshakeTimeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { c.closeWith(fmt.Errorf("nodewire: ready: %w", ctx.Err())) })
+	defer stop()
+	deadline, _ := ctx.Deadline()
+	_ = c.ctrl.SetDeadline(deadline)
+	if err := c.ctrl.Send(&iop.Envelope{Body: &iop.Envelope_NodeReadyRequest{NodeReadyRequest: &iop.NodeReadyRequest{NodeId: nodeID}}}); err != nil {
+		return fmt.Errorf("nodewire: send ready: %w", ctxErr(ctx, err))
+	}
+	env, err := c.ctrl.Recv()
+	if err != nil {
+		return fmt.Errorf("nodewire: read ready response: %w", ctxErr(ctx, err))
+	}
+	resp := env.GetNodeReadyResponse()
+	if resp == nil {
+		return fmt.Errorf("%w: want NodeReadyResponse, got %T", ErrProtocol, env.Body)
+	}
+	if !resp.GetReady() {
+		return fmt.Errorf("%w: %s", ErrNotReady, resp.GetReason())
+	}
+	_ = c.ctrl.SetDeadline(time.Time{})
+	c.startHeartbeat(c.register.GetConfig().GetHeartbeat())
+	return nil
+}
+
+// StreamHandler serves one Edge-opened stream whose first envelope is
+// first. ctx is cancelled when the connection closes. The handler owns st
+// and must CloseWrite it when done.
+type StreamHandler func(ctx context.Context, st *Stream, first *iop.Envelope)
+
+// Serve accepts Edge-opened streams and runs h for each in its own
+// goroutine, until the connection closes or ctx is cancelled. It returns the
+// connection's close cause after every handler has returned.
+func (c *ClientConn) Serve(ctx context.Context, h StreamHandler) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { c.closeWith(fmt.Errorf("nodewire: serve: %w", context.Cause(ctx))) })
+	defer stop()
+	go func() {
+		// Owner: Serve. Stops when the connection closes; it cancels the
+		// handlers' context so they wind down.
+		select {
+		case <-c.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		st, err := c.acceptStream(ctx)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			if cerr := c.Err(); cerr != nil {
+				return cerr
+			}
+			return err
+		}
+		wg.Add(1)
+		// Owner: Serve (waits on wg). Stops when the handler returns; the
+		// handler watches ctx, cancelled when the connection closes.
+		go func() {
+			defer wg.Done()
+			_ = st.SetReadDeadline(time.Now().Add(c.cfg.HandshakeTimeout))
+			first, err := st.Recv()
+			if err != nil {
+				st.Abort()
+				return
+			}
+			_ = st.SetReadDeadline(time.Time{})
+			h(ctx, st, first)
+		}()
+	}
+}

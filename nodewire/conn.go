@@ -1,0 +1,262 @@
+package nodewire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/yamux"
+	"go.uber.org/zap"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// preface is the first thing a Node writes on a new connection, before the
+// multiplexer starts, so an Edge drops non-iop peers at once.
+var preface = [8]byte{'I', 'O', 'P', 'W', 'I', 'R', 'E', 0}
+
+// Default timings. Heartbeat values normally come from the Edge config in
+// RegisterResponse; these apply when a payload leaves them zero.
+const (
+	DefaultHandshakeTimeout  = 10 * time.Second
+	DefaultReadyTimeout      = 60 * time.Second
+	DefaultHeartbeatInterval = 5 * time.Second
+	DefaultHeartbeatTimeout  = 15 * time.Second
+)
+
+// Conn is one Edge-Node connection: the multiplexed session, its control
+// stream and its heartbeats. The multiplexer owns the socket's one reader and
+// one writer goroutine; Conn adds the heartbeat sender and receiver on the
+// control stream.
+type Conn struct {
+	raw      net.Conn
+	sess     *yamux.Session
+	ctrl     *Stream
+	maxFrame int
+	log      *zap.Logger
+
+	closed    chan struct{} // closed once, by closeWith
+	closeOnce sync.Once
+	errMu     sync.Mutex
+	err       error // guarded by errMu: the first close cause
+
+	hbOnce sync.Once
+	wg     sync.WaitGroup // heartbeat and session-watch goroutines
+
+	connectedAt    time.Time
+	streamsOpened  atomic.Int64
+	streamsAccept  atomic.Int64
+	heartbeatsSent atomic.Uint64
+	heartbeatsRecv atomic.Uint64
+	lastRecvNano   atomic.Int64
+}
+
+func yamuxConfig(log *zap.Logger) *yamux.Config {
+	cfg := yamux.DefaultConfig()
+	// Liveness is ours (heartbeats with configured interval and timeout), not
+	// yamux's fixed keepalive.
+	cfg.EnableKeepAlive = false
+	cfg.AcceptBacklog = 4096
+	cfg.StreamCloseTimeout = 30 * time.Second
+	cfg.StreamOpenTimeout = 30 * time.Second
+	cfg.LogOutput = nil
+	cfg.Logger = zap.NewStdLog(log.Named("yamux"))
+	return cfg
+}
+
+func newConn(raw net.Conn, sess *yamux.Session, ctrl *yamux.Stream, maxFrame int, log *zap.Logger) *Conn {
+	c := &Conn{
+		raw:         raw,
+		sess:        sess,
+		ctrl:        newStream(ctrl, maxFrame),
+		maxFrame:    maxFrame,
+		log:         log,
+		closed:      make(chan struct{}),
+		connectedAt: time.Now(),
+	}
+	c.lastRecvNano.Store(time.Now().UnixNano())
+	c.wg.Add(1)
+	// Owner: the Conn. Stops when the session dies (socket error, peer
+	// close) or the Conn is closed.
+	go func() {
+		defer c.wg.Done()
+		select {
+		case <-sess.CloseChan():
+			c.closeWith(fmt.Errorf("nodewire: session ended: %w", io.EOF))
+		case <-c.closed:
+		}
+	}()
+	return c
+}
+
+// RemoteAddr is the peer address, for logs only (never shown in status).
+func (c *Conn) RemoteAddr() net.Addr { return c.raw.RemoteAddr() }
+
+// Done is closed when the connection is closed for any reason.
+func (c *Conn) Done() <-chan struct{} { return c.closed }
+
+// Err is why the connection closed: ErrHeartbeatTimeout, ErrClosed (local
+// Close), or a wrapped I/O error. Nil while open.
+func (c *Conn) Err() error {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	return c.err
+}
+
+// closeWith closes the connection recording err as the cause, without
+// waiting for goroutines (it is called from them).
+func (c *Conn) closeWith(err error) {
+	c.closeOnce.Do(func() {
+		c.errMu.Lock()
+		c.err = err
+		c.errMu.Unlock()
+		close(c.closed)
+		_ = c.sess.Close()
+		_ = c.raw.Close()
+	})
+}
+
+// Close closes the connection and waits for its goroutines. Idempotent.
+func (c *Conn) Close() error {
+	c.closeWith(ErrClosed)
+	c.wg.Wait()
+	return nil
+}
+
+// OpenStream opens a new stream to the peer.
+func (c *Conn) OpenStream(ctx context.Context) (*Stream, error) {
+	select {
+	case <-c.closed:
+		return nil, ErrClosed
+	default:
+	}
+	s, err := c.sess.OpenStream()
+	if err != nil {
+		if c.sess.IsClosed() {
+			return nil, fmt.Errorf("nodewire: open stream: %w", ErrClosed)
+		}
+		return nil, fmt.Errorf("nodewire: open stream: %w", err)
+	}
+	c.streamsOpened.Add(1)
+	return newStream(s, c.maxFrame), nil
+}
+
+// acceptStream waits for the peer's next stream.
+func (c *Conn) acceptStream(ctx context.Context) (*Stream, error) {
+	s, err := c.sess.AcceptStreamWithContext(ctx)
+	if err != nil {
+		if c.sess.IsClosed() {
+			return nil, ErrClosed
+		}
+		return nil, fmt.Errorf("nodewire: accept stream: %w", err)
+	}
+	c.streamsAccept.Add(1)
+	return newStream(s, c.maxFrame), nil
+}
+
+// startHeartbeat runs the control stream after the handshake: one goroutine
+// sends a Heartbeat every interval, one reads the peer's and closes the
+// connection with ErrHeartbeatTimeout when nothing arrives for timeout.
+func (c *Conn) startHeartbeat(hb *iop.HeartbeatConfig) {
+	interval, timeout := heartbeatDurations(hb)
+	c.hbOnce.Do(func() {
+		c.wg.Add(2)
+		// Owner: the Conn. Stops when the Conn closes or a send fails.
+		go func() {
+			defer c.wg.Done()
+			c.sendHeartbeats(interval, timeout)
+		}()
+		// Owner: the Conn. Stops on the heartbeat timeout, any read error,
+		// or a protocol violation; each of those closes the Conn.
+		go func() {
+			defer c.wg.Done()
+			c.recvHeartbeats(timeout)
+		}()
+	})
+}
+
+func heartbeatDurations(hb *iop.HeartbeatConfig) (interval, timeout time.Duration) {
+	interval = time.Duration(hb.GetIntervalMs()) * time.Millisecond
+	timeout = time.Duration(hb.GetTimeoutMs()) * time.Millisecond
+	if interval <= 0 {
+		interval = DefaultHeartbeatInterval
+	}
+	if timeout <= interval {
+		timeout = 3 * interval
+	}
+	return interval, timeout
+}
+
+func (c *Conn) sendHeartbeats(interval, timeout time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var seq uint64
+	for {
+		seq++
+		_ = c.ctrl.SetWriteDeadline(time.Now().Add(timeout))
+		err := c.ctrl.Send(&iop.Envelope{Body: &iop.Envelope_Heartbeat{Heartbeat: &iop.Heartbeat{
+			Sequence: seq, SentUnixNano: time.Now().UnixNano(),
+		}}})
+		if err != nil {
+			c.closeWith(fmt.Errorf("nodewire: send heartbeat: %w", err))
+			return
+		}
+		c.heartbeatsSent.Add(1)
+		select {
+		case <-t.C:
+		case <-c.closed:
+			return
+		}
+	}
+}
+
+func (c *Conn) recvHeartbeats(timeout time.Duration) {
+	for {
+		_ = c.ctrl.SetReadDeadline(time.Now().Add(timeout))
+		env, err := c.ctrl.Recv()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				c.closeWith(ErrHeartbeatTimeout)
+			} else {
+				c.closeWith(fmt.Errorf("nodewire: control stream: %w", err))
+			}
+			return
+		}
+		if env.GetHeartbeat() == nil {
+			c.closeWith(fmt.Errorf("%w: %T on control stream after handshake", ErrProtocol, env.Body))
+			return
+		}
+		c.heartbeatsRecv.Add(1)
+		c.lastRecvNano.Store(time.Now().UnixNano())
+	}
+}
+
+// Stats is a connection's transport state for the `transport` command.
+type Stats struct {
+	ConnectedAt        time.Time `json:"connected_at"`
+	StreamsOpen        int       `json:"streams_open"`
+	StreamsOpened      int64     `json:"streams_opened"`
+	StreamsAccepted    int64     `json:"streams_accepted"`
+	HeartbeatsSent     uint64    `json:"heartbeats_sent"`
+	HeartbeatsReceived uint64    `json:"heartbeats_received"`
+	LastReceived       time.Time `json:"last_heartbeat_received"`
+}
+
+// Stats reports transport counters.
+func (c *Conn) Stats() Stats {
+	return Stats{
+		ConnectedAt:        c.connectedAt,
+		StreamsOpen:        c.sess.NumStreams(),
+		StreamsOpened:      c.streamsOpened.Load(),
+		StreamsAccepted:    c.streamsAccept.Load(),
+		HeartbeatsSent:     c.heartbeatsSent.Load(),
+		HeartbeatsReceived: c.heartbeatsRecv.Load(),
+		LastReceived:       time.Unix(0, c.lastRecvNano.Load()),
+	}
+}

@@ -1,0 +1,45 @@
+package nodewire
+
+import (
+	"errors"
+	"fmt"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+var (
+	// ErrClosed is returned by operations on a closed connection.
+	ErrClosed = errors.New("nodewire: connection closed")
+	// ErrHeartbeatTimeout is the close cause when the peer sent nothing on
+	// the control stream for the heartbeat timeout.
+	ErrHeartbeatTimeout = errors.New("nodewire: heartbeat timeout")
+	// ErrBadPreface is returned when a peer does not open with the iop preface.
+	ErrBadPreface = errors.New("nodewire: bad preface")
+	// ErrProtocol is returned when a peer sends a message out of place.
+	ErrProtocol = errors.New("nodewire: protocol violation")
+	// ErrNotReady is returned by Client.Ready when the Edge answered
+	// ready=false: the session must be closed and a new one dialed.
+	ErrNotReady = errors.New("nodewire: ready refused")
+)
+
+// RejectedError is a registration the Edge refused.
+type RejectedError struct {
+	Code   iop.RejectCode
+	Reason string
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("nodewire: registration rejected (%s): %s", e.Code, e.Reason)
+}
+
+// Fatal reports whether retrying cannot help: the Node's own credentials,
+// identity or protocol version are wrong.
+func (e *RejectedError) Fatal() bool {
+	switch e.Code {
+	case iop.RejectCode_REJECT_CODE_CREDENTIALS,
+		iop.RejectCode_REJECT_CODE_UNKNOWN_NODE,
+		iop.RejectCode_REJECT_CODE_PROTOCOL_VERSION:
+		return true
+	}
+	return false
+}

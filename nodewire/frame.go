@@ -1,0 +1,115 @@
+// Package nodewire is the Edge-Node transport: length-prefixed protobuf
+// frames on multiplexed streams of one TCP (optionally TLS) connection that
+// the Node dials out to the Edge, with the register/ready handshake and
+// heartbeats both ways. docs/wire.md is the prose version of this package.
+package nodewire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+const (
+	// ProtocolVersion is the version carried in RegisterRequest. Bump it on
+	// any incompatible change of framing, stream layout or handshake.
+	ProtocolVersion = 1
+
+	// DefaultMaxFrameSize bounds one frame's payload. It must hold the
+	// largest request body the Edge accepts plus the envelope around it.
+	DefaultMaxFrameSize = 16 << 20
+
+	// MaxBodyChunk bounds the body bytes of one tunnel frame so that one large
+	// response is interleaved fairly with other streams and never needs a
+	// large buffer on either side.
+	MaxBodyChunk = 32 << 10
+
+	frameHeaderLen = 4
+)
+
+// Frame errors. Any of them means the stream is unusable.
+var (
+	// ErrFrameTooLarge is returned when a length prefix exceeds the maximum;
+	// it is detected before anything is allocated for the payload.
+	ErrFrameTooLarge = errors.New("nodewire: frame too large")
+	// ErrEmptyEnvelope is returned for a frame whose envelope has no body.
+	ErrEmptyEnvelope = errors.New("nodewire: empty envelope")
+)
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// WriteFrame encodes env as one frame (4-byte big-endian payload length, then
+// the protobuf payload) and writes it with a single Write call, so frames of
+// concurrent writers on one stream would never interleave mid-frame (callers
+// still serialise writers: see Stream).
+func WriteFrame(w io.Writer, env *iop.Envelope, maxSize int) error {
+	bp := bufPool.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 1<<20 { // don't keep huge buffers alive in the pool
+			bufPool.Put(bp)
+		}
+	}()
+	buf := append((*bp)[:0], 0, 0, 0, 0)
+	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, env)
+	if err != nil {
+		return fmt.Errorf("nodewire: encode: %w", err)
+	}
+	*bp = buf
+	n := len(buf) - frameHeaderLen
+	if maxSize <= 0 {
+		maxSize = DefaultMaxFrameSize
+	}
+	if n > maxSize {
+		return fmt.Errorf("%w: %d bytes > %d", ErrFrameTooLarge, n, maxSize)
+	}
+	binary.BigEndian.PutUint32(buf, uint32(n))
+	if _, err := w.Write(buf); err != nil {
+		return fmt.Errorf("nodewire: write: %w", err)
+	}
+	return nil
+}
+
+// ReadFrame reads one frame and decodes its envelope. maxSize <= 0 means
+// DefaultMaxFrameSize. A length over maxSize fails with ErrFrameTooLarge
+// before any payload allocation; a stream that ends mid-frame fails with
+// io.ErrUnexpectedEOF; a stream that ends cleanly between frames returns
+// io.EOF.
+func ReadFrame(r io.Reader, maxSize int) (*iop.Envelope, error) {
+	var hdr [frameHeaderLen]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err // io.EOF between frames, io.ErrUnexpectedEOF inside a header
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if maxSize <= 0 {
+		maxSize = DefaultMaxFrameSize
+	}
+	if uint64(n) > uint64(maxSize) {
+		return nil, fmt.Errorf("%w: %d bytes > %d", ErrFrameTooLarge, n, maxSize)
+	}
+	payload := make([]byte, n)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("nodewire: read payload: %w", err)
+	}
+	return DecodeEnvelope(payload)
+}
+
+// DecodeEnvelope decodes one frame payload.
+func DecodeEnvelope(payload []byte) (*iop.Envelope, error) {
+	env := &iop.Envelope{}
+	if err := proto.Unmarshal(payload, env); err != nil {
+		return nil, fmt.Errorf("nodewire: decode: %w", err)
+	}
+	if env.Body == nil {
+		return nil, ErrEmptyEnvelope
+	}
+	return env, nil
+}

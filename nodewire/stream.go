@@ -1,0 +1,90 @@
+package nodewire
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// drainTimeout bounds how long an abandoned stream is drained after Abort
+// before yamux's own close timeout resets it.
+const drainTimeout = 10 * time.Second
+
+// Stream is one multiplexed exchange (a run, a tunnel, a command, a refresh,
+// or the control stream). Send is safe for concurrent use; Recv must be
+// called from one goroutine at a time.
+type Stream struct {
+	s        *yamux.Stream
+	br       *bufio.Reader
+	maxFrame int
+
+	wmu sync.Mutex // serialises Send so frames never interleave
+	rmu sync.Mutex // serialises Recv and the drain started by Abort (guards br)
+
+	closeOnce sync.Once
+}
+
+func newStream(s *yamux.Stream, maxFrame int) *Stream {
+	return &Stream{s: s, br: bufio.NewReaderSize(s, 16<<10), maxFrame: maxFrame}
+}
+
+// ID is the stream's multiplexer id, for logs.
+func (st *Stream) ID() uint32 { return st.s.StreamID() }
+
+// Send writes one envelope as a frame.
+func (st *Stream) Send(env *iop.Envelope) error {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	return WriteFrame(st.s, env, st.maxFrame)
+}
+
+// Recv reads the next envelope. io.EOF means the peer closed its side
+// cleanly between frames.
+func (st *Stream) Recv() (*iop.Envelope, error) {
+	st.rmu.Lock()
+	defer st.rmu.Unlock()
+	return ReadFrame(st.br, st.maxFrame)
+}
+
+// SetReadDeadline bounds the next Recv calls; zero clears it.
+func (st *Stream) SetReadDeadline(t time.Time) error { return st.s.SetReadDeadline(t) }
+
+// SetWriteDeadline bounds the next Send calls; zero clears it.
+func (st *Stream) SetWriteDeadline(t time.Time) error { return st.s.SetWriteDeadline(t) }
+
+// CloseWrite half-closes the stream: the peer reads io.EOF after the frames
+// already sent, and this side may still Recv. Safe to call more than once.
+func (st *Stream) CloseWrite() error {
+	var err error
+	st.closeOnce.Do(func() { err = st.s.Close() })
+	if err != nil && !errors.Is(err, yamux.ErrStreamClosed) {
+		return fmt.Errorf("nodewire: close stream: %w", err)
+	}
+	return nil
+}
+
+// Abort gives up on the stream: it half-closes it and discards whatever the
+// peer still sends until the peer closes too, so the peer's writes never
+// block on a window nobody drains. It returns at once.
+func (st *Stream) Abort() {
+	_ = st.CloseWrite()
+	_ = st.s.SetReadDeadline(time.Now().Add(drainTimeout))
+	// Owner: the stream itself. Stops at the peer's EOF, a stream reset, or
+	// drainTimeout, whichever comes first. It takes rmu, so a Recv still
+	// blocked in another goroutine finishes first (the deadline bounds it).
+	go func() {
+		st.rmu.Lock()
+		defer st.rmu.Unlock()
+		_, _ = io.Copy(io.Discard, st.br)
+	}()
+}
+
+// SetDeadline bounds both Send and Recv; zero clears it.
+func (st *Stream) SetDeadline(t time.Time) error { return st.s.SetDeadline(t) }
