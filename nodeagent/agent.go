@@ -51,8 +51,8 @@ type Agent struct {
 	factories map[string]adapter.Factory
 
 	mu        sync.RWMutex
-	instances map[string]*instance // guarded by mu: by AdapterConfig.name
-	nodeID    string               // guarded by mu
+	instances map[string]*instance   // guarded by mu: by AdapterConfig.name
+	nodeID    string                 // guarded by mu
 	applied   *iop.NodeConfigPayload // guarded by mu
 
 	conn atomic.Pointer[nodewire.ClientConn] // the current session, for `transport`

@@ -129,16 +129,34 @@ func (s *chanSink) rest() string {
 	}
 }
 
+// drain returns the deltas not yet received, one by one.
+func drain(s *chanSink) []string {
+	var out []string
+	for {
+		select {
+		case d := <-s.ch:
+			out = append(out, d)
+		default:
+			return out
+		}
+	}
+}
+
+// failingSink fails every delta, like a stream whose caller went away.
+type failingSink struct{ err error }
+
+func (s failingSink) Delta(string) error { return s.err }
+
 type outcome struct {
 	res *adapter.Result
 	err error
 }
 
-// runAsync runs inst.Run in a goroutine. Owner: the calling test, which must
-// receive from the returned channel (await) before it ends; the goroutine
-// stops when Run returns.
+// runAsync runs inst.Run in a goroutine and reports on the returned channel.
 func runAsync(ctx context.Context, inst *instance, req *iop.RunRequest, sink adapter.RunSink) <-chan outcome {
 	ch := make(chan outcome, 1)
+	// Owner: the calling test, which receives from ch (await) before it
+	// ends. Stops when Run returns; ch is buffered so it never blocks.
 	go func() {
 		res, err := inst.Run(ctx, req, sink)
 		ch <- outcome{res, err}
@@ -177,20 +195,6 @@ func runSync(t *testing.T, inst *instance, req *iop.RunRequest) (string, error) 
 		t.Fatalf("result = %+v, want finish reason stop", o.res)
 	}
 	return s.rest(), o.err
-}
-
-func errCode(err error) string {
-	if ae, ok := errors.AsType[*adapter.Error](err); ok {
-		return ae.Code
-	}
-	return ""
-}
-
-func errMessage(err error) string {
-	if ae, ok := errors.AsType[*adapter.Error](err); ok {
-		return ae.Message
-	}
-	return ""
 }
 
 // processGone reports whether pid has exited. A zombie counts as gone: in a

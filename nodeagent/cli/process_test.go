@@ -95,18 +95,6 @@ func TestRunNeverSplitsUTF8(t *testing.T) {
 	}
 }
 
-func drain(s *chanSink) []string {
-	var out []string
-	for {
-		select {
-		case d := <-s.ch:
-			out = append(out, d)
-		default:
-			return out
-		}
-	}
-}
-
 func TestRunNonZeroExitCarriesStderrTail(t *testing.T) {
 	r := newRig(t)
 	inst := r.instance(t, []string{script(t, "echo partial\necho 'boom: bad thing' >&2\nexit 3\n")}, nil)
@@ -241,11 +229,6 @@ func TestRunTimeout(t *testing.T) {
 		})
 	}
 }
-
-// failingSink fails every delta, like a stream whose caller went away.
-type failingSink struct{ err error }
-
-func (s failingSink) Delta(string) error { return s.err }
 
 func TestRunStopsWhenSinkFails(t *testing.T) {
 	r := newRig(t)

@@ -100,7 +100,11 @@ func (o *Instance) Health(ctx context.Context) adapter.Health {
 		return v
 	}
 	v = o.probe(ctx)
-	o.health.put(gen, time.Now(), v)
+	if ctx.Err() == nil {
+		// A probe cut short by its caller says nothing about Ollama, so it
+		// must not be served to the next caller as "offline".
+		o.health.put(gen, time.Now(), v)
+	}
 	return v
 }
 

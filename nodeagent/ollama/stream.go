@@ -46,7 +46,9 @@ func readStream(body io.Reader, text textOf, sink adapter.RunSink) (*streamOutco
 		case errors.Is(err, ErrLineTooLong):
 			return nil, &adapter.Error{Code: adapter.CodeUpstream, Message: "ollama sent a stream line over 8 MiB", Err: err}
 		case err != nil:
-			return nil, fmt.Errorf("ollama: read stream: %w", err)
+			// Run reports a cancellation or timeout instead when that is
+			// what broke the read; otherwise Ollama went away mid-answer.
+			return nil, &adapter.Error{Code: adapter.CodeUpstream, Message: "ollama stream was interrupted", Err: err}
 		}
 		c, err := decodeChunk(line)
 		if err != nil {

@@ -279,3 +279,23 @@ func TestUnsupported(t *testing.T) {
 		t.Fatalf("Tunnel: %v", err)
 	}
 }
+
+func TestConnectionDroppedMidStream(t *testing.T) {
+	f := newFake(t)
+	f.handle("/api/chat", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, _ = io.WriteString(w, chatLineThe+"\n")
+		w.(http.Flusher).Flush()
+		// Ollama crashing: the connection closes without the chunked end.
+		panic(http.ErrAbortHandler)
+	})
+	inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
+	_, deltas, err := runChat(t, inst, simpleChat)
+	var ae *adapter.Error
+	if !errors.As(err, &ae) || ae.Code != adapter.CodeUpstream || errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	if !slices.Equal(deltas, []string{"The"}) {
+		t.Fatalf("deltas = %q", deltas)
+	}
+}

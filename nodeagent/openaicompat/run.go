@@ -53,7 +53,7 @@ func (in *Instance) Run(ctx context.Context, req *iop.RunRequest, sink adapter.R
 		return r.chat(body, req.GetTarget())
 	case adapter.OpCompletion:
 		setStreaming(body)
-		return r.stream("/completions", body, false)
+		return r.stream("/completions", body)
 	case adapter.OpEmbedding:
 		return r.embedding(body)
 	default:
@@ -69,12 +69,12 @@ func (in *Instance) Run(ctx context.Context, req *iop.RunRequest, sink adapter.R
 func (r *run) chat(body map[string]json.RawMessage, target string) (*adapter.Result, error) {
 	setStreaming(body)
 	if !hasTools(body) || r.c.toolMode == ToolModeNative {
-		return r.stream("/chat/completions", body, true)
+		return r.stream("/chat/completions", body)
 	}
 	if r.c.toolMode == ToolModeText || r.in.knownNoTools(target) {
 		return r.textTools(body)
 	}
-	res, ue, err := r.attempt("/chat/completions", body, true)
+	res, ue, err := r.attempt("/chat/completions", body)
 	if ue == nil {
 		return res, err
 	}
@@ -93,7 +93,7 @@ func (r *run) textTools(body map[string]json.RawMessage) (*adapter.Result, error
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.stream("/chat/completions", tb, true)
+	res, err := r.stream("/chat/completions", tb)
 	if err != nil || !marked {
 		return res, err
 	}
@@ -105,8 +105,8 @@ func (r *run) textTools(body map[string]json.RawMessage) (*adapter.Result, error
 }
 
 // stream posts a streaming request and turns a non-2xx answer into an error.
-func (r *run) stream(path string, body map[string]json.RawMessage, chat bool) (*adapter.Result, error) {
-	res, ue, err := r.attempt(path, body, chat)
+func (r *run) stream(path string, body map[string]json.RawMessage) (*adapter.Result, error) {
+	res, ue, err := r.attempt(path, body)
 	if ue != nil {
 		return nil, ue.adapterError()
 	}
@@ -115,7 +115,7 @@ func (r *run) stream(path string, body map[string]json.RawMessage, chat bool) (*
 
 // attempt posts body and consumes a 2xx stream. A non-2xx answer comes back
 // as an upstreamError for the caller to judge (tool fallback or failure).
-func (r *run) attempt(path string, body map[string]json.RawMessage, chat bool) (*adapter.Result, *upstreamError, error) {
+func (r *run) attempt(path string, body map[string]json.RawMessage) (*adapter.Result, *upstreamError, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return nil, nil, fmt.Errorf("openaicompat: encode request: %w", err)
@@ -129,7 +129,7 @@ func (r *run) attempt(path string, body map[string]json.RawMessage, chat bool) (
 		ue := readUpstreamError(resp)
 		return nil, &ue, nil
 	}
-	st := &streamState{chat: chat, sink: r.sink}
+	st := &streamState{sink: r.sink}
 	if err := st.consume(resp); err != nil {
 		if isSinkErr(err) || isAdapterErr(err) {
 			return nil, nil, err

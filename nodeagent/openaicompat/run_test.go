@@ -375,3 +375,28 @@ func TestRunRejectsBadInput(t *testing.T) {
 		t.Fatalf("unknown operation: %v", err)
 	}
 }
+
+func TestToolCallDeltaVariants(t *testing.T) {
+	st := &streamState{sink: &fakeRunSink{}}
+	for _, ev := range []string{
+		// vLLM ≥ 0.11: arguments start in the first delta, null extras.
+		`{"id":"chatcmpl-be8d","object":"chat.completion.chunk","created":1765374283,"model":"m","choices":[{"index":0,"delta":{"reasoning_content":null,"tool_calls":[{"id":"chatcmpl-tool-a331788bab1045a8","type":"function","index":0,"function":{"name":"db_list","arguments":"{\"catalog\":"}}]},"logprobs":null,"finish_reason":null,"token_ids":null}]}`,
+		// Servers that null out or blank repeated fields.
+		`{"choices":[{"index":0,"delta":{"content":"","tool_calls":[{"id":null,"type":null,"index":0,"function":{"name":null,"arguments":"\"main\"}"}}]},"finish_reason":""}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"","index":0,"function":{"name":"db_list","arguments":""}}]},"finish_reason":"tool_calls"}]}`,
+		// A second choice is not part of the run.
+		`{"choices":[{"index":1,"delta":{"content":"other","tool_calls":[{"id":"x","index":0,"function":{"name":"zzz","arguments":"{}"}}]}}]}`,
+	} {
+		if err := st.event([]byte(ev)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := st.result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, res.Metadata[adapter.MetaToolCalls], `[{"id":"chatcmpl-tool-a331788bab1045a8","type":"function","function":{"name":"db_list","arguments":"{\"catalog\":\"main\"}"}}]`)
+	if res.FinishReason != "tool_calls" {
+		t.Fatalf("finish %q", res.FinishReason)
+	}
+}

@@ -27,7 +27,6 @@ const maxWholeBody = 64 << 20
 
 // streamState accumulates one streamed chat or completion answer.
 type streamState struct {
-	chat   bool
 	sink   adapter.RunSink
 	finish string
 	usage  *usageJSON

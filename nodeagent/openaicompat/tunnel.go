@@ -140,9 +140,14 @@ func identityEncoding(v string) bool {
 	return v == "" || strings.EqualFold(v, "identity")
 }
 
+// relaySSE relays an event stream. Usage is cumulative in OpenAI streams
+// (with continuous_usage_stats every chunk carries the running total), so
+// the last usage seen is reported once, when the body ends, and is never
+// counted twice.
 func relaySSE(r io.Reader, sink adapter.TunnelSink) error {
 	sp := newSSESplitter(maxSSEEvent)
 	buf := make([]byte, tunnelReadSize)
+	var last *iop.Usage
 	emit := func(chunk []byte) error {
 		if len(chunk) == 0 {
 			return nil
@@ -152,12 +157,19 @@ func relaySSE(r io.Reader, sink adapter.TunnelSink) error {
 		}
 		return forEachEvent(chunk, func(data []byte) error {
 			if u := sseUsage(data); u != nil {
-				if err := sink.Usage(u); err != nil {
-					return &sinkErr{err}
-				}
+				last = u
 			}
 			return nil
 		})
+	}
+	report := func() error {
+		if last == nil {
+			return nil
+		}
+		if err := sink.Usage(last); err != nil {
+			return &sinkErr{err}
+		}
+		return nil
 	}
 	for {
 		n, err := r.Read(buf)
@@ -167,11 +179,18 @@ func relaySSE(r io.Reader, sink adapter.TunnelSink) error {
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			return emit(sp.flush())
+			if eerr := emit(sp.flush()); eerr != nil {
+				return eerr
+			}
+			return report()
 		}
 		if err != nil {
 			// The unfinished event is dropped: the caller ends the stream
-			// with an error event, which must not be glued onto half of one.
+			// with an error event, which must not be glued onto half of
+			// one. Usage seen so far is still worth reporting.
+			if rerr := report(); rerr != nil {
+				return rerr
+			}
 			return err
 		}
 	}

@@ -116,6 +116,26 @@ func TestTunnelSSESplitsAtEventBoundaries(t *testing.T) {
 	}
 }
 
+func TestTunnelSSEContinuousUsageReportedOnce(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		sseHeaders(w)
+		// stream_options.continuous_usage_stats: every chunk carries the
+		// running total.
+		for i, c := range []string{"a", "b", "c"} {
+			sseWrite(t, w, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"`+c+`"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":5,"total_tokens":`+string(rune('6'+i))+`,"completion_tokens":`+string(rune('1'+i))+`}}`+"\n\n")
+		}
+		sseWrite(t, w, vllmDone)
+	})
+	in := newTestInstance(t, TypeOpenAICompat, testConfig(srv.URL))
+	sink := &fakeTunnelSink{}
+	if err := in.Tunnel(context.Background(), &iop.ProviderTunnelRequest{Method: "POST", Path: "/chat/completions"}, sink); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.usages) != 1 || sink.usages[0].GetCompletionTokens() != 3 || sink.usages[0].GetTotalTokens() != 8 {
+		t.Fatalf("usages %v", sink.usages)
+	}
+}
+
 func TestTunnelSSEDeliversEventBeforePause(t *testing.T) {
 	pauseOver := make(chan struct{})
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,217 @@
+// Package stack starts a whole iop deployment in-process on loopback — an
+// edge (dispatcher, node listener, HTTP surface) and any number of nodes
+// (agent, supervisor, real adapters) — for end-to-end tests, chaos runs and
+// benchmarks. Everything talks over real TCP sockets.
+package stack
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/dispatch"
+	"github.com/iop-gateway/iop/gateway"
+	"github.com/iop-gateway/iop/nodeagent"
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+	"github.com/iop-gateway/iop/nodeagent/cli"
+	"github.com/iop-gateway/iop/nodeagent/mock"
+	"github.com/iop-gateway/iop/nodeagent/ollama"
+	"github.com/iop-gateway/iop/nodeagent/openaicompat"
+	"github.com/iop-gateway/iop/nodewire"
+)
+
+// Factories are the adapter factories iop-node registers.
+func Factories() map[string]adapter.Factory {
+	return map[string]adapter.Factory{
+		"openai_compat": openaicompat.New,
+		"vllm":          openaicompat.NewVLLM,
+		"ollama":        ollama.New,
+		"cli":           cli.New,
+		"mock":          mock.New,
+	}
+}
+
+// Edge is a running edge.
+type Edge struct {
+	URL        string // http://127.0.0.1:port
+	NodeAddr   string // node wire host:port
+	Dispatcher *dispatch.Dispatcher
+	Server     *gateway.Server
+	Registry   *prometheus.Registry
+	Bus        *dispatch.ChanBus
+	Log        *zap.Logger
+
+	wire *nodewire.Server
+	hs   *http.Server
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// EdgeOptions tunes StartEdge.
+type EdgeOptions struct {
+	// Logger; nil means a test logger (zaptest) when t is set, else a nop.
+	Logger *zap.Logger
+	// Reload, when set, serves POST /admin/reload.
+	Reload func() (*gateway.ReloadReport, error)
+}
+
+// StartEdge starts an edge for cfg. cfg's listen addresses are replaced by
+// ephemeral loopback ports. cfg is normalized here.
+func StartEdge(tb testing.TB, cfg *config.Edge, opts EdgeOptions) *Edge {
+	tb.Helper()
+	cfg.Listen.HTTP, cfg.Listen.Node = "127.0.0.1:0", "127.0.0.1:0"
+	if err := cfg.Normalize(); err != nil {
+		tb.Fatalf("edge config: %v", err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = zaptest.NewLogger(tb, zaptest.Level(zap.WarnLevel))
+	}
+	reg := prometheus.NewRegistry()
+	bus := dispatch.NewChanBus(1024)
+	d := dispatch.New(cfg, dispatch.Options{Logger: log, Bus: bus, Metrics: dispatch.NewMetrics(reg)})
+	reg.MustRegister(dispatch.NewStatusCollector(d))
+	srv := gateway.New(gateway.Options{Dispatcher: d, Config: cfg, Logger: log, Metrics: gateway.NewMetrics(reg), Gatherer: reg, Reload: opts.Reload})
+	nodeLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	httpLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e := &Edge{
+		URL: "http://" + httpLn.Addr().String(), NodeAddr: nodeLn.Addr().String(),
+		Dispatcher: d, Server: srv, Registry: reg, Bus: bus, Log: log,
+		wire: nodewire.NewServer(nodewire.ServerConfig{Handler: d, Logger: log, HandshakeTimeout: 5 * time.Second}),
+		hs:   &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second},
+	}
+	e.wg.Add(2)
+	// Owner: the Edge; stops at Close.
+	go func() { defer e.wg.Done(); _ = e.wire.Serve(nodeLn) }()
+	// Owner: the Edge; stops at Close.
+	go func() { defer e.wg.Done(); _ = e.hs.Serve(httpLn) }()
+	tb.Cleanup(e.Close)
+	return e
+}
+
+// Close stops the edge. Idempotent.
+func (e *Edge) Close() {
+	e.once.Do(func() {
+		e.Dispatcher.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = e.hs.Shutdown(ctx)
+		_ = e.hs.Close()
+		_ = e.wire.Close()
+		e.wg.Wait()
+	})
+}
+
+// Node is a running node agent.
+type Node struct {
+	ID    string
+	Agent *nodeagent.Agent
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// NodeOptions tunes StartNode.
+type NodeOptions struct {
+	Token       string
+	Interval    time.Duration // default 50ms
+	MaxAttempts int           // default 0 (unlimited)
+	StoreDir    string        // default t.TempDir()
+	Workspace   string        // default t.TempDir()
+	Logger      *zap.Logger
+	Getenv      func(string) string
+	Dial        *nodewire.DialConfig // overrides address/TLS when set
+}
+
+// StartNode starts a node that dials addr as id.
+func StartNode(tb testing.TB, addr, id string, opts NodeOptions) *Node {
+	tb.Helper()
+	if opts.Interval == 0 {
+		opts.Interval = 50 * time.Millisecond
+	}
+	if opts.StoreDir == "" {
+		opts.StoreDir = tb.TempDir()
+	}
+	if opts.Workspace == "" {
+		opts.Workspace = tb.TempDir()
+	}
+	log := opts.Logger
+	if log == nil {
+		log = zaptest.NewLogger(tb, zaptest.Level(zap.WarnLevel)).With(zap.String("node_id", id))
+	}
+	agent := nodeagent.NewAgent(Factories(), adapter.Env{StoreDir: opts.StoreDir, WorkspaceRoot: opts.Workspace, Logger: log, Getenv: opts.Getenv})
+	dial := nodewire.DialConfig{Address: addr, Logger: log, HandshakeTimeout: 5 * time.Second}
+	if opts.Dial != nil {
+		dial = *opts.Dial
+	}
+	sup := nodeagent.NewSupervisor(nodeagent.SupervisorConfig{
+		Dial: dial, NodeID: id, Token: opts.Token, Version: "test",
+		Interval: opts.Interval, MaxAttempts: opts.MaxAttempts,
+	}, agent, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{ID: id, Agent: agent, cancel: cancel, done: make(chan struct{})}
+	// Owner: the Node; stops when Stop cancels ctx (or the supervisor gives
+	// up on its own).
+	go func() {
+		defer close(n.done)
+		n.err = sup.Run(ctx)
+		agent.Close()
+	}()
+	tb.Cleanup(n.Stop)
+	return n
+}
+
+// Stop shuts the node down (as SIGTERM would) and waits. Idempotent.
+func (n *Node) Stop() {
+	n.cancel()
+	<-n.done
+}
+
+// Done is closed when the node's supervisor has returned.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err is the supervisor's result, valid after Done.
+func (n *Node) Err() error { return n.err }
+
+// WaitReady waits until the edge reports node id connected.
+func (e *Edge) WaitReady(tb testing.TB, id string, timeout time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, n := range e.Dispatcher.Status().Nodes {
+			if n.ID == id && n.Connected {
+				return
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	tb.Fatalf("node %s not ready after %s", id, timeout)
+}
+
+// WaitFor polls cond until it holds or timeout passes.
+func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
