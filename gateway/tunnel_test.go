@@ -13,6 +13,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/internal/stack"
 )
 
 // tunnelStack starts a vllm provider "vllm-main" serving model qwen-7b (and
@@ -253,12 +254,13 @@ func TestTunnelNativeTools(t *testing.T) {
 		t.Fatalf("upstream saw %d requests", len(seen))
 	}
 	// Tunnelled, not run: the run path would force "stream":true.
-	if !bytes.Contains(seen[0].Body, []byte(`"tools":[{"type":"function"`)) || bytes.Contains(seen[0].Body, []byte(`"stream":true`)) {
+	if !bytes.Contains(seen[0].Body, []byte(`"tools":[{"function":{"name":"get_weather"`)) || bytes.Contains(seen[0].Body, []byte(`"stream":true`)) {
 		t.Errorf("upstream body %s", seen[0].Body)
 	}
-	if got := metric(t, s.Registry, "iop_requests_total", map[string]string{"model": "qwen-7b", "route": "tunnel", "code": "200"}); got != 1 {
-		t.Errorf("iop_requests_total{route=tunnel,code=200} = %v", got)
-	}
+	stack.WaitFor(t, waitLong, "iop_requests_total{route=tunnel,code=200} = 1", func() bool {
+		return metric(t, s.Registry, "iop_requests_total", map[string]string{"model": "qwen-7b", "route": "tunnel", "code": "200"}) == 1
+	})
+	waitReleased(t, s.Edge, "vllm-main")
 }
 
 func weatherTool() openai.Tool {
