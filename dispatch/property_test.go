@@ -225,6 +225,19 @@ func (pm *propMachine) settle(rt *rapid.T) {
 	}
 }
 
+// await takes results in until op has one.
+func (pm *propMachine) await(rt *rapid.T, op *propOp) {
+	timeout := time.After(waitDeadline)
+	for op.state == opUnresolved {
+		select {
+		case r := <-pm.results:
+			pm.onResult(rt, r)
+		case <-timeout:
+			rt.Fatalf("op %d: no result", op.id)
+		}
+	}
+}
+
 func (pm *propMachine) onResult(rt *rapid.T, r propResult) {
 	op := pm.ops[r.id]
 	if op.state != opUnresolved {
@@ -372,6 +385,9 @@ func (pm *propMachine) cancelQueued(rt *rapid.T) {
 	op := q[rapid.IntRange(0, len(q)-1).Draw(rt, "op")]
 	op.cancelled = true
 	op.cancel()
+	// The waiter leaves the queue in its own goroutine: wait for its answer
+	// (settle alone could see the state from before the cancel).
+	pm.await(rt, op)
 	pm.settle(rt)
 	if op.state != opFailed || !errors.Is(op.err, context.Canceled) {
 		rt.Fatalf("cancelled op %d: state %d err %v", op.id, op.state, op.err)

@@ -99,10 +99,9 @@ func TestErrorQueueFull(t *testing.T) {
 	e, _ := startStack(t, edgeConfig([]config.ProviderSpec{p}, m))
 	body := `{"model":"qwen-7b","messages":[{"role":"user","content":"hi"}]}`
 
-	results := make(chan response, 2)
-	go func() { results <- post(t, e, "/v1/chat/completions", body) }()
+	first := postAsync(t, e, "/v1/chat/completions", body)
 	waitFor(t, arrived, waitLong, "the first request at the upstream")
-	go func() { results <- post(t, e, "/v1/chat/completions", body) }()
+	second := postAsync(t, e, "/v1/chat/completions", body)
 	stack.WaitFor(t, waitLong, "one request queued", func() bool {
 		return e.Dispatcher.Status().Models[0].Pending == 1
 	})
@@ -113,8 +112,8 @@ func TestErrorQueueFull(t *testing.T) {
 		t.Errorf("Retry-After %q, want a number of seconds", ra)
 	}
 	close(release)
-	for i := 0; i < 2; i++ {
-		if got := waitFor(t, results, waitLong, "a held request to finish"); got.Status != http.StatusOK || string(got.Body) != vllmChatJSON {
+	for _, ch := range []<-chan response{first, second} {
+		if got := waitFor(t, ch, waitLong, "a held request to finish"); got.Status != http.StatusOK || string(got.Body) != vllmChatJSON {
 			t.Errorf("held request: %d %s", got.Status, got.Body)
 		}
 	}

@@ -245,13 +245,22 @@ type response struct {
 // do sends a request and reads the whole answer.
 func do(t *testing.T, c *http.Client, method, url, body string, hdr map[string]string) response {
 	t.Helper()
+	r, err := tryDo(ctxT(t), c, method, url, body, hdr)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	return r
+}
+
+// tryDo is do for goroutines other than the test's (no t.Fatal).
+func tryDo(ctx context.Context, c *http.Client, method, url, body string, hdr map[string]string) (response, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctxT(t), method, url, rd)
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
-		t.Fatal(err)
+		return response{}, err
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -261,14 +270,30 @@ func do(t *testing.T, c *http.Client, method, url, body string, hdr map[string]s
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
+		return response{}, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("%s %s: read body: %v", method, url, err)
+		return response{}, err
 	}
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
+}
+
+// postAsync posts from a new goroutine; the answer (Status 0 on a transport
+// error) arrives on the returned channel.
+func postAsync(t *testing.T, e *stack.Edge, path, body string) <-chan response {
+	t.Helper()
+	c, ctx := httpClient(t), ctxT(t)
+	ch := make(chan response, 1)
+	go func() {
+		r, err := tryDo(ctx, c, http.MethodPost, e.URL+path, body, nil)
+		if err != nil {
+			r = response{Body: []byte(err.Error())}
+		}
+		ch <- r
+	}()
+	return ch
 }
 
 func post(t *testing.T, e *stack.Edge, path, body string) response {

@@ -214,4 +214,3 @@ func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool
 		time.Sleep(5 * time.Millisecond)
 	}
 }
-
