@@ -51,7 +51,13 @@ type Lease struct {
 func (l *Lease) Release(reason ReleaseReason) bool {
 	l.d.mu.Lock()
 	defer l.d.mu.Unlock()
-	return l.d.releaseLocked(l, reason)
+	if !l.d.releaseLocked(l, reason) {
+		return false
+	}
+	// A holder's release frees a slot whatever its reason (node_lost
+	// included): hand it on at once. A no-op when the resource is offline.
+	l.d.pumpLocked(l.res)
+	return true
 }
 
 // Released reports whether the lease has returned, and why.
@@ -75,8 +81,8 @@ func (d *Dispatcher) releaseLocked(l *Lease, reason ReleaseReason) bool {
 		}
 	}
 	d.metrics.leaseReleased(r.key, reason)
-	if reason != ReasonNodeLost {
-		d.pumpLocked(r)
-	}
+	// No pumping here: fencing and reload release leases of a resource that
+	// is going offline in the same step, whose slots must not be handed out.
+	// Lease.Release pumps.
 	return true
 }

@@ -262,7 +262,7 @@ func provOf(st Status, node, prov string) *ProviderStatus {
 	return nil
 }
 
-// metricValue sums the samples of the counter family name whose labels
+// metricValue sums the samples of the counter or gauge family name whose labels
 // include every pair in want.
 func metricValue(t tb, reg *prometheus.Registry, name string, want map[string]string) float64 {
 	t.Helper()
@@ -288,6 +288,9 @@ func metricValue(t tb, reg *prometheus.Registry, name string, want map[string]st
 			}
 			if c := m.GetCounter(); c != nil {
 				sum += c.GetValue()
+			}
+			if g := m.GetGauge(); g != nil {
+				sum += g.GetValue()
 			}
 		}
 	}

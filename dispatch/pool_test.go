@@ -519,3 +519,84 @@ func TestQueuedCountsPerLiveCandidate(t *testing.T) {
 	f.up("b")
 	check(map[string]qc{"a/p": {1, 0}, "b/q": {2, 1}})
 }
+
+// Every holder release frees the slot and pumps the queue at once,
+// whatever the reason, including node_lost (a holder may report its
+// stream's node loss before the connection's Closed callback arrives, or
+// without the node being gone at all): a waiter must not be left queued
+// while its live candidate shows a free slot.
+func TestReleaseAnyReasonPumps(t *testing.T) {
+	for _, reason := range []ReleaseReason{ReasonCompleted, ReasonCancelled, ReasonError, ReasonNodeLost} {
+		t.Run(string(reason), func(t *testing.T) {
+			f := queueFixture(t, 1, 0, tModel{timeout: 60})
+			l := mustAcquire(t, f.d, Request{Model: "m"})
+			w := f.enqueue(context.Background(), Request{Model: "m"})
+			if !l.Release(reason) {
+				t.Fatal("release")
+			}
+			if p := provOf(f.d.Status(), "a", "p"); p.InFlight != 1 || p.Queued != 0 {
+				t.Fatalf("after release(%s): %+v (a waiter is stranded beside a free slot)", reason, *p)
+			}
+			l2 := recvLease(t, w)
+			if got := metricValue(t, f.reg, "iop_lease_released_total", released("a", "p", reason)); got != 1 {
+				t.Fatalf("released{%s} = %v", reason, got)
+			}
+			l2.Release(ReasonCompleted)
+		})
+	}
+}
+
+// A grant racing the waiter's cancellation or timeout never leaks a slot:
+// either the caller gets the lease, or it goes back (reason cancelled) and
+// the slot is free again.
+func TestGiveUpRacingGrant(t *testing.T) {
+	for _, mode := range []string{"cancel", "timeout"} {
+		t.Run(mode, func(t *testing.T) {
+			timeout := 60.0
+			if mode == "timeout" {
+				timeout = 0.001
+			}
+			f := queueFixture(t, 1, 0, tModel{timeout: timeout})
+			got, gaveUp := 0, 0
+			for i := range 200 {
+				l := mustAcquire(t, f.d, Request{Model: "m"})
+				ctx, cancel := context.WithCancel(context.Background())
+				ch := f.acquireAsync(ctx, Request{Model: "m"})
+				if mode == "cancel" {
+					waitFor(t, "queued", func() bool { return pendingOf(f.d.Status(), "m") == 1 })
+					go cancel()
+				} else {
+					// Jitter (not an assertion): release around the 1ms
+					// queue timeout so both orders happen.
+					time.Sleep(time.Duration(i%4) * 400 * time.Microsecond)
+				}
+				l.Release(ReasonCompleted)
+				r := recv(t, ch)
+				cancel()
+				if r.err == nil {
+					got++
+					if !r.l.Release(ReasonCompleted) {
+						t.Fatal("returned lease was already released")
+					}
+				} else {
+					gaveUp++
+					if mode == "cancel" {
+						wantErr(t, r.err, context.Canceled)
+					} else {
+						wantErr(t, r.err, ErrQueueTimeout)
+					}
+				}
+				st := f.d.Status()
+				if p := provOf(st, "a", "p"); p.InFlight != 0 || p.Queued != 0 || pendingOf(st, "m") != 0 {
+					t.Fatalf("slot leaked: %+v pending %d", *p, pendingOf(st, "m"))
+				}
+			}
+			acq := metricValue(t, f.reg, "iop_lease_acquired_total", nil)
+			rel := metricValue(t, f.reg, "iop_lease_released_total", nil)
+			if acq != rel {
+				t.Fatalf("acquired %v released %v", acq, rel)
+			}
+			t.Logf("%s: %d served, %d gave up", mode, got, gaveUp)
+		})
+	}
+}

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -194,6 +195,7 @@ func (pm *propMachine) queued(pred func(*propOp) bool) []*propOp {
 // queue timeout fires within a run), so a settled state stays settled.
 func (pm *propMachine) settle(rt *rapid.T) {
 	deadline := time.Now().Add(waitDeadline)
+	spins := 0
 	for {
 		for drained := false; !drained; {
 			select {
@@ -216,6 +218,10 @@ func (pm *propMachine) settle(rt *rapid.T) {
 		}
 		if time.Now().After(deadline) {
 			rt.Fatalf("dispatcher did not settle: %+v", st.Models)
+		}
+		if spins++; spins < 50 {
+			runtime.Gosched()
+			continue
 		}
 		select {
 		case r := <-pm.results:
@@ -347,7 +353,7 @@ func (pm *propMachine) release(rt *rapid.T) {
 		rt.Skip("no held lease")
 	}
 	l := held[rapid.IntRange(0, len(held)-1).Draw(rt, "lease")]
-	reason := rapid.SampledFrom([]ReleaseReason{ReasonCompleted, ReasonCancelled, ReasonError}).Draw(rt, "reason")
+	reason := rapid.SampledFrom([]ReleaseReason{ReasonCompleted, ReasonCancelled, ReasonError, ReasonNodeLost}).Draw(rt, "reason")
 	if !l.l.Release(reason) {
 		rt.Fatalf("Release of a held lease returned false")
 	}

@@ -251,7 +251,28 @@ func (d *Dispatcher) RefreshNode(ctx context.Context, nodeID string) (*iop.NodeC
 	if resp == nil {
 		return nil, fmt.Errorf("%w: want NodeConfigRefreshResponse, got %T", nodewire.ErrProtocol, env.Body)
 	}
+	if resp.GetStatus() == iop.RefreshStatus_REFRESH_STATUS_APPLIED {
+		d.activateAdded(nodeID)
+	}
 	return resp, nil
+}
+
+// activateAdded makes providers that a reload added to a ready node live
+// once the node has applied the config that contains them.
+func (d *Dispatcher) activateAdded(nodeID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.nodes[nodeID]
+	if n == nil || n.state != stateReady {
+		return
+	}
+	for _, r := range n.resources {
+		if !r.live {
+			r.live, r.gen, r.conn = true, n.gen, n.owner
+			r.inFlight, r.longInFlight = 0, 0
+			d.pumpLocked(r)
+		}
+	}
 }
 
 // TerminateSession sends CancelRequest(TERMINATE_SESSION) to every ready
