@@ -9,7 +9,7 @@ PKG       := github.com/iop-gateway/iop
 PROTO_SRC := iop/runtime.proto
 GOFLAGS_TEST ?= -race -count=1 -timeout 15m
 
-.PHONY: all build test vet unit proto proto-check run fuzz clean
+.PHONY: all build test vet unit proto proto-check run fuzz chaos soak bench clean
 
 all: build
 
@@ -56,6 +56,20 @@ fuzz:
 			echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 		done; \
 	done
+
+## chaos: the long chaos run (a short version runs in make test).
+chaos:
+	CHAOS_LONG=1 $(GO) test -race -count=1 -timeout 60m -run 'Chaos' -v ./chaos/
+
+## soak: steady mixed load against a loopback stack; DURATION=10m.
+DURATION ?= 10m
+soak:
+	$(GO) run ./chaos/soak -duration $(DURATION)
+
+## bench: latency/throughput against direct, nginx (when installed), tunnel
+## and run paths; results to docs/benchmarks.md.
+bench:
+	$(GO) run ./bench/iopbench -out docs/benchmarks.md
 
 clean:
 	rm -rf $(BIN) var
