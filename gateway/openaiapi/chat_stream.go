@@ -58,7 +58,8 @@ var nullJSON = json.RawMessage("null")
 //
 // When the request offered tools, text that might be a text tool call
 // ("<tool_call>" and partial prefixes of it) is held until it can be decided;
-// see toolHolder. All other text is released immediately.
+// see toolHolder. All other text is released immediately. Deltas are proto3
+// strings and so whole UTF-8 runes; the writer never splits one.
 type ChatStreamWriter struct {
 	opts      RenderOptions
 	st        runState

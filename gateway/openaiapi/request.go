@@ -128,9 +128,9 @@ func parseChat(body []byte) (*ChatRequest, *Error) {
 	if !ok || isNull(rawMsgs) {
 		return nil, missingParam("messages")
 	}
-	msgs, ok := asArray(rawMsgs)
-	if !ok {
-		return nil, typeError("messages", "an array", rawMsgs)
+	msgs, e := decodeMessages(rawMsgs)
+	if e != nil {
+		return nil, e
 	}
 	if len(msgs) == 0 {
 		return nil, invalidValue("messages", "expected an array with at least one message, but got an empty array.")
@@ -162,12 +162,35 @@ func parseChat(body []byte) (*ChatRequest, *Error) {
 	return r, nil
 }
 
+// decodeMessages decodes the messages array in one pass when every element
+// is an object (the normal case: each nested decode would re-validate its
+// bytes, which dominates on multi-MiB prompts). An element that is not an
+// object yields a nil map, reported by validateMessage.
+func decodeMessages(raw json.RawMessage) ([]object, *Error) {
+	var msgs []object
+	if err := json.Unmarshal(raw, &msgs); err == nil {
+		return msgs, nil
+	}
+	elems, ok := asArray(raw)
+	if !ok {
+		return nil, typeError("messages", "an array", raw)
+	}
+	msgs = make([]object, len(elems))
+	for i, el := range elems {
+		m, ok := asObject(el)
+		if !ok {
+			return nil, typeError(fmt.Sprintf("messages[%d]", i), "an object", el)
+		}
+		msgs[i] = m
+	}
+	return msgs, nil
+}
+
 // validateMessage checks one message and returns the bytes it contributes to
 // the prompt estimate.
-func validateMessage(raw json.RawMessage, param string) (int, *Error) {
-	m, ok := asObject(raw)
-	if !ok {
-		return 0, typeError(param, "an object", raw)
+func validateMessage(m object, param string) (int, *Error) {
+	if m == nil {
+		return 0, typeError(param, "an object", json.RawMessage("null"))
 	}
 	rawRole, ok := m["role"]
 	if !ok || isNull(rawRole) {

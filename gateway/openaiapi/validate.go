@@ -3,6 +3,7 @@ package openaiapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -30,16 +31,18 @@ func decodeTopLevel(body []byte) (object, *Error) {
 	if !utf8.Valid(body) {
 		return nil, InvalidRequest("The request body is not valid UTF-8.", "")
 	}
-	if !json.Valid(trimmed) {
-		return nil, InvalidRequest("We could not parse the JSON body of your request: it is not valid JSON.", "")
-	}
-	if trimmed[0] != '{' {
-		return nil, InvalidRequest(fmt.Sprintf("The request body must be a JSON object, but got %s.", kindOf(trimmed)), "")
-	}
 	var obj object
 	if err := json.Unmarshal(trimmed, &obj); err != nil {
-		// Unreachable after json.Valid and the '{' check; kept as a guard.
-		return nil, InvalidRequest("We could not parse the JSON body of your request.", "")
+		// Unmarshal validates the whole document before decoding, so a type
+		// error means valid JSON that is not an object.
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return nil, InvalidRequest(fmt.Sprintf("The request body must be a JSON object, but got %s.", kindOf(trimmed)), "")
+		}
+		return nil, InvalidRequest("We could not parse the JSON body of your request: it is not valid JSON.", "")
+	}
+	if obj == nil { // the literal null
+		return nil, InvalidRequest("The request body must be a JSON object, but got null.", "")
 	}
 	return obj, nil
 }
@@ -252,6 +255,14 @@ func asString(raw json.RawMessage) (string, bool) {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 || t[0] != '"' {
 		return "", false
+	}
+	// Fast path for the common escape-free string: every RawMessage here was
+	// cut from an already validated document, so the quotes delimit it, and
+	// re-running encoding/json's validation would dominate parsing of
+	// multi-MiB prompts.
+	if len(t) >= 2 && t[len(t)-1] == '"' && bytes.IndexByte(t[1:len(t)-1], '\\') < 0 &&
+		bytes.IndexByte(t[1:len(t)-1], '"') < 0 && utf8.Valid(t) {
+		return string(t[1 : len(t)-1]), true
 	}
 	var s string
 	if json.Unmarshal(t, &s) != nil {
