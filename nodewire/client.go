@@ -18,7 +18,8 @@ import (
 type DialConfig struct {
 	// Address is the Edge's node listener, host:port.
 	Address string
-	// TLS, when non-nil, is used for the connection.
+	// TLS, when non-nil, is used for the connection. An empty ServerName
+	// means the host part of Address.
 	TLS *tls.Config
 	// HandshakeTimeout bounds dial, TLS, registration and the ready
 	// exchange. Zero means DefaultHandshakeTimeout.
@@ -58,9 +59,11 @@ func Dial(ctx context.Context, cfg DialConfig, req *iop.RegisterRequest) (*Clien
 	if err != nil {
 		return nil, nil, fmt.Errorf("nodewire: dial: %w", err)
 	}
-	// Closing raw when ctx ends bounds every blocking step below, including
-	// the multiplexer's stream reads, by the handshake deadline.
-	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
+	// Closing the socket when ctx ends bounds every blocking step below,
+	// including the multiplexer's stream reads, by the handshake deadline.
+	// The callback closes its own copy: raw is reassigned below (TLS).
+	sock := raw
+	stop := context.AfterFunc(ctx, func() { _ = sock.Close() })
 	ok := false
 	defer func() {
 		if !stop() || !ok {
@@ -69,7 +72,15 @@ func Dial(ctx context.Context, cfg DialConfig, req *iop.RegisterRequest) (*Clien
 	}()
 	_ = raw.SetDeadline(deadline)
 	if cfg.TLS != nil {
-		tc := tls.Client(raw, cfg.TLS)
+		tcfg := cfg.TLS
+		if tcfg.ServerName == "" && !tcfg.InsecureSkipVerify {
+			// Verify the dialed host, as crypto/tls.Dial does.
+			if host, _, err := net.SplitHostPort(cfg.Address); err == nil {
+				tcfg = tcfg.Clone()
+				tcfg.ServerName = host
+			}
+		}
+		tc := tls.Client(raw, tcfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			return nil, nil, fmt.Errorf("nodewire: tls: %w", err)
 		}
@@ -117,8 +128,13 @@ func Dial(ctx context.Context, cfg DialConfig, req *iop.RegisterRequest) (*Clien
 }
 
 func ctxErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("%w (%w)", ctx.Err(), err)
+	cerr := ctx.Err()
+	if d, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(d) {
+		// The stream deadline, set from ctx's, fired before ctx's own timer.
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil {
+		return fmt.Errorf("%w (%w)", cerr, err)
 	}
 	return err
 }
@@ -133,12 +149,19 @@ func (c *ClientConn) Ready(ctx context.Context, nodeID string) error {
 	defer stop()
 	deadline, _ := ctx.Deadline()
 	_ = c.ctrl.SetDeadline(deadline)
+	// A failed exchange leaves the control stream unusable: close. (The
+	// AfterFunc alone does not suffice: the stream deadline can fire first
+	// and stop below then wins over ctx's timer.)
 	if err := c.ctrl.Send(&iop.Envelope{Body: &iop.Envelope_NodeReadyRequest{NodeReadyRequest: &iop.NodeReadyRequest{NodeId: nodeID}}}); err != nil {
-		return fmt.Errorf("nodewire: send ready: %w", ctxErr(ctx, err))
+		err = fmt.Errorf("nodewire: send ready: %w", ctxErr(ctx, err))
+		c.closeWith(err)
+		return err
 	}
 	env, err := c.ctrl.Recv()
 	if err != nil {
-		return fmt.Errorf("nodewire: read ready response: %w", ctxErr(ctx, err))
+		err = fmt.Errorf("nodewire: read ready response: %w", ctxErr(ctx, err))
+		c.closeWith(err)
+		return err
 	}
 	resp := env.GetNodeReadyResponse()
 	if resp == nil {
@@ -161,6 +184,7 @@ type StreamHandler func(ctx context.Context, st *Stream, first *iop.Envelope)
 // goroutine, until the connection closes or ctx is cancelled. It returns the
 // connection's close cause after every handler has returned.
 func (c *ClientConn) Serve(ctx context.Context, h StreamHandler) error {
+	callerCtx := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { c.closeWith(fmt.Errorf("nodewire: serve: %w", context.Cause(ctx))) })
@@ -179,8 +203,18 @@ func (c *ClientConn) Serve(ctx context.Context, h StreamHandler) error {
 	for {
 		st, err := c.acceptStream(ctx)
 		if err != nil {
+			// Serve's own cancel below is not a close cause. The AfterFunc
+			// may not have run yet for the caller's cancel (stop can win
+			// the race with the cancel's propagation): close here.
+			stop()
+			if cause := context.Cause(callerCtx); cause != nil {
+				c.closeWith(fmt.Errorf("nodewire: serve: %w", cause))
+			}
 			cancel()
 			wg.Wait()
+			if c.sess.IsClosed() {
+				<-c.closed // the session watcher records why it ended
+			}
 			if cerr := c.Err(); cerr != nil {
 				return cerr
 			}

@@ -5,6 +5,7 @@
 package nodewire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -92,14 +93,38 @@ func ReadFrame(r io.Reader, maxSize int) (*iop.Envelope, error) {
 	if uint64(n) > uint64(maxSize) {
 		return nil, fmt.Errorf("%w: %d bytes > %d", ErrFrameTooLarge, n, maxSize)
 	}
-	payload := make([]byte, n)
-	if _, err := io.ReadFull(r, payload); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
+	payload, err := readPayload(r, int(n))
+	if err != nil {
 		return nil, fmt.Errorf("nodewire: read payload: %w", err)
 	}
 	return DecodeEnvelope(payload)
+}
+
+// eagerPayload is the payload size allocated up front; larger payloads grow
+// with the bytes that actually arrive, so a peer that announces a large frame
+// and sends little costs little memory.
+const eagerPayload = 64 << 10
+
+func readPayload(r io.Reader, n int) ([]byte, error) {
+	if n <= eagerPayload {
+		payload := make([]byte, n)
+		if _, err := io.ReadFull(r, payload); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		return payload, nil
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, eagerPayload))
+	got, err := io.CopyN(buf, r, int64(n))
+	if got < int64(n) {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // DecodeEnvelope decodes one frame payload.

@@ -285,8 +285,9 @@ func TestHandshakeSilentPeer(t *testing.T) {
 func TestHandshakeBadFirstMessage(t *testing.T) {
 	cases := []struct {
 		name string
-		send func(st *yamux.Stream) error
+		send func(st *yamux.Stream) error // nil: open no control stream
 	}{
+		{"no control stream", nil},
 		{"heartbeat first", func(st *yamux.Stream) error {
 			return WriteFrame(st, &iop.Envelope{Body: &iop.Envelope_Heartbeat{Heartbeat: &iop.Heartbeat{Sequence: 1}}}, 0)
 		}},
@@ -316,12 +317,15 @@ func TestHandshakeBadFirstMessage(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer sess.Close()
-			st, err := sess.OpenStream()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := tc.send(st); err != nil {
-				t.Fatal(err)
+			if tc.send != nil {
+				st, err := sess.OpenStream()
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The server may drop the session as soon as the bytes
+				// arrive, before yamux reports the write done: a write
+				// error here is not a failure.
+				_ = tc.send(st)
 			}
 			select {
 			case <-sess.CloseChan():
@@ -402,6 +406,9 @@ func TestReadyTimeoutClosesConn(t *testing.T) {
 		t.Fatalf("Ready: got %v, want context.DeadlineExceeded", err)
 	}
 	waitDone(t, cc.Conn, waitLong, "client conn after a Ready timeout")
+	if !errors.Is(cc.Err(), context.DeadlineExceeded) {
+		t.Fatalf("client Err = %v, want context.DeadlineExceeded", cc.Err())
+	}
 }
 
 // After the handshake only heartbeats may travel on the control stream.
@@ -410,9 +417,8 @@ func TestControlStreamProtocolViolation(t *testing.T) {
 	ts := startServer(t, h, ServerConfig{})
 	cc, sc := readyPair(t, ts, "node-1")
 
-	if err := cc.ctrl.Send(smallDeltaEnvelope()); err != nil {
-		t.Fatal(err)
-	}
+	// The Edge may drop the session before yamux reports this write done.
+	_ = cc.ctrl.Send(smallDeltaEnvelope())
 	waitDone(t, sc, waitLong, "server conn after a protocol violation")
 	if !errors.Is(sc.Err(), ErrProtocol) {
 		t.Fatalf("server Err = %v, want ErrProtocol", sc.Err())

@@ -1,6 +1,7 @@
 package nodewire
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -19,8 +20,14 @@ func TestHeartbeatTimeout(t *testing.T) {
 	ts := startServer(t, h, ServerConfig{})
 	px := startProxy(t, ts.addr)
 
-	cc, sc := readyPair(t, &testServer{srv: ts.srv, addr: px.Addr(), h: h}, "node-1")
+	cc, sc := readyPairVia(t, px.Addr(), h, "node-1")
+	serveRes := serveClient(t, context.Background(), cc, func(ctx context.Context, st *Stream, first *iop.Envelope) {
+		_ = st.CloseWrite()
+	})
 	waitFor(t, "heartbeats through the proxy", func() bool {
+		if sc.Err() != nil || cc.Err() != nil {
+			t.Fatalf("connection closed before the freeze: server %v, client %v", sc.Err(), cc.Err())
+		}
 		return cc.Stats().HeartbeatsReceived >= 2 && sc.Stats().HeartbeatsReceived >= 2
 	})
 
@@ -44,6 +51,15 @@ func TestHeartbeatTimeout(t *testing.T) {
 	if !errors.Is(cc.Err(), ErrHeartbeatTimeout) {
 		t.Fatalf("client Err = %v, want ErrHeartbeatTimeout", cc.Err())
 	}
+	// The Node's Serve reports the same cause.
+	select {
+	case err := <-serveRes:
+		if !errors.Is(err, ErrHeartbeatTimeout) {
+			t.Fatalf("ClientConn.Serve = %v, want ErrHeartbeatTimeout", err)
+		}
+	case <-time.After(waitLong):
+		t.Fatal("ClientConn.Serve did not return after the heartbeat timeout")
+	}
 	ts.close(t)
 	if _, _, closed := h.counts(); closed != 1 {
 		t.Fatalf("Closed called %d times, want 1", closed)
@@ -52,13 +68,16 @@ func TestHeartbeatTimeout(t *testing.T) {
 
 // Heartbeats keep a quiet but healthy connection open well past the timeout.
 func TestHeartbeatKeepsIdleConnOpen(t *testing.T) {
-	h := newFakeHandler() // 50ms interval, 300ms timeout
+	h := newFakeHandler()
+	h.register = func(_ *Conn, req *iop.RegisterRequest) *iop.RegisterResponse {
+		return acceptResponse(req.GetNodeId(), &iop.HeartbeatConfig{IntervalMs: 50, TimeoutMs: 1000})
+	}
 	ts := startServer(t, h, ServerConfig{})
 	cc, sc := readyPair(t, ts, "node-1")
-	// 20 heartbeats each way is 1s: more than three timeouts of silence on
-	// the data path.
-	waitFor(t, "20 heartbeats each way", func() bool {
-		return cc.Stats().HeartbeatsReceived >= 20 && sc.Stats().HeartbeatsReceived >= 20
+	// 50 heartbeats each way take 2.5s: the data path stays silent for more
+	// than two heartbeat timeouts.
+	waitFor(t, "50 heartbeats each way", func() bool {
+		return cc.Stats().HeartbeatsReceived >= 50 && sc.Stats().HeartbeatsReceived >= 50
 	})
 	if sc.Err() != nil || cc.Err() != nil {
 		t.Fatalf("idle connection closed: server %v, client %v", sc.Err(), cc.Err())

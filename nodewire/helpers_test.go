@@ -24,8 +24,10 @@ func TestMain(m *testing.M) {
 // tests are small; deadlines are generous because the machine is shared.
 const waitLong = 5 * time.Second
 
-// testHeartbeat is the fast heartbeat the handlers hand down by default.
-var testHeartbeat = &iop.HeartbeatConfig{IntervalMs: 50, TimeoutMs: 300}
+// testHeartbeat is the heartbeat the handlers hand down by default: fast
+// enough that tests see heartbeats flow, with a timeout generous enough that
+// a loaded machine never trips it. heartbeat_test.go uses tight timeouts.
+var testHeartbeat = &iop.HeartbeatConfig{IntervalMs: 50, TimeoutMs: 5000}
 
 type closedCall struct {
 	c   *Conn
@@ -200,14 +202,21 @@ func dial(t *testing.T, cfg DialConfig, nodeID string) (*ClientConn, *iop.Regist
 // connection and the server's Conn for it.
 func readyPair(t *testing.T, ts *testServer, nodeID string) (*ClientConn, *Conn) {
 	t.Helper()
-	cc, _ := dial(t, DialConfig{Address: ts.addr}, nodeID)
-	sc := recvConn(t, ts.h.registered, "Register")
+	return readyPairVia(t, ts.addr, ts.h, nodeID)
+}
+
+// readyPairVia is readyPair through addr (a proxy in front of the server
+// whose handler is h).
+func readyPairVia(t *testing.T, addr string, h *fakeHandler, nodeID string) (*ClientConn, *Conn) {
+	t.Helper()
+	cc, _ := dial(t, DialConfig{Address: addr}, nodeID)
+	sc := recvConn(t, h.registered, "Register")
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
 	if err := cc.Ready(ctx, nodeID); err != nil {
 		t.Fatalf("Ready: %v", err)
 	}
-	if got := recvConn(t, ts.h.readied, "Ready"); got != sc {
+	if got := recvConn(t, h.readied, "Ready"); got != sc {
 		t.Fatalf("Ready called for another Conn than Register")
 	}
 	return cc, sc

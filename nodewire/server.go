@@ -178,14 +178,20 @@ func (s *Server) serveConn(raw net.Conn) {
 
 	deadline := time.Now().Add(s.cfg.HandshakeTimeout)
 	_ = c.ctrl.SetWriteDeadline(deadline)
-	if err = c.ctrl.Send(&iop.Envelope{Body: &iop.Envelope_RegisterResponse{RegisterResponse: resp}}); err != nil {
-		log.Info("node handshake failed", zap.Error(err))
-		return
-	}
+	// A rejection is the close cause even if its Send reports an error:
+	// yamux can report a delivered write as failed when the peer hangs up
+	// right after reading it.
+	serr := c.ctrl.Send(&iop.Envelope{Body: &iop.Envelope_RegisterResponse{RegisterResponse: resp}})
 	if !resp.GetAccepted() {
 		err = &RejectedError{Code: resp.GetRejectCode(), Reason: resp.GetReason()}
 		log.Info("node registration rejected", zap.Stringer("code", resp.GetRejectCode()), zap.String("reason", resp.GetReason()))
-		c.lingerClose()
+		if serr == nil {
+			c.lingerClose()
+		}
+		return
+	}
+	if err = serr; err != nil {
+		log.Info("node handshake failed", zap.Error(err))
 		return
 	}
 
@@ -206,13 +212,16 @@ func (s *Server) serveConn(raw net.Conn) {
 	}
 	rresp := s.cfg.Handler.Ready(c, rreq)
 	_ = c.ctrl.SetWriteDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
-	if err = c.ctrl.Send(&iop.Envelope{Body: &iop.Envelope_NodeReadyResponse{NodeReadyResponse: rresp}}); err != nil {
-		log.Info("node handshake failed", zap.Error(err))
+	serr = c.ctrl.Send(&iop.Envelope{Body: &iop.Envelope_NodeReadyResponse{NodeReadyResponse: rresp}})
+	if !rresp.GetReady() { // the cause even if Send reports an error (above)
+		err = fmt.Errorf("%w: %s", ErrNotReady, rresp.GetReason())
+		if serr == nil {
+			c.lingerClose()
+		}
 		return
 	}
-	if !rresp.GetReady() {
-		err = fmt.Errorf("%w: %s", ErrNotReady, rresp.GetReason())
-		c.lingerClose()
+	if err = serr; err != nil {
+		log.Info("node handshake failed", zap.Error(err))
 		return
 	}
 	ready = true
@@ -281,4 +290,3 @@ func (c *Conn) lingerClose() {
 		}
 	}
 }
-

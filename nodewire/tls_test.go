@@ -1,0 +1,295 @@
+package nodewire
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// testCA is a throwaway certificate authority whose files live in a test's
+// temporary directory.
+type testCA struct {
+	dir    string
+	name   string
+	cert   *x509.Certificate
+	key    *ecdsa.PrivateKey
+	caFile string
+	serial int64
+}
+
+func newTestCA(t *testing.T, dir, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := &testCA{dir: dir, name: name, cert: cert, key: key, caFile: filepath.Join(dir, name+"-ca.pem"), serial: 1}
+	writePEM(t, ca.caFile, "CERTIFICATE", der)
+	return ca
+}
+
+// issue signs a leaf certificate and returns its cert and key files. A
+// server leaf is valid for edge.test and 127.0.0.1.
+func (ca *testCA) issue(t *testing.T, cn string, server bool) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.serial++
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(ca.serial),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.DNSNames = []string{"edge.test"}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile = filepath.Join(ca.dir, ca.name+"-"+cn+".pem")
+	keyFile = filepath.Join(ca.dir, ca.name+"-"+cn+"-key.pem")
+	writePEM(t, certFile, "CERTIFICATE", der)
+	writePEM(t, keyFile, "PRIVATE KEY", keyDER)
+	return certFile, keyFile
+}
+
+func writePEM(t *testing.T, file, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func serverTLS(t *testing.T, certFile, keyFile, clientCA string) *tls.Config {
+	t.Helper()
+	cfg, err := ServerTLSConfig(certFile, keyFile, clientCA)
+	if err != nil {
+		t.Fatalf("ServerTLSConfig: %v", err)
+	}
+	return cfg
+}
+
+func clientTLS(t *testing.T, caFile, serverName, certFile, keyFile string) *tls.Config {
+	t.Helper()
+	cfg, err := ClientTLSConfig(caFile, serverName, certFile, keyFile)
+	if err != nil {
+		t.Fatalf("ClientTLSConfig: %v", err)
+	}
+	return cfg
+}
+
+func dialErr(addr string, tcfg *tls.Config) error {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	cc, _, err := Dial(ctx, DialConfig{Address: addr, TLS: tcfg}, testRegisterRequest("node-1"))
+	if err == nil {
+		_ = cc.Close()
+	}
+	return err
+}
+
+func TestTLSHandshake(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, dir, "edge")
+	certFile, keyFile := ca.issue(t, "edge", true)
+	h := newFakeHandler()
+	ts := startServer(t, h, ServerConfig{TLS: serverTLS(t, certFile, keyFile, "")})
+
+	for _, tc := range []struct{ name, serverName string }{
+		{"explicit server name", "edge.test"},
+		// Empty server_name verifies the host of the dialed address, as
+		// crypto/tls.Dial does.
+		{"server name from address", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cc, resp, err := Dial(context.Background(), DialConfig{Address: ts.addr, TLS: clientTLS(t, ca.caFile, tc.serverName, "", "")}, testRegisterRequest("node-1"))
+			if err != nil {
+				t.Fatalf("Dial over TLS: %v", err)
+			}
+			defer cc.Close()
+			if !resp.GetAccepted() {
+				t.Fatalf("RegisterResponse %v", resp)
+			}
+			sc := recvConn(t, h.registered, "Register")
+			ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+			defer cancel()
+			if err := cc.Ready(ctx, "node-1"); err != nil {
+				t.Fatalf("Ready: %v", err)
+			}
+			recvConn(t, h.readied, "Ready")
+			tc, ok := cc.raw.(*tls.Conn)
+			if !ok {
+				t.Fatalf("client transport is %T, want *tls.Conn", cc.raw)
+			}
+			if st := tc.ConnectionState(); !st.HandshakeComplete || st.Version < tls.VersionTLS12 {
+				t.Fatalf("TLS state: complete %v, version %x", st.HandshakeComplete, st.Version)
+			}
+			if _, ok := sc.raw.(*tls.Conn); !ok {
+				t.Fatalf("server transport is %T, want *tls.Conn", sc.raw)
+			}
+			waitFor(t, "heartbeats over TLS", func() bool {
+				return cc.Stats().HeartbeatsReceived >= 2 && sc.Stats().HeartbeatsReceived >= 2
+			})
+			_ = cc.Close()
+			recvClosed(t, h)
+		})
+	}
+}
+
+func TestTLSWrongCA(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, dir, "edge")
+	other := newTestCA(t, dir, "other")
+	certFile, keyFile := ca.issue(t, "edge", true)
+	h := newFakeHandler()
+	ts := startServer(t, h, ServerConfig{TLS: serverTLS(t, certFile, keyFile, "")})
+
+	err := dialErr(ts.addr, clientTLS(t, other.caFile, "edge.test", "", ""))
+	if err == nil {
+		t.Fatal("Dial trusted a server certificate from an unknown CA")
+	}
+	var unknown x509.UnknownAuthorityError
+	if !errors.As(err, &unknown) {
+		t.Fatalf("Dial error %v, want x509.UnknownAuthorityError", err)
+	}
+	// The right CA with the wrong name fails too.
+	err = dialErr(ts.addr, clientTLS(t, ca.caFile, "not-edge.test", "", ""))
+	var host x509.HostnameError
+	if !errors.As(err, &host) {
+		t.Fatalf("Dial with a wrong server name: %v, want x509.HostnameError", err)
+	}
+	// A plain-TCP Node talking to a TLS Edge is dropped.
+	if err := dialErr(ts.addr, nil); err == nil {
+		t.Fatal("plain Dial to a TLS server succeeded")
+	}
+	ts.close(t)
+	if regs, readies, closed := h.counts(); regs+readies+closed != 0 {
+		t.Fatalf("handler called for failed TLS handshakes: Register %d, Ready %d, Closed %d", regs, readies, closed)
+	}
+}
+
+func TestMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, dir, "edge")
+	nodeCA := newTestCA(t, dir, "nodes")
+	rogueCA := newTestCA(t, dir, "rogue")
+	certFile, keyFile := ca.issue(t, "edge", true)
+	nodeCert, nodeKey := nodeCA.issue(t, "node-1", false)
+	rogueCert, rogueKey := rogueCA.issue(t, "node-1", false)
+
+	h := newFakeHandler()
+	ts := startServer(t, h, ServerConfig{TLS: serverTLS(t, certFile, keyFile, nodeCA.caFile)})
+
+	if err := dialErr(ts.addr, clientTLS(t, ca.caFile, "edge.test", "", "")); err == nil {
+		t.Fatal("mutual TLS accepted a Node without a client certificate")
+	}
+	if err := dialErr(ts.addr, clientTLS(t, ca.caFile, "edge.test", rogueCert, rogueKey)); err == nil {
+		t.Fatal("mutual TLS accepted a client certificate from another CA")
+	}
+	if regs, _, _ := h.counts(); regs != 0 {
+		t.Fatalf("Register called %d times for rejected client certificates", regs)
+	}
+
+	cc, _, err := Dial(context.Background(), DialConfig{Address: ts.addr, TLS: clientTLS(t, ca.caFile, "edge.test", nodeCert, nodeKey)}, testRegisterRequest("node-1"))
+	if err != nil {
+		t.Fatalf("Dial with a client certificate: %v", err)
+	}
+	defer cc.Close()
+	sc := recvConn(t, h.registered, "Register")
+	peer := sc.raw.(*tls.Conn).ConnectionState().PeerCertificates
+	if len(peer) == 0 || peer[0].Subject.CommonName != "node-1" {
+		t.Fatalf("server saw client certificates %v", peer)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	if err := cc.Ready(ctx, "node-1"); err != nil {
+		t.Fatalf("Ready: %v", err)
+	}
+}
+
+func TestTLSConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, dir, "edge")
+	certFile, keyFile := ca.issue(t, "edge", true)
+	missing := filepath.Join(dir, "missing.pem")
+	notPEM := filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := ServerTLSConfig(missing, keyFile, ""); err == nil {
+		t.Error("ServerTLSConfig with a missing cert file succeeded")
+	}
+	if _, err := ServerTLSConfig(certFile, certFile, ""); err == nil {
+		t.Error("ServerTLSConfig with a certificate as key succeeded")
+	}
+	if _, err := ServerTLSConfig(certFile, keyFile, missing); err == nil {
+		t.Error("ServerTLSConfig with a missing client CA succeeded")
+	}
+	if _, err := ServerTLSConfig(certFile, keyFile, notPEM); err == nil {
+		t.Error("ServerTLSConfig with a non-PEM client CA succeeded")
+	}
+	cfg, err := ServerTLSConfig(certFile, keyFile, ca.caFile)
+	if err != nil || cfg.ClientAuth != tls.RequireAndVerifyClientCert || cfg.ClientCAs == nil || cfg.MinVersion < tls.VersionTLS12 {
+		t.Errorf("ServerTLSConfig with client CA: %+v, %v", cfg, err)
+	}
+	cfg, err = ServerTLSConfig(certFile, keyFile, "")
+	if err != nil || cfg.ClientAuth != tls.NoClientCert {
+		t.Errorf("ServerTLSConfig without client CA: ClientAuth %v, %v", cfg.ClientAuth, err)
+	}
+
+	if _, err := ClientTLSConfig(missing, "", "", ""); err == nil {
+		t.Error("ClientTLSConfig with a missing CA succeeded")
+	}
+	if _, err := ClientTLSConfig(notPEM, "", "", ""); err == nil {
+		t.Error("ClientTLSConfig with a non-PEM CA succeeded")
+	}
+	if _, err := ClientTLSConfig("", "", certFile, ""); err == nil {
+		t.Error("ClientTLSConfig with a cert but no key succeeded")
+	}
+	cfg, err = ClientTLSConfig("", "edge.test", "", "")
+	if err != nil || cfg.RootCAs != nil || cfg.ServerName != "edge.test" || len(cfg.Certificates) != 0 {
+		t.Errorf("ClientTLSConfig with system roots: %+v, %v", cfg, err)
+	}
+}
