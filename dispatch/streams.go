@@ -65,22 +65,48 @@ func (x *exchange) recv() (*iop.Envelope, error) {
 	return env, nil
 }
 
-// Cancel sends CancelRequest(CANCEL_RUN) for the exchange's run and gives
-// the stream up. reason is one of client_disconnect, timeout, write_error,
-// admin. Safe to call more than once and after completion (then a no-op).
+// Cancel sends CancelRequest(CANCEL_RUN) for the exchange's run. reason is
+// one of client_disconnect, timeout, write_error, admin. The stream stays
+// readable so the caller can Drain the Node's terminal message (which
+// arrives once the Node has stopped the run and freed its slot) before it
+// releases the lease. Safe to call more than once and after completion
+// (then a no-op), and concurrently with Recv.
 func (x *exchange) Cancel(reason string) {
 	x.mu.Lock()
-	if x.done {
+	if x.done || x.cancel {
 		x.mu.Unlock()
 		return
 	}
-	x.done, x.cancel = true, true
+	x.cancel = true
 	x.mu.Unlock()
 	_ = x.st.SetWriteDeadline(time.Now().Add(time.Second))
-	_ = x.st.Send(&iop.Envelope{Body: &iop.Envelope_CancelRequest{CancelRequest: &iop.CancelRequest{
+	if err := x.st.Send(&iop.Envelope{Body: &iop.Envelope_CancelRequest{CancelRequest: &iop.CancelRequest{
 		Kind: iop.CancelKind_CANCEL_KIND_CANCEL_RUN, RunId: x.runID, Reason: reason,
-	}}})
-	x.st.Abort()
+	}}}); err != nil {
+		// The stream is unusable; unblock any reader.
+		_ = x.st.SetReadDeadline(time.Now())
+	}
+}
+
+// Drain reads and discards until the terminal message, the end of the
+// stream, or timeout, whichever comes first. Callers use it after Cancel so
+// the lease is released only once the Node has let go of the run.
+func (x *exchange) Drain(timeout time.Duration, terminal func(*iop.Envelope) bool) {
+	x.mu.Lock()
+	done := x.done
+	x.mu.Unlock()
+	if done {
+		return
+	}
+	_ = x.st.SetReadDeadline(time.Now().Add(timeout))
+	for {
+		env, err := x.st.Recv()
+		if err != nil || terminal(env) {
+			break
+		}
+	}
+	x.markDone()
+	_ = x.st.CloseWrite()
 }
 
 // Close releases the stream after the terminal message, or aborts it
@@ -143,6 +169,17 @@ func (s *RunStream) Recv() (*iop.RunEvent, error) {
 // Cancel aborts the run upstream (CancelRequest CANCEL_RUN).
 func (s *RunStream) Cancel(reason string) { s.x.Cancel(reason) }
 
+// Drain waits (bounded) for the run's terminal event after a Cancel.
+func (s *RunStream) Drain(timeout time.Duration) {
+	s.x.Drain(timeout, func(env *iop.Envelope) bool {
+		switch env.GetRunEvent().GetType() {
+		case iop.RunEventType_RUN_EVENT_TYPE_COMPLETE, iop.RunEventType_RUN_EVENT_TYPE_ERROR, iop.RunEventType_RUN_EVENT_TYPE_CANCELLED:
+			return true
+		}
+		return false
+	})
+}
+
 // Close frees the stream. Idempotent.
 func (s *RunStream) Close() { s.x.Close() }
 
@@ -184,6 +221,14 @@ func (s *TunnelStream) Recv() (*iop.ProviderTunnelFrame, error) {
 
 // Cancel aborts the tunnel upstream (CancelRequest CANCEL_RUN).
 func (s *TunnelStream) Cancel(reason string) { s.x.Cancel(reason) }
+
+// Drain waits (bounded) for the tunnel's terminal frame after a Cancel.
+func (s *TunnelStream) Drain(timeout time.Duration) {
+	s.x.Drain(timeout, func(env *iop.Envelope) bool {
+		f := env.GetProviderTunnelFrame()
+		return f.GetEnd() || f.GetKind() == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END || f.GetKind() == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR
+	})
+}
 
 // Close frees the stream. Idempotent.
 func (s *TunnelStream) Close() { s.x.Close() }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -31,6 +33,7 @@ type call struct {
 	hasTools bool
 	tokens   int
 	render   openaiapi.RenderOptions
+	runCheck func() error // nil, or whether a normalized run can serve it
 	embed    openaiapi.EmbeddingOptions
 }
 
@@ -59,7 +62,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		return
 	}
 	s.dispatch(c, &call{op: opChat, path: "/chat/completions", model: req.Model, body: body, stream: req.Stream,
-		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions()})
+		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), runCheck: req.RunSupported})
 }
 
 func (s *Server) completions(c *gin.Context) {
@@ -73,7 +76,7 @@ func (s *Server) completions(c *gin.Context) {
 		return
 	}
 	s.dispatch(c, &call{op: opCompletion, path: "/completions", model: req.Model, body: body, stream: req.Stream,
-		tokens: req.EstimatePromptTokens(), render: req.RenderOptions()})
+		tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), runCheck: req.RunSupported})
 }
 
 func (s *Server) embeddings(c *gin.Context) {
@@ -137,6 +140,10 @@ func (s *Server) dispatch(c *gin.Context, k *call) {
 		reason = s.tunnel(c, lease, k)
 	case k.op == opResponses:
 		writeError(c, openaiapi.InvalidRequest("Model '"+k.model+"' is not served by an OpenAI-compatible provider; /v1/responses is passthrough only.", "model"))
+	case k.runCheck != nil && k.runCheck() != nil:
+		// A normalized run renders one choice; n > 1 and batched prompts
+		// are only served by the tunnel.
+		writeError(c, apiError(k.runCheck(), k.model))
 	default:
 		reason = s.run(c, lease, k)
 	}
@@ -171,7 +178,7 @@ func (s *Server) listModels(c *gin.Context) {
 }
 
 func (s *Server) getModel(c *gin.Context) {
-	id := c.Param("id")
+	id := strings.TrimPrefix(c.Param("id"), "/") // a catch-all keeps the leading slash
 	if !s.knownModel(id) {
 		writeError(c, apiError(dispatch.ErrModelNotFound, id))
 		return
@@ -213,4 +220,26 @@ func (cs *cancelState) get() string {
 // stop func when the exchange is over.
 func (cs *cancelState) watch(ctx context.Context, x canceller) func() bool {
 	return context.AfterFunc(ctx, func() { cs.cancel(x, CancelClientDisconnect) })
+}
+
+// cancelDrainTimeout bounds how long a cancelled exchange waits for the
+// node's terminal message before its lease is released anyway.
+const cancelDrainTimeout = 2 * time.Second
+
+// exchange is a run or tunnel stream.
+type exchange interface {
+	canceller
+	Drain(timeout time.Duration)
+	Close()
+}
+
+// closeExchange ends an exchange. A cancelled one is drained first, so the
+// lease (released after this) goes back only once the node has stopped the
+// run and freed its own capacity slot; otherwise the next waiter handed
+// that slot could be refused by the node's gate.
+func closeExchange(cs *cancelState, x exchange) {
+	if cs.get() != "" {
+		x.Drain(cancelDrainTimeout)
+	}
+	x.Close()
 }

@@ -1,7 +1,11 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -90,13 +94,21 @@ func (s *Server) tunnel(c *gin.Context, lease *dispatch.Lease, k *call) dispatch
 		writeError(c, apiError(err, k.model))
 		return dispatch.ReasonError
 	}
-	defer ts.Close()
 	cs := &cancelState{}
-	defer cs.watch(ctx, ts)()
+	defer closeExchange(cs, ts)
+	stopWatch := cs.watch(ctx, ts)
+	defer stopWatch()
+	// Usage frames carry the latest cumulative figures; they are counted
+	// once, when the exchange ends.
+	defer func() { s.metrics.usage(k.model, in.prompt, in.completion) }()
 	limits := s.limits.Load()
 	wait := time.AfterFunc(time.Duration(limits.ResponseTimeoutSec)*time.Second, func() { cs.cancel(ts, CancelTimeout) })
 	first, err := ts.Recv()
 	wait.Stop()
+	if err == nil && cs.get() != "" {
+		// Cancelled: frames still in flight are not to be relayed.
+		err = context.Canceled
+	}
 	if err != nil {
 		return s.failedBeforeFirstByte(c, cs, err, k.model)
 	}
@@ -126,6 +138,12 @@ func (s *Server) tunnel(c *gin.Context, lease *dispatch.Lease, k *call) dispatch
 	c.Status(int(first.GetStatusCode()))
 	c.Writer.WriteHeaderNow()
 	w := newDeadlineWriter(c.Writer, time.Duration(limits.WriteTimeoutSec)*time.Second)
+	// Streams are flushed frame by frame. A whole (non-streamed) body is
+	// left to the response buffer so that its last bytes reach the client
+	// only with the end of the response: a client that closes as soon as it
+	// has parsed the JSON (SDKs do) would otherwise race the END and USAGE
+	// frames and be counted as a client_disconnect, its usage lost.
+	flushEach := sse || k.stream
 	wroteBody := false
 	for {
 		f, err := ts.Recv()
@@ -134,23 +152,33 @@ func (s *Server) tunnel(c *gin.Context, lease *dispatch.Lease, k *call) dispatch
 		}
 		switch f.GetKind() {
 		case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY:
+			if cs.get() != "" {
+				// Cancelled: body still in flight is not relayed.
+				return s.failedAfterFirstByte(c, cs, w, sse, context.Canceled)
+			}
 			if !wroteBody {
 				wroteBody = true
 				in.ttft = time.Since(start)
 				s.metrics.firstToken(k.model, routeTunnel, in.ttft)
 			}
 			if _, err := w.Write(f.GetBody()); err != nil {
-				cs.cancel(ts, CancelWriteError)
-				return s.cancelled(in, CancelWriteError)
+				return s.writeFailed(in, cs, ts, err)
+			}
+			if !flushEach {
+				continue
 			}
 			if err := w.Flush(); err != nil {
-				cs.cancel(ts, CancelWriteError)
-				return s.cancelled(in, CancelWriteError)
+				return s.writeFailed(in, cs, ts, err)
+			}
+			if sse && bytes.Contains(f.GetBody(), sseDone) {
+				// The client has the whole stream and may hang up now
+				// (SDKs do); that is not a cancellation. The usage and end
+				// frames that follow are still read.
+				stopWatch()
 			}
 		case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_USAGE:
 			u := f.GetUsage()
 			in.prompt, in.completion = u.GetPromptTokens(), u.GetCompletionTokens()
-			s.metrics.usage(k.model, in.prompt, in.completion)
 		case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_METADATA:
 			s.log.Debug("tunnel metadata", zap.String("request_id", in.requestID), zap.Any("metadata", f.GetMetadata()))
 		case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END:
@@ -161,6 +189,8 @@ func (s *Server) tunnel(c *gin.Context, lease *dispatch.Lease, k *call) dispatch
 	}
 }
 
+var sseDone = []byte("data: [DONE]")
+
 type tunnelError struct{ re *iop.RunError }
 
 func (e tunnelError) Error() string {
@@ -168,6 +198,20 @@ func (e tunnelError) Error() string {
 }
 
 func errTunnel(re *iop.RunError) error { return tunnelError{re: re} }
+
+// writeFailed ends an exchange whose write to the client failed. A write
+// that ran into the write deadline is write_error even when net/http,
+// seeing that failed write, has already cancelled the request context
+// (which the watch records as client_disconnect); any other failure keeps a
+// reason recorded before it (the client left first).
+func (s *Server) writeFailed(in *reqInfo, cs *cancelState, x canceller, err error) dispatch.ReleaseReason {
+	cs.cancel(x, CancelWriteError)
+	reason := cs.get()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		reason = CancelWriteError
+	}
+	return s.cancelled(in, reason)
+}
 
 func (s *Server) cancelled(in *reqInfo, reason string) dispatch.ReleaseReason {
 	in.cancelReason = reason

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -48,8 +50,8 @@ func (s *Server) run(c *gin.Context, lease *dispatch.Lease, k *call) dispatch.Re
 		writeError(c, apiError(err, k.model))
 		return dispatch.ReasonError
 	}
-	defer rs.Close()
 	cs := &cancelState{}
+	defer closeExchange(cs, rs)
 	defer cs.watch(ctx, rs)()
 	limits := s.limits.Load()
 	wait := time.AfterFunc(time.Duration(limits.ResponseTimeoutSec)*time.Second, func() { cs.cancel(rs, CancelTimeout) })
@@ -74,6 +76,11 @@ func (s *Server) run(c *gin.Context, lease *dispatch.Lease, k *call) dispatch.Re
 		}
 		for {
 			ev, err := rs.Recv()
+			if err == nil && cs.get() != "" {
+				// Cancelled: what still arrives (the node's CANCELLED
+				// terminal) is not the run's answer.
+				err = context.Canceled
+			}
 			if err != nil {
 				return s.failedBeforeFirstByte(c, cs, err, k.model)
 			}
@@ -114,6 +121,9 @@ func (s *Server) run(c *gin.Context, lease *dispatch.Lease, k *call) dispatch.Re
 	}
 	for !sw.Done() {
 		ev, err := rs.Recv()
+		if err == nil && cs.get() != "" {
+			err = context.Canceled // see the non-streamed loop
+		}
 		if err != nil {
 			if !sw.Started() {
 				return s.failedBeforeFirstByte(c, cs, err, k.model)
@@ -125,8 +135,11 @@ func (s *Server) run(c *gin.Context, lease *dispatch.Lease, k *call) dispatch.Re
 			return dispatch.ReasonError
 		}
 		if err := sw.Add(ev); err != nil {
-			cs.cancel(rs, CancelWriteError)
-			return s.cancelled(in, CancelWriteError)
+			var ae *openaiapi.Error
+			if errors.As(err, &ae) {
+				break // the run failed before any byte: answered below
+			}
+			return s.writeFailed(in, cs, rs, err)
 		}
 	}
 	s.recordUsage(in, k.model, sw.Usage)

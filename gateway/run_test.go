@@ -217,11 +217,9 @@ func TestRunTextToolFallbackNonStream(t *testing.T) {
 	}
 	checkFallbackRequests(t, u)
 	waitReleased(t, s.Edge, "vllm-main")
-	if got := metric(t, s.Registry, "iop_requests_total", map[string]string{"model": "qwen-7b", "route": "run", "code": "200"}); got != 1 {
-		stack.WaitFor(t, waitLong, "iop_requests_total{route=run}", func() bool {
-			return metric(t, s.Registry, "iop_requests_total", map[string]string{"model": "qwen-7b", "route": "run", "code": "200"}) == 1
-		})
-	}
+	stack.WaitFor(t, waitLong, "iop_requests_total{route=run,code=200}", func() bool {
+		return metric(t, s.Registry, "iop_requests_total", map[string]string{"model": "qwen-7b", "route": "run", "code": "200"}) == 1
+	})
 }
 
 func TestRunTextToolFallbackStream(t *testing.T) {

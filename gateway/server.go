@@ -87,7 +87,8 @@ func New(opts Options) *Server {
 
 	v1 := e.Group("/v1", s.apiAuth)
 	v1.GET("/models", s.listModels)
-	v1.GET("/models/:id", s.getModel)
+	// Catch-all: model ids often contain "/" (e.g. meta-llama/Llama-3.1-8B).
+	v1.GET("/models/*id", s.getModel)
 	v1.POST("/chat/completions", s.bodyLimit, s.chatCompletions)
 	v1.POST("/completions", s.bodyLimit, s.completions)
 	v1.POST("/embeddings", s.bodyLimit, s.embeddings)
@@ -99,6 +100,7 @@ func New(opts Options) *Server {
 	admin.POST("/nodes/:id/refresh", s.adminRefresh)
 	admin.GET("/nodes/:id/commands/:type", s.adminCommand)
 	admin.POST("/sessions/:session_id/terminate", s.adminTerminate)
+	s.registerStatusPage(e) // GET /admin (page) and /admin/events, beside the admin group
 	s.engine = e
 	return s
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -52,6 +53,8 @@ func TestTunnelChatNonStreamBytes(t *testing.T) {
 		"Keep-Alive":          "timeout=5",
 		"Proxy-Authorization": "Basic Zm9vOmJhcg==",
 		"X-Request-Id":        "req-tunnel-1",
+		"X-IOP-Session-Id":    "sess-7",
+		"Cookie":              "session=secret",
 	})
 	if r.Status != http.StatusOK {
 		t.Fatalf("status %d: %s", r.Status, r.Body)
@@ -87,7 +90,7 @@ func TestTunnelChatNonStreamBytes(t *testing.T) {
 	if got := up.Header.Get("X-Custom-Pass"); got != "yes" {
 		t.Errorf("end-to-end header X-Custom-Pass %q, want yes", got)
 	}
-	for _, h := range []string{"X-Client-Hop", "Keep-Alive", "Proxy-Authorization", "X-Iop-Session-Id"} {
+	for _, h := range []string{"X-Client-Hop", "Keep-Alive", "Proxy-Authorization", "X-Iop-Session-Id", "Cookie"} {
 		if v := up.Header.Get(h); v != "" {
 			t.Errorf("hop-by-hop header %s reached the upstream: %q", h, v)
 		}
@@ -150,7 +153,14 @@ func TestTunnelChatStreamWithUsage(t *testing.T) {
 		t.Errorf("upstream body %s", up.Body)
 	}
 
-	// Raw: the edge's body is the upstream's event stream byte for byte.
+	// Raw: the edge's body is the upstream's event stream byte for byte. (A
+	// client reading to the end, unlike the SDK that closes after [DONE],
+	// never races the usage frame: count the tokens around this one.)
+	waitReleased(t, s.Edge, "vllm-main")
+	tokens := func() float64 {
+		return metric(t, s.Registry, "iop_tokens_total", map[string]string{"model": "qwen-7b", "kind": "prompt"})
+	}
+	before := tokens()
 	r := post(t, s.Edge, "/v1/chat/completions", `{"model":"qwen-7b","stream":true,"messages":[{"role":"user","content":"x"}]}`)
 	if r.Status != http.StatusOK || r.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" {
 		t.Fatalf("status %d, Content-Type %q", r.Status, r.Header.Get("Content-Type"))
@@ -158,9 +168,12 @@ func TestTunnelChatStreamWithUsage(t *testing.T) {
 	if string(r.Body) != strings.Join(events, "") {
 		t.Errorf("stream bytes differ:\n got %q\nwant %q", r.Body, strings.Join(events, ""))
 	}
+	if r.Header.Get("X-Accel-Buffering") != "no" {
+		t.Errorf("X-Accel-Buffering %q, want no (proxies must not buffer SSE)", r.Header.Get("X-Accel-Buffering"))
+	}
 	waitReleased(t, s.Edge, "vllm-main")
-	if got := metric(t, s.Registry, "iop_tokens_total", map[string]string{"model": "qwen-7b", "kind": "prompt"}); got != 24 {
-		t.Errorf("iop_tokens_total{prompt} = %v, want 24 (two streams of 12)", got)
+	if got := tokens() - before; got != 12 {
+		t.Errorf("iop_tokens_total{prompt} grew by %v, want 12", got)
 	}
 }
 
@@ -335,4 +348,38 @@ func TestTunnelEmbeddings(t *testing.T) {
 	if got := string(u.requests()[1].Body); got != `{"input":"hi","model":"`+embedTarget+`","encoding_format":"float"}` {
 		t.Errorf("upstream body %s", got)
 	}
+
+	// A body far larger than any buffer on the way still arrives whole.
+	big := bigEmbeddingJSON(16, 2048)
+	u2 := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, big) })
+	s2 := tunnelStack(t, u2)
+	r = post(t, s2.Edge, "/v1/embeddings", `{"input":["a","b"],"model":"bge"}`)
+	if r.Status != http.StatusOK || string(r.Body) != big {
+		t.Errorf("large embeddings body: %d, %d bytes (want %d)", r.Status, len(r.Body), len(big))
+	}
+	waitReleased(t, s2.Edge, "vllm-main")
+	if got := metric(t, s2.Registry, "iop_tokens_total", map[string]string{"model": "bge", "kind": "prompt"}); got != 7 {
+		t.Errorf("usage of the large body: %v prompt tokens, want 7", got)
+	}
+}
+
+// bigEmbeddingJSON is a vLLM embeddings answer with n vectors of dim floats.
+func bigEmbeddingJSON(n, dim int) string {
+	var b strings.Builder
+	b.WriteString(`{"id":"embd-big","object":"list","created":1727000000,"model":"BAAI/bge-m3","data":[`)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`{"index":` + strconv.Itoa(i) + `,"object":"embedding","embedding":[`)
+		for j := 0; j < dim; j++ {
+			if j > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(strconv.FormatFloat(float64(i*dim+j)/1e6-0.5, 'g', -1, 64))
+		}
+		b.WriteString("]}")
+	}
+	b.WriteString(`],"usage":{"prompt_tokens":7,"total_tokens":7,"completion_tokens":0,"prompt_tokens_details":null}}`)
+	return b.String()
 }

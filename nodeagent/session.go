@@ -167,7 +167,11 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 		fail(adapter.CodeCapacityExceeded, fmt.Sprintf("adapter %q is at capacity", in.name))
 		return
 	}
-	defer in.gate.release()
+	// The slot is freed before the terminal event goes out: the Edge
+	// releases its lease when it sees that event and may hand the slot to
+	// the next waiter at once.
+	release := sync.OnceFunc(in.gate.release)
+	defer release()
 	in.stats.requests.Add(1)
 
 	rctx, stop := a.runCtx(ctx, st, req.GetRunId(), req.GetTimeoutSec())
@@ -176,6 +180,7 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 		return
 	}
 	res, err := in.impl.Run(rctx, req, runSink{st: st, runID: req.GetRunId(), seq: &seq})
+	release()
 	if err == nil {
 		if res == nil {
 			res = &adapter.Result{}
@@ -300,11 +305,13 @@ func (a *Agent) serveTunnel(ctx context.Context, st *nodewire.Stream, req *iop.P
 		fail(&iop.RunError{Code: adapter.CodeCapacityExceeded, Message: fmt.Sprintf("adapter %q is at capacity", in.name)})
 		return
 	}
-	defer in.gate.release()
+	release := sync.OnceFunc(in.gate.release) // freed before the terminal frame, as in serveRun
+	defer release()
 	in.stats.requests.Add(1)
 	rctx, stop := a.runCtx(ctx, st, req.GetRunId(), req.GetTimeoutSec())
 	defer stop()
 	err := in.impl.Tunnel(rctx, req, sink)
+	release()
 	if err == nil {
 		_ = sink.send(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END, End: true})
 		return
