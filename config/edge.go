@@ -12,12 +12,13 @@ import (
 
 // Edge is the iop-edge configuration (CONTRACT §3).
 type Edge struct {
-	Listen EdgeListen  `mapstructure:"listen"`
-	Auth   EdgeAuth    `mapstructure:"auth"`
-	Limits EdgeLimits  `mapstructure:"limits"`
-	Log    Log         `mapstructure:"log"`
-	Nodes  []NodeSpec  `mapstructure:"nodes"`
-	Models []ModelSpec `mapstructure:"models"`
+	Listen  EdgeListen  `mapstructure:"listen"`
+	Auth    EdgeAuth    `mapstructure:"auth"`
+	Limits  EdgeLimits  `mapstructure:"limits"`
+	Log     Log         `mapstructure:"log"`
+	Tracing Tracing     `mapstructure:"tracing"`
+	Nodes   []NodeSpec  `mapstructure:"nodes"`
+	Models  []ModelSpec `mapstructure:"models"`
 }
 
 // EdgeListen holds the listen addresses.
@@ -240,6 +241,7 @@ func (c *Edge) Normalize() error {
 		p.add("limits.response_timeout_sec must be positive")
 	}
 	c.Log.normalize(&p)
+	c.Tracing.normalize(&p)
 
 	providers := map[[2]string]*ProviderSpec{}
 	nodeIDs := map[string]bool{}

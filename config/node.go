@@ -13,8 +13,9 @@ type Node struct {
 	// StoreDir is node-local state; never sent over the wire.
 	StoreDir string `mapstructure:"store_dir"`
 	// WorkspaceRoot: cli runs execute only below this directory.
-	WorkspaceRoot string `mapstructure:"workspace_root"`
-	Log           Log    `mapstructure:"log"`
+	WorkspaceRoot string  `mapstructure:"workspace_root"`
+	Log           Log     `mapstructure:"log"`
+	Tracing       Tracing `mapstructure:"tracing"`
 }
 
 // NodeEdge says where the Edge is.
@@ -111,6 +112,7 @@ func (c *Node) Normalize() error {
 		c.WorkspaceRoot = "./var/workspaces"
 	}
 	c.Log.normalize(&p)
+	c.Tracing.normalize(&p)
 	return p.err("")
 }
 

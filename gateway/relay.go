@@ -88,7 +88,7 @@ func (s *Server) tunnel(c *gin.Context, lease *dispatch.Lease, k *call) dispatch
 	ts, err := lease.OpenTunnel(ctx, &iop.ProviderTunnelRequest{
 		RunId: newID("run_"), Method: http.MethodPost, Path: path, Headers: forwardHeaders(c.Request.Header),
 		Body: body, Stream: k.stream, SessionId: lease.SessionID,
-		Metadata: map[string]string{"request_id": in.requestID},
+		Metadata: wireMetadata(ctx, in.requestID),
 	})
 	if err != nil {
 		writeError(c, apiError(err, k.model))

@@ -44,7 +44,7 @@ func (s *Server) run(c *gin.Context, lease *dispatch.Lease, k *call) dispatch.Re
 	rs, err := lease.OpenRun(ctx, &iop.RunRequest{
 		RunId: newID("run_"), Workspace: lease.Workspace, Input: input, Operation: k.op,
 		Stream: k.stream, SessionId: lease.SessionID,
-		Metadata: map[string]string{"request_id": in.requestID},
+		Metadata: wireMetadata(ctx, in.requestID),
 	})
 	if err != nil {
 		writeError(c, apiError(err, k.model))

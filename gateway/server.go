@@ -5,6 +5,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -17,11 +18,17 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/gateway/openaiapi"
+	"github.com/iop-gateway/iop/tracing"
 )
 
 // Options configures a Server.
@@ -34,6 +41,8 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Reload re-reads the config file (POST /admin/reload); nil disables it.
 	Reload func() (*ReloadReport, error)
+	// Tracer traces API requests; nil means no tracing.
+	Tracer trace.TracerProvider
 }
 
 // Server is the HTTP surface.
@@ -46,6 +55,7 @@ type Server struct {
 	auth    atomic.Pointer[authState]
 	limits  atomic.Pointer[config.EdgeLimits]
 	models  atomic.Pointer[modelIndex]
+	tracer  trace.Tracer
 	created int64
 }
 
@@ -70,13 +80,17 @@ func New(opts Options) *Server {
 	if opts.Gatherer == nil {
 		opts.Gatherer = prometheus.DefaultGatherer
 	}
-	s := &Server{d: opts.Dispatcher, log: opts.Logger, metrics: opts.Metrics, reload: opts.Reload, created: time.Now().Unix()}
+	if opts.Tracer == nil {
+		opts.Tracer = noop.NewTracerProvider()
+	}
+	s := &Server{d: opts.Dispatcher, log: opts.Logger, metrics: opts.Metrics, reload: opts.Reload, created: time.Now().Unix(),
+		tracer: opts.Tracer.Tracer("github.com/iop-gateway/iop/gateway")}
 	s.SetConfig(opts.Config)
 
 	e := gin.New()
 	e.ContextWithFallback = false
 	e.HandleMethodNotAllowed = false
-	e.Use(s.recoverer, s.requestID, s.accessLog)
+	e.Use(s.recoverer, s.requestID, s.accessLog, s.trace)
 	e.NoRoute(func(c *gin.Context) {
 		writeError(c, &openaiapi.Error{Status: http.StatusNotFound, Type: openaiapi.TypeInvalidRequest, Code: "not_found", Message: "Unknown endpoint " + c.Request.Method + " " + c.Request.URL.Path})
 	})
@@ -250,6 +264,9 @@ func (s *Server) accessLog(c *gin.Context) {
 	if in.cancelReason != "" {
 		fields = append(fields, zap.String("cancel_reason", in.cancelReason))
 	}
+	if sc := trace.SpanContextFromContext(c.Request.Context()); sc.HasTraceID() {
+		fields = append(fields, zap.String("trace_id", sc.TraceID().String()))
+	}
 	s.log.Info("request", fields...)
 }
 
@@ -265,6 +282,39 @@ func itoa(n int) string {
 		return string([]byte{byte('0' + n/100), byte('0' + n/10%10), byte('0' + n%10)})
 	}
 	return "other"
+}
+
+// trace opens the request's span (continuing a W3C traceparent the caller
+// sent); its context travels to the node in run/tunnel metadata.
+func (s *Server) trace(c *gin.Context) {
+	if !strings.HasPrefix(c.Request.URL.Path, "/v1/") {
+		return
+	}
+	ctx := tracing.FromHTTP(c.Request.Context(), propagation.HeaderCarrier(c.Request.Header))
+	ctx, span := s.tracer.Start(ctx, c.Request.Method+" "+c.FullPath(), trace.WithSpanKind(trace.SpanKindServer))
+	defer span.End()
+	c.Request = c.Request.WithContext(ctx)
+	c.Next()
+	in := info(c)
+	span.SetAttributes(
+		attribute.String("iop.request_id", in.requestID), attribute.String("iop.model", in.model),
+		attribute.String("iop.node", in.node), attribute.String("iop.provider", in.provider),
+		attribute.String("iop.route", in.route), attribute.Int("http.response.status_code", c.Writer.Status()),
+	)
+	if in.cancelReason != "" {
+		span.SetAttributes(attribute.String("iop.cancel_reason", in.cancelReason))
+	}
+	if c.Writer.Status() >= 500 {
+		span.SetStatus(codes.Error, http.StatusText(c.Writer.Status()))
+	}
+}
+
+// wireMetadata is the metadata every run and tunnel carries: the request id
+// and the trace context.
+func wireMetadata(ctx context.Context, requestID string) map[string]string {
+	m := map[string]string{"request_id": requestID}
+	tracing.Inject(ctx, m)
+	return m
 }
 
 func (s *Server) recoverer(c *gin.Context) {

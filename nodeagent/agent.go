@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
@@ -57,6 +59,8 @@ type Agent struct {
 
 	conn atomic.Pointer[nodewire.ClientConn] // the current session, for `transport`
 
+	tracer trace.Tracer // spans for runs and tunnels; no-op unless SetTracerProvider
+
 	runsMu sync.Mutex
 	runs   map[string]func() // guarded by runsMu: run id -> cancel
 }
@@ -69,7 +73,14 @@ func NewAgent(factories map[string]adapter.Factory, env adapter.Env) *Agent {
 	return &Agent{
 		log: env.Logger, env: env, factories: factories,
 		instances: map[string]*instance{}, runs: map[string]func(){},
+		tracer: noop.NewTracerProvider().Tracer(""),
 	}
+}
+
+// SetTracerProvider makes runs and tunnels spans of tp, continuing the
+// Edge's trace carried in their metadata. Call before serving.
+func (a *Agent) SetTracerProvider(tp trace.TracerProvider) {
+	a.tracer = tp.Tracer("github.com/iop-gateway/iop/nodeagent")
 }
 
 // Close closes every instance.

@@ -10,11 +10,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
+	"github.com/iop-gateway/iop/tracing"
 )
 
 // afterTerminalWait bounds how long a finished exchange waits for the Edge
@@ -157,6 +160,9 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 	fail := func(code, msg string) {
 		_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: &iop.RunError{Code: code, Message: msg}})
 	}
+	ctx, span := a.tracer.Start(tracing.Extract(ctx, req.GetMetadata()), "iop.node.run", trace.WithAttributes(
+		attribute.String("iop.adapter", req.GetAdapter()), attribute.String("iop.run_id", req.GetRunId()), attribute.String("iop.operation", req.GetOperation())))
+	defer span.End()
 	in := a.instance(req.GetAdapter())
 	if in == nil {
 		fail(adapter.CodeUnsupported, fmt.Sprintf("no adapter %q on this node", req.GetAdapter()))
@@ -294,6 +300,9 @@ func (a *Agent) serveTunnel(ctx context.Context, st *nodewire.Stream, req *iop.P
 	fail := func(re *iop.RunError) {
 		_ = sink.send(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR, End: true, Error: re})
 	}
+	ctx, span := a.tracer.Start(tracing.Extract(ctx, req.GetMetadata()), "iop.node.tunnel", trace.WithAttributes(
+		attribute.String("iop.adapter", req.GetAdapter()), attribute.String("iop.run_id", req.GetRunId()), attribute.String("iop.path", req.GetPath())))
+	defer span.End()
 	in := a.instance(req.GetAdapter())
 	if in == nil {
 		fail(&iop.RunError{Code: adapter.CodeUnsupported, Message: fmt.Sprintf("no adapter %q on this node", req.GetAdapter())})

@@ -26,6 +26,7 @@ import (
 	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/gateway"
 	"github.com/iop-gateway/iop/nodewire"
+	"github.com/iop-gateway/iop/tracing"
 )
 
 func main() { os.Exit(run()) }
@@ -53,6 +54,17 @@ func run() int {
 		return 1
 	}
 	defer func() { _ = log.Sync() }()
+
+	tp, shutdownTracing, err := tracing.Setup(context.Background(), cfg.Tracing, "iop-edge")
+	if err != nil {
+		log.Error("tracing", zap.Error(err))
+		return 1
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTracing(ctx)
+	}()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -104,7 +116,7 @@ func run() int {
 		log.Info("config reloaded", zap.Any("refresh", rep.Nodes))
 		return rep, nil
 	}
-	srv = gateway.New(gateway.Options{Dispatcher: d, Config: cfg, Logger: log, Metrics: gateway.NewMetrics(reg), Gatherer: reg, Reload: reload})
+	srv = gateway.New(gateway.Options{Dispatcher: d, Config: cfg, Logger: log, Metrics: gateway.NewMetrics(reg), Gatherer: reg, Reload: reload, Tracer: tp})
 
 	wcfg := nodewire.ServerConfig{Handler: d, Logger: log}
 	if cfg.Listen.TLS.Enabled() {

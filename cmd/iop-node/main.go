@@ -26,6 +26,7 @@ import (
 	"github.com/iop-gateway/iop/nodeagent/ollama"
 	"github.com/iop-gateway/iop/nodeagent/openaicompat"
 	"github.com/iop-gateway/iop/nodewire"
+	"github.com/iop-gateway/iop/tracing"
 )
 
 var version = "dev"
@@ -80,6 +81,17 @@ func run() int {
 		"mock":          mock.New,
 	}, adapter.Env{StoreDir: cfg.StoreDir, WorkspaceRoot: cfg.WorkspaceRoot, Logger: log})
 	defer agent.Close()
+	tp, shutdownTracing, err := tracing.Setup(context.Background(), cfg.Tracing, "iop-node")
+	if err != nil {
+		log.Error("tracing", zap.Error(err))
+		return 1
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTracing(ctx)
+	}()
+	agent.SetTracerProvider(tp)
 
 	sup := nodeagent.NewSupervisor(nodeagent.SupervisorConfig{
 		Dial:        dial,

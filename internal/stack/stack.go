@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -61,6 +62,8 @@ type EdgeOptions struct {
 	Logger *zap.Logger
 	// Reload, when set, serves POST /admin/reload.
 	Reload func() (*gateway.ReloadReport, error)
+	// Tracer, when set, traces API requests.
+	Tracer trace.TracerProvider
 }
 
 // StartEdge starts an edge for cfg. cfg's listen addresses are replaced by
@@ -79,7 +82,7 @@ func StartEdge(tb testing.TB, cfg *config.Edge, opts EdgeOptions) *Edge {
 	bus := dispatch.NewChanBus(1024)
 	d := dispatch.New(cfg, dispatch.Options{Logger: log, Bus: bus, Metrics: dispatch.NewMetrics(reg)})
 	reg.MustRegister(dispatch.NewStatusCollector(d))
-	srv := gateway.New(gateway.Options{Dispatcher: d, Config: cfg, Logger: log, Metrics: gateway.NewMetrics(reg), Gatherer: reg, Reload: opts.Reload})
+	srv := gateway.New(gateway.Options{Dispatcher: d, Config: cfg, Logger: log, Metrics: gateway.NewMetrics(reg), Gatherer: reg, Reload: opts.Reload, Tracer: opts.Tracer})
 	nodeLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -136,6 +139,7 @@ type NodeOptions struct {
 	Logger      *zap.Logger
 	Getenv      func(string) string
 	Dial        *nodewire.DialConfig // overrides address/TLS when set
+	Tracer      trace.TracerProvider // spans for runs and tunnels when set
 }
 
 // StartNode starts a node that dials addr as id.
@@ -155,6 +159,9 @@ func StartNode(tb testing.TB, addr, id string, opts NodeOptions) *Node {
 		log = zaptest.NewLogger(tb, zaptest.Level(zap.WarnLevel)).With(zap.String("node_id", id))
 	}
 	agent := nodeagent.NewAgent(Factories(), adapter.Env{StoreDir: opts.StoreDir, WorkspaceRoot: opts.Workspace, Logger: log, Getenv: opts.Getenv})
+	if opts.Tracer != nil {
+		agent.SetTracerProvider(opts.Tracer)
+	}
 	dial := nodewire.DialConfig{Address: addr, Logger: log, HandshakeTimeout: 5 * time.Second}
 	if opts.Dial != nil {
 		dial = *opts.Dial

@@ -1,0 +1,25 @@
+package config
+
+// Tracing configures OpenTelemetry tracing. Off by default.
+type Tracing struct {
+	Enabled bool `mapstructure:"enabled"`
+	// Endpoint is the OTLP/HTTP collector, host:port (e.g. otel-collector:4318).
+	Endpoint string `mapstructure:"endpoint"`
+	// Insecure sends OTLP over plain HTTP.
+	Insecure bool `mapstructure:"insecure"`
+	// SampleRatio of new traces to keep, 0..1. Default 1. Requests that
+	// arrive with a sampled parent are always kept.
+	SampleRatio float64 `mapstructure:"sample_ratio"`
+}
+
+func (t *Tracing) normalize(p *problems) {
+	if t.SampleRatio == 0 {
+		t.SampleRatio = 1
+	}
+	if t.SampleRatio < 0 || t.SampleRatio > 1 {
+		p.add("tracing.sample_ratio must be between 0 and 1")
+	}
+	if t.Enabled && t.Endpoint == "" {
+		p.add("tracing.endpoint is required when tracing.enabled is true")
+	}
+}

@@ -1,0 +1,63 @@
+// Package tracing wires OpenTelemetry for iop: an OTLP/HTTP exporter when
+// enabled (a no-op tracer otherwise), and the W3C trace context carried
+// across the Edge-Node wire in run and tunnel metadata.
+package tracing
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/iop-gateway/iop/config"
+)
+
+// Setup returns the tracer provider for cfg and a shutdown func that
+// flushes it. Disabled tracing returns a no-op provider.
+func Setup(ctx context.Context, cfg config.Tracing, service string) (trace.TracerProvider, func(context.Context) error, error) {
+	if !cfg.Enabled {
+		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
+	}
+	opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(cfg.Endpoint)}
+	if cfg.Insecure {
+		opts = append(opts, otlptracehttp.WithInsecure())
+	}
+	exp, err := otlptracehttp.New(ctx, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tracing: exporter: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(exp),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),
+		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName(service))),
+	)
+	return tp, tp.Shutdown, nil
+}
+
+var propagator = propagation.TraceContext{}
+
+// Inject writes ctx's trace context into wire metadata (traceparent,
+// tracestate). m must be non-nil.
+func Inject(ctx context.Context, m map[string]string) {
+	propagator.Inject(ctx, propagation.MapCarrier(m))
+}
+
+// Extract returns ctx carrying the trace context found in wire metadata.
+func Extract(ctx context.Context, m map[string]string) context.Context {
+	if len(m) == 0 {
+		return ctx
+	}
+	return propagator.Extract(ctx, propagation.MapCarrier(m))
+}
+
+// FromHTTP returns ctx carrying a W3C trace context sent by the HTTP
+// caller, if any.
+func FromHTTP(ctx context.Context, h propagation.TextMapCarrier) context.Context {
+	return propagator.Extract(ctx, h)
+}
