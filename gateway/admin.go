@@ -12,7 +12,6 @@ import (
 
 	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/gateway/openaiapi"
-	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // adminTimeout bounds node round trips made by admin endpoints.
@@ -46,18 +45,6 @@ func (s *Server) adminReload(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "reloaded", "nodes": rep.Nodes})
 }
 
-// RefreshStatusName renders a refresh status the way the admin API shows it.
-func RefreshStatusName(st iop.RefreshStatus) string {
-	switch st {
-	case iop.RefreshStatus_REFRESH_STATUS_APPLIED:
-		return "applied"
-	case iop.RefreshStatus_REFRESH_STATUS_RESTART_REQUIRED:
-		return "restart_required"
-	default:
-		return "failed"
-	}
-}
-
 func (s *Server) nodeError(c *gin.Context, err error) {
 	switch {
 	case errors.Is(err, dispatch.ErrUnknownNode):
@@ -77,7 +64,7 @@ func (s *Server) adminRefresh(c *gin.Context) {
 		s.nodeError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"node": c.Param("id"), "status": RefreshStatusName(resp.GetStatus()), "reason": resp.GetReason()})
+	c.JSON(http.StatusOK, gin.H{"node": c.Param("id"), "status": dispatch.RefreshResult(resp, nil), "reason": resp.GetReason()})
 }
 
 var commandTypes = []string{"usage", "capabilities", "sessions", "transport", "providers"}

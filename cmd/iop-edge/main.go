@@ -100,19 +100,8 @@ func run() int {
 			log.Warn("reload rejected; config unchanged", zap.Error(err))
 			return nil, err
 		}
-		changed := d.Reload(next)
+		rep := &gateway.ReloadReport{Nodes: d.ReloadAndRefresh(ctx, next, 15*time.Second)}
 		srv.SetConfig(next)
-		rep := &gateway.ReloadReport{Nodes: map[string]string{}}
-		for _, id := range changed {
-			rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-			resp, err := d.RefreshNode(rctx, id)
-			cancel()
-			if err != nil {
-				rep.Nodes[id] = "error: " + err.Error()
-			} else {
-				rep.Nodes[id] = gateway.RefreshStatusName(resp.GetStatus())
-			}
-		}
 		log.Info("config reloaded", zap.Any("refresh", rep.Nodes))
 		return rep, nil
 	}
