@@ -32,7 +32,7 @@ func TestDockerImageBuilds(t *testing.T) {
 		t.Skipf("no Docker engine (docker info: %v); the image build is checked where one runs:\n%s", err, lastLines(out, 3))
 	}
 	const tag = "iop:deploytest"
-	if out, err := run(t, 20*time.Minute, "docker", "build", "-t", tag, "."); err != nil {
+	if out, err := run(t, 12*time.Minute, "docker", "build", "-t", tag, "."); err != nil {
 		t.Fatalf("docker build: %v\n%s", err, lastLines(out, 40))
 	}
 	t.Cleanup(func() { _, _ = run(t, time.Minute, "docker", "rmi", "-f", tag) })
