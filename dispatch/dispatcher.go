@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -37,8 +38,11 @@ type Options struct {
 	// Bus receives lifecycle events; nil drops them.
 	Bus     Bus
 	Metrics *Metrics
-	// Estimator is not used by the dispatcher itself (callers pass token
-	// estimates in Request); it is here so wiring has one place to set it.
+	// HealthInterval is how often ready nodes are asked for their
+	// providers' backend health (vLLM /health, Ollama reachability). A
+	// provider its node reports offline takes no new leases until it
+	// recovers. Zero disables polling (every live provider counts as ok).
+	HealthInterval time.Duration
 }
 
 // Dispatcher owns the registry and the pool. One mutex guards both so that
@@ -50,6 +54,7 @@ type Dispatcher struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
+	wg     sync.WaitGroup // background work (health polling)
 
 	mu         sync.Mutex
 	cfg        *config.Edge             // guarded by mu
@@ -88,6 +93,14 @@ func New(cfg *config.Edge, opts Options) *Dispatcher {
 	d.mu.Lock()
 	d.applyConfigLocked(cfg)
 	d.mu.Unlock()
+	if opts.HealthInterval > 0 {
+		d.wg.Add(1)
+		// Owner: the Dispatcher. Stops when Close cancels d.ctx.
+		go func() {
+			defer d.wg.Done()
+			d.pollHealth(opts.HealthInterval)
+		}()
+	}
 	return d
 }
 
@@ -95,6 +108,7 @@ func New(cfg *config.Edge, opts Options) *Dispatcher {
 // registrations. Connections are closed by the nodewire.Server.
 func (d *Dispatcher) Close() {
 	d.cancel()
+	defer d.wg.Wait()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for e := d.waiters.Front(); e != nil; {

@@ -25,11 +25,16 @@ type resource struct {
 	inFlight     int
 	longInFlight int
 	leases       map[*Lease]struct{}
+
+	// health is the backend health its node last reported: "" (unknown,
+	// treated as ok), ok, degraded or offline. Reset when the node's
+	// generation changes.
+	health string
 }
 
 // fits reports whether the resource has a slot for a request now.
 func (r *resource) fits(long bool) bool {
-	if !r.live || !r.referenced || r.inFlight >= r.spec.Capacity {
+	if !r.live || !r.referenced || r.health == "offline" || r.inFlight >= r.spec.Capacity {
 		return false
 	}
 	return !long || r.longInFlight < r.spec.LongCapacity

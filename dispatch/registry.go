@@ -227,7 +227,7 @@ func (d *Dispatcher) fenceLocked(n *node, why string) {
 func (d *Dispatcher) activateLocked(n *node) {
 	for _, r := range n.resources {
 		r.live, r.gen, r.conn = true, n.gen, n.owner
-		r.inFlight, r.longInFlight = 0, 0
+		r.inFlight, r.longInFlight, r.health = 0, 0, ""
 	}
 	for _, r := range n.resources {
 		d.pumpLocked(r)

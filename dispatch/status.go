@@ -102,8 +102,14 @@ func (d *Dispatcher) statusLocked() Status {
 			if r.live {
 				// An unreferenced provider is listed but never dispatched to.
 				snap.Status, snap.Health = "available", "ok"
-				if !r.referenced {
+				if r.health != "" {
+					snap.Health = r.health
+				}
+				switch {
+				case !r.referenced:
 					snap.Status = "disabled"
+				case r.health == "offline":
+					snap.Status = "unavailable"
 				}
 				snap.Capacity, snap.LongCapacity = int32(ps.Capacity), int32(ps.LongCapacity)
 				snap.InFlight, snap.LongInFlight = int32(r.inFlight), int32(r.longInFlight)
@@ -129,7 +135,7 @@ func (d *Dispatcher) Dispatchable() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, r := range d.resources {
-		if r.live && r.referenced {
+		if r.live && r.referenced && r.health != "offline" {
 			return true
 		}
 	}

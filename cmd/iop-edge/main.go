@@ -69,7 +69,7 @@ func run() int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	bus := dispatch.NewChanBus(256)
-	d := dispatch.New(cfg, dispatch.Options{Logger: log, Bus: bus, Metrics: dispatch.NewMetrics(reg)})
+	d := dispatch.New(cfg, dispatch.Options{Logger: log, Bus: bus, Metrics: dispatch.NewMetrics(reg), HealthInterval: 5 * time.Second})
 	reg.MustRegister(dispatch.NewStatusCollector(d))
 
 	var wg sync.WaitGroup

@@ -64,6 +64,8 @@ type EdgeOptions struct {
 	Reload func() (*gateway.ReloadReport, error)
 	// Tracer, when set, traces API requests.
 	Tracer trace.TracerProvider
+	// HealthInterval enables provider health polling (0: off).
+	HealthInterval time.Duration
 }
 
 // StartEdge starts an edge for cfg. cfg's listen addresses are replaced by
@@ -80,7 +82,7 @@ func StartEdge(tb testing.TB, cfg *config.Edge, opts EdgeOptions) *Edge {
 	}
 	reg := prometheus.NewRegistry()
 	bus := dispatch.NewChanBus(1024)
-	d := dispatch.New(cfg, dispatch.Options{Logger: log, Bus: bus, Metrics: dispatch.NewMetrics(reg)})
+	d := dispatch.New(cfg, dispatch.Options{Logger: log, Bus: bus, Metrics: dispatch.NewMetrics(reg), HealthInterval: opts.HealthInterval})
 	reg.MustRegister(dispatch.NewStatusCollector(d))
 	srv := gateway.New(gateway.Options{Dispatcher: d, Config: cfg, Logger: log, Metrics: gateway.NewMetrics(reg), Gatherer: reg, Reload: opts.Reload, Tracer: opts.Tracer})
 	nodeLn, err := net.Listen("tcp", "127.0.0.1:0")
