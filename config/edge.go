@@ -185,19 +185,7 @@ func DefaultCategory(typ string) string {
 }
 
 // LoadEdge reads, defaults and validates an edge config file.
-func LoadEdge(file string) (*Edge, error) {
-	cfg := &Edge{}
-	if err := load(file, cfg); err != nil {
-		return nil, err
-	}
-	if err := cfg.Normalize(); err != nil {
-		if pe, ok := err.(*ProblemsError); ok {
-			pe.File = file
-		}
-		return nil, err
-	}
-	return cfg, nil
-}
+func LoadEdge(file string) (*Edge, error) { return loadNormalized[Edge](file) }
 
 // Normalize applies defaults, resolves token_env and validates everything,
 // returning a *ProblemsError listing every problem.

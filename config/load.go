@@ -117,3 +117,23 @@ func resolveSecret(p *problems, key, inline, env string) string {
 	}
 	return inline
 }
+
+// loadNormalized loads file into a new T and runs its Normalize step; a
+// *ProblemsError names the file.
+func loadNormalized[T any, PT interface {
+	*T
+	Normalize() error
+}](file string) (*T, error) {
+	cfg := PT(new(T))
+	if err := load(file, cfg); err != nil {
+		return nil, err
+	}
+	if err := cfg.Normalize(); err != nil {
+		var pe *ProblemsError
+		if errors.As(err, &pe) {
+			pe.File = file
+		}
+		return nil, err
+	}
+	return (*T)(cfg), nil
+}

@@ -58,19 +58,7 @@ const (
 )
 
 // LoadNode reads, defaults and validates a node config file.
-func LoadNode(file string) (*Node, error) {
-	cfg := &Node{}
-	if err := load(file, cfg); err != nil {
-		return nil, err
-	}
-	if err := cfg.Normalize(); err != nil {
-		if pe, ok := err.(*ProblemsError); ok {
-			pe.File = file
-		}
-		return nil, err
-	}
-	return cfg, nil
-}
+func LoadNode(file string) (*Node, error) { return loadNormalized[Node](file) }
 
 // Normalize applies defaults and validates, reporting every problem.
 func (c *Node) Normalize() error {

@@ -129,8 +129,41 @@ func (x *exchange) markDone() {
 	x.mu.Unlock()
 }
 
-// RunStream is the Edge side of a normalized run.
-type RunStream struct{ x *exchange }
+// Stream is the Edge side of one exchange: a normalized run (events) or a
+// provider tunnel (frames).
+type Stream[T any] struct {
+	x        *exchange
+	unwrap   func(*iop.Envelope) (T, bool)
+	terminal func(T) bool
+}
+
+// RunStream carries a run's events.
+type RunStream = Stream[*iop.RunEvent]
+
+// TunnelStream carries a tunnel's frames.
+type TunnelStream = Stream[*iop.ProviderTunnelFrame]
+
+func runEvent(env *iop.Envelope) (*iop.RunEvent, bool) {
+	ev := env.GetRunEvent()
+	return ev, ev != nil
+}
+
+func runTerminal(ev *iop.RunEvent) bool {
+	switch ev.GetType() {
+	case iop.RunEventType_RUN_EVENT_TYPE_COMPLETE, iop.RunEventType_RUN_EVENT_TYPE_ERROR, iop.RunEventType_RUN_EVENT_TYPE_CANCELLED:
+		return true
+	}
+	return false
+}
+
+func tunnelFrame(env *iop.Envelope) (*iop.ProviderTunnelFrame, bool) {
+	f := env.GetProviderTunnelFrame()
+	return f, f != nil
+}
+
+func tunnelTerminal(f *iop.ProviderTunnelFrame) bool {
+	return f.GetEnd() || f.GetKind() == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END || f.GetKind() == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR
+}
 
 // OpenRun sends req on the lease's node and returns its event stream.
 func (l *Lease) OpenRun(ctx context.Context, req *iop.RunRequest) (*RunStream, error) {
@@ -139,52 +172,8 @@ func (l *Lease) OpenRun(ctx context.Context, req *iop.RunRequest) (*RunStream, e
 	if err != nil {
 		return nil, err
 	}
-	return &RunStream{x: x}, nil
+	return &RunStream{x: x, unwrap: runEvent, terminal: runTerminal}, nil
 }
-
-// Recv returns the next event. After a terminal event (complete, error,
-// cancelled) it returns ErrStreamEnded. A lost node yields ErrNodeLost.
-func (s *RunStream) Recv() (*iop.RunEvent, error) {
-	s.x.mu.Lock()
-	done := s.x.done
-	s.x.mu.Unlock()
-	if done {
-		return nil, ErrStreamEnded
-	}
-	env, err := s.x.recv()
-	if err != nil {
-		return nil, err
-	}
-	ev := env.GetRunEvent()
-	if ev == nil {
-		return nil, fmt.Errorf("%w: %w: want RunEvent, got %T", ErrNodeLost, nodewire.ErrProtocol, env.Body)
-	}
-	switch ev.GetType() {
-	case iop.RunEventType_RUN_EVENT_TYPE_COMPLETE, iop.RunEventType_RUN_EVENT_TYPE_ERROR, iop.RunEventType_RUN_EVENT_TYPE_CANCELLED:
-		s.x.markDone()
-	}
-	return ev, nil
-}
-
-// Cancel aborts the run upstream (CancelRequest CANCEL_RUN).
-func (s *RunStream) Cancel(reason string) { s.x.Cancel(reason) }
-
-// Drain waits (bounded) for the run's terminal event after a Cancel.
-func (s *RunStream) Drain(timeout time.Duration) {
-	s.x.Drain(timeout, func(env *iop.Envelope) bool {
-		switch env.GetRunEvent().GetType() {
-		case iop.RunEventType_RUN_EVENT_TYPE_COMPLETE, iop.RunEventType_RUN_EVENT_TYPE_ERROR, iop.RunEventType_RUN_EVENT_TYPE_CANCELLED:
-			return true
-		}
-		return false
-	})
-}
-
-// Close frees the stream. Idempotent.
-func (s *RunStream) Close() { s.x.Close() }
-
-// TunnelStream is the Edge side of a provider raw tunnel.
-type TunnelStream struct{ x *exchange }
 
 // OpenTunnel sends req on the lease's node and returns its frame stream.
 func (l *Lease) OpenTunnel(ctx context.Context, req *iop.ProviderTunnelRequest) (*TunnelStream, error) {
@@ -193,45 +182,47 @@ func (l *Lease) OpenTunnel(ctx context.Context, req *iop.ProviderTunnelRequest) 
 	if err != nil {
 		return nil, err
 	}
-	return &TunnelStream{x: x}, nil
+	return &TunnelStream{x: x, unwrap: tunnelFrame, terminal: tunnelTerminal}, nil
 }
 
-// Recv returns the next frame; after the terminal frame (END or ERROR) it
-// returns ErrStreamEnded.
-func (s *TunnelStream) Recv() (*iop.ProviderTunnelFrame, error) {
+// Recv returns the next event or frame. After the terminal one (run:
+// complete, error, cancelled; tunnel: END or ERROR) it returns
+// ErrStreamEnded. A lost node yields ErrNodeLost.
+func (s *Stream[T]) Recv() (T, error) {
+	var zero T
 	s.x.mu.Lock()
 	done := s.x.done
 	s.x.mu.Unlock()
 	if done {
-		return nil, ErrStreamEnded
+		return zero, ErrStreamEnded
 	}
 	env, err := s.x.recv()
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	f := env.GetProviderTunnelFrame()
-	if f == nil {
-		return nil, fmt.Errorf("%w: %w: want ProviderTunnelFrame, got %T", ErrNodeLost, nodewire.ErrProtocol, env.Body)
+	v, ok := s.unwrap(env)
+	if !ok {
+		return zero, fmt.Errorf("%w: %w: unexpected %T", ErrNodeLost, nodewire.ErrProtocol, env.Body)
 	}
-	if f.GetEnd() || f.GetKind() == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END || f.GetKind() == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR {
+	if s.terminal(v) {
 		s.x.markDone()
 	}
-	return f, nil
+	return v, nil
 }
 
-// Cancel aborts the tunnel upstream (CancelRequest CANCEL_RUN).
-func (s *TunnelStream) Cancel(reason string) { s.x.Cancel(reason) }
+// Cancel aborts the exchange upstream (CancelRequest CANCEL_RUN).
+func (s *Stream[T]) Cancel(reason string) { s.x.Cancel(reason) }
 
-// Drain waits (bounded) for the tunnel's terminal frame after a Cancel.
-func (s *TunnelStream) Drain(timeout time.Duration) {
+// Drain waits (bounded) for the terminal message after a Cancel.
+func (s *Stream[T]) Drain(timeout time.Duration) {
 	s.x.Drain(timeout, func(env *iop.Envelope) bool {
-		f := env.GetProviderTunnelFrame()
-		return f.GetEnd() || f.GetKind() == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END || f.GetKind() == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR
+		v, ok := s.unwrap(env)
+		return ok && s.terminal(v)
 	})
 }
 
 // Close frees the stream. Idempotent.
-func (s *TunnelStream) Close() { s.x.Close() }
+func (s *Stream[T]) Close() { s.x.Close() }
 
 // request performs a one-shot exchange with a ready node: send req, read
 // one response envelope.
