@@ -1,0 +1,92 @@
+package chaos
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/internal/stack"
+	"github.com/iop-gateway/iop/nodeagent"
+	"github.com/iop-gateway/iop/nodewire"
+)
+
+// TLS on the node wire, with a CA generated at test time: a node that
+// trusts the CA connects and serves; a plain-TCP node, a node trusting
+// another CA and — with mutual TLS — a node without a client certificate
+// or with one from another CA never get in (their supervisors exhaust
+// their attempts; the edge never shows them connected).
+func TestNodeWireTLS(t *testing.T) {
+	ca, other := newTestCA(t, "iop-test"), newTestCA(t, "impostor")
+	srvCert, srvKey := ca.issue(t, "edge", true)
+	cliCert, cliKey := ca.issue(t, "node-a", false)
+	badCert, badKey := other.issue(t, "node-x", false)
+
+	clientTLS := func(t *testing.T, caFile, cert, key string) *tls.Config {
+		c, err := nodewire.ClientTLSConfig(caFile, "", cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for _, mutual := range []bool{false, true} {
+		name := map[bool]string{false: "tls", true: "mtls"}[mutual]
+		t.Run(name, func(t *testing.T) {
+			clientCA := ""
+			if mutual {
+				clientCA = ca.CAFile
+			}
+			stls, err := nodewire.ServerTLSConfig(srvCert, srvKey, clientCA)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := &config.Edge{
+				Nodes:  []config.NodeSpec{nodeSpec("a", "tok-a", 0.5, 10, mockProvider("m", 0, 1))},
+				Models: []config.ModelSpec{model("demo", 10, [2]string{"a", "m"})},
+			}
+			e := startTestEdge(t, cfg, edgeOptions{TLS: stls})
+			log := quietLogger(t)
+			start := func(tc *tls.Config, attempts int) *stack.Node {
+				return stack.StartNode(t, e.NodeAddr, "a", stack.NodeOptions{Token: "tok-a", Logger: log, MaxAttempts: attempts,
+					Dial: &nodewire.DialConfig{Address: e.NodeAddr, TLS: tc, Logger: log, HandshakeTimeout: 5 * time.Second}})
+			}
+			refused := map[string]*tls.Config{
+				"plain TCP":         nil,
+				"untrusted CA":      clientTLS(t, other.CAFile, cliCert, cliKey),
+				"system roots only": clientTLS(t, "", cliCert, cliKey), // system roots do not know the test CA
+			}
+			if mutual {
+				refused["no client certificate"] = clientTLS(t, ca.CAFile, "", "")
+				refused["client certificate from another CA"] = clientTLS(t, ca.CAFile, badCert, badKey)
+			}
+			for what, tc := range refused {
+				n := start(tc, 2)
+				select {
+				case <-n.Done():
+				case <-time.After(waitLong):
+					t.Fatalf("%s: node still trying after %s", what, waitLong)
+				}
+				if err := n.Err(); !errors.Is(err, nodeagent.ErrAttemptsExhausted) {
+					t.Errorf("%s: node ended with %v, want its attempts exhausted", what, err)
+				}
+				if connected(e.D, "a") {
+					t.Fatalf("%s: the node got in", what)
+				}
+				t.Logf("%s: refused: %v", what, n.Err())
+			}
+			cert, key := "", ""
+			if mutual {
+				cert, key = cliCert, cliKey
+			}
+			start(clientTLS(t, ca.CAFile, cert, key), 0)
+			waitFor(t, waitLong, "the trusted node to be ready", func() bool { return connected(e.D, "a") })
+			ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+			defer cancel()
+			if r := doChat(ctx, newClient(t), e.URL, "demo", []string{"over", "tls"}, true); !r.ok {
+				t.Errorf("request over the TLS wire: kind %q violation %q", r.kind, r.violation)
+			}
+		})
+	}
+}
