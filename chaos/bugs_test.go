@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
@@ -12,44 +11,24 @@ import (
 	"github.com/iop-gateway/iop/nodewire"
 )
 
-// Bugs found by this package that live in other packages. Each has a
-// focused reproduction below, skipped while the bug stands (the suite stays
-// green); the tests that can hit one in passing recognise its signature and
-// skip naming it. CHAOS_STRICT=1 turns all of them back into failures.
+// Regressions for two bugs this package found in other packages, both
+// fixed; the tests below (and those that could hit them in passing) fail if
+// either comes back.
+//
+// bugInvalidUTF8: a non-UTF-8 X-IOP-Session-Id or forwarded header value
+// failed proto encoding and was answered 502 "node was lost". Now the
+// gateway rejects such a session id with 400, and an encoding failure is
+// dispatch.ErrInvalidRequest (400), never ErrNodeLost.
+const bugInvalidUTF8 = "regression: non-UTF-8 header answered as a lost node"
 
-// bugInvalidUTF8 — a request header with bytes that are not UTF-8 (net/http
-// accepts obs-text) turns into 502 upstream_error "The provider's node was
-// lost before it answered." instead of a 4xx: X-IOP-Session-Id goes
-// unchecked into RunRequest/ProviderTunnelRequest.session_id
-// (gateway/openai.go dispatch, `SessionID: c.GetHeader("X-IOP-Session-Id")`) and,
-// on the tunnel path, every forwarded header value into iop.Header.value
-// (gateway/relay.go forwardHeaders) — proto3 string fields, so marshalling
-// the first frame fails; dispatch/streams.go:41-43 then reports that local
-// encoding error as ErrNodeLost. The node is not affected (the next request
-// works) but the lease is released as error and the client is told its node
-// was lost. Fix: validate X-IOP-Session-Id at the gateway (400
-// invalid_request, e.g. printable ASCII up to a bound, like X-Request-Id) and
-// drop or reject non-UTF-8 header values before forwarding; and do not wrap
-// a marshal failure as ErrNodeLost.
-const bugInvalidUTF8 = "bug: non-UTF-8 X-IOP-Session-Id or forwarded header value fails proto marshalling and is answered 502 'node was lost' (gateway/openai.go dispatch, gateway/relay.go forwardHeaders, dispatch/streams.go openExchange)"
+// bugFenceRace: a dying node's freed slot was handed to a queued waiter in
+// the moment between its connection closing and the registry fencing it.
+// Now a resource whose connection is done takes no leases (dispatch
+// resource.dying), and leases of such a connection return as node_lost.
+const bugFenceRace = "regression: a dying node's slot handed to a waiter"
 
-// bugFenceRace — when a ready node's connection dies, its streams fail at
-// once (nodewire/conn.go closeWith closes the yamux session and socket), but
-// the registry fences the generation only afterwards: nodewire/server.go
-// serveConn's deferred `c.Close(); …; s.cfg.Handler.Closed(c, cause)` runs
-// after `<-c.Done()` and after Close has waited for the heartbeat
-// goroutines. In that window the gateway handlers of in-flight requests see
-// their stream fail and release their leases with reason "error" (not
-// node_lost), and Lease.Release (dispatch/lease.go) pumps the freed slot to
-// a queued waiter — on the dying node, whose resource is still live. The
-// waiter is dispatched to a dead connection and gets 502 upstream_error
-// although another node could serve it. Fix: fence before the streams can
-// observe the close (e.g. call the handler's Closed from closeWith, before
-// closing the session), or have pump/pick skip resources whose r.conn is
-// done.
-const bugFenceRace = "bug: a dying node's freed slot is handed to a queued waiter before the registry fences it (nodewire/server.go serveConn deferred Closed after c.Close; dispatch/lease.go Release pumps): the waiter gets 502 instead of moving to a healthy node, leases return as error instead of node_lost"
-
-func strict() bool { return os.Getenv("CHAOS_STRICT") == "1" }
+// strict is always on: the bugs are fixed, so their signatures are failures.
+func strict() bool { return true }
 
 // A request queued for a model whose busy node dies must never be handed to
 // that dying node: it waits for (and gets) the other node. The window is a

@@ -26,6 +26,7 @@ var (
 	ErrQueueFull          = errors.New("dispatch: queue full")
 	ErrQueueTimeout       = errors.New("dispatch: queue wait timed out")
 	ErrNodeLost           = errors.New("dispatch: node lost")
+	ErrInvalidRequest     = errors.New("dispatch: request cannot be sent to a node")
 	ErrLeaseReleased      = errors.New("dispatch: lease already released")
 	ErrUnknownNode        = errors.New("dispatch: unknown node")
 	ErrNodeNotReady       = errors.New("dispatch: node not ready")

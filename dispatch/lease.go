@@ -71,6 +71,11 @@ func (d *Dispatcher) releaseLocked(l *Lease, reason ReleaseReason) bool {
 	if l.released {
 		return false
 	}
+	if reason == ReasonError && l.res.conn == l.conn && l.res.dying() {
+		// The exchange failed because the node's connection died; the fence
+		// that follows would have said so.
+		reason = ReasonNodeLost
+	}
 	l.released, l.reason = true, reason
 	r := l.res
 	delete(r.leases, l)

@@ -34,10 +34,17 @@ type resource struct {
 
 // fits reports whether the resource has a slot for a request now.
 func (r *resource) fits(long bool) bool {
-	if !r.live || !r.referenced || r.health == "offline" || r.inFlight >= r.spec.Capacity {
+	if !r.live || !r.referenced || r.health == "offline" || r.inFlight >= r.spec.Capacity || r.dying() {
 		return false
 	}
 	return !long || r.longInFlight < r.spec.LongCapacity
+}
+
+// dying reports whether the resource's connection has already closed: the
+// registry fences it a moment later, and until then none of its slots may
+// be handed out (a waiter given one would fail instead of moving on).
+func (r *resource) dying() bool {
+	return r.conn != nil && r.conn.IsClosed()
 }
 
 // load is the resource's occupancy relative to its capacity.

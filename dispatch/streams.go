@@ -40,6 +40,9 @@ func (d *Dispatcher) openExchange(ctx context.Context, l *Lease, runID string, f
 	}
 	if err := st.Send(first); err != nil {
 		st.Abort()
+		if errors.Is(err, nodewire.ErrEncode) {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		}
 		return nil, fmt.Errorf("%w: send request: %w", ErrNodeLost, err)
 	}
 	// The Edge sends nothing more than an optional CancelRequest, so the

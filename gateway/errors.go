@@ -26,6 +26,8 @@ func apiError(err error, model string) *openaiapi.Error {
 		return openaiapi.QueueTimeout(model)
 	case errors.Is(err, dispatch.ErrNoProvider), errors.Is(err, dispatch.ErrDispatcherShutdown):
 		return openaiapi.NoProviderAvailable(model)
+	case errors.Is(err, dispatch.ErrInvalidRequest):
+		return openaiapi.InvalidRequest("The request contains text that is not valid UTF-8.", "")
 	case errors.Is(err, dispatch.ErrNodeLost), errors.Is(err, dispatch.ErrLeaseReleased):
 		return openaiapi.UpstreamError("The provider's node was lost before it answered.")
 	case errors.Is(err, context.DeadlineExceeded):

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -118,8 +120,13 @@ func (s *Server) dispatch(c *gin.Context, k *call) {
 		writeError(c, apiError(dispatch.ErrModelNotFound, k.model))
 		return
 	}
+	session := c.GetHeader("X-IOP-Session-Id")
+	if !validSessionID(session) {
+		writeError(c, openaiapi.InvalidRequest("X-IOP-Session-Id must be 1 to 256 printable UTF-8 characters.", ""))
+		return
+	}
 	ctx := c.Request.Context()
-	lease, err := s.d.Acquire(ctx, dispatch.Request{Model: k.model, PromptTokens: k.tokens, SessionID: c.GetHeader("X-IOP-Session-Id")})
+	lease, err := s.d.Acquire(ctx, dispatch.Request{Model: k.model, PromptTokens: k.tokens, SessionID: session})
 	if err != nil {
 		if ctx.Err() != nil {
 			in.cancelReason = CancelClientDisconnect
@@ -242,4 +249,18 @@ func closeExchange(cs *cancelState, x exchange) {
 		x.Drain(cancelDrainTimeout)
 	}
 	x.Close()
+}
+
+// validSessionID accepts an absent id, or up to 256 bytes of valid UTF-8
+// without control characters (it travels on the wire and names CLI state).
+func validSessionID(id string) bool {
+	if len(id) > 256 || !utf8.ValidString(id) {
+		return false
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }

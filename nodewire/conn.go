@@ -100,6 +100,18 @@ func (c *Conn) RemoteAddr() net.Addr { return c.raw.RemoteAddr() }
 // Done is closed when the connection is closed for any reason.
 func (c *Conn) Done() <-chan struct{} { return c.closed }
 
+// IsClosed reports whether the connection is closed or closing. It turns
+// true before any stream on the connection fails, so callers can tell a
+// stream error caused by the connection going away.
+func (c *Conn) IsClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return c.sess != nil && c.sess.IsClosed()
+	}
+}
+
 // Err is why the connection closed: ErrHeartbeatTimeout, ErrClosed (local
 // Close), or a wrapped I/O error. Nil while open.
 func (c *Conn) Err() error {

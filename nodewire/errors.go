@@ -17,6 +17,10 @@ var (
 	ErrBadPreface = errors.New("nodewire: bad preface")
 	// ErrProtocol is returned when a peer sends a message out of place.
 	ErrProtocol = errors.New("nodewire: protocol violation")
+	// ErrEncode is returned when a message cannot be encoded (e.g. a string
+	// field that is not valid UTF-8): the message is at fault, not the
+	// connection.
+	ErrEncode = errors.New("nodewire: cannot encode message")
 	// ErrNotReady is returned by Client.Ready when the Edge answered
 	// ready=false: the session must be closed and a new one dialed.
 	ErrNotReady = errors.New("nodewire: ready refused")

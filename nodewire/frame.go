@@ -59,7 +59,7 @@ func WriteFrame(w io.Writer, env *iop.Envelope, maxSize int) error {
 	buf := append((*bp)[:0], 0, 0, 0, 0)
 	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, env)
 	if err != nil {
-		return fmt.Errorf("nodewire: encode: %w", err)
+		return fmt.Errorf("%w: %w", ErrEncode, err)
 	}
 	*bp = buf
 	n := len(buf) - frameHeaderLen

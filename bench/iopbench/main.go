@@ -1,0 +1,302 @@
+// Command iopbench measures iop against a direct upstream and nginx on
+// loopback: it builds bin/iop-edge and bin/iop-node, starts a mock
+// vLLM-shaped upstream (this binary re-executed with -mockup), nginx when
+// installed, an edge and a node, pins edge, node and nginx to CPU 0 and the
+// mock and the load generator to CPU 1, measures latency, throughput,
+// paced streams, stream concurrency and memory per path, and writes a
+// Markdown report.
+//
+//	go run ./bench/iopbench -out docs/benchmarks.md   # full, ~4-6 minutes
+//	go run ./bench/iopbench -quick                    # ~1 minute, stdout only
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/iop-gateway/iop/bench/mockup"
+)
+
+// plan is what one run measures; quick and full differ only here.
+type plan struct {
+	latWarm, latN  int           // c=1 warm-up and measured requests
+	tputConc       int           // throughput concurrency
+	tputDur        time.Duration // throughput duration per path
+	pacedN         int           // paced streams per path
+	pacedStagger   time.Duration // between paced stream starts
+	steps          []int         // concurrent paced stream steps
+	stepHold       time.Duration // every step's streams overlap at least this long
+	rampRate       int           // stream starts per second in step and hold tests
+	stepTries      int           // attempts per step; one clean attempt passes it
+	rounds         int           // latency and throughput rounds over all paths
+	holdN          []int         // concurrent long-paced streams for RSS
+	holdInterval   time.Duration // pacing of the long-paced streams
+	overallTimeout time.Duration
+	phases, paths  map[string]bool
+}
+
+type opts struct {
+	quick, skipNginx, build, keep bool
+	out, root                     string
+	nice                          int
+}
+
+var (
+	fullPlan = plan{
+		latWarm: 200, latN: 2000, tputConc: 32, tputDur: 10 * time.Second,
+		pacedN: 50, pacedStagger: 10 * time.Millisecond,
+		steps: []int{100, 250, 500, 1000, 2000, 5000, 10000}, stepHold: 2 * time.Second, rampRate: 1000, stepTries: 2, rounds: 4,
+		holdN: []int{1000, 10000}, holdInterval: 5 * time.Second, overallTimeout: 14 * time.Minute,
+	}
+	quickPlan = plan{
+		latWarm: 50, latN: 300, tputConc: 32, tputDur: 3 * time.Second,
+		pacedN: 20, pacedStagger: 10 * time.Millisecond,
+		steps: []int{100, 250}, stepHold: time.Second, rampRate: 1000, stepTries: 1, rounds: 2,
+		holdN: []int{1000}, holdInterval: 5 * time.Second, overallTimeout: 4 * time.Minute,
+	}
+)
+
+const (
+	pacing     = mockup.DefaultInterval
+	maxGap     = 10 * pacing
+	loadCPU    = 1
+	gatewayCPU = 0
+)
+
+func main() {
+	mock := flag.Bool("mockup", false, "serve the mock upstream on 127.0.0.1 (internal: the harness starts it)")
+	quick := flag.Bool("quick", false, "short run (~1 minute)")
+	out := flag.String("out", "", "write the Markdown report to this file")
+	root := flag.String("root", ".", "module root to build from")
+	skipNginx := flag.Bool("no-nginx", false, "do not use nginx even when installed")
+	keep := flag.Bool("keep", false, "keep the temporary directory (configs, logs) and print its path")
+	build := flag.Bool("build", true, "build bin/iop-edge and bin/iop-node first (false: use the binaries already there)")
+	nice := flag.Int("nice", -10, "nice value for the harness and every process it starts (needs privilege below 0; 0 leaves it)")
+	paths := flag.String("paths", "direct,nginx,tunnel,run", "paths to measure, comma-separated (added figures need direct)")
+	phases := flag.String("phases", "latency,throughput,paced,steps,memory", "phases to run, comma-separated")
+	flag.Parse()
+	if *mock {
+		os.Exit(serveMockup())
+	}
+	p := fullPlan
+	if *quick {
+		p = quickPlan
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, p.overallTimeout)
+	defer cancel()
+	p.paths = map[string]bool{}
+	for _, x := range strings.Split(*paths, ",") {
+		p.paths[strings.TrimSpace(x)] = true
+	}
+	p.phases = map[string]bool{}
+	for _, ph := range strings.Split(*phases, ",") {
+		p.phases[strings.TrimSpace(ph)] = true
+	}
+	err := run(ctx, p, opts{quick: *quick, out: *out, root: *root, skipNginx: *skipNginx, nice: *nice, build: *build, keep: *keep})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "iopbench:", err)
+		os.Exit(1)
+	}
+}
+
+// serveMockup is the -mockup child: it prints its address on stdout and
+// serves until SIGTERM/SIGINT or its parent closes stdin.
+func serveMockup() int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mockup:", err)
+		return 1
+	}
+	srv := mockup.Server()
+	fmt.Printf("MOCKUP_ADDR %s\n", ln.Addr())
+	go func() {
+		// The parent holds our stdin open; EOF means it is gone.
+		var b [1]byte
+		_, _ = os.Stdin.Read(b[:])
+		_ = srv.Close()
+	}()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() { <-sig; _ = srv.Close() }()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintln(os.Stderr, "mockup:", err)
+		return 1
+	}
+	return 0
+}
+
+func run(ctx context.Context, p plan, o opts) error {
+	start := time.Now()
+	env := &envInfo{Command: strings.TrimSpace("go run ./bench/iopbench " + strings.Join(os.Args[1:], " "))}
+	env.collect()
+	env.Quick = o.quick
+	env.Nice = o.nice
+	if o.nice != 0 {
+		if err := renice(o.nice); err != nil {
+			env.Nice = 0
+			env.Notes = append(env.Notes, fmt.Sprintf("could not set nice %d (%v): the benchmark competes with other processes at equal priority", o.nice, err))
+		}
+	}
+	nofile, err := raiseNofile()
+	env.Nofile = nofile
+	if err != nil {
+		env.Notes = append(env.Notes, "could not raise RLIMIT_NOFILE: "+err.Error())
+	}
+	env.Pinned = canPin()
+	if !env.Pinned {
+		env.Notes = append(env.Notes, "taskset missing or fewer than 2 CPUs: every process runs unpinned")
+	} else if err := pinSelf(loadCPU); err != nil {
+		env.Pinned = false
+		env.Notes = append(env.Notes, "pinning the load generator failed ("+err.Error()+"): runs unpinned")
+	}
+
+	h := newHarness(env)
+	h.keep = o.keep
+	defer h.stopAll()
+	if o.build {
+		logf("building bin/iop-edge, bin/iop-node")
+	}
+	if err := h.build(ctx, o.root, o.build); err != nil {
+		return err
+	}
+	logf("starting mock upstream, edge, node, nginx")
+	if err := h.startAll(ctx, o.skipNginx); err != nil {
+		return err
+	}
+	h.measureIdle(2 * time.Second)
+	env.Idle = h.idle
+	res := &results{Env: env, Plan: p}
+	var targets []target
+	for _, t := range h.targets() {
+		if p.paths[t.name] {
+			targets = append(targets, t)
+		}
+	}
+	for _, t := range targets {
+		res.Paths = append(res.Paths, t.name)
+	}
+	if err := measureAll(ctx, h, p, targets, res); err != nil {
+		res.Aborted = err.Error()
+		logf("measurement stopped: %v", err)
+	}
+	res.Elapsed = time.Since(start)
+	env.LoadEnd = loadavg()
+	h.checkLogs()
+	md := res.markdown()
+	fmt.Println(md)
+	if o.out != "" {
+		if err := os.WriteFile(o.out, []byte(md), 0o644); err != nil {
+			return err
+		}
+		logf("wrote %s", o.out)
+	}
+	if res.Aborted != "" {
+		return errors.New(res.Aborted)
+	}
+	return nil
+}
+
+func measureAll(ctx context.Context, h *harness, p plan, targets []target, res *results) error {
+	cl := newClient()
+	defer cl.CloseIdleConnections()
+	// Each phase runs in rounds that visit every path in turn, so that a
+	// burst of outside load on a shared machine hits all paths alike.
+	lat := make([]latencyResult, len(targets))
+	tput := make([]throughputResult, len(targets))
+	paced := make([]pacedResult, len(targets))
+	// Filled in place, so that an early stop still reports what was measured.
+	if p.phases["latency"] {
+		res.Latency = lat
+	}
+	if p.phases["throughput"] {
+		res.Throughput = tput
+	}
+	if p.phases["paced"] {
+		res.Paced = paced
+	}
+	for round := range p.rounds {
+		for i, t := range targets {
+			if !p.phases["latency"] {
+				break
+			}
+			warm := 20
+			if round == 0 {
+				warm = p.latWarm
+			}
+			logf("c=1 latency: %s, round %d/%d (%d + %d requests)", t.name, round+1, p.rounds, warm, p.latN/p.rounds)
+			r, err := latencyRun(ctx, cl, t, warm, p.latN/p.rounds)
+			if err != nil {
+				return fmt.Errorf("latency %s: %w", t.name, err)
+			}
+			lat[i].merge(r)
+		}
+	}
+	for round := range p.rounds {
+		for i, t := range targets {
+			if !p.phases["throughput"] {
+				break
+			}
+			logf("c=%d throughput: %s, round %d/%d (%s)", p.tputConc, t.name, round+1, p.rounds, p.tputDur/time.Duration(p.rounds))
+			r, err := throughputRun(ctx, cl, t, p.tputConc, p.tputDur/time.Duration(p.rounds), h)
+			if err != nil {
+				return fmt.Errorf("throughput %s: %w", t.name, err)
+			}
+			tput[i].merge(r)
+		}
+	}
+	const pacedRounds = 2
+	for round := range pacedRounds {
+		for i, t := range targets {
+			if !p.phases["paced"] {
+				break
+			}
+			logf("paced streams: %s, round %d/%d (%d streams, %d chunks %s apart)", t.name, round+1, pacedRounds, p.pacedN/pacedRounds, mockup.DefaultChunks, pacing)
+			r, err := pacedRun(ctx, h, cl, t, p.pacedN/pacedRounds, p.pacedStagger)
+			if err != nil {
+				return fmt.Errorf("paced %s: %w", t.name, err)
+			}
+			paced[i].merge(r)
+		}
+	}
+	cl.CloseIdleConnections()
+	for _, t := range targets {
+		if !p.phases["steps"] {
+			break
+		}
+		r := stepRun(ctx, h, t, p)
+		res.Steps = append(res.Steps, r)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	for _, t := range targets {
+		if t.name != "tunnel" || !p.phases["memory"] {
+			continue
+		}
+		res.Hold = append(res.Hold, h.holdSample("idle", 0, nil))
+		for _, n := range p.holdN {
+			logf("RSS: %d concurrent long-paced tunnel streams", n)
+			r := holdRun(ctx, h, t, n, p)
+			res.Hold = append(res.Hold, r)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	}
+	return nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
