@@ -250,6 +250,9 @@ func (s *Server) accessLog(c *gin.Context) {
 		model = "unknown"
 	}
 	s.metrics.request(model, in.route, statusCode(status, in), time.Since(start))
+	if !s.log.Core().Enabled(zap.InfoLevel) {
+		return
+	}
 	fields := []zap.Field{
 		zap.String("request_id", in.requestID), zap.String("method", c.Request.Method), zap.String("path", c.Request.URL.Path),
 		zap.Int("status", status), zap.Duration("duration", time.Since(start)),

@@ -140,7 +140,7 @@ func TestCancelRunOnStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = st.Send(&iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{
-		RunId: "r1", Adapter: "slow", Operation: "chat", Input: chatInput("a b c d e f g h i j"),
+		RunId: "r1", Adapter: "slow", Operation: "chat", Stream: true, Input: chatInput("a b c d e f g h i j"),
 	}}})
 	_ = st.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var types []iop.RunEventType

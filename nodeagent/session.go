@@ -129,11 +129,13 @@ func (a *Agent) runCtx(ctx context.Context, st *nodewire.Stream, runID string, t
 	return rctx, stop
 }
 
-// runSink sends DELTA events.
+// runSink sends DELTA events: each at once for a streamed run; queued for
+// the terminal event's write otherwise (nobody reads them one by one).
 type runSink struct {
-	st    *nodewire.Stream
-	runID string
-	seq   *uint64
+	st     *nodewire.Stream
+	runID  string
+	seq    *uint64
+	stream bool
 }
 
 func (s runSink) Delta(text string) error {
@@ -141,7 +143,11 @@ func (s runSink) Delta(text string) error {
 		return nil
 	}
 	*s.seq++
-	return s.st.Send(runEvent(&iop.RunEvent{RunId: s.runID, Sequence: *s.seq, Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: text}))
+	env := runEvent(&iop.RunEvent{RunId: s.runID, Sequence: *s.seq, Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: text})
+	if s.stream {
+		return s.st.Send(env)
+	}
+	return s.st.Queue(env)
 }
 
 func runEvent(ev *iop.RunEvent) *iop.Envelope {
@@ -182,10 +188,11 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 
 	rctx, stop := a.runCtx(ctx, st, req.GetRunId(), req.GetTimeoutSec())
 	defer stop()
-	if err := send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_START}); err != nil {
+	seq++
+	if err := st.Queue(runEvent(&iop.RunEvent{RunId: req.GetRunId(), Sequence: seq, Type: iop.RunEventType_RUN_EVENT_TYPE_START})); err != nil {
 		return
 	}
-	res, err := in.impl.Run(rctx, req, runSink{st: st, runID: req.GetRunId(), seq: &seq})
+	res, err := in.impl.Run(rctx, req, runSink{st: st, runID: req.GetRunId(), seq: &seq, stream: req.GetStream()})
 	release()
 	if err == nil {
 		if res == nil {
@@ -226,20 +233,27 @@ func toRunError(err error, ctx context.Context) *iop.RunError {
 	}
 }
 
-// tunnelSink sends ordered tunnel frames.
+// tunnelSink sends ordered tunnel frames. Body frames of a streamed
+// response (SSE, or the caller asked for a stream) are written the moment
+// they arrive; everything else is queued and shares the next write.
 type tunnelSink struct {
-	st     *nodewire.Stream
-	runID  string
-	seq    uint64
-	status bool
-	stats  *usageStats
+	st        *nodewire.Stream
+	runID     string
+	seq       uint64
+	status    bool
+	flushEach bool
+	stats     *usageStats
 }
 
-func (s *tunnelSink) send(f *iop.ProviderTunnelFrame) error {
+func (s *tunnelSink) frame(f *iop.ProviderTunnelFrame) *iop.Envelope {
 	s.seq++
 	f.Sequence, f.RunId = s.seq, s.runID
-	return s.st.Send(&iop.Envelope{Body: &iop.Envelope_ProviderTunnelFrame{ProviderTunnelFrame: f}})
+	return &iop.Envelope{Body: &iop.Envelope_ProviderTunnelFrame{ProviderTunnelFrame: f}}
 }
+
+func (s *tunnelSink) send(f *iop.ProviderTunnelFrame) error { return s.st.Send(s.frame(f)) }
+
+func (s *tunnelSink) queue(f *iop.ProviderTunnelFrame) error { return s.st.Queue(s.frame(f)) }
 
 var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
@@ -257,7 +271,10 @@ func (s *tunnelSink) Status(code int, h http.Header) error {
 			hs = append(hs, &iop.Header{Name: name, Value: v})
 		}
 	}
-	return s.send(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_STATUS, StatusCode: int32(code), Headers: hs})
+	if strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") {
+		s.flushEach = true
+	}
+	return s.queue(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_STATUS, StatusCode: int32(code), Headers: hs})
 }
 
 func isHopByHop(name string) bool {
@@ -276,7 +293,14 @@ func (s *tunnelSink) Body(p []byte) error {
 	for len(p) > 0 {
 		n := min(len(p), nodewire.MaxBodyChunk)
 		// The frame is encoded before Send returns, so p may be reused.
-		if err := s.send(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, Body: p[:n]}); err != nil {
+		f := &iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, Body: p[:n]}
+		var err error
+		if s.flushEach {
+			err = s.send(f)
+		} else {
+			err = s.queue(f)
+		}
+		if err != nil {
 			return err
 		}
 		p = p[n:]
@@ -286,17 +310,17 @@ func (s *tunnelSink) Body(p []byte) error {
 
 func (s *tunnelSink) Usage(u *iop.Usage) error {
 	s.stats.addUsage(u)
-	return s.send(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_USAGE, Usage: u})
+	return s.queue(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_USAGE, Usage: u})
 }
 
 func (s *tunnelSink) Metadata(m map[string]string) error {
-	return s.send(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_METADATA, Metadata: m})
+	return s.queue(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_METADATA, Metadata: m})
 }
 
 // serveTunnel runs a ProviderTunnelRequest: STATUS, BODY..., then exactly
 // one END or ERROR frame.
 func (a *Agent) serveTunnel(ctx context.Context, st *nodewire.Stream, req *iop.ProviderTunnelRequest) {
-	sink := &tunnelSink{st: st, runID: req.GetRunId()}
+	sink := &tunnelSink{st: st, runID: req.GetRunId(), flushEach: req.GetStream()}
 	fail := func(re *iop.RunError) {
 		_ = sink.send(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR, End: true, Error: re})
 	}

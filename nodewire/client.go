@@ -90,7 +90,7 @@ func Dial(ctx context.Context, cfg DialConfig, req *iop.RegisterRequest) (*Clien
 		return nil, nil, fmt.Errorf("nodewire: write preface: %w", err)
 	}
 	_ = raw.SetDeadline(time.Time{})
-	sess, err := yamux.Client(raw, yamuxConfig(cfg.Logger))
+	sess, err := yamux.Client(&coalescingConn{Conn: raw}, yamuxConfig(cfg.Logger))
 	if err != nil {
 		return nil, nil, fmt.Errorf("nodewire: mux: %w", err)
 	}

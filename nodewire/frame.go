@@ -56,24 +56,35 @@ func WriteFrame(w io.Writer, env *iop.Envelope, maxSize int) error {
 			bufPool.Put(bp)
 		}
 	}()
-	buf := append((*bp)[:0], 0, 0, 0, 0)
-	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, env)
+	buf, err := AppendFrame((*bp)[:0], env, maxSize)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrEncode, err)
+		return err
 	}
 	*bp = buf
-	n := len(buf) - frameHeaderLen
-	if maxSize <= 0 {
-		maxSize = DefaultMaxFrameSize
-	}
-	if n > maxSize {
-		return fmt.Errorf("%w: %d bytes > %d", ErrFrameTooLarge, n, maxSize)
-	}
-	binary.BigEndian.PutUint32(buf, uint32(n))
 	if _, err := w.Write(buf); err != nil {
 		return fmt.Errorf("nodewire: write: %w", err)
 	}
 	return nil
+}
+
+// AppendFrame appends env, encoded as one frame, to dst. On error dst is
+// returned unchanged (truncated to its original length).
+func AppendFrame(dst []byte, env *iop.Envelope, maxSize int) ([]byte, error) {
+	start := len(dst)
+	buf := append(dst, 0, 0, 0, 0)
+	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, env)
+	if err != nil {
+		return dst[:start], fmt.Errorf("%w: %w", ErrEncode, err)
+	}
+	n := len(buf) - start - frameHeaderLen
+	if maxSize <= 0 {
+		maxSize = DefaultMaxFrameSize
+	}
+	if n > maxSize {
+		return dst[:start], fmt.Errorf("%w: %d bytes > %d", ErrFrameTooLarge, n, maxSize)
+	}
+	binary.BigEndian.PutUint32(buf[start:], uint32(n))
+	return buf, nil
 }
 
 // ReadFrame reads one frame and decodes its envelope. maxSize <= 0 means

@@ -254,7 +254,7 @@ func (s *Server) handshakeRegister(raw net.Conn) (*Conn, *iop.RegisterRequest, e
 		return nil, nil, ErrBadPreface
 	}
 	_ = raw.SetDeadline(time.Time{}) // the multiplexer's own deadlines take over
-	sess, err := yamux.Server(raw, yamuxConfig(s.log))
+	sess, err := yamux.Server(&coalescingConn{Conn: raw}, yamuxConfig(s.log))
 	if err != nil {
 		return nil, nil, fmt.Errorf("nodewire: mux: %w", err)
 	}

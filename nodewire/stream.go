@@ -25,24 +25,80 @@ type Stream struct {
 	br       *bufio.Reader
 	maxFrame int
 
-	wmu sync.Mutex // serialises Send so frames never interleave
-	rmu sync.Mutex // serialises Recv and the drain started by Abort (guards br)
+	wmu    sync.Mutex // serialises Send so frames never interleave
+	queued []byte     // guarded by wmu: frames encoded by Queue, not yet written
+	rmu    sync.Mutex // serialises Recv and the drain started by Abort (guards br)
 
 	closeOnce sync.Once
 }
 
 func newStream(s *yamux.Stream, maxFrame int) *Stream {
-	return &Stream{s: s, br: bufio.NewReaderSize(s, 16<<10), maxFrame: maxFrame}
+	// yamux streams read from an in-memory buffer, so a large bufio buffer
+	// per stream would only cost memory; a small one saves the lock round
+	// trips of reading a frame header and payload separately.
+	return &Stream{s: s, br: bufio.NewReaderSize(s, 512), maxFrame: maxFrame}
 }
 
 // ID is the stream's multiplexer id, for logs.
 func (st *Stream) ID() uint32 { return st.s.StreamID() }
 
-// Send writes one envelope as a frame.
+// Send writes one envelope as a frame, together with any frames queued
+// before it, in one write.
 func (st *Stream) Send(env *iop.Envelope) error {
 	st.wmu.Lock()
 	defer st.wmu.Unlock()
-	return WriteFrame(st.s, env, st.maxFrame)
+	if len(st.queued) == 0 {
+		return WriteFrame(st.s, env, st.maxFrame)
+	}
+	buf, err := AppendFrame(st.queued, env, st.maxFrame)
+	if err != nil {
+		return err
+	}
+	st.queued = buf
+	return st.flushLocked()
+}
+
+// queueFlushAt is how much Queue buffers before it writes anyway.
+const queueFlushAt = 64 << 10
+
+// Queue encodes env for a later Send or Flush instead of writing it now:
+// frames nobody is waiting for one by one (a non-streamed response, usage)
+// then share a single write. It writes at once when queueFlushAt bytes are
+// pending.
+func (st *Stream) Queue(env *iop.Envelope) error {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	buf, err := AppendFrame(st.queued, env, st.maxFrame)
+	if err != nil {
+		return err
+	}
+	st.queued = buf
+	if len(st.queued) >= queueFlushAt {
+		return st.flushLocked()
+	}
+	return nil
+}
+
+// Flush writes every queued frame.
+func (st *Stream) Flush() error {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	return st.flushLocked()
+}
+
+func (st *Stream) flushLocked() error {
+	if len(st.queued) == 0 {
+		return nil
+	}
+	_, err := st.s.Write(st.queued)
+	st.queued = st.queued[:0]
+	if cap(st.queued) > 4*queueFlushAt {
+		st.queued = nil
+	}
+	if err != nil {
+		return fmt.Errorf("nodewire: write: %w", err)
+	}
+	return nil
 }
 
 // Recv reads the next envelope. io.EOF means the peer closed its side
@@ -62,6 +118,7 @@ func (st *Stream) SetWriteDeadline(t time.Time) error { return st.s.SetWriteDead
 // CloseWrite half-closes the stream: the peer reads io.EOF after the frames
 // already sent, and this side may still Recv. Safe to call more than once.
 func (st *Stream) CloseWrite() error {
+	_ = st.Flush()
 	var err error
 	st.closeOnce.Do(func() { err = st.s.Close() })
 	if err != nil && !errors.Is(err, yamux.ErrStreamClosed) {

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
@@ -140,13 +141,24 @@ func identityEncoding(v string) bool {
 	return v == "" || strings.EqualFold(v, "identity")
 }
 
+// readBufs recycles tunnel read buffers: a held stream or a burst of short
+// requests would otherwise allocate tunnelReadSize each. The sink copies
+// what it is given, so a buffer is free again when the relay returns.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, tunnelReadSize); return &b }}
+
+// sseReadBufs are smaller: events are small and a stream may be held open
+// for minutes, so its buffer is memory per concurrent stream.
+var sseReadBufs = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
+
 // relaySSE relays an event stream. Usage is cumulative in OpenAI streams
 // (with continuous_usage_stats every chunk carries the running total), so
 // the last usage seen is reported once, when the body ends, and is never
 // counted twice.
 func relaySSE(r io.Reader, sink adapter.TunnelSink) error {
 	sp := newSSESplitter(maxSSEEvent)
-	buf := make([]byte, tunnelReadSize)
+	bp := sseReadBufs.Get().(*[]byte)
+	defer sseReadBufs.Put(bp)
+	buf := *bp
 	var last *iop.Usage
 	emit := func(chunk []byte) error {
 		if len(chunk) == 0 {
@@ -229,7 +241,9 @@ func relayJSON(r io.Reader, sink adapter.TunnelSink) error {
 }
 
 func relayRaw(r io.Reader, sink adapter.TunnelSink, tail *tailBuffer) error {
-	buf := make([]byte, tunnelReadSize)
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	buf := *bp
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
