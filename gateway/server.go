@@ -119,6 +119,13 @@ func New(opts Options) *Server {
 	return s
 }
 
+// HTTPServer returns the http.Server iop-edge runs the surface with: bounded
+// header size and read time, idle keep-alives closed after two minutes, no
+// write timeout (streams are long; per-write deadlines bound slow clients).
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{Handler: s.engine, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, IdleTimeout: 120 * time.Second}
+}
+
 // Handler is the http.Handler to serve.
 func (s *Server) Handler() http.Handler { return s.engine }
 

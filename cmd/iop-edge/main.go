@@ -128,7 +128,7 @@ func run() int {
 		return 1
 	}
 	wire := nodewire.NewServer(wcfg)
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, IdleTimeout: 120 * time.Second}
+	hs := srv.HTTPServer()
 
 	errc := make(chan error, 2)
 	wg.Add(2)

@@ -6,6 +6,7 @@ package stack
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"sync"
@@ -66,6 +67,8 @@ type EdgeOptions struct {
 	Tracer trace.TracerProvider
 	// HealthInterval enables provider health polling (0: off).
 	HealthInterval time.Duration
+	// TLS, when set, is the node listener's TLS config.
+	TLS *tls.Config
 }
 
 // StartEdge starts an edge for cfg. cfg's listen addresses are replaced by
@@ -96,8 +99,8 @@ func StartEdge(tb testing.TB, cfg *config.Edge, opts EdgeOptions) *Edge {
 	e := &Edge{
 		URL: "http://" + httpLn.Addr().String(), NodeAddr: nodeLn.Addr().String(),
 		Dispatcher: d, Server: srv, Registry: reg, Bus: bus, Log: log,
-		wire: nodewire.NewServer(nodewire.ServerConfig{Handler: d, Logger: log, HandshakeTimeout: 5 * time.Second}),
-		hs:   &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second},
+		wire: nodewire.NewServer(nodewire.ServerConfig{TLS: opts.TLS, Handler: d, Logger: log, HandshakeTimeout: 5 * time.Second}),
+		hs:   srv.HTTPServer(),
 	}
 	e.wg.Add(2)
 	// Owner: the Edge; stops at Close.
