@@ -66,6 +66,9 @@ func (d *Dispatcher) setHealth(id string, health map[string]string) {
 		}
 		was := r.health
 		r.health = h
+		if was == "" && h == "ok" {
+			continue // the first report of a healthy backend is not news
+		}
 		d.log.Info("provider health changed", zap.String("node_id", id), zap.String("provider", name), zap.String("from", was), zap.String("to", h))
 		if was == "offline" {
 			d.pumpLocked(r)
