@@ -212,7 +212,7 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 		return
 	}
 	re := toRunError(err, rctx)
-	if re.Code == adapter.CodeInternal {
+	if re.Code == adapter.CodeInternal && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 		log.Warn("run failed", zap.Error(err))
 	}
 	_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: re})
@@ -354,7 +354,7 @@ func (a *Agent) serveTunnel(ctx context.Context, st *nodewire.Stream, req *iop.P
 	if errors.Is(err, context.Canceled) && ctx.Err() == nil {
 		re = &iop.RunError{Code: "cancelled", Message: "tunnel cancelled"}
 	}
-	if re.Code == adapter.CodeInternal && !errors.Is(err, io.ErrClosedPipe) {
+	if re.Code == adapter.CodeInternal && ctx.Err() == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.ErrClosedPipe) {
 		a.log.Warn("tunnel failed", zap.String("run_id", req.GetRunId()), zap.Error(err))
 	}
 	fail(re)
