@@ -263,7 +263,7 @@ func (s *Server) accessLog(c *gin.Context) {
 	fields := []zap.Field{
 		zap.String("request_id", in.requestID), zap.String("method", c.Request.Method), zap.String("path", c.Request.URL.Path),
 		zap.Int("status", status), zap.Duration("duration", time.Since(start)),
-		zap.String("model", in.model), zap.String("node_id", in.node), zap.String("provider", in.provider), zap.String("route", in.route),
+		zap.String("model", model), zap.String("node_id", in.node), zap.String("provider", in.provider), zap.String("route", in.route),
 	}
 	if in.ttft > 0 {
 		fields = append(fields, zap.Duration("ttft", in.ttft))
