@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -32,21 +31,9 @@ import (
 func main() { os.Exit(run()) }
 
 func run() int {
-	configFile := flag.String("config", "configs/edge.yaml", "edge config file")
-	checkFile := flag.String("check-config", "", "validate this config file and exit (0 ok, 2 problems)")
-	flag.Parse()
-	if *checkFile != "" {
-		if _, err := config.LoadEdge(*checkFile); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
-		}
-		fmt.Printf("config %s: ok\n", *checkFile)
-		return 0
-	}
-	cfg, err := config.LoadEdge(*configFile)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	cfg, configFile, code := config.FromFlags("configs/edge.yaml", config.LoadEdge)
+	if cfg == nil {
+		return code
 	}
 	log, err := cfg.Log.Build()
 	if err != nil {
@@ -95,7 +82,7 @@ func run() int {
 	reload := func() (*gateway.ReloadReport, error) {
 		reloadMu.Lock()
 		defer reloadMu.Unlock()
-		next, err := config.LoadEdge(*configFile)
+		next, err := config.LoadEdge(configFile)
 		if err != nil {
 			log.Warn("reload rejected; config unchanged", zap.Error(err))
 			return nil, err
@@ -146,7 +133,7 @@ func run() int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	code := 0
+	code = 0
 loop:
 	for {
 		select {

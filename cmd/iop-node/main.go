@@ -9,7 +9,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -34,21 +33,9 @@ var version = "dev"
 func main() { os.Exit(run()) }
 
 func run() int {
-	configFile := flag.String("config", "configs/node.yaml", "node config file")
-	checkFile := flag.String("check-config", "", "validate this config file and exit (0 ok, 2 problems)")
-	flag.Parse()
-	if *checkFile != "" {
-		if _, err := config.LoadNode(*checkFile); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
-		}
-		fmt.Printf("config %s: ok\n", *checkFile)
-		return 0
-	}
-	cfg, err := config.LoadNode(*configFile)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	cfg, _, code := config.FromFlags("configs/node.yaml", config.LoadNode)
+	if cfg == nil {
+		return code
 	}
 	log, err := cfg.Log.Build()
 	if err != nil {
