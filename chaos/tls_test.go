@@ -9,6 +9,7 @@ import (
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/internal/stack"
+	"github.com/iop-gateway/iop/internal/testcert"
 	"github.com/iop-gateway/iop/nodeagent"
 	"github.com/iop-gateway/iop/nodewire"
 )
@@ -19,10 +20,10 @@ import (
 // or with one from another CA never get in (their supervisors exhaust
 // their attempts; the edge never shows them connected).
 func TestNodeWireTLS(t *testing.T) {
-	ca, other := newTestCA(t, "iop-test"), newTestCA(t, "impostor")
-	srvCert, srvKey := ca.issue(t, "edge", true)
-	cliCert, cliKey := ca.issue(t, "node-a", false)
-	badCert, badKey := other.issue(t, "node-x", false)
+	ca, other := testcert.NewCA(t, t.TempDir(), "iop-test"), testcert.NewCA(t, t.TempDir(), "impostor")
+	srvCert, srvKey := ca.Issue(t, "edge", true)
+	cliCert, cliKey := ca.Issue(t, "node-a", false)
+	badCert, badKey := other.Issue(t, "node-x", false)
 
 	clientTLS := func(t *testing.T, caFile, cert, key string) *tls.Config {
 		c, err := nodewire.ClientTLSConfig(caFile, "", cert, key)
@@ -36,7 +37,7 @@ func TestNodeWireTLS(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			clientCA := ""
 			if mutual {
-				clientCA = ca.CAFile
+				clientCA = ca.File
 			}
 			stls, err := nodewire.ServerTLSConfig(srvCert, srvKey, clientCA)
 			if err != nil {
@@ -54,12 +55,12 @@ func TestNodeWireTLS(t *testing.T) {
 			}
 			refused := map[string]*tls.Config{
 				"plain TCP":         nil,
-				"untrusted CA":      clientTLS(t, other.CAFile, cliCert, cliKey),
+				"untrusted CA":      clientTLS(t, other.File, cliCert, cliKey),
 				"system roots only": clientTLS(t, "", cliCert, cliKey), // system roots do not know the test CA
 			}
 			if mutual {
-				refused["no client certificate"] = clientTLS(t, ca.CAFile, "", "")
-				refused["client certificate from another CA"] = clientTLS(t, ca.CAFile, badCert, badKey)
+				refused["no client certificate"] = clientTLS(t, ca.File, "", "")
+				refused["client certificate from another CA"] = clientTLS(t, ca.File, badCert, badKey)
 			}
 			for what, tc := range refused {
 				n := start(tc, 2)
@@ -80,7 +81,7 @@ func TestNodeWireTLS(t *testing.T) {
 			if mutual {
 				cert, key = cliCert, cliKey
 			}
-			start(clientTLS(t, ca.CAFile, cert, key), 0)
+			start(clientTLS(t, ca.File, cert, key), 0)
 			waitFor(t, waitLong, "the trusted node to be ready", func() bool { return connected(e.D, "a") })
 			ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 			defer cancel()

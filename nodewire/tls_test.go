@@ -2,104 +2,17 @@ package nodewire
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/iop-gateway/iop/internal/testcert"
 )
 
-// testCA is a throwaway certificate authority whose files live in a test's
-// temporary directory.
-type testCA struct {
-	dir    string
-	name   string
-	cert   *x509.Certificate
-	key    *ecdsa.PrivateKey
-	caFile string
-	serial int64
-}
-
-func newTestCA(t *testing.T, dir, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &testCA{dir: dir, name: name, cert: cert, key: key, caFile: filepath.Join(dir, name+"-ca.pem"), serial: 1}
-	writePEM(t, ca.caFile, "CERTIFICATE", der)
-	return ca
-}
-
-// issue signs a leaf certificate and returns its cert and key files. A
-// server leaf is valid for edge.test and 127.0.0.1.
-func (ca *testCA) issue(t *testing.T, cn string, server bool) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca.serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(ca.serial),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.DNSNames = []string{"edge.test"}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile = filepath.Join(ca.dir, ca.name+"-"+cn+".pem")
-	keyFile = filepath.Join(ca.dir, ca.name+"-"+cn+"-key.pem")
-	writePEM(t, certFile, "CERTIFICATE", der)
-	writePEM(t, keyFile, "PRIVATE KEY", keyDER)
-	return certFile, keyFile
-}
-
-func writePEM(t *testing.T, file, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
+func newTestCA(t *testing.T, dir, name string) *testcert.CA { return testcert.NewCA(t, dir, name) }
 
 func serverTLS(t *testing.T, certFile, keyFile, clientCA string) *tls.Config {
 	t.Helper()
@@ -131,8 +44,8 @@ func dialErr(addr string, tcfg *tls.Config) error {
 
 func TestTLSHandshake(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCA(t, dir, "edge")
-	certFile, keyFile := ca.issue(t, "edge", true)
+	ca := testcert.NewCA(t, dir, "edge")
+	certFile, keyFile := ca.Issue(t, "edge", true)
 	h := newFakeHandler()
 	ts := startServer(t, h, ServerConfig{TLS: serverTLS(t, certFile, keyFile, "")})
 
@@ -143,7 +56,7 @@ func TestTLSHandshake(t *testing.T) {
 		{"server name from address", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cc, resp, err := Dial(context.Background(), DialConfig{Address: ts.addr, TLS: clientTLS(t, ca.caFile, tc.serverName, "", "")}, testRegisterRequest("node-1"))
+			cc, resp, err := Dial(context.Background(), DialConfig{Address: ts.addr, TLS: clientTLS(t, ca.File, tc.serverName, "", "")}, testRegisterRequest("node-1"))
 			if err != nil {
 				t.Fatalf("Dial over TLS: %v", err)
 			}
@@ -179,13 +92,13 @@ func TestTLSHandshake(t *testing.T) {
 
 func TestTLSWrongCA(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCA(t, dir, "edge")
-	other := newTestCA(t, dir, "other")
-	certFile, keyFile := ca.issue(t, "edge", true)
+	ca := testcert.NewCA(t, dir, "edge")
+	other := testcert.NewCA(t, dir, "other")
+	certFile, keyFile := ca.Issue(t, "edge", true)
 	h := newFakeHandler()
 	ts := startServer(t, h, ServerConfig{TLS: serverTLS(t, certFile, keyFile, "")})
 
-	err := dialErr(ts.addr, clientTLS(t, other.caFile, "edge.test", "", ""))
+	err := dialErr(ts.addr, clientTLS(t, other.File, "edge.test", "", ""))
 	if err == nil {
 		t.Fatal("Dial trusted a server certificate from an unknown CA")
 	}
@@ -194,7 +107,7 @@ func TestTLSWrongCA(t *testing.T) {
 		t.Fatalf("Dial error %v, want x509.UnknownAuthorityError", err)
 	}
 	// The right CA with the wrong name fails too.
-	err = dialErr(ts.addr, clientTLS(t, ca.caFile, "not-edge.test", "", ""))
+	err = dialErr(ts.addr, clientTLS(t, ca.File, "not-edge.test", "", ""))
 	var host x509.HostnameError
 	if !errors.As(err, &host) {
 		t.Fatalf("Dial with a wrong server name: %v, want x509.HostnameError", err)
@@ -211,27 +124,27 @@ func TestTLSWrongCA(t *testing.T) {
 
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCA(t, dir, "edge")
-	nodeCA := newTestCA(t, dir, "nodes")
-	rogueCA := newTestCA(t, dir, "rogue")
-	certFile, keyFile := ca.issue(t, "edge", true)
-	nodeCert, nodeKey := nodeCA.issue(t, "node-1", false)
-	rogueCert, rogueKey := rogueCA.issue(t, "node-1", false)
+	ca := testcert.NewCA(t, dir, "edge")
+	nodeCA := testcert.NewCA(t, dir, "nodes")
+	rogueCA := testcert.NewCA(t, dir, "rogue")
+	certFile, keyFile := ca.Issue(t, "edge", true)
+	nodeCert, nodeKey := nodeCA.Issue(t, "node-1", false)
+	rogueCert, rogueKey := rogueCA.Issue(t, "node-1", false)
 
 	h := newFakeHandler()
-	ts := startServer(t, h, ServerConfig{TLS: serverTLS(t, certFile, keyFile, nodeCA.caFile)})
+	ts := startServer(t, h, ServerConfig{TLS: serverTLS(t, certFile, keyFile, nodeCA.File)})
 
-	if err := dialErr(ts.addr, clientTLS(t, ca.caFile, "edge.test", "", "")); err == nil {
+	if err := dialErr(ts.addr, clientTLS(t, ca.File, "edge.test", "", "")); err == nil {
 		t.Fatal("mutual TLS accepted a Node without a client certificate")
 	}
-	if err := dialErr(ts.addr, clientTLS(t, ca.caFile, "edge.test", rogueCert, rogueKey)); err == nil {
+	if err := dialErr(ts.addr, clientTLS(t, ca.File, "edge.test", rogueCert, rogueKey)); err == nil {
 		t.Fatal("mutual TLS accepted a client certificate from another CA")
 	}
 	if regs, _, _ := h.counts(); regs != 0 {
 		t.Fatalf("Register called %d times for rejected client certificates", regs)
 	}
 
-	cc, _, err := Dial(context.Background(), DialConfig{Address: ts.addr, TLS: clientTLS(t, ca.caFile, "edge.test", nodeCert, nodeKey)}, testRegisterRequest("node-1"))
+	cc, _, err := Dial(context.Background(), DialConfig{Address: ts.addr, TLS: clientTLS(t, ca.File, "edge.test", nodeCert, nodeKey)}, testRegisterRequest("node-1"))
 	if err != nil {
 		t.Fatalf("Dial with a client certificate: %v", err)
 	}
@@ -250,8 +163,8 @@ func TestMutualTLS(t *testing.T) {
 
 func TestTLSConfigErrors(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCA(t, dir, "edge")
-	certFile, keyFile := ca.issue(t, "edge", true)
+	ca := testcert.NewCA(t, dir, "edge")
+	certFile, keyFile := ca.Issue(t, "edge", true)
 	missing := filepath.Join(dir, "missing.pem")
 	notPEM := filepath.Join(dir, "not.pem")
 	if err := os.WriteFile(notPEM, []byte("not a certificate"), 0o600); err != nil {
@@ -270,7 +183,7 @@ func TestTLSConfigErrors(t *testing.T) {
 	if _, err := ServerTLSConfig(certFile, keyFile, notPEM); err == nil {
 		t.Error("ServerTLSConfig with a non-PEM client CA succeeded")
 	}
-	cfg, err := ServerTLSConfig(certFile, keyFile, ca.caFile)
+	cfg, err := ServerTLSConfig(certFile, keyFile, ca.File)
 	if err != nil || cfg.ClientAuth != tls.RequireAndVerifyClientCert || cfg.ClientCAs == nil || cfg.MinVersion < tls.VersionTLS12 {
 		t.Errorf("ServerTLSConfig with client CA: %+v, %v", cfg, err)
 	}
