@@ -12,7 +12,6 @@ import (
 	"github.com/iop-gateway/iop/internal/testcert"
 )
 
-func newTestCA(t *testing.T, dir, name string) *testcert.CA { return testcert.NewCA(t, dir, name) }
 
 func serverTLS(t *testing.T, certFile, keyFile, clientCA string) *tls.Config {
 	t.Helper()
