@@ -12,7 +12,6 @@ import (
 	"github.com/iop-gateway/iop/internal/testcert"
 )
 
-
 func serverTLS(t *testing.T, certFile, keyFile, clientCA string) *tls.Config {
 	t.Helper()
 	cfg, err := ServerTLSConfig(certFile, keyFile, clientCA)
