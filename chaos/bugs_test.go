@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/internal/faultproxy"
 	"github.com/iop-gateway/iop/internal/stack"
 	"github.com/iop-gateway/iop/nodewire"
 )
@@ -46,7 +47,7 @@ func TestQueuedRequestNeverHandedToADyingNode(t *testing.T) {
 	}
 	log := quietLogger(t)
 	e := stack.StartEdge(t, cfg, stack.EdgeOptions{Logger: log})
-	px, err := NewProxy(e.NodeAddr)
+	px, err := faultproxy.New(e.NodeAddr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/internal/faultproxy"
 	"github.com/iop-gateway/iop/internal/stack"
 	"github.com/iop-gateway/iop/nodewire"
 )
@@ -59,7 +60,7 @@ func chaosParamsFromEnv(t *testing.T) chaosParams {
 // node processes claiming the id: one normally, two during a supersede.
 type slot struct {
 	id, token string
-	proxy     *Proxy
+	proxy     *faultproxy.Proxy
 	nodes     []*stack.Node // touched only by the chaos goroutine, then by the test after it stopped
 }
 
@@ -105,7 +106,7 @@ func TestChaos(t *testing.T) {
 	e := stack.StartEdge(t, cfg, stack.EdgeOptions{Logger: log})
 	r := &chaosRig{t: t, e: e, log: log, dir: t.TempDir()}
 	for _, id := range ids {
-		px, err := NewProxy(e.NodeAddr)
+		px, err := faultproxy.New(e.NodeAddr)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/dispatch"
+	"github.com/iop-gateway/iop/internal/faultproxy"
 	"github.com/iop-gateway/iop/internal/stack"
 	"github.com/iop-gateway/iop/nodeagent"
 	"github.com/iop-gateway/iop/nodewire"
@@ -198,7 +199,7 @@ func TestRotatedNodeTokenIsRejected(t *testing.T) {
 	}
 	log := quietLogger(t)
 	e := stack.StartEdge(t, mk("old-token"), stack.EdgeOptions{Logger: log})
-	px, err := NewProxy(e.NodeAddr)
+	px, err := faultproxy.New(e.NodeAddr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/dispatch"
+	"github.com/iop-gateway/iop/internal/faultproxy"
 	"github.com/iop-gateway/iop/internal/stack"
 	"github.com/iop-gateway/iop/nodewire"
 )
@@ -69,7 +70,7 @@ func stallScenario(t *testing.T) string {
 	log := quietLogger(t)
 	e := stack.StartEdge(t, cfg, stack.EdgeOptions{Logger: log})
 	d, reg := e.Dispatcher, e.Registry
-	px, err := NewProxy(e.NodeAddr)
+	px, err := faultproxy.New(e.NodeAddr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/iop-gateway/iop/internal/faultproxy"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -285,126 +286,13 @@ func expectClosedByPeer(t *testing.T, raw net.Conn, d time.Duration) {
 	}
 }
 
-// proxy forwards TCP bytes between its listener and target both ways. Freeze
-// stops all forwarding but keeps every socket open, so each side sees a
-// silent, live peer: the shape of a dead path or a hung host.
-type proxy struct {
-	ln     net.Listener
-	target string
-
-	mu     sync.Mutex
-	thaw   chan struct{} // guarded by mu: closed while not frozen
-	conns  []net.Conn    // guarded by mu
-	closed bool          // guarded by mu
-
-	done chan struct{}
-	wg   sync.WaitGroup
-}
-
-func startProxy(t *testing.T, target string) *proxy {
+// startProxy puts a fault proxy in front of target for the test's duration.
+func startProxy(t *testing.T, target string) *faultproxy.Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := faultproxy.New(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{ln: ln, target: target, thaw: make(chan struct{}), done: make(chan struct{})}
-	close(p.thaw)
-	p.wg.Add(1)
-	// Owner: the proxy; stops when Close closes the listener.
-	go p.acceptLoop()
 	t.Cleanup(p.Close)
 	return p
-}
-
-func (p *proxy) Addr() string { return p.ln.Addr().String() }
-
-func (p *proxy) acceptLoop() {
-	defer p.wg.Done()
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", p.target)
-		if err != nil {
-			_ = in.Close()
-			continue
-		}
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			_ = in.Close()
-			_ = out.Close()
-			return
-		}
-		p.conns = append(p.conns, in, out)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		// Owner: the proxy; each stops when either socket closes.
-		go p.pipe(out, in)
-		go p.pipe(in, out)
-	}
-}
-
-// waitThawed blocks while the proxy is frozen; false means it closed.
-func (p *proxy) waitThawed() bool {
-	p.mu.Lock()
-	ch := p.thaw
-	p.mu.Unlock()
-	select {
-	case <-ch:
-		return true
-	case <-p.done:
-		return false
-	}
-}
-
-func (p *proxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	defer func() { _ = dst.Close(); _ = src.Close() }()
-	buf := make([]byte, 32<<10)
-	for {
-		if !p.waitThawed() {
-			return
-		}
-		n, err := src.Read(buf)
-		if n > 0 {
-			// Bytes read just as the freeze began are held, not forwarded.
-			if !p.waitThawed() {
-				return
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// Freeze stops forwarding in both directions; sockets stay open.
-func (p *proxy) Freeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.thaw:
-		p.thaw = make(chan struct{})
-	default: // already frozen
-	}
-}
-
-// Close closes the listener and every socket and waits for the pipes.
-func (p *proxy) Close() {
-	p.mu.Lock()
-	if !p.closed {
-		p.closed = true
-		close(p.done)
-		_ = p.ln.Close()
-		for _, c := range p.conns {
-			_ = c.Close()
-		}
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
 }

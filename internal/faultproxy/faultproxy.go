@@ -1,8 +1,7 @@
-// Package chaos holds iop's fault-injection tests (chaos, network stall,
-// slow clients, bad input, security) and the pieces they share. Proxy is the
-// only non-test code: a loopback TCP proxy put between a node and the edge's
-// node listener so a test can cut or freeze that connection at will.
-package chaos
+// Package faultproxy is a loopback TCP proxy for fault-injection tests: put
+// between a node and the edge's node listener, it lets a test cut, kill or
+// freeze that connection at will.
+package faultproxy
 
 import (
 	"errors"
@@ -73,8 +72,8 @@ func (l *link) setServer(s net.Conn) bool {
 	return true
 }
 
-// NewProxy listens on an ephemeral loopback port and forwards to target.
-func NewProxy(target string) (*Proxy, error) {
+// New listens on an ephemeral loopback port and forwards to target.
+func New(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
