@@ -2,8 +2,6 @@ package openaiapi
 
 import (
 	"strings"
-
-	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // Wire shapes of chat.completion, in OpenAI's field order. logprobs and
@@ -34,38 +32,13 @@ type chatMessage struct {
 // ChatAggregator renders a non-stream chat run as one chat.completion.
 // Feed it the run's events with Add, then call Result. Not safe for
 // concurrent use.
-type ChatAggregator struct {
-	opts    RenderOptions
-	st      runState
-	content strings.Builder
-
-	rendered bool
-	body     []byte
-	err      *Error
-	usage    Usage
-	reported bool
-	finish   string
-}
+type ChatAggregator struct{ aggregation }
 
 // NewChatAggregator starts the rendering of one run.
 func NewChatAggregator(opts RenderOptions) *ChatAggregator {
 	opts.fill("chatcmpl-")
-	return &ChatAggregator{opts: opts}
+	return &ChatAggregator{aggregation{opts: opts}}
 }
-
-// Add consumes one event and reports whether it was the terminal one.
-func (a *ChatAggregator) Add(ev *iop.RunEvent) (done bool) {
-	if a.st.done() || ev == nil {
-		return a.st.done()
-	}
-	if ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
-		a.content.WriteString(ev.GetDelta())
-	}
-	return a.st.observe(ev)
-}
-
-// Done reports whether the terminal event has been seen.
-func (a *ChatAggregator) Done() bool { return a.st.done() }
 
 // Result returns the chat.completion JSON, or the *Error to answer with when
 // the run failed, was cancelled, or ended without a terminal event (e.g. the
@@ -86,10 +59,10 @@ func (a *ChatAggregator) Result() ([]byte, *Error) {
 
 func (a *ChatAggregator) render() ([]byte, *Error) {
 	if e := a.st.failure(); e != nil {
-		a.usage, a.reported = a.st.finalUsage(a.opts.PromptTokens, a.content.Len())
+		a.usage, a.reported = a.st.finalUsage(a.opts.PromptTokens, a.text.Len())
 		return nil, e
 	}
-	content := a.content.String()
+	content := a.text.String()
 	var calls []ToolCall
 	if native := a.st.meta[MetaToolCalls]; native != "" {
 		var err error
@@ -118,14 +91,6 @@ func (a *ChatAggregator) render() ([]byte, *Error) {
 	}
 	return body, nil
 }
-
-// Usage returns the usage of the rendered response (valid after Result) and
-// whether the provider reported it (false: estimated).
-func (a *ChatAggregator) Usage() (Usage, bool) { return a.usage, a.reported }
-
-// FinishReason returns the reported finish_reason (valid after a successful
-// Result).
-func (a *ChatAggregator) FinishReason() string { return a.finish }
 
 // toolCallBytes sizes tool calls for the completion-token estimate.
 func toolCallBytes(calls []ToolCall) int {

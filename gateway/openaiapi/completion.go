@@ -3,7 +3,6 @@ package openaiapi
 import (
 	"encoding/json"
 	"io"
-	"strings"
 
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -30,38 +29,13 @@ type textChoice struct {
 
 // CompletionAggregator renders a non-stream legacy completion run as one
 // text_completion. Use like ChatAggregator. Not safe for concurrent use.
-type CompletionAggregator struct {
-	opts RenderOptions
-	st   runState
-	text strings.Builder
-
-	rendered bool
-	body     []byte
-	err      *Error
-	usage    Usage
-	reported bool
-	finish   string
-}
+type CompletionAggregator struct{ aggregation }
 
 // NewCompletionAggregator starts the rendering of one run.
 func NewCompletionAggregator(opts RenderOptions) *CompletionAggregator {
 	opts.fill("cmpl-")
-	return &CompletionAggregator{opts: opts}
+	return &CompletionAggregator{aggregation{opts: opts}}
 }
-
-// Add consumes one event and reports whether it was the terminal one.
-func (a *CompletionAggregator) Add(ev *iop.RunEvent) (done bool) {
-	if a.st.done() || ev == nil {
-		return a.st.done()
-	}
-	if ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
-		a.text.WriteString(ev.GetDelta())
-	}
-	return a.st.observe(ev)
-}
-
-// Done reports whether the terminal event has been seen.
-func (a *CompletionAggregator) Done() bool { return a.st.done() }
 
 // Result returns the text_completion JSON or the *Error to answer with (see
 // ChatAggregator.Result). Calling it again returns the same result.
@@ -82,12 +56,6 @@ func (a *CompletionAggregator) Result() ([]byte, *Error) {
 	})
 	return a.body, nil
 }
-
-// Usage returns the usage (valid after Result) and whether it was reported.
-func (a *CompletionAggregator) Usage() (Usage, bool) { return a.usage, a.reported }
-
-// FinishReason returns the reported finish_reason (after a successful Result).
-func (a *CompletionAggregator) FinishReason() string { return a.finish }
 
 // CompletionStreamWriter renders a streamed legacy completion run as SSE
 // text_completion chunks: one per delta, a last one with empty text and the

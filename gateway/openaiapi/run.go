@@ -3,6 +3,7 @@ package openaiapi
 import (
 	"crypto/rand"
 	"io"
+	"strings"
 	"time"
 
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
@@ -219,3 +220,40 @@ func (s *sseWriter) send() error {
 }
 
 var doneEvent = []byte("data: [DONE]\n\n")
+
+// aggregation is what the non-stream renderers share: the run's folded state,
+// its text, and the rendered result (computed once).
+type aggregation struct {
+	opts RenderOptions
+	st   runState
+	text strings.Builder
+
+	rendered bool
+	body     []byte
+	err      *Error
+	usage    Usage
+	reported bool
+	finish   string
+}
+
+// Add consumes one event and reports whether it was the terminal one.
+func (a *aggregation) Add(ev *iop.RunEvent) (done bool) {
+	if a.st.done() || ev == nil {
+		return a.st.done()
+	}
+	if ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
+		a.text.WriteString(ev.GetDelta())
+	}
+	return a.st.observe(ev)
+}
+
+// Done reports whether the terminal event has been seen.
+func (a *aggregation) Done() bool { return a.st.done() }
+
+// Usage returns the usage of the rendered response (valid after Result) and
+// whether the provider reported it (false: estimated).
+func (a *aggregation) Usage() (Usage, bool) { return a.usage, a.reported }
+
+// FinishReason returns the reported finish_reason (valid after a successful
+// Result).
+func (a *aggregation) FinishReason() string { return a.finish }
