@@ -6,6 +6,7 @@ package tracing
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -18,11 +19,15 @@ import (
 	"github.com/iop-gateway/iop/config"
 )
 
+// shutdownTimeout bounds the final flush of buffered spans.
+const shutdownTimeout = 5 * time.Second
+
 // Setup returns the tracer provider for cfg and a shutdown func that
-// flushes it. Disabled tracing returns a no-op provider.
-func Setup(ctx context.Context, cfg config.Tracing, service string) (trace.TracerProvider, func(context.Context) error, error) {
+// flushes it (bounded by shutdownTimeout). Disabled tracing returns a no-op
+// provider.
+func Setup(ctx context.Context, cfg config.Tracing, service string) (trace.TracerProvider, func(), error) {
 	if !cfg.Enabled {
-		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
+		return noop.NewTracerProvider(), func() {}, nil
 	}
 	opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(cfg.Endpoint)}
 	if cfg.Insecure {
@@ -37,7 +42,12 @@ func Setup(ctx context.Context, cfg config.Tracing, service string) (trace.Trace
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),
 		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName(service))),
 	)
-	return tp, tp.Shutdown, nil
+	shutdown := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		_ = tp.Shutdown(ctx)
+	}
+	return tp, shutdown, nil
 }
 
 var propagator = propagation.TraceContext{}

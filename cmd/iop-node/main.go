@@ -73,11 +73,7 @@ func run() int {
 		log.Error("tracing", zap.Error(err))
 		return 1
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = shutdownTracing(ctx)
-	}()
+	defer shutdownTracing()
 	agent.SetTracerProvider(tp)
 
 	sup := nodeagent.NewSupervisor(nodeagent.SupervisorConfig{
