@@ -9,7 +9,7 @@ PKG       := github.com/iop-gateway/iop
 PROTO_SRC := iop/runtime.proto
 GOFLAGS_TEST ?= -race -count=1 -timeout 15m
 
-.PHONY: all build test vet unit proto proto-check run fuzz chaos soak bench clean
+.PHONY: all build test vet unit proto proto-check run fuzz chaos soak bench gobench benchstat clean
 
 all: build
 
@@ -70,6 +70,20 @@ soak:
 ## and run paths; results to docs/benchmarks.md.
 bench:
 	$(GO) run ./bench/iopbench -out docs/benchmarks.md
+
+## gobench: the Go benchmarks (framing, dispatch, request parsing, the
+## in-process edge+node stack) COUNT times each, to $(BENCHOUT); compare two
+## such files with `make benchstat OLD=a.txt NEW=b.txt`.
+COUNT ?= 6
+BENCHOUT ?= bench.txt
+GOBENCH_PKGS = ./nodewire/ ./dispatch/ ./gateway/... ./nodeagent/... ./bench/stackbench/
+gobench:
+	$(GO) test -run '^$$' -bench . -benchmem -count $(COUNT) $(GOBENCH_PKGS) | tee $(BENCHOUT)
+
+## benchstat: compare two `make gobench` outputs (benchstat pinned in tools/go.mod).
+benchstat:
+	@test -n "$(OLD)" -a -n "$(NEW)" || { echo "usage: make benchstat OLD=old.txt NEW=new.txt"; exit 2; }
+	cd tools && $(GO) tool benchstat $(abspath $(OLD)) $(abspath $(NEW))
 
 clean:
 	rm -rf $(BIN) var

@@ -7,4 +7,10 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
-require golang.org/x/sync v0.8.0 // indirect
+require (
+	github.com/aclements/go-moremath v0.0.0-20210112150236-f10218a38794 // indirect
+	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da // indirect
+	golang.org/x/sync v0.8.0 // indirect
+)
+
+tool golang.org/x/perf/cmd/benchstat
