@@ -455,8 +455,8 @@ func stepOnce(ctx context.Context, h *harness, t target, p plan, n int) (ok bool
 	ts := summarize(ttft)
 	cpu := ""
 	switch t.name {
-	case "nginx":
-		cpu = fmt.Sprintf(", nginx %.1f µs CPU per chunk", use.CPU["nginx"])
+	case "nginx", "goproxy":
+		cpu = fmt.Sprintf(", %s %.1f µs CPU per chunk", t.name, use.CPU[t.name])
 	case "tunnel", "run":
 		cpu = fmt.Sprintf(", edge+node %.1f µs CPU per chunk", use.CPU["edge"]+use.CPU["node"])
 	}
@@ -472,23 +472,27 @@ func stepOnce(ctx context.Context, h *harness, t target, p plan, n int) (ok bool
 }
 
 type holdResult struct {
-	Label  string
-	Want   int
-	Open   int // streams that delivered a first chunk and were still open at the sample
-	Failed int
-	EdgeKB int64
-	NodeKB int64
-	MockKB int64
-	LoadKB int64
-	Ramp   time.Duration
-	Note   string
+	Path      string // whose streams: tunnel or goproxy
+	Label     string
+	Want      int
+	Open      int // streams that delivered a first chunk and were still open at the sample
+	Failed    int
+	EdgeKB    int64
+	NodeKB    int64
+	GoproxyKB int64
+	MockKB    int64
+	LoadKB    int64
+	Ramp      time.Duration
+	Skipped   bool // not measured; Note says why
+	Note      string
 }
 
-func (h *harness) holdSample(label string, want int, open *atomic.Int64) holdResult {
-	r := holdResult{Label: label, Want: want}
+func (h *harness) holdSample(path, label string, want int, open *atomic.Int64) holdResult {
+	r := holdResult{Path: path, Label: label, Want: want}
 	for range 3 {
 		r.EdgeKB = max(r.EdgeKB, rssKB(h.edge))
 		r.NodeKB = max(r.NodeKB, rssKB(h.node))
+		r.GoproxyKB = max(r.GoproxyKB, rssKB(h.goproxy))
 		r.MockKB = max(r.MockKB, rssKB(h.mock))
 		r.LoadKB = max(r.LoadKB, selfRSS())
 		if open != nil {
@@ -503,9 +507,9 @@ func (h *harness) holdSample(label string, want int, open *atomic.Int64) holdRes
 
 func selfRSS() int64 { return rssOfPID("self") }
 
-// holdRun opens n long-paced tunnel streams, waits until all of them have
-// delivered their first chunk (so all are open at once), samples RSS, and
-// cancels them.
+// holdRun opens n long-paced streams on t (tunnel or goproxy), waits until
+// all of them have delivered their first chunk (so all are open at once),
+// samples RSS, and cancels them.
 func holdRun(ctx context.Context, h *harness, t target, n int, p plan) holdResult {
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -543,7 +547,7 @@ func holdRun(ctx context.Context, h *harness, t target, n int, p plan) holdResul
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second) // a couple of chunks on every stream
-	r := h.holdSample(fmt.Sprintf("%d streams", n), n, &open)
+	r := h.holdSample(t.name, fmt.Sprintf("%d streams", n), n, &open)
 	r.Failed = int(failed.Load())
 	r.Ramp = ramp
 	if r.Open < n {
@@ -551,6 +555,7 @@ func holdRun(ctx context.Context, h *harness, t target, n int, p plan) holdResul
 	}
 	cancel()
 	done := make(chan struct{})
+	// Owner: holdRun; ends when every stream has ended (hctx is cancelled).
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
@@ -558,6 +563,6 @@ func holdRun(ctx context.Context, h *harness, t target, n int, p plan) holdResul
 		r.Note += "; streams did not all end within 60s of cancel"
 	}
 	cl.CloseIdleConnections()
-	time.Sleep(3 * time.Second) // let the edge and node release what they held
+	time.Sleep(3 * time.Second) // let the gateway release what it held
 	return r
 }

@@ -1,12 +1,13 @@
 // Command iopbench measures iop against a direct upstream and nginx on
 // loopback: it builds bin/iop-edge and bin/iop-node, starts a mock
 // vLLM-shaped upstream (this binary re-executed with -mockup), nginx when
-// installed, an edge and a node, pins edge, node and nginx to CPU 0 and the
+// installed, a one-hop Go reverse proxy (this binary with -goproxy), an
+// edge and a node, pins edge, node, nginx and the Go proxy to CPU 0 and the
 // mock and the load generator to CPU 1, measures latency, throughput,
 // paced streams, stream concurrency and memory per path, and writes a
 // Markdown report.
 //
-//	go run ./bench/iopbench -out docs/benchmarks.md   # full, ~4-6 minutes
+//	go run ./bench/iopbench -out docs/benchmarks.md   # full, ~5-7 minutes
 //	go run ./bench/iopbench -quick                    # ~1 minute, stdout only
 package main
 
@@ -19,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -65,6 +67,9 @@ var (
 	}
 )
 
+// pathNames are the measurable paths, in report order (see targets).
+var pathNames = []string{"direct", "nginx", "goproxy", "tunnel", "run"}
+
 const (
 	pacing     = mockup.DefaultInterval
 	maxGap     = 10 * pacing
@@ -74,6 +79,7 @@ const (
 
 func main() {
 	mock := flag.Bool("mockup", false, "serve the mock upstream on 127.0.0.1 (internal: the harness starts it)")
+	goproxy := flag.String("goproxy", "", "serve httputil.ReverseProxy to this upstream (host:port) on 127.0.0.1 (internal: the harness starts it)")
 	quick := flag.Bool("quick", false, "short run (~1 minute)")
 	out := flag.String("out", "", "write the Markdown report to this file")
 	root := flag.String("root", ".", "module root to build from")
@@ -81,11 +87,14 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the temporary directory (configs, logs) and print its path")
 	build := flag.Bool("build", true, "build bin/iop-edge and bin/iop-node first (false: use the binaries already there)")
 	nice := flag.Int("nice", -10, "nice value for the harness and every process it starts (needs privilege below 0; 0 leaves it)")
-	paths := flag.String("paths", "direct,nginx,tunnel,run", "paths to measure, comma-separated (added figures need direct)")
+	paths := flag.String("paths", strings.Join(pathNames, ","), "paths to measure, comma-separated (added figures need direct)")
 	phases := flag.String("phases", "latency,throughput,paced,steps,memory", "phases to run, comma-separated")
 	flag.Parse()
 	if *mock {
-		os.Exit(serveMockup())
+		os.Exit(serveChild("mockup", "MOCKUP_ADDR", mockup.Server()))
+	}
+	if *goproxy != "" {
+		os.Exit(serveGoproxy(*goproxy))
 	}
 	p := fullPlan
 	if *quick {
@@ -97,7 +106,13 @@ func main() {
 	defer cancel()
 	p.paths = map[string]bool{}
 	for _, x := range strings.Split(*paths, ",") {
-		p.paths[strings.TrimSpace(x)] = true
+		x = strings.TrimSpace(x)
+		// A misspelt path would otherwise be measured silently as nothing.
+		if !slices.Contains(pathNames, x) {
+			fmt.Fprintf(os.Stderr, "iopbench: -paths: unknown path %q (known: %s)\n", x, strings.Join(pathNames, ", "))
+			os.Exit(2)
+		}
+		p.paths[x] = true
 	}
 	p.phases = map[string]bool{}
 	for _, ph := range strings.Split(*phases, ",") {
@@ -110,16 +125,17 @@ func main() {
 	}
 }
 
-// serveMockup is the -mockup child: it prints its address on stdout and
-// serves until SIGTERM/SIGINT or its parent closes stdin.
-func serveMockup() int {
+// serveChild is the body of an internal child mode (-mockup, -goproxy): it
+// listens on a free loopback port, prints "key host:port" on stdout for the
+// harness, and serves srv until SIGTERM/SIGINT or its parent closes stdin.
+func serveChild(name, key string, srv *http.Server) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "mockup:", err)
+		fmt.Fprintln(os.Stderr, name+":", err)
 		return 1
 	}
-	srv := mockup.Server()
-	fmt.Printf("MOCKUP_ADDR %s\n", ln.Addr())
+	fmt.Printf("%s %s\n", key, ln.Addr())
+	// Owner: serveChild; ends when the parent closes stdin or exits.
 	go func() {
 		// The parent holds our stdin open; EOF means it is gone.
 		var b [1]byte
@@ -128,9 +144,10 @@ func serveMockup() int {
 	}()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	// Owner: serveChild; ends at the first SIGTERM/SIGINT (or with the process).
 	go func() { <-sig; _ = srv.Close() }()
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, http.ErrServerClosed) {
-		fmt.Fprintln(os.Stderr, "mockup:", err)
+		fmt.Fprintln(os.Stderr, name+":", err)
 		return 1
 	}
 	return 0
@@ -170,7 +187,7 @@ func run(ctx context.Context, p plan, o opts) error {
 	if err := h.build(ctx, o.root, o.build); err != nil {
 		return err
 	}
-	logf("starting mock upstream, edge, node, nginx")
+	logf("starting mock upstream, edge, node, nginx, goproxy")
 	if err := h.startAll(ctx, o.skipNginx); err != nil {
 		return err
 	}
@@ -280,13 +297,25 @@ func measureAll(ctx context.Context, h *harness, p plan, targets []target, res *
 			return ctx.Err()
 		}
 	}
-	for _, t := range targets {
-		if t.name != "tunnel" || !p.phases["memory"] {
+	// Memory: the tunnel first (its 10,000-stream figure is a target), then
+	// the one-hop Go proxy as the reference for what a Go gateway holds per
+	// stream.
+	for _, name := range []string{"tunnel", "goproxy"} {
+		t, ok := find(targets, name, func(t target) string { return t.name })
+		if !ok || !p.phases["memory"] {
 			continue
 		}
-		res.Hold = append(res.Hold, h.holdSample("idle", 0, nil))
+		res.Hold = append(res.Hold, h.holdSample(name, "idle", 0, nil))
 		for _, n := range p.holdN {
-			logf("RSS: %d concurrent long-paced tunnel streams", n)
+			// The one-hop proxy holds two sockets per stream (client and
+			// upstream) in one process, edge and node one each; past
+			// RLIMIT_NOFILE it would measure refused connections, not memory.
+			if fds := uint64(2*n + 64); name == "goproxy" && fds > h.env.Nofile {
+				res.Hold = append(res.Hold, holdResult{Path: name, Label: fmt.Sprintf("%d streams", n), Want: n, Skipped: true,
+					Note: fmt.Sprintf("skipped: needs ~%d descriptors in one process, RLIMIT_NOFILE is %d", fds, h.env.Nofile)})
+				continue
+			}
+			logf("RSS: %d concurrent long-paced %s streams", n, name)
 			r := holdRun(ctx, h, t, n, p)
 			res.Hold = append(res.Hold, r)
 			if ctx.Err() != nil {

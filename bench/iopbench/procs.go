@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -35,12 +34,12 @@ type harness struct {
 	root  string
 	procs []*proc
 
-	mock, edge, node, nginx *proc
-	mockAddr, edgeURL       string
-	nginxURL                string
-	mockStdin               io.Closer
-	idle                    map[string]float64 // CPU ns per second while idle, per component
-	keep                    bool
+	mock, edge, node, nginx, goproxy *proc
+	mockAddr, edgeURL                string
+	nginxURL, goproxyURL             string
+	stdins                           []io.Closer        // of the -mockup and -goproxy children
+	idle                             map[string]float64 // CPU ns per second while idle, per component
+	keep                             bool
 }
 
 func newHarness(env *envInfo) *harness { return &harness{env: env} }
@@ -141,8 +140,8 @@ func (p *proc) stop() {
 }
 
 func (h *harness) stopAll() {
-	if h.mockStdin != nil {
-		_ = h.mockStdin.Close()
+	for _, in := range h.stdins {
+		_ = in.Close()
 	}
 	for i := len(h.procs) - 1; i >= 0; i-- {
 		h.procs[i].stop()
@@ -164,7 +163,7 @@ func (h *harness) checkLogs() {
 		}
 	}
 	for _, p := range h.procs {
-		if p.name == "edge" || p.name == "node" {
+		if p.name == "edge" || p.name == "node" || p.name == "goproxy" {
 			if st, err := os.Stat(p.logPath); err == nil && st.Size() > 1<<20 {
 				h.env.Notes = append(h.env.Notes, fmt.Sprintf("%s wrote %.1f MB to stdout/stderr at log.level warn during the run (debug output on the hot path?)", p.name, float64(st.Size())/1e6))
 			}
@@ -211,41 +210,76 @@ func (h *harness) startAll(ctx context.Context, skipNginx bool) error {
 			return err
 		}
 	}
-	return nil
+	// The Go proxy needs nothing installed, so -no-nginx leaves it.
+	return h.startGoproxy(ctx)
 }
 
-func (h *harness) startMock(ctx context.Context) error {
+// startChild starts this binary in an internal mode (-mockup, -goproxy)
+// pinned to cpu and returns the address it prints as "key host:port". Its
+// stdin stays open until stopAll: EOF tells the child the harness is gone.
+func (h *harness) startChild(ctx context.Context, name string, cpu int, key string, args ...string) (*proc, string, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	pr, pw := io.Pipe()
-	p, stdin, err := h.start("mock", loadCPU, pw, true, self, "-mockup")
+	p, stdin, err := h.start(name, cpu, pw, true, append([]string{self}, args...)...)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	h.mock, h.mockStdin = p, stdin
+	h.stdins = append(h.stdins, stdin)
 	addr := make(chan string, 1)
-	// Owner: the harness; reads the mock's stdout until it exits.
+	// Owner: the harness; reads the child's stdout until the pipe is closed
+	// below.
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "MOCKUP_ADDR "); ok {
-				addr <- a
+			if a, ok := strings.CutPrefix(sc.Text(), key+" "); ok {
+				select {
+				case addr <- a:
+				default:
+				}
 			}
 		}
 	}()
+	// Owner: the harness; ends when the child exits (Wait has copied all
+	// of its stdout by then), closing the pipe so the reader ends too.
+	go func() { <-p.done; _ = pw.Close() }()
 	select {
 	case a := <-addr:
-		h.mockAddr = a
+		return p, a, nil
 	case <-p.done:
-		return fmt.Errorf("mock exited: %v\n%s", p.err, h.tail(p))
+		return nil, "", fmt.Errorf("%s exited: %v\n%s", name, p.err, h.tail(p))
 	case <-time.After(10 * time.Second):
-		return errors.New("mock did not report its address in 10s")
+		return nil, "", fmt.Errorf("%s did not report its address in 10s", name)
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, "", ctx.Err()
 	}
+}
+
+func (h *harness) startMock(ctx context.Context) error {
+	p, addr, err := h.startChild(ctx, "mock", loadCPU, "MOCKUP_ADDR", "-mockup")
+	if err != nil {
+		return err
+	}
+	h.mock, h.mockAddr = p, addr
 	return waitOK(ctx, "http://"+h.mockAddr+"/health", 10*time.Second)
+}
+
+// startGoproxy starts the one-hop Go reverse proxy in front of the mock,
+// on the gateway CPU like nginx (h.start applies the same nice and, via
+// the pinning, GOMAXPROCS 1). /health goes through it to the mock, so the
+// check covers the proxy path.
+func (h *harness) startGoproxy(ctx context.Context) error {
+	p, addr, err := h.startChild(ctx, "goproxy", gatewayCPU, "GOPROXY_ADDR", "-goproxy", h.mockAddr)
+	if err != nil {
+		return err
+	}
+	h.goproxy, h.goproxyURL = p, "http://"+addr
+	if err := waitOK(ctx, h.goproxyURL+"/health", 10*time.Second); err != nil {
+		return fmt.Errorf("goproxy not answering: %w\n%s", err, h.tail(p))
+	}
+	return nil
 }
 
 const edgeConfig = `listen:
@@ -431,6 +465,9 @@ func (h *harness) targets() []target {
 	ts := []target{{name: "direct", url: "http://" + h.mockAddr, model: "bench-model", streamModel: "bench-model"}}
 	if h.nginxURL != "" {
 		ts = append(ts, target{name: "nginx", url: h.nginxURL, model: "bench-model", streamModel: "bench-model"})
+	}
+	if h.goproxyURL != "" {
+		ts = append(ts, target{name: "goproxy", url: h.goproxyURL, model: "bench-model", streamModel: "bench-model"})
 	}
 	return append(ts,
 		target{name: "tunnel", url: h.edgeURL, model: "bench-tunnel", streamModel: "bench-tunnel"},

@@ -138,7 +138,7 @@ type snapshot struct {
 	busy  int64
 }
 
-var components = []string{"edge", "node", "nginx", "mock"}
+var components = []string{"edge", "node", "nginx", "goproxy", "mock"}
 
 func (h *harness) procOf(name string) *proc {
 	switch name {
@@ -148,6 +148,8 @@ func (h *harness) procOf(name string) *proc {
 		return h.node
 	case "nginx":
 		return h.nginx
+	case "goproxy":
+		return h.goproxy
 	}
 	return h.mock
 }

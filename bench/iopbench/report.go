@@ -102,6 +102,17 @@ func (r *results) step(p string) (stepResult, bool) {
 	return find(r.Steps, p, func(x stepResult) string { return x.Path })
 }
 
+// holds is the memory samples of path p, nil when none.
+func (r *results) holds(p string) []holdResult {
+	var out []holdResult
+	for _, h := range r.Hold {
+		if h.Path == p {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
 // row renders one table row: a figure for every path, "—" when missing.
 func (r *results) row(b *strings.Builder, label string, f func(path string) (string, bool)) {
 	b.WriteString("| " + label + " |")
@@ -127,7 +138,7 @@ func (r *results) markdown() string {
 	fmt.Fprintf(&b, "- CPU: %s, nproc %d; memory %s; kernel %s; %s; nginx %s; RLIMIT_NOFILE %d.\n", e.CPUModel, e.Nproc, e.Mem, e.Kernel, e.GoVersion, e.Nginx, e.Nofile)
 	fmt.Fprintf(&b, "- Source: %s. Command: `%s` (from the module root). Load average at start %s, at end %s.\n", e.Source, e.Command, e.LoadStart, e.LoadEnd)
 	if e.Pinned {
-		b.WriteString("- Pinning (`taskset`): iop-edge, iop-node and nginx on CPU 0; the mock upstream and the load generator on CPU 1 (GOMAXPROCS follows: 1 each).\n")
+		b.WriteString("- Pinning (`taskset`): iop-edge, iop-node, nginx and the Go proxy on CPU 0; the mock upstream and the load generator on CPU 1 (GOMAXPROCS follows: 1 each).\n")
 	}
 	if e.Nice != 0 {
 		fmt.Fprintf(&b, "- Every benchmark process runs at nice %d, so that other work on the machine disturbs it less (its share is shown per run below).\n", e.Nice)
@@ -136,12 +147,13 @@ func (r *results) markdown() string {
 		b.WriteString("- Pinning: none (see notes).\n")
 	}
 	b.WriteString("- Paths: **direct** = load generator → mock upstream; **nginx** = → nginx (1 worker, `proxy_buffering off`, HTTP/1.1 keepalive upstream) → mock; " +
-		"**tunnel** = → iop-edge → wire (TCP, yamux) → iop-node (`vllm` provider) → mock; **run** = → iop-edge → wire → iop-node built-in `mock` adapter (no upstream: its latency is its own; streams are paced by the adapter's `delay_ms`).\n")
+		"**goproxy** = → Go `httputil.ReverseProxy` (this binary with `-goproxy`: one hop, `FlushInterval: -1`, keep-alive `http.Transport`) → mock; " +
+		"**tunnel** = → iop-edge → wire (TCP, multiplexed streams) → iop-node (`vllm` provider) → mock; **run** = → iop-edge → wire → iop-node built-in `mock` adapter (no upstream: its latency is its own; streams are paced by the adapter's `delay_ms`).\n")
 	b.WriteString("- Mock upstream: vLLM-shaped `chat.completion` (~900 bytes) at once; streams: 64 `chat.completion.chunk` events 20 ms apart (the first at once), usage chunk, `[DONE]`. All on 127.0.0.1, plain HTTP/1.1, keep-alive, one `http.Transport`.\n")
 	fmt.Fprintf(&b, "- c=1: %d sequential requests in total after %d warm-up (20 per later round); added = path − direct at the same percentile. c=%d: closed loops for %s in total (0.3 s warm-up per round). Paced: %d streams started %s apart; TTFT = request sent → first `data:` line; gap = between consecutive `data:` lines of the paced part (bufio line reader). "+
 		"Latency and throughput run in %d rounds that visit every path in turn (paced streams in 2), so that outside load hits all paths alike. "+
 		"Concurrency steps %v: streams started at %d/s and paced 20 ms, long enough to overlap ≥ %s; a step passes when every stream completes with no gap above %s (up to %d attempts: one clean attempt passes). "+
-		"RSS: tunnel streams paced %s held open together, VmRSS from /proc/PID/status.\n\n",
+		"RSS: tunnel streams, then goproxy streams, paced %s held open together, VmRSS from /proc/PID/status.\n\n",
 		r.Plan.latN, r.Plan.latWarm, r.Plan.tputConc, r.Plan.tputDur, r.Plan.pacedN, r.Plan.pacedStagger, r.Plan.rounds, r.Plan.steps, r.Plan.rampRate, r.Plan.stepHold, maxGap, r.Plan.stepTries, r.Plan.holdInterval)
 
 	b.WriteString("## Results\n\n| figure |")
@@ -166,8 +178,8 @@ func (r *results) markdown() string {
 		switch p {
 		case "direct":
 			return "—"
-		case "nginx":
-			return fmt.Sprintf("%.1f (nginx)", m["nginx"])
+		case "nginx", "goproxy":
+			return fmt.Sprintf("%.1f (%s)", m[p], p)
 		}
 		return fmt.Sprintf("%.1f (edge %.1f + node %.1f)", m["edge"]+m["node"], m["edge"], m["node"])
 	}
@@ -205,10 +217,21 @@ func (r *results) markdown() string {
 		return s, ok
 	})
 
-	if len(r.Hold) > 0 {
+	mb := func(kb int64) string { return fmt.Sprintf("%.1f MB", float64(kb)/1024) }
+	if r.holds("tunnel") != nil {
 		b.WriteString("\n### Memory, tunnel path (VmRSS)\n\n| concurrent streams | open at sample | edge | node | mock | load generator | note |\n|---|---|---|---|---|---|---|\n")
-		for _, h := range r.Hold {
-			fmt.Fprintf(&b, "| %s | %d | %.1f MB | %.1f MB | %.1f MB | %.1f MB | %s |\n", h.Label, h.Open, float64(h.EdgeKB)/1024, float64(h.NodeKB)/1024, float64(h.MockKB)/1024, float64(h.LoadKB)/1024, h.Note)
+		for _, h := range r.holds("tunnel") {
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s |\n", h.Label, h.Open, mb(h.EdgeKB), mb(h.NodeKB), mb(h.MockKB), mb(h.LoadKB), h.Note)
+		}
+	}
+	if r.holds("goproxy") != nil {
+		b.WriteString("\n### Memory, goproxy path (VmRSS, reference)\n\n| concurrent streams | open at sample | goproxy | mock | load generator | note |\n|---|---|---|---|---|---|\n")
+		for _, h := range r.holds("goproxy") {
+			if h.Skipped {
+				fmt.Fprintf(&b, "| %s | — | — | — | — | %s |\n", h.Label, h.Note)
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s |\n", h.Label, h.Open, mb(h.GoproxyKB), mb(h.MockKB), mb(h.LoadKB), h.Note)
 		}
 	}
 	r.targets(&b)
@@ -222,8 +245,9 @@ func (r *results) markdown() string {
 	}
 	b.WriteString("\n## Notes\n\n")
 	b.WriteString("- The direct path's figures include the load generator and the mock sharing CPU 1; its concurrency limit is the harness's own ceiling, so a gateway path cannot show more than direct does.\n")
+	b.WriteString("- The goproxy path is Go's net/http/httputil.ReverseProxy, one hop, FlushInterval -1, same pinning as nginx: the floor for a Go gateway with one hop; iop has two (edge and node). It is a reference: the targets stay relative to nginx.\n")
 	b.WriteString("- The run path echoes one delta per word of the last user message; its non-streamed request has 16 words and its paced streams one word per chunk, so it is comparable in shape, not in bytes. Its first `data:` line is the role chunk.\n")
-	fmt.Fprintf(&b, "- System calls come from /proc/PID/io (syscr + syscw): read, write, readv, writev; recv/send are not counted, and nginx reads sockets with recv, so its figure counts its writes only. Go's net package uses read and write, so the iop figures are complete. CPU time is the sum of /proc/PID/task/*/schedstat (ns); the outside load is /proc/stat busy time minus the benchmark's processes. CPU per request or chunk excludes each component's idle rate, measured for 2 s before the run: %s.\n", idleText(e.Idle))
+	fmt.Fprintf(&b, "- System calls come from /proc/PID/io (syscr + syscw): read, write, readv, writev; recv/send are not counted, and nginx reads sockets with recv, so its figure counts its writes only. Go's net package uses read and write, so the iop and goproxy figures are complete. CPU time is the sum of /proc/PID/task/*/schedstat (ns); the outside load is /proc/stat busy time minus the benchmark's processes. CPU per request or chunk excludes each component's idle rate, measured for 2 s before the run: %s.\n", idleText(e.Idle))
 	b.WriteString("- Profiles: `go test -run '^$' -bench . -cpuprofile cpu.out ./bench/stackbench` drives the same requests through an in-process stack (internal/stack); `go tool pprof -top -tagfocus proc=edge cpu.out` (or `proc=node`) splits the profile by component.\n")
 	for _, n := range e.Notes {
 		b.WriteString("- " + n + "\n")
@@ -236,8 +260,8 @@ func (r *results) markdown() string {
 
 func idleText(idle map[string]float64) string {
 	var parts []string
-	for _, k := range []string{"edge", "node", "nginx", "mock", "loadgen"} {
-		if v, ok := idle[k]; ok && (v > 0 || k != "nginx") {
+	for _, k := range []string{"edge", "node", "nginx", "goproxy", "mock", "loadgen"} {
+		if v, ok := idle[k]; ok && (v > 0 || (k != "nginx" && k != "goproxy")) {
 			parts = append(parts, fmt.Sprintf("%s %.2f %%", k, v/1e7))
 		}
 	}
@@ -308,7 +332,7 @@ func (r *results) targets(b *strings.Builder) {
 	}
 	var h10k *holdResult
 	for i := range r.Hold {
-		if r.Hold[i].Want == 10000 {
+		if r.Hold[i].Path == "tunnel" && r.Hold[i].Want == 10000 {
 			h10k = &r.Hold[i]
 		}
 	}
@@ -319,15 +343,64 @@ func (r *results) targets(b *strings.Builder) {
 		b.WriteString("| 10,000 concurrent streams, edge RSS < 500 MB | — | not measured in this mode |\n")
 	}
 
-	b.WriteString("\n### Ratios\n\n| figure | tunnel / nginx | tunnel / direct | run / direct |\n|---|---|---|---|\n")
+	r.reference(b)
+
+	gl, _ := r.lat("goproxy")
+	gt, _ := r.tput("goproxy")
+	gp, _ := r.paced("goproxy")
+	ga := gl.Lat.P50 - dl.Lat.P50
+	b.WriteString("\n### Ratios\n\n| figure | tunnel / nginx | tunnel / goproxy | tunnel / direct | run / direct |\n|---|---|---|---|---|\n")
 	rl, _ := r.lat("run")
-	fmt.Fprintf(b, "| c=1 latency p50 | %s | %s | %s |\n", ratio(float64(tl.Lat.P50), float64(nl.Lat.P50)), ratio(float64(tl.Lat.P50), float64(dl.Lat.P50)), ratio(float64(rl.Lat.P50), float64(dl.Lat.P50)))
-	fmt.Fprintf(b, "| c=1 added latency p50 | %s | — | — |\n", ratio(float64(ta), float64(na)))
+	fmt.Fprintf(b, "| c=1 latency p50 | %s | %s | %s | %s |\n", ratio(float64(tl.Lat.P50), float64(nl.Lat.P50)), ratio(float64(tl.Lat.P50), float64(gl.Lat.P50)), ratio(float64(tl.Lat.P50), float64(dl.Lat.P50)), ratio(float64(rl.Lat.P50), float64(dl.Lat.P50)))
+	fmt.Fprintf(b, "| c=1 added latency p50 | %s | %s | — | — |\n", ratio(float64(ta), float64(na)), ratio(float64(ta), float64(ga)))
 	dt, _ := r.tput("direct")
 	rt, _ := r.tput("run")
-	fmt.Fprintf(b, "| c=%d requests/s | %s | %s | %s |\n", r.Plan.tputConc, ratio(tt.RPS, nt.RPS), ratio(tt.RPS, dt.RPS), ratio(rt.RPS, dt.RPS))
-	fmt.Fprintf(b, "| c=%d latency p99 | %s | %s | %s |\n", r.Plan.tputConc, ratio(float64(tt.Lat.P99), float64(nt.Lat.P99)), ratio(float64(tt.Lat.P99), float64(dt.Lat.P99)), ratio(float64(rt.Lat.P99), float64(dt.Lat.P99)))
+	fmt.Fprintf(b, "| c=%d requests/s | %s | %s | %s | %s |\n", r.Plan.tputConc, ratio(tt.RPS, nt.RPS), ratio(tt.RPS, gt.RPS), ratio(tt.RPS, dt.RPS), ratio(rt.RPS, dt.RPS))
+	fmt.Fprintf(b, "| c=%d latency p99 | %s | %s | %s | %s |\n", r.Plan.tputConc, ratio(float64(tt.Lat.P99), float64(nt.Lat.P99)), ratio(float64(tt.Lat.P99), float64(gt.Lat.P99)), ratio(float64(tt.Lat.P99), float64(dt.Lat.P99)), ratio(float64(rt.Lat.P99), float64(dt.Lat.P99)))
 	rp, _ := r.paced("run")
-	fmt.Fprintf(b, "| stream TTFT p50 | %s | %s | %s |\n", ratio(float64(tp.TTFT.P50), float64(np.TTFT.P50)), ratio(float64(tp.TTFT.P50), float64(dp.TTFT.P50)), ratio(float64(rp.TTFT.P50), float64(dp.TTFT.P50)))
-	fmt.Fprintf(b, "| TTFT added p50 | %s | — | — |\n", ratio(float64(tp.TTFT.P50-dp.TTFT.P50), float64(np.TTFT.P50-dp.TTFT.P50)))
+	fmt.Fprintf(b, "| stream TTFT p50 | %s | %s | %s | %s |\n", ratio(float64(tp.TTFT.P50), float64(np.TTFT.P50)), ratio(float64(tp.TTFT.P50), float64(gp.TTFT.P50)), ratio(float64(tp.TTFT.P50), float64(dp.TTFT.P50)), ratio(float64(rp.TTFT.P50), float64(dp.TTFT.P50)))
+	fmt.Fprintf(b, "| TTFT added p50 | %s | %s | — | — |\n", ratio(float64(tp.TTFT.P50-dp.TTFT.P50), float64(np.TTFT.P50-dp.TTFT.P50)), ratio(float64(tp.TTFT.P50-dp.TTFT.P50), float64(gp.TTFT.P50-dp.TTFT.P50)))
+	b.WriteString("\ntunnel / goproxy sets iop's two hops (edge + node) against one hop of Go's standard reverse proxy on the same CPU: on the added figures, 2× would mean each iop hop costs what the whole one-hop Go proxy does.\n")
+}
+
+// reference renders the one-hop Go proxy next to nginx and the tunnel.
+// It is informational: the targets above stay relative to nginx; this
+// shows how far below nginx a Go gateway with one hop already lands on this
+// machine, which frames which targets a two-hop Go gateway can reach.
+func (r *results) reference(b *strings.Builder) {
+	gl, okL := r.lat("goproxy")
+	gt, okT := r.tput("goproxy")
+	gp, okP := r.paced("goproxy")
+	if !okL && !okT && !okP {
+		return
+	}
+	dl, _ := r.lat("direct")
+	nl, _ := r.lat("nginx")
+	tl, _ := r.lat("tunnel")
+	nt, _ := r.tput("nginx")
+	tt, _ := r.tput("tunnel")
+	dp, _ := r.paced("direct")
+	np, _ := r.paced("nginx")
+	tp, _ := r.paced("tunnel")
+	// figure formats one path's value, "—" when that path has none.
+	figure := func(ok bool, s string) string {
+		if !ok {
+			return "—"
+		}
+		return s
+	}
+	b.WriteString("\n### Reference: one-hop Go proxy\n\nInformational, not a target: Go's `httputil.ReverseProxy` as a single hop (see notes) against nginx, and iop's two hops against it.\n\n")
+	b.WriteString("| figure | goproxy | nginx | tunnel | goproxy / nginx | tunnel / goproxy |\n|---|---|---|---|---|---|\n")
+	_, okNL := r.lat("nginx")
+	_, okTL := r.lat("tunnel")
+	ga, na, ta := gl.Lat.P50-dl.Lat.P50, nl.Lat.P50-dl.Lat.P50, tl.Lat.P50-dl.Lat.P50
+	fmt.Fprintf(b, "| c=1 added latency p50 | %s | %s | %s | %s | %s |\n", figure(okL, signed(ga)), figure(okNL, signed(na)), figure(okTL, signed(ta)), ratio(float64(ga), float64(na)), ratio(float64(ta), float64(ga)))
+	_, okNT := r.tput("nginx")
+	_, okTT := r.tput("tunnel")
+	rps := func(x throughputResult) string { return fmt.Sprintf("%.0f", x.RPS) }
+	fmt.Fprintf(b, "| c=%d requests/s | %s | %s | %s | %s | %s |\n", r.Plan.tputConc, figure(okT, rps(gt)), figure(okNT, rps(nt)), figure(okTT, rps(tt)), ratio(gt.RPS, nt.RPS), ratio(tt.RPS, gt.RPS))
+	_, okNP := r.paced("nginx")
+	_, okTP := r.paced("tunnel")
+	gta, nta, tta := gp.TTFT.P50-dp.TTFT.P50, np.TTFT.P50-dp.TTFT.P50, tp.TTFT.P50-dp.TTFT.P50
+	fmt.Fprintf(b, "| TTFT added p50 | %s | %s | %s | %s | %s |\n", figure(okP, signed(gta)), figure(okNP, signed(nta)), figure(okTP, signed(tta)), ratio(float64(gta), float64(nta)), ratio(float64(tta), float64(gta)))
 }

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// goproxyIdlePerHost keeps every upstream connection of the largest stream
+// count (10,000 in the steps and the memory phase) for reuse, as nginx's
+// keepalive pool and the node's transport do: a lower limit would close
+// and redial connections after each burst and charge the proxy for dials
+// nginx does not make.
+const goproxyIdlePerHost = 16384
+
+// serveGoproxy is the -goproxy child: net/http/httputil.ReverseProxy, one
+// hop, in front of upstream (host:port or http URL). It is the floor a Go
+// gateway with one hop reaches on this machine, next to nginx and iop's two
+// hops. It prints GOPROXY_ADDR on stdout and serves like the mock.
+func serveGoproxy(upstream string) int {
+	if !strings.Contains(upstream, "://") {
+		upstream = "http://" + upstream
+	}
+	target, err := url.Parse(upstream)
+	if err != nil || target.Host == "" {
+		fmt.Fprintf(os.Stderr, "goproxy: upstream %q: want host:port or http://host:port\n", upstream)
+		return 1
+	}
+	return serveChild("goproxy", "GOPROXY_ADDR", &http.Server{
+		Handler:           newGoproxy(target),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+	})
+}
+
+func newGoproxy(target *url.URL) *httputil.ReverseProxy {
+	var logOnce sync.Once
+	return &httputil.ReverseProxy{
+		// SetURL also sets Host to the upstream's, as nginx's proxy_pass
+		// does; Rewrite (unlike Director) drops hop-by-hop headers and adds
+		// no X-Forwarded-* headers, and nginx adds none here either.
+		Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			MaxIdleConns:        0, // no overall limit
+			MaxIdleConnsPerHost: goproxyIdlePerHost,
+			IdleConnTimeout:     120 * time.Second,
+			// Relay bytes as they come: no Accept-Encoding added, nothing
+			// decompressed on the way.
+			DisableCompression: true,
+			ForceAttemptHTTP2:  false,
+		},
+		// Flush after every write, like nginx's proxy_buffering off: a
+		// streamed chunk reaches the client as soon as the mock sends it.
+		FlushInterval: -1,
+		// The copy buffers are reused, as any Go gateway tuned for
+		// throughput would, instead of 32 KB allocated per request.
+		BufferPool: &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}},
+		// No log per request: a client that leaves (cancelled hold streams)
+		// is not an error, and upstream errors reach the load generator as
+		// 502s, where they are counted. The first one is logged for -keep.
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+				return
+			}
+			logOnce.Do(func() { fmt.Fprintln(os.Stderr, "goproxy: first proxy error:", err) })
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+}
+
+// bufferPool is an httputil.BufferPool over sync.Pool.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte  { return *b.p.Get().(*[]byte) }
+func (b *bufferPool) Put(x []byte) { b.p.Put(&x) }
