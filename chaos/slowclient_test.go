@@ -24,7 +24,7 @@ import (
 //
 // The stalled client A asks model "big": an openai_compat provider on node
 // x whose upstream (a local fake) streams ~12 MiB of SSE as fast as it can —
-// more than the kernel's socket buffers (tcp_wmem max 4 MiB) and yamux's
+// more than the kernel's socket buffers (tcp_wmem max 4 MiB) and the wire's
 // 256 KiB window hold, so the edge's writes to A must block. The tunnel
 // path is used for A because it costs little CPU per byte; a 12 MiB run
 // through the mock costs tens of seconds of JSON work under -race on two

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,6 +64,7 @@ type Dispatcher struct {
 	connNode   map[*nodewire.Conn]*node // guarded by mu: accepted connections
 	models     map[string]*model        // guarded by mu: by external name
 	waiters    *list.List               // guarded by mu: *waiter, oldest first
+	waiterSeq  uint64                   // guarded by mu: last waiter.seq given
 	affinity   *affinityCache           // guarded by mu
 	genCounter uint64                   // guarded by mu
 	events     []Event                  // guarded by mu: recent events ring
@@ -187,7 +189,7 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 		ms := &cfg.Models[i]
 		m := d.models[ms.Name]
 		if m == nil {
-			m = &model{name: ms.Name}
+			m = newModel(ms.Name)
 		}
 		m.spec = *ms
 		m.cands = m.cands[:0]
@@ -211,6 +213,16 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 		}
 	}
 	d.models = newModels
+	for _, r := range d.resources {
+		r.models = r.models[:0]
+	}
+	for _, m := range newModels {
+		for _, c := range m.cands {
+			if !slices.Contains(c.res.models, m) {
+				c.res.models = append(c.res.models, m)
+			}
+		}
+	}
 	for _, r := range d.resources {
 		d.pumpLocked(r)
 	}

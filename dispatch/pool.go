@@ -25,6 +25,9 @@ type resource struct {
 	inFlight     int
 	longInFlight int
 	leases       map[*Lease]struct{}
+	// models are the models listing this resource as a candidate (each
+	// once), rebuilt with the config: the queues pumpLocked looks at.
+	models []*model
 
 	// health is the backend health its node last reported: "" (unknown,
 	// treated as ok), ok, degraded or offline. Reset when the node's
@@ -61,6 +64,26 @@ type model struct {
 	spec    config.ModelSpec
 	cands   []candidate // preference order
 	pending int         // waiters of this model in d.waiters
+	// queues holds this model's waiters by kind (queueNormal, queueLong),
+	// oldest first, so a freed slot finds its waiter without walking the
+	// waiters of models that cannot use it.
+	queues [2]*list.List
+}
+
+const (
+	queueNormal = 0
+	queueLong   = 1
+)
+
+func newModel(name string) *model {
+	return &model{name: name, queues: [2]*list.List{list.New(), list.New()}}
+}
+
+func queueOf(long bool) int {
+	if long {
+		return queueLong
+	}
+	return queueNormal
 }
 
 // Request is what the gateway knows about a request when it asks for a
@@ -81,12 +104,15 @@ type waitResult struct {
 }
 
 // waiter is a queued request. It lives in d.waiters (global arrival order)
-// until it gets a lease, times out, or its caller leaves.
+// and in its model's queue of its kind until it gets a lease, times out, or
+// its caller leaves.
 type waiter struct {
 	model   *model
 	long    bool
 	session string
-	elem    *list.Element
+	seq     uint64          // arrival order across all models
+	elem    *list.Element   // in d.waiters; nil once removed
+	qelem   *list.Element   // in model.queues[queueOf(long)]
 	result  chan waitResult // buffered 1: the settling side never blocks
 }
 
@@ -120,8 +146,10 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("%w: model %s", ErrQueueFull, req.Model)
 	}
-	w := &waiter{model: m, long: long, session: req.SessionID, result: make(chan waitResult, 1)}
+	d.waiterSeq++
+	w := &waiter{model: m, long: long, session: req.SessionID, seq: d.waiterSeq, result: make(chan waitResult, 1)}
 	w.elem = d.waiters.PushBack(w)
+	w.qelem = m.queues[queueOf(long)].PushBack(w)
 	m.pending++
 	timeout := time.Duration(m.spec.QueueTimeoutSec * float64(time.Second))
 	d.mu.Unlock()
@@ -217,7 +245,8 @@ func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session stri
 
 func (d *Dispatcher) removeWaiterLocked(w *waiter) {
 	d.waiters.Remove(w.elem)
-	w.elem = nil
+	w.model.queues[queueOf(w.long)].Remove(w.qelem)
+	w.elem, w.qelem = nil, nil
 	w.model.pending--
 }
 
@@ -228,17 +257,33 @@ func (d *Dispatcher) removeWaiterLocked(w *waiter) {
 // lease frees a normal slot and a long slot at once, which then goes to the
 // oldest fitting waiter, so the long waiter is served no later than every
 // younger request.
+//
+// The oldest fitting waiter is the oldest of the queue heads of the models
+// that list r, normal and (while r has a long slot) long: within one queue
+// every waiter fits r alike. So a grant costs O(models listing r), however
+// many requests wait for other providers.
 func (d *Dispatcher) pumpLocked(r *resource) {
-	for e := d.waiters.Front(); e != nil && r.fits(false); {
-		next := e.Next()
-		w := e.Value.(*waiter)
-		if r.fits(w.long) {
-			if c := w.model.candidateFor(r); c != nil {
-				d.removeWaiterLocked(w)
-				w.result <- waitResult{lease: d.grantLocked(w.model, c, w.long, w.session)}
+	for r.fits(false) {
+		longFits := r.fits(true)
+		var best *waiter
+		for _, m := range r.models {
+			for kind, q := range m.queues {
+				if kind == queueLong && !longFits {
+					continue
+				}
+				if e := q.Front(); e != nil {
+					if w := e.Value.(*waiter); best == nil || w.seq < best.seq {
+						best = w
+					}
+				}
 			}
 		}
-		e = next
+		if best == nil {
+			return
+		}
+		c := best.model.candidateFor(r)
+		d.removeWaiterLocked(best)
+		best.result <- waitResult{lease: d.grantLocked(best.model, c, best.long, best.session)}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -354,14 +355,35 @@ func (pm *propMachine) release(rt *rapid.T) {
 	}
 	l := held[rapid.IntRange(0, len(held)-1).Draw(rt, "lease")]
 	reason := rapid.SampledFrom([]ReleaseReason{ReasonCompleted, ReasonCancelled, ReasonError, ReasonNodeLost}).Draw(rt, "reason")
+	waiting := pm.queued(func(*propOp) bool { return true })
+	l.state, l.reason = leaseReleased, reason
+	// The freed slot goes to the oldest queued request (ops arrive in id
+	// order) that lists the provider and fits it now, and to nobody else.
+	p := provByName(l.l.ProviderID)
+	var next *propOp
+	for _, op := range waiting {
+		if slices.Contains(op.model.cands, p.name) && pm.fits(p, op.long) {
+			next = op
+			break
+		}
+	}
 	if !l.l.Release(reason) {
 		rt.Fatalf("Release of a held lease returned false")
 	}
-	l.state, l.reason = leaseReleased, reason
 	if l.l.Release(ReasonError) {
 		rt.Fatalf("second Release returned true")
 	}
 	pm.settle(rt)
+	for _, op := range waiting {
+		switch {
+		case op == next:
+			if op.state != opHeld || op.lease.l.ProviderID != p.name {
+				rt.Fatalf("op %d (oldest fitting waiter of %s): state %d err %v, want a lease on %s", op.id, p.name, op.state, op.err, p.name)
+			}
+		case op.state != opUnresolved:
+			rt.Fatalf("op %d resolved (state %d) by a release whose slot was op %v's", op.id, op.state, next)
+		}
+	}
 }
 
 // releaseStale releases a lease that is already back (by its holder or by

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/yamux"
 	"go.uber.org/zap"
 
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
@@ -90,10 +89,7 @@ func Dial(ctx context.Context, cfg DialConfig, req *iop.RegisterRequest) (*Clien
 		return nil, nil, fmt.Errorf("nodewire: write preface: %w", err)
 	}
 	_ = raw.SetDeadline(time.Time{})
-	sess, err := yamux.Client(&coalescingConn{Conn: raw}, yamuxConfig(cfg.Logger))
-	if err != nil {
-		return nil, nil, fmt.Errorf("nodewire: mux: %w", err)
-	}
+	sess := muxClient(raw)
 	ys, err := sess.OpenStream()
 	if err != nil {
 		_ = sess.Close()

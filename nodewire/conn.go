@@ -10,15 +10,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/yamux"
 	"go.uber.org/zap"
 
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // preface is the first thing a Node writes on a new connection, before the
-// multiplexer starts, so an Edge drops non-iop peers at once.
-var preface = [8]byte{'I', 'O', 'P', 'W', 'I', 'R', 'E', 0}
+// multiplexer starts, so an Edge drops non-iop peers at once. Its last byte
+// is the multiplexer framing's version (1: mux.go), so a peer speaking
+// another framing is refused before the first frame.
+var preface = [8]byte{'I', 'O', 'P', 'W', 'I', 'R', 'E', muxVersion}
 
 // Default timings. Heartbeat values normally come from the Edge config in
 // RegisterResponse; these apply when a payload leaves them zero.
@@ -35,7 +36,7 @@ const (
 // control stream.
 type Conn struct {
 	raw      net.Conn
-	sess     *yamux.Session
+	sess     *muxSession
 	ctrl     *Stream
 	maxFrame int
 	log      *zap.Logger
@@ -56,20 +57,7 @@ type Conn struct {
 	lastRecvNano   atomic.Int64
 }
 
-func yamuxConfig(log *zap.Logger) *yamux.Config {
-	cfg := yamux.DefaultConfig()
-	// Liveness is ours (heartbeats with configured interval and timeout), not
-	// yamux's fixed keepalive.
-	cfg.EnableKeepAlive = false
-	cfg.AcceptBacklog = 4096
-	cfg.StreamCloseTimeout = 30 * time.Second
-	cfg.StreamOpenTimeout = 30 * time.Second
-	cfg.LogOutput = nil
-	cfg.Logger = zap.NewStdLog(log.Named("yamux"))
-	return cfg
-}
-
-func newConn(raw net.Conn, sess *yamux.Session, ctrl *yamux.Stream, maxFrame int, log *zap.Logger) *Conn {
+func newConn(raw net.Conn, sess *muxSession, ctrl *muxStream, maxFrame int, log *zap.Logger) *Conn {
 	c := &Conn{
 		raw:         raw,
 		sess:        sess,

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/yamux"
-	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
@@ -285,17 +283,17 @@ func TestHandshakeSilentPeer(t *testing.T) {
 func TestHandshakeBadFirstMessage(t *testing.T) {
 	cases := []struct {
 		name string
-		send func(st *yamux.Stream) error // nil: open no control stream
+		send func(st *muxStream) error // nil: open no control stream
 	}{
 		{"no control stream", nil},
-		{"heartbeat first", func(st *yamux.Stream) error {
+		{"heartbeat first", func(st *muxStream) error {
 			return WriteFrame(st, &iop.Envelope{Body: &iop.Envelope_Heartbeat{Heartbeat: &iop.Heartbeat{Sequence: 1}}}, 0)
 		}},
-		{"oversize frame", func(st *yamux.Stream) error {
+		{"oversize frame", func(st *muxStream) error {
 			_, err := st.Write(header(DefaultMaxFrameSize + 1))
 			return err
 		}},
-		{"silent control stream", func(st *yamux.Stream) error {
+		{"silent control stream", func(st *muxStream) error {
 			_, err := st.Write(nil) // opens the stream, sends no frame
 			return err
 		}},
@@ -312,10 +310,7 @@ func TestHandshakeBadFirstMessage(t *testing.T) {
 			if _, err := raw.Write(preface[:]); err != nil {
 				t.Fatal(err)
 			}
-			sess, err := yamux.Client(raw, yamuxConfig(zap.NewNop()))
-			if err != nil {
-				t.Fatal(err)
-			}
+			sess := muxClient(raw)
 			defer sess.Close()
 			if tc.send != nil {
 				st, err := sess.OpenStream()
@@ -323,7 +318,7 @@ func TestHandshakeBadFirstMessage(t *testing.T) {
 					t.Fatal(err)
 				}
 				// The server may drop the session as soon as the bytes
-				// arrive, before yamux reports the write done: a write
+				// arrive, before the write is reported done: a write
 				// error here is not a failure.
 				_ = tc.send(st)
 			}
@@ -417,7 +412,7 @@ func TestControlStreamProtocolViolation(t *testing.T) {
 	ts := startServer(t, h, ServerConfig{})
 	cc, sc := readyPair(t, ts, "node-1")
 
-	// The Edge may drop the session before yamux reports this write done.
+	// The Edge may drop the session as soon as this frame arrives.
 	_ = cc.ctrl.Send(smallDeltaEnvelope())
 	waitDone(t, sc, waitLong, "server conn after a protocol violation")
 	if !errors.Is(sc.Err(), ErrProtocol) {

@@ -71,11 +71,11 @@ func TestStreamRequestResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.ID() == 0 {
-		t.Fatal("stream ID 0")
-	}
 	if err := st.Send(runRequest("run-1")); err != nil {
 		t.Fatal(err)
+	}
+	if st.ID() == 0 {
+		t.Fatal("stream ID 0 after its first frame")
 	}
 	if err := st.CloseWrite(); err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ func TestStreamRequestResponse(t *testing.T) {
 	}
 }
 
-// A stream whose reader stalls must not stall any other stream: yamux flow
+// A stream whose reader stalls must not stall any other stream: the mux flow
 // control blocks the stalled stream's writer at its window instead of
 // buffering without bound or blocking the socket.
 func TestStallIsolation(t *testing.T) {
@@ -451,6 +451,11 @@ func TestServeFirstFrameTimeout(t *testing.T) {
 
 	st, err := sc.OpenStream(ctx)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// A stream is announced with its first bytes; an empty write announces
+	// it without any frame.
+	if _, err := st.s.Write(nil); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

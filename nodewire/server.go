@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/yamux"
 	"go.uber.org/zap"
 
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
@@ -178,9 +177,8 @@ func (s *Server) serveConn(raw net.Conn) {
 
 	deadline := time.Now().Add(s.cfg.HandshakeTimeout)
 	_ = c.ctrl.SetWriteDeadline(deadline)
-	// A rejection is the close cause even if its Send reports an error:
-	// yamux can report a delivered write as failed when the peer hangs up
-	// right after reading it.
+	// A rejection is the close cause even if its Send reports an error: the
+	// peer may hang up right after reading it.
 	serr := c.ctrl.Send(&iop.Envelope{Body: &iop.Envelope_RegisterResponse{RegisterResponse: resp}})
 	if !resp.GetAccepted() {
 		err = &RejectedError{Code: resp.GetRejectCode(), Reason: resp.GetReason()}
@@ -254,10 +252,7 @@ func (s *Server) handshakeRegister(raw net.Conn) (*Conn, *iop.RegisterRequest, e
 		return nil, nil, ErrBadPreface
 	}
 	_ = raw.SetDeadline(time.Time{}) // the multiplexer's own deadlines take over
-	sess, err := yamux.Server(&coalescingConn{Conn: raw}, yamuxConfig(s.log))
-	if err != nil {
-		return nil, nil, fmt.Errorf("nodewire: mux: %w", err)
-	}
+	sess := muxServer(raw)
 	ctx, cancel := context.WithDeadline(s.ctx, deadline)
 	defer cancel()
 	ys, err := sess.AcceptStreamWithContext(ctx)

@@ -8,20 +8,18 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/yamux"
-
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
-// drainTimeout bounds how long an abandoned stream is drained after Abort
-// before yamux's own close timeout resets it.
+// drainTimeout bounds how long an abandoned stream is drained after Abort;
+// a peer that has not closed its side by then gets the stream reset.
 const drainTimeout = 10 * time.Second
 
 // Stream is one multiplexed exchange (a run, a tunnel, a command, a refresh,
 // or the control stream). Send is safe for concurrent use; Recv must be
 // called from one goroutine at a time.
 type Stream struct {
-	s        *yamux.Stream
+	s        *muxStream
 	br       *bufio.Reader
 	maxFrame int
 
@@ -32,14 +30,15 @@ type Stream struct {
 	closeOnce sync.Once
 }
 
-func newStream(s *yamux.Stream, maxFrame int) *Stream {
-	// yamux streams read from an in-memory buffer, so a large bufio buffer
+func newStream(s *muxStream, maxFrame int) *Stream {
+	// Mux streams read from an in-memory buffer, so a large bufio buffer
 	// per stream would only cost memory; a small one saves the lock round
 	// trips of reading a frame header and payload separately.
 	return &Stream{s: s, br: bufio.NewReaderSize(s, 512), maxFrame: maxFrame}
 }
 
-// ID is the stream's multiplexer id, for logs.
+// ID is the stream's multiplexer id, for logs; 0 until its first frame is
+// sent on a stream this side opened.
 func (st *Stream) ID() uint32 { return st.s.StreamID() }
 
 // Send writes one envelope as a frame, together with any frames queued
@@ -121,7 +120,7 @@ func (st *Stream) CloseWrite() error {
 	_ = st.Flush()
 	var err error
 	st.closeOnce.Do(func() { err = st.s.Close() })
-	if err != nil && !errors.Is(err, yamux.ErrStreamClosed) {
+	if err != nil && !errors.Is(err, errStreamClosed) {
 		return fmt.Errorf("nodewire: close stream: %w", err)
 	}
 	return nil
@@ -139,7 +138,10 @@ func (st *Stream) Abort() {
 	go func() {
 		st.rmu.Lock()
 		defer st.rmu.Unlock()
-		_, _ = io.Copy(io.Discard, st.br)
+		if _, err := io.Copy(io.Discard, st.br); err != nil {
+			// Deadline or failure: free the stream on both sides.
+			st.s.Reset()
+		}
 	}()
 }
 

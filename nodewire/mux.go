@@ -1,0 +1,473 @@
+package nodewire
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// The multiplexer carries many streams over the one TCP (or TLS) connection
+// a Node dials. It is built for this wire's traffic: short request/response
+// exchanges and long streams of small frames. Compared with a general
+// multiplexer it
+//
+//   - opens a stream with its first data frame (no separate SYN, no ACK), so
+//     a whole request — open, frames, half-close — can leave in one write;
+//   - never makes a writer wait for the socket: frames are appended to one
+//     session buffer that a single writer goroutine flushes, so frames of
+//     many streams share a write system call under load;
+//   - reads with one goroutine that hands payloads to streams directly.
+//
+// Frame layout (all integers big-endian), 12-byte header then payload:
+//
+//	version(1)=1 | type(1) | flags(2) | stream id(4) | length(4)
+//
+// Type data (0) carries `length` payload bytes (at most muxMaxData); flags
+// SYN opens the stream, FIN ends the sender's side, RST aborts the stream
+// in both directions. Type window (1) carries no payload: `length` is
+// credit the receiver grants the sender on that stream. Every stream starts
+// with muxWindow bytes of credit, so one stream whose reader stalls stops
+// only its own writer. The dialing side (Node) uses odd stream ids, the
+// accepting side (Edge) even ones.
+const (
+	muxVersion   = 1
+	muxHeaderLen = 12
+
+	muxTypeData   = 0
+	muxTypeWindow = 1
+
+	flagSYN = 1 << 0
+	flagFIN = 1 << 1
+	flagRST = 1 << 2
+
+	// muxWindow is each stream's initial receive window. It bounds what a
+	// peer can buffer in this process per stream it does not read.
+	muxWindow = 256 << 10
+	// muxMaxData bounds one data frame's payload; it fits the reader's
+	// buffer, so payloads are handed over without an intermediate copy.
+	muxMaxData = 32 << 10
+	// muxReadBuffer is the session reader's buffer.
+	muxReadBuffer = 64 << 10
+	// muxMaxPending is how many frame bytes may wait for the writer before
+	// data writers block (control frames never do): the socket's
+	// backpressure reaches writers instead of unbounded buffering.
+	muxMaxPending = 1 << 20
+	// muxAcceptBacklog is how many opened streams may wait for Accept;
+	// beyond it a new stream is reset.
+	muxAcceptBacklog = 4096
+)
+
+var (
+	// errStreamClosed is a write after the stream's own half-close.
+	errStreamClosed = errors.New("nodewire: stream closed for writing")
+	// errStreamReset is an operation on a stream either side reset.
+	errStreamReset = errors.New("nodewire: stream reset")
+	// errSessionClosed is an operation on a closed session.
+	errSessionClosed = errors.New("nodewire: session closed")
+)
+
+// muxSession is one multiplexed connection. It owns exactly two goroutines:
+// the reader (readLoop) and the writer (writeLoop).
+type muxSession struct {
+	conn   net.Conn
+	client bool
+
+	mu       sync.Mutex
+	streams  map[uint32]*muxStream // guarded by mu: open streams by id
+	nextID   uint32                // guarded by mu: next id this side opens
+	maxPeer  uint32                // guarded by mu: highest id the peer opened
+	closeErr error                 // guarded by mu: why the session closed
+
+	wmu     sync.Mutex
+	pending []byte        // guarded by wmu: frames waiting for the writer
+	spare   []byte        // guarded by wmu: the writer's last buffer, for reuse
+	drained chan struct{} // guarded by wmu: closed when the writer takes pending; nil while nobody waits
+	wake    chan struct{} // capacity 1: pending has frames
+
+	accept    chan *muxStream
+	done      chan struct{} // closed once the session is closed
+	closeOnce sync.Once
+	wg        sync.WaitGroup // reader and writer
+}
+
+func newMuxSession(conn net.Conn, client bool) *muxSession {
+	s := &muxSession{
+		conn:    conn,
+		client:  client,
+		streams: make(map[uint32]*muxStream),
+		nextID:  2,
+		wake:    make(chan struct{}, 1),
+		accept:  make(chan *muxStream, muxAcceptBacklog),
+		done:    make(chan struct{}),
+	}
+	if client {
+		s.nextID = 1
+	}
+	s.wg.Add(2)
+	// Owner: the session. Stops when the connection fails or is closed
+	// (Close closes it), or on a protocol violation.
+	go func() {
+		defer s.wg.Done()
+		s.closeWith(s.readLoop())
+	}()
+	// Owner: the session. Stops when the session closes or a write fails.
+	go func() {
+		defer s.wg.Done()
+		s.writeLoop()
+	}()
+	return s
+}
+
+// muxClient starts the dialing side's session on conn.
+func muxClient(conn net.Conn) *muxSession { return newMuxSession(conn, true) }
+
+// muxServer starts the accepting side's session on conn.
+func muxServer(conn net.Conn) *muxSession { return newMuxSession(conn, false) }
+
+// OpenStream returns a new stream. Nothing is sent, and it has no id, until
+// its first write or close, which carries the SYN.
+func (s *muxSession) OpenStream() (*muxStream, error) {
+	if s.IsClosed() {
+		return nil, s.err()
+	}
+	return newMuxStream(s, 0), nil
+}
+
+// AcceptStreamWithContext waits for the next stream the peer opens.
+func (s *muxSession) AcceptStreamWithContext(ctx context.Context) (*muxStream, error) {
+	select {
+	case st := <-s.accept:
+		return st, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.done:
+		return nil, s.err()
+	}
+}
+
+// Close closes the connection, fails every stream and waits for the reader
+// and writer. It must not be called from those two goroutines.
+func (s *muxSession) Close() error {
+	s.closeWith(errSessionClosed)
+	s.wg.Wait()
+	return nil
+}
+
+// CloseChan is closed when the session has closed for any reason.
+func (s *muxSession) CloseChan() <-chan struct{} { return s.done }
+
+// IsClosed reports whether the session has closed.
+func (s *muxSession) IsClosed() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// NumStreams is the number of streams not yet closed in both directions.
+func (s *muxSession) NumStreams() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.streams)
+}
+
+func (s *muxSession) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closeErr
+}
+
+// closeWith closes the session recording cause; the first cause wins. The
+// session reads as closed (IsClosed, done) before any stream fails, so a
+// stream's owner can tell its error came from the connection.
+func (s *muxSession) closeWith(cause error) {
+	s.closeOnce.Do(func() {
+		if cause == nil {
+			cause = errSessionClosed
+		} else if !errors.Is(cause, errSessionClosed) {
+			cause = fmt.Errorf("%w: %w", errSessionClosed, cause)
+		}
+		s.mu.Lock()
+		s.closeErr = cause
+		streams := s.streams
+		s.streams = map[uint32]*muxStream{}
+		s.mu.Unlock()
+		close(s.done)
+		_ = s.conn.Close()
+		for _, st := range streams {
+			st.fail(cause)
+		}
+	})
+}
+
+// forget drops a stream that is finished in both directions or reset.
+func (s *muxSession) forget(id uint32) {
+	s.mu.Lock()
+	delete(s.streams, id)
+	s.mu.Unlock()
+}
+
+// putHeader encodes a frame header into b.
+func putHeader(b []byte, typ byte, flags uint16, id, length uint32) {
+	b[0] = muxVersion
+	b[1] = typ
+	binary.BigEndian.PutUint16(b[2:4], flags)
+	binary.BigEndian.PutUint32(b[4:8], id)
+	binary.BigEndian.PutUint32(b[8:12], length)
+}
+
+// enqueue appends one frame for the writer. Data frames (wait true) block
+// while muxMaxPending bytes are already waiting, until the writer takes
+// them, the deadline passes (zero: none) or the session closes; control
+// frames never block, so the reader and a closing stream cannot stall.
+func (s *muxSession) enqueue(typ byte, flags uint16, id uint32, length uint32, payload []byte, wait bool, deadline time.Time) error {
+	if err := s.lockPending(wait, deadline); err != nil {
+		return err
+	}
+	s.appendLocked(typ, flags, id, length, payload)
+	s.unlockPending()
+	return nil
+}
+
+// announce queues a new stream's first frame (flags include SYN). The id is
+// given out in the same step, so ids reach the peer in increasing order
+// however streams are opened and first written concurrently.
+func (s *muxSession) announce(st *muxStream, flags uint16, payload []byte, wait bool, deadline time.Time) error {
+	if err := s.lockPending(wait, deadline); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closeErr != nil {
+		err := s.closeErr
+		s.mu.Unlock()
+		s.wmu.Unlock()
+		return err
+	}
+	id := s.nextID
+	if id > ^uint32(0)-2 {
+		s.mu.Unlock()
+		s.wmu.Unlock()
+		return fmt.Errorf("nodewire: stream ids exhausted: %w", errSessionClosed)
+	}
+	s.nextID += 2
+	st.id.Store(id)
+	s.streams[id] = st
+	s.mu.Unlock()
+	s.appendLocked(muxTypeData, flags, id, uint32(len(payload)), payload)
+	s.unlockPending()
+	return nil
+}
+
+// lockPending takes wmu for appending frames. With wait, it first waits
+// while muxMaxPending bytes are pending; it fails when the session is
+// closed.
+func (s *muxSession) lockPending(wait bool, deadline time.Time) error {
+	s.wmu.Lock()
+	for wait && len(s.pending) >= muxMaxPending {
+		if s.drained == nil {
+			s.drained = make(chan struct{})
+		}
+		drained := s.drained
+		s.wmu.Unlock()
+		if err := s.waitDrained(drained, deadline); err != nil {
+			return err
+		}
+		s.wmu.Lock()
+	}
+	if s.IsClosed() {
+		s.wmu.Unlock()
+		return s.err()
+	}
+	return nil
+}
+
+// appendLocked appends one frame to pending; wmu must be held.
+func (s *muxSession) appendLocked(typ byte, flags uint16, id, length uint32, payload []byte) {
+	var hdr [muxHeaderLen]byte
+	putHeader(hdr[:], typ, flags, id, length)
+	s.pending = append(append(s.pending, hdr[:]...), payload...)
+}
+
+// unlockPending releases wmu and wakes the writer.
+func (s *muxSession) unlockPending() {
+	s.wmu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *muxSession) waitDrained(drained <-chan struct{}, deadline time.Time) error {
+	closed, err := waitSignal(drained, s.done, deadline)
+	if closed {
+		return s.err()
+	}
+	return err
+}
+
+// waitSignal blocks until c is signalled, done is closed (closed true) or
+// the deadline (zero: none) passes (errTimeout).
+func waitSignal(c, done <-chan struct{}, deadline time.Time) (closed bool, err error) {
+	var timeout <-chan time.Time
+	if !deadline.IsZero() {
+		d := time.Until(deadline)
+		if d <= 0 {
+			return false, errTimeout
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-c:
+		return false, nil
+	case <-done:
+		return true, nil
+	case <-timeout:
+		return false, errTimeout
+	}
+}
+
+// writeLoop writes whatever frames are pending, all in one write.
+func (s *muxSession) writeLoop() {
+	for {
+		select {
+		case <-s.wake:
+		case <-s.done:
+			return
+		}
+		s.wmu.Lock()
+		buf := s.pending
+		s.pending = s.spare[:0]
+		s.spare = nil
+		if s.drained != nil {
+			close(s.drained)
+			s.drained = nil
+		}
+		s.wmu.Unlock()
+		if len(buf) == 0 {
+			continue
+		}
+		if _, err := s.conn.Write(buf); err != nil {
+			s.closeWith(fmt.Errorf("nodewire: write: %w", err))
+			return
+		}
+		if cap(buf) <= 2*muxMaxPending {
+			s.wmu.Lock()
+			s.spare = buf[:0]
+			s.wmu.Unlock()
+		}
+	}
+}
+
+// readLoop reads frames until the connection fails or the peer breaks the
+// protocol; its result is the session's close cause.
+func (s *muxSession) readLoop() error {
+	br := bufio.NewReaderSize(s.conn, muxReadBuffer)
+	var hdr [muxHeaderLen]byte
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return fmt.Errorf("nodewire: read: %w", err)
+		}
+		if hdr[0] != muxVersion {
+			return fmt.Errorf("%w: multiplexer version %d", ErrProtocol, hdr[0])
+		}
+		typ, flags := hdr[1], binary.BigEndian.Uint16(hdr[2:4])
+		id, length := binary.BigEndian.Uint32(hdr[4:8]), binary.BigEndian.Uint32(hdr[8:12])
+		var err error
+		switch typ {
+		case muxTypeData:
+			err = s.readData(br, flags, id, length)
+		case muxTypeWindow:
+			if st := s.lookup(id); st != nil {
+				err = st.grant(length)
+			}
+		default:
+			err = fmt.Errorf("%w: frame type %d", ErrProtocol, typ)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (s *muxSession) lookup(id uint32) *muxStream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.streams[id]
+}
+
+// readData handles one data frame: it opens the stream on SYN, hands the
+// payload over and applies FIN and RST.
+func (s *muxSession) readData(br *bufio.Reader, flags uint16, id, length uint32) error {
+	if length > muxMaxData {
+		return fmt.Errorf("%w: data frame of %d bytes (max %d)", ErrProtocol, length, muxMaxData)
+	}
+	st, refused, err := s.streamFor(flags, id)
+	if err != nil {
+		return err
+	}
+	if refused {
+		// Nobody accepts fast enough; the peer learns at once.
+		_ = s.enqueue(muxTypeData, flagRST, id, 0, nil, false, time.Time{})
+	}
+	payload, err := br.Peek(int(length))
+	if err != nil {
+		return fmt.Errorf("nodewire: read: %w", err)
+	}
+	if st != nil {
+		if err := st.deliver(payload, flags); err != nil {
+			return err
+		}
+	}
+	_, _ = br.Discard(int(length))
+	return nil
+}
+
+// streamFor finds (or, on SYN, creates) the frame's stream. A nil stream
+// with a nil error means the frame is dropped: its stream was already
+// forgotten here (reset locally), or it is a new stream refused for a full
+// accept backlog (refused is then true and the caller resets it).
+func (s *muxSession) streamFor(flags uint16, id uint32) (st *muxStream, refused bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The dialing side (client) opens odd ids, the accepting side even ones.
+	peerOwns := (id%2 == 0) == s.client
+	if flags&flagSYN == 0 {
+		st := s.streams[id]
+		if st == nil && peerOwns && id > s.maxPeer {
+			return nil, false, fmt.Errorf("%w: data for stream %d before it was opened", ErrProtocol, id)
+		}
+		return st, false, nil
+	}
+	if !peerOwns || id <= s.maxPeer {
+		return nil, false, fmt.Errorf("%w: stream %d opened out of order", ErrProtocol, id)
+	}
+	s.maxPeer = id
+	if s.closeErr != nil {
+		return nil, false, nil
+	}
+	st = newMuxStream(s, id)
+	st.synSent.Store(true) // the peer opened it: nothing to announce
+	select {
+	case s.accept <- st:
+		s.streams[id] = st
+		return st, false, nil
+	default:
+		return nil, true, nil
+	}
+}
+
+// errTimeout is returned when a deadline passes: the error net
+// connections return, so callers test it with errors.Is or net.Error's
+// Timeout.
+var errTimeout = os.ErrDeadlineExceeded

@@ -1,0 +1,470 @@
+package nodewire
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// tcpPair returns both ends of a real loopback TCP connection.
+func tcpPair(t testing.TB) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() { // Owner: the test; ends with the one Accept.
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	if server == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+// muxPair starts a client and a server session over loopback TCP.
+func muxPair(t *testing.T) (client, server *muxSession) {
+	t.Helper()
+	c, s := tcpPair(t)
+	client, server = muxClient(c), muxServer(s)
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+func acceptWithin(t *testing.T, s *muxSession) *muxStream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	st, err := s.AcceptStreamWithContext(ctx)
+	if err != nil {
+		t.Fatalf("accept: %v", err)
+	}
+	return st
+}
+
+type rawFrame struct {
+	typ     byte
+	flags   uint16
+	id      uint32
+	length  uint32
+	payload []byte
+}
+
+func readRawFrame(t *testing.T, r io.Reader) rawFrame {
+	t.Helper()
+	var hdr [muxHeaderLen]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		t.Fatalf("read frame header: %v", err)
+	}
+	if hdr[0] != muxVersion {
+		t.Fatalf("version %d", hdr[0])
+	}
+	f := rawFrame{typ: hdr[1], flags: binary.BigEndian.Uint16(hdr[2:4]), id: binary.BigEndian.Uint32(hdr[4:8]), length: binary.BigEndian.Uint32(hdr[8:12])}
+	if f.typ == muxTypeData {
+		f.payload = make([]byte, f.length)
+		if _, err := io.ReadFull(r, f.payload); err != nil {
+			t.Fatalf("read payload: %v", err)
+		}
+	}
+	return f
+}
+
+func rawHeader(typ byte, flags uint16, id, length uint32) []byte {
+	b := make([]byte, muxHeaderLen)
+	putHeader(b, typ, flags, id, length)
+	return b
+}
+
+// A stream opens with its first data frame: no separate SYN and no ACK, so
+// a request (open, data, half-close) costs the peer no extra frames.
+func TestMuxOpenRidesOnFirstFrame(t *testing.T) {
+	c, s := tcpPair(t)
+	client := muxClient(c)
+	defer client.Close()
+
+	st, err := client.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.StreamID() != 0 {
+		t.Fatalf("id %d before anything was sent", st.StreamID())
+	}
+	if _, err := st.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.SetReadDeadline(time.Now().Add(waitLong))
+	br := bufio.NewReader(s)
+	f := readRawFrame(t, br)
+	if f.typ != muxTypeData || f.flags != flagSYN || f.id != 1 || string(f.payload) != "hello" {
+		t.Fatalf("first frame = %+v, want data SYN id 1 %q", f, "hello")
+	}
+	if st.StreamID() != 1 {
+		t.Fatalf("client stream id %d, want 1 (the dialing side uses odd ids)", st.StreamID())
+	}
+	f = readRawFrame(t, br)
+	if f.typ != muxTypeData || f.flags != flagFIN || f.id != 1 || f.length != 0 {
+		t.Fatalf("second frame = %+v, want an empty data FIN on id 1", f)
+	}
+	if _, err := s.Write(rawHeader(muxTypeData, flagFIN, 1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "stream forgotten after FIN both ways", func() bool { return client.NumStreams() == 0 })
+}
+
+// Streams first written in another order than opened still reach the peer
+// with increasing ids (the id is given when the SYN is queued).
+func TestMuxIDsFollowFirstWrite(t *testing.T) {
+	client, server := muxPair(t)
+	a, _ := server.OpenStream()
+	b, _ := server.OpenStream()
+	if _, err := b.Write([]byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Write([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if b.StreamID() != 2 || a.StreamID() != 4 {
+		t.Fatalf("ids b=%d a=%d, want 2 and 4", b.StreamID(), a.StreamID())
+	}
+	for _, want := range []string{"b", "a"} {
+		st := acceptWithin(t, client)
+		buf := make([]byte, 1)
+		if _, err := io.ReadFull(st, buf); err != nil || string(buf) != want {
+			t.Fatalf("read %q, %v; want %q", buf, err, want)
+		}
+	}
+	if client.IsClosed() || server.IsClosed() {
+		t.Fatal("session closed")
+	}
+}
+
+// Flow control: a writer whose peer does not read stops at exactly the
+// stream window; reading grants credit and the whole transfer arrives
+// intact and in order.
+func TestMuxWindow(t *testing.T) {
+	client, server := muxPair(t)
+	w, _ := client.OpenStream()
+	data := make([]byte, 4*muxWindow+12345)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	_ = w.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
+	n, err := w.Write(data)
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("write to a reader that never reads: n=%d err=%v, want a deadline error", n, err)
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("deadline error %v is not a net.Error timeout", err)
+	}
+	if n != muxWindow {
+		t.Fatalf("wrote %d bytes before blocking, want the window %d", n, muxWindow)
+	}
+	_ = w.SetWriteDeadline(time.Time{})
+	r := acceptWithin(t, server)
+	done := make(chan error, 1)
+	go func() { // Owner: the test; ends when the rest is written.
+		_, err := w.Write(data[n:])
+		if err == nil {
+			err = w.Close()
+		}
+		done <- err
+	}()
+	got, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("received %d bytes, want %d identical", len(got), len(data))
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Reset ends both directions on both sides and forgets the stream.
+func TestMuxReset(t *testing.T) {
+	client, server := muxPair(t)
+	a, _ := server.OpenStream()
+	if _, err := a.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	b := acceptWithin(t, client)
+	readErr := make(chan error, 1)
+	go func() { // Owner: the test; ends when the reset arrives.
+		buf := make([]byte, 8)
+		_, _ = b.Read(buf) // "x"
+		_, err := b.Read(buf)
+		readErr <- err
+	}()
+	a.Reset()
+	select {
+	case err := <-readErr:
+		if !errors.Is(err, errStreamReset) {
+			t.Fatalf("peer read after reset: %v, want errStreamReset", err)
+		}
+	case <-time.After(waitLong):
+		t.Fatal("peer read still blocked after reset")
+	}
+	if _, err := b.Write([]byte("y")); !errors.Is(err, errStreamReset) {
+		t.Fatalf("peer write after reset: %v", err)
+	}
+	if _, err := a.Write([]byte("y")); !errors.Is(err, errStreamReset) {
+		t.Fatalf("write after own reset: %v", err)
+	}
+	waitFor(t, "both sides forget the stream", func() bool { return client.NumStreams() == 0 && server.NumStreams() == 0 })
+}
+
+// Deadlines: a blocked read ends with a timeout error, and a deadline set
+// while a read is blocked applies to it.
+func TestMuxReadDeadline(t *testing.T) {
+	client, server := muxPair(t)
+	a, _ := server.OpenStream()
+	_, _ = a.Write(nil) // announce
+	b := acceptWithin(t, client)
+	errc := make(chan error, 1)
+	go func() { // Owner: the test; ends at the deadline set below.
+		_, err := b.Read(make([]byte, 1))
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	_ = b.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	select {
+	case err := <-errc:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read: %v, want a deadline error", err)
+		}
+	case <-time.After(waitLong):
+		t.Fatal("deadline set during a blocked read was ignored")
+	}
+	_ = b.SetReadDeadline(time.Time{})
+	if _, err := a.Write([]byte("z")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	if _, err := b.Read(buf); err != nil || buf[0] != 'z' {
+		t.Fatalf("read after clearing the deadline: %q %v", buf, err)
+	}
+}
+
+// Closing the session fails every stream, including one opened here and
+// never written (which the session table does not hold yet).
+func TestMuxCloseFailsStreams(t *testing.T) {
+	client, server := muxPair(t)
+	unsent, _ := server.OpenStream()
+	sent, _ := server.OpenStream()
+	_, _ = sent.Write([]byte("q"))
+	errs := make(chan error, 2)
+	for _, st := range []*muxStream{unsent, sent} {
+		go func() { // Owner: the test; ends when the session closes.
+			_, err := st.Read(make([]byte, 1))
+			errs <- err
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	_ = client.Close()
+	for range 2 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, errSessionClosed) {
+				t.Fatalf("read on a closed session: %v", err)
+			}
+		case <-time.After(waitLong):
+			t.Fatal("read still blocked after the session closed")
+		}
+	}
+	waitFor(t, "server session closed by the peer", server.IsClosed)
+	if _, err := server.OpenStream(); err == nil {
+		t.Fatal("OpenStream on a closed session succeeded")
+	}
+}
+
+// A peer breaking the framing closes the session with ErrProtocol.
+func TestMuxProtocolViolations(t *testing.T) {
+	overWindow := rawHeader(muxTypeData, flagSYN, 1, 0)
+	for sent := 0; sent <= muxWindow; sent += muxMaxData {
+		overWindow = append(overWindow, rawHeader(muxTypeData, 0, 1, muxMaxData)...)
+		overWindow = append(overWindow, make([]byte, muxMaxData)...)
+	}
+	cases := []struct {
+		name  string
+		bytes []byte
+	}{
+		{"bad version", append([]byte{9}, rawHeader(muxTypeData, flagSYN, 1, 0)[1:]...)},
+		{"unknown type", rawHeader(7, 0, 1, 0)},
+		{"oversize data frame", rawHeader(muxTypeData, flagSYN, 1, muxMaxData+1)},
+		{"data before open", rawHeader(muxTypeData, 0, 5, 1)},
+		{"server-side id opened by the client", rawHeader(muxTypeData, flagSYN, 2, 0)},
+		{"reused id", append(rawHeader(muxTypeData, flagSYN, 3, 0), rawHeader(muxTypeData, flagSYN, 3, 0)...)},
+		{"data after FIN", append(rawHeader(muxTypeData, flagSYN|flagFIN, 1, 0), append(rawHeader(muxTypeData, 0, 1, 1), 'x')...)},
+		{"beyond the window", overWindow},
+		{"window overflow", append(rawHeader(muxTypeData, flagSYN, 1, 0), rawHeader(muxTypeWindow, 0, 1, 1<<31)...)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, s := tcpPair(t)
+			server := muxServer(s)
+			defer server.Close()
+			// Owner: the test; the session accepts into its backlog, so
+			// nothing needs to read the streams.
+			if _, err := c.Write(tc.bytes); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-server.CloseChan():
+			case <-time.After(waitLong):
+				t.Fatal("session survived a protocol violation")
+			}
+			if !errors.Is(server.err(), ErrProtocol) {
+				t.Fatalf("close cause %v, want ErrProtocol", server.err())
+			}
+		})
+	}
+}
+
+// Frames for a stream this side already reset are dropped, not errors.
+func TestMuxLateFramesAfterReset(t *testing.T) {
+	c, s := tcpPair(t)
+	server := muxServer(s)
+	defer server.Close()
+	if _, err := c.Write(append(rawHeader(muxTypeData, flagSYN, 1, 1), 'a')); err != nil {
+		t.Fatal(err)
+	}
+	st := acceptWithin(t, server)
+	st.Reset()
+	_ = c.SetReadDeadline(time.Now().Add(waitLong))
+	if f := readRawFrame(t, c); f.flags != flagRST || f.id != 1 {
+		t.Fatalf("got %+v, want RST for stream 1", f)
+	}
+	late := append(rawHeader(muxTypeData, 0, 1, 1), 'b')
+	late = append(late, rawHeader(muxTypeWindow, 0, 1, 100)...)
+	late = append(late, append(rawHeader(muxTypeData, flagSYN, 3, 1), 'c')...)
+	if _, err := c.Write(late); err != nil {
+		t.Fatal(err)
+	}
+	next := acceptWithin(t, server)
+	buf := make([]byte, 1)
+	if _, err := io.ReadFull(next, buf); err != nil || buf[0] != 'c' {
+		t.Fatalf("next stream read %q %v", buf, err)
+	}
+	if server.IsClosed() {
+		t.Fatalf("session closed: %v", server.err())
+	}
+}
+
+func BenchmarkMuxRequestResponse(b *testing.B) {
+	c1, c2 := tcpPair(b)
+	client, server := muxClient(c1), muxServer(c2)
+	defer client.Close()
+	defer server.Close()
+	req, resp := make([]byte, 300), make([]byte, 1000)
+	// Owner: the benchmark; ends when the session closes.
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			st, err := client.AcceptStreamWithContext(context.Background())
+			if err != nil {
+				return
+			}
+			if _, err := io.ReadFull(st, buf[:len(req)]); err != nil {
+				return
+			}
+			_, _ = st.Write(resp)
+			_ = st.Close()
+		}
+	}()
+	buf := make([]byte, 2048)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		st, err := server.OpenStream()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := st.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(st, buf[:len(resp)]); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := st.Read(buf); err != io.EOF {
+			b.Fatal(err)
+		}
+		_ = st.Close()
+	}
+}
+
+// FuzzMuxSession feeds arbitrary bytes to a session as its peer's side of
+// the connection. Whatever arrives, the session must not panic, must not
+// grow a buffer beyond its windows, and must close once the input ends.
+func FuzzMuxSession(f *testing.F) {
+	open := append(rawHeader(muxTypeData, flagSYN, 1, 3), "abc"...)
+	f.Add(open)
+	f.Add(append(append([]byte{}, open...), rawHeader(muxTypeData, flagFIN, 1, 0)...))
+	f.Add(append(append([]byte{}, open...), rawHeader(muxTypeData, flagRST, 1, 0)...))
+	f.Add(append(append([]byte{}, open...), rawHeader(muxTypeWindow, 0, 1, 4096)...))
+	f.Add(append(append([]byte{}, open...), append(rawHeader(muxTypeData, flagSYN|flagFIN, 3, 1), 'z')...))
+	f.Add(rawHeader(muxTypeData, flagSYN, 2, 0))
+	f.Add([]byte{1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, s := net.Pipe()
+		server := muxServer(s)
+		drained := make(chan struct{})
+		go func() { // Owner: the fuzz case; ends when c is closed below.
+			defer close(drained)
+			_, _ = io.Copy(io.Discard, c)
+		}()
+		readers := make(chan struct{})
+		go func() { // Owner: the fuzz case; ends when the session closes.
+			defer close(readers)
+			for {
+				st, err := server.AcceptStreamWithContext(context.Background())
+				if err != nil {
+					return
+				}
+				buf := make([]byte, 4096)
+				for {
+					st.mu.Lock()
+					buffered := len(st.rbuf) - st.roff
+					st.mu.Unlock()
+					if buffered > muxWindow {
+						t.Errorf("stream %d buffers %d bytes, beyond its window", st.StreamID(), buffered)
+					}
+					if _, err := st.Read(buf); err != nil {
+						break
+					}
+				}
+			}
+		}()
+		_ = c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		_, _ = c.Write(data)
+		_ = c.Close()
+		select {
+		case <-server.CloseChan():
+		case <-time.After(2 * time.Second):
+			t.Fatal("session still open after its peer closed")
+		}
+		_ = server.Close()
+		<-drained
+		<-readers
+	})
+}

@@ -1,0 +1,317 @@
+package nodewire
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// muxStream is one stream of a muxSession: a byte stream in each direction
+// with its own flow control, half-close (FIN) and abort (RST).
+type muxStream struct {
+	sess *muxSession
+	id   atomic.Uint32 // 0 until the stream's first frame is queued (see announce)
+
+	// wmu serialises writers and the half-close, so frames of one stream
+	// are queued in order and the SYN rides on the first of them.
+	wmu     sync.Mutex
+	synSent atomic.Bool // set under wmu; true from the start when the peer opened the stream
+
+	mu        sync.Mutex
+	rbuf      []byte    // guarded by mu: received, unread bytes (rbuf[roff:])
+	roff      int       // guarded by mu
+	credit    uint32    // guarded by mu: bytes the peer may still send before a window update
+	consumed  uint32    // guarded by mu: bytes read since the last window update
+	rclosed   bool      // guarded by mu: the peer sent FIN
+	wclosed   bool      // guarded by mu: this side sent FIN
+	sendWin   uint32    // guarded by mu: bytes this side may still send
+	err       error     // guarded by mu: reset or session failure; ends both directions
+	rdeadline time.Time // guarded by mu
+	wdeadline time.Time // guarded by mu
+
+	rnotify chan struct{} // capacity 1: data, FIN, failure or a new read deadline
+	wnotify chan struct{} // capacity 1: window credit, failure or a new write deadline
+}
+
+func newMuxStream(s *muxSession, id uint32) *muxStream {
+	st := &muxStream{
+		sess: s, credit: muxWindow, sendWin: muxWindow,
+		rnotify: make(chan struct{}, 1), wnotify: make(chan struct{}, 1),
+	}
+	st.id.Store(id)
+	return st
+}
+
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// StreamID is the stream's id on the connection; 0 before anything was
+// sent on a stream this side opened.
+func (st *muxStream) StreamID() uint32 { return st.id.Load() }
+
+// Read reads received bytes; io.EOF after the peer's FIN once everything
+// before it was read.
+func (st *muxStream) Read(p []byte) (int, error) {
+	for {
+		st.mu.Lock()
+		if st.roff < len(st.rbuf) {
+			n := copy(p, st.rbuf[st.roff:])
+			st.roff += n
+			if st.roff == len(st.rbuf) {
+				// Drop the buffer once drained: a held stream keeps no
+				// memory while it waits.
+				st.rbuf, st.roff = nil, 0
+			}
+			st.consumed += uint32(n)
+			var grant uint32
+			if st.consumed >= muxWindow/2 && st.err == nil && !st.rclosed {
+				grant, st.consumed = st.consumed, 0
+				st.credit += grant
+			}
+			st.mu.Unlock()
+			if grant > 0 {
+				_ = st.sess.enqueue(muxTypeWindow, 0, st.id.Load(), grant, nil, false, time.Time{})
+			}
+			return n, nil
+		}
+		if st.err != nil {
+			err := st.err
+			st.mu.Unlock()
+			return 0, err
+		}
+		if st.rclosed {
+			st.mu.Unlock()
+			return 0, io.EOF
+		}
+		deadline := st.rdeadline
+		st.mu.Unlock()
+		if len(p) == 0 {
+			return 0, nil
+		}
+		if err := st.wait(st.rnotify, deadline); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// wait blocks until c is signalled, the session closes (which fails the
+// stream: a stream not yet announced is in no session table) or the
+// deadline (zero: none) passes.
+func (st *muxStream) wait(c chan struct{}, deadline time.Time) error {
+	closed, err := waitSignal(c, st.sess.done, deadline)
+	if closed {
+		st.fail(st.sess.err())
+	}
+	return err
+}
+
+// Write queues p as data frames, waiting for window credit as needed. A
+// nil return means the bytes are queued for the connection, as with a
+// socket's send buffer.
+func (st *muxStream) Write(p []byte) (int, error) {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	if len(p) == 0 {
+		if st.synSent.Load() {
+			return 0, nil
+		}
+		// An empty write opens the stream on the peer, nothing more.
+		return 0, st.sendLocked(nil, 0)
+	}
+	written := 0
+	for written < len(p) {
+		st.mu.Lock()
+		switch {
+		case st.err != nil:
+			err := st.err
+			st.mu.Unlock()
+			return written, err
+		case st.wclosed:
+			st.mu.Unlock()
+			return written, errStreamClosed
+		case st.sendWin == 0:
+			deadline := st.wdeadline
+			st.mu.Unlock()
+			if err := st.wait(st.wnotify, deadline); err != nil {
+				return written, err
+			}
+			continue
+		}
+		n := min(len(p)-written, int(st.sendWin), muxMaxData)
+		st.sendWin -= uint32(n)
+		st.mu.Unlock()
+		if err := st.sendLocked(p[written:written+n], 0); err != nil {
+			return written, err
+		}
+		written += n
+	}
+	return written, nil
+}
+
+// sendLocked queues one data frame; st.wmu must be held.
+func (st *muxStream) sendLocked(payload []byte, flags uint16) error {
+	st.mu.Lock()
+	deadline := st.wdeadline
+	st.mu.Unlock()
+	// Only payload waits for the writer to catch up: an empty frame (open,
+	// FIN) must go out even when the write deadline has passed, or the
+	// peer would never learn the stream ended.
+	wait := len(payload) > 0
+	var err error
+	if !st.synSent.Load() {
+		err = st.sess.announce(st, flags|flagSYN, payload, wait, deadline)
+		if err == nil {
+			st.synSent.Store(true)
+		}
+	} else {
+		err = st.sess.enqueue(muxTypeData, flags, st.id.Load(), uint32(len(payload)), payload, wait, deadline)
+	}
+	if err != nil {
+		return fmt.Errorf("nodewire: stream %d: %w", st.id.Load(), err)
+	}
+	return nil
+}
+
+// Close half-closes the stream: the peer reads io.EOF after everything
+// written before. Reading goes on until the peer closes too. Closing twice
+// returns errStreamClosed.
+func (st *muxStream) Close() error {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	st.mu.Lock()
+	if st.err != nil {
+		err := st.err
+		st.mu.Unlock()
+		return err
+	}
+	if st.wclosed {
+		st.mu.Unlock()
+		return errStreamClosed
+	}
+	st.wclosed = true
+	done := st.rclosed
+	st.mu.Unlock()
+	notify(st.wnotify)
+	err := st.sendLocked(nil, flagFIN)
+	if done {
+		st.sess.forget(st.id.Load())
+	}
+	return err
+}
+
+// Reset aborts the stream in both directions; the peer's reads and writes
+// on it fail. Unread data is discarded.
+func (st *muxStream) Reset() {
+	st.mu.Lock()
+	if st.err != nil {
+		st.mu.Unlock()
+		return
+	}
+	st.err = errStreamReset
+	st.rbuf, st.roff = nil, 0
+	st.mu.Unlock()
+	notify(st.rnotify)
+	notify(st.wnotify)
+	st.sess.forget(st.id.Load())
+	if st.synSent.Load() {
+		_ = st.sess.enqueue(muxTypeData, flagRST, st.id.Load(), 0, nil, false, time.Time{})
+	}
+}
+
+// deliver hands a received data frame's payload and flags to the stream;
+// only the session reader calls it. A payload beyond the granted credit
+// breaks the protocol.
+func (st *muxStream) deliver(payload []byte, flags uint16) error {
+	st.mu.Lock()
+	if flags&flagRST != 0 {
+		if st.err == nil {
+			st.err = errStreamReset
+			st.rbuf, st.roff = nil, 0
+		}
+		st.mu.Unlock()
+		notify(st.rnotify)
+		notify(st.wnotify)
+		st.sess.forget(st.id.Load())
+		return nil
+	}
+	if uint32(len(payload)) > st.credit {
+		st.mu.Unlock()
+		return fmt.Errorf("%w: stream %d sent %d bytes beyond its window", ErrProtocol, st.id.Load(), len(payload))
+	}
+	st.credit -= uint32(len(payload))
+	if st.rclosed && len(payload) > 0 {
+		st.mu.Unlock()
+		return fmt.Errorf("%w: stream %d sent data after FIN", ErrProtocol, st.id.Load())
+	}
+	if st.err == nil && len(payload) > 0 {
+		if st.roff > 0 && st.roff == len(st.rbuf) {
+			st.rbuf, st.roff = st.rbuf[:0], 0
+		}
+		st.rbuf = append(st.rbuf, payload...)
+	}
+	finished := false
+	if flags&flagFIN != 0 {
+		st.rclosed = true
+		finished = st.wclosed
+	}
+	st.mu.Unlock()
+	notify(st.rnotify)
+	if finished {
+		st.sess.forget(st.id.Load())
+	}
+	return nil
+}
+
+// grant adds window credit from the peer.
+func (st *muxStream) grant(n uint32) error {
+	st.mu.Lock()
+	if uint64(st.sendWin)+uint64(n) > 1<<31 {
+		st.mu.Unlock()
+		return fmt.Errorf("%w: stream %d window overflow", ErrProtocol, st.id.Load())
+	}
+	st.sendWin += n
+	st.mu.Unlock()
+	notify(st.wnotify)
+	return nil
+}
+
+// fail ends the stream because the session closed.
+func (st *muxStream) fail(err error) {
+	st.mu.Lock()
+	if st.err == nil {
+		st.err = err
+	}
+	st.mu.Unlock()
+	notify(st.rnotify)
+	notify(st.wnotify)
+}
+
+// SetReadDeadline bounds blocked and future reads; zero clears it.
+func (st *muxStream) SetReadDeadline(t time.Time) error {
+	st.mu.Lock()
+	st.rdeadline = t
+	st.mu.Unlock()
+	notify(st.rnotify)
+	return nil
+}
+
+// SetWriteDeadline bounds blocked and future writes; zero clears it.
+func (st *muxStream) SetWriteDeadline(t time.Time) error {
+	st.mu.Lock()
+	st.wdeadline = t
+	st.mu.Unlock()
+	notify(st.wnotify)
+	return nil
+}
+
+// SetDeadline sets both deadlines.
+func (st *muxStream) SetDeadline(t time.Time) error {
+	_ = st.SetReadDeadline(t)
+	return st.SetWriteDeadline(t)
+}
