@@ -56,6 +56,7 @@ type Server struct {
 	limits  atomic.Pointer[config.EdgeLimits]
 	models  atomic.Pointer[modelIndex]
 	tracer  trace.Tracer
+	tracing bool // tracer is not the no-op one
 	created int64
 }
 
@@ -85,6 +86,8 @@ func New(opts Options) *Server {
 	}
 	s := &Server{d: opts.Dispatcher, log: opts.Logger, metrics: opts.Metrics, reload: opts.Reload, created: time.Now().Unix(),
 		tracer: opts.Tracer.Tracer("github.com/iop-gateway/iop/gateway")}
+	_, noopTracer := opts.Tracer.(noop.TracerProvider)
+	s.tracing = !noopTracer
 	s.SetConfig(opts.Config)
 
 	e := gin.New()
@@ -312,6 +315,12 @@ func itoa(n int) string {
 // responses): opening and annotating the span are separate calls.
 func (s *Server) trace(c *gin.Context) {
 	if !strings.HasPrefix(c.Request.URL.Path, "/v1/") {
+		return
+	}
+	if !s.tracing && c.Request.Header.Get("Traceparent") == "" {
+		// A no-op span carries only the trace context a caller sent (it
+		// is still logged and passed to the node); without one there is
+		// nothing to carry, and no reason to clone the request.
 		return
 	}
 	span := s.startSpan(c)
