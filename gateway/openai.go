@@ -35,9 +35,14 @@ type call struct {
 	hasTools bool
 	tokens   int
 	render   openaiapi.RenderOptions
-	runCheck func() error // nil, or whether a normalized run can serve it
+	runCheck runChecker // nil, or whether a normalized run can serve it
 	embed    openaiapi.EmbeddingOptions
 }
+
+// runChecker is a parsed request that knows whether a normalized run can
+// serve it. (Holding the request itself rather than its method value saves
+// allocating a closure per request.)
+type runChecker interface{ RunSupported() error }
 
 func (s *Server) readBody(c *gin.Context) ([]byte, bool) {
 	body, err := io.ReadAll(c.Request.Body)
@@ -75,7 +80,7 @@ func (s *Server) chatCall(c *gin.Context) *call {
 		return nil
 	}
 	return &call{op: opChat, path: "/chat/completions", model: req.Model, body: body, stream: req.Stream,
-		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), runCheck: req.RunSupported}
+		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), runCheck: req}
 }
 
 func (s *Server) completions(c *gin.Context) {
@@ -96,7 +101,7 @@ func (s *Server) completionCall(c *gin.Context) *call {
 		return nil
 	}
 	return &call{op: opCompletion, path: "/completions", model: req.Model, body: body, stream: req.Stream,
-		tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), runCheck: req.RunSupported}
+		tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), runCheck: req}
 }
 
 func (s *Server) embeddings(c *gin.Context) {
@@ -202,10 +207,10 @@ func (s *Server) runRoute(c *gin.Context, lease *dispatch.Lease, k *call) dispat
 	switch {
 	case k.op == opResponses:
 		writeError(c, openaiapi.InvalidRequest("Model '"+k.model+"' is not served by an OpenAI-compatible provider; /v1/responses is passthrough only.", "model"))
-	case k.runCheck != nil && k.runCheck() != nil:
+	case k.runCheck != nil && k.runCheck.RunSupported() != nil:
 		// A normalized run renders one choice; n > 1 and batched prompts
 		// are only served by the tunnel.
-		writeError(c, apiError(k.runCheck(), k.model))
+		writeError(c, apiError(k.runCheck.RunSupported(), k.model))
 	default:
 		return s.run(c, lease, k)
 	}
