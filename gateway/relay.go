@@ -34,13 +34,27 @@ func forwardHeaders(h http.Header) []*iop.Header {
 			conn[http.CanonicalHeaderKey(strings.TrimSpace(f))] = true
 		}
 	}
-	var out []*iop.Header
+	// The headers are allocated together, in one block, rather than one
+	// by one.
+	n := 0
+	for name, vals := range h {
+		if !hopHeaders[name] && !conn[name] {
+			n += len(vals)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]*iop.Header, 0, n)
+	block := make([]iop.Header, n)
 	for name, vals := range h {
 		if hopHeaders[name] || conn[name] {
 			continue
 		}
 		for _, v := range vals {
-			out = append(out, &iop.Header{Name: name, Value: v})
+			hd := &block[len(out)]
+			hd.Name, hd.Value = name, v
+			out = append(out, hd)
 		}
 	}
 	return out
