@@ -65,12 +65,12 @@ func forwardHeaders(h http.Header) []*iop.Header {
 // the lease forever.
 type deadlineWriter struct {
 	w       http.ResponseWriter
-	rc      *http.ResponseController
+	rc      http.ResponseController // a value: one allocation fewer
 	timeout time.Duration
 }
 
 func newDeadlineWriter(w http.ResponseWriter, timeout time.Duration) *deadlineWriter {
-	return &deadlineWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+	return &deadlineWriter{w: w, rc: *http.NewResponseController(w), timeout: timeout}
 }
 
 func (d *deadlineWriter) Write(p []byte) (int, error) {
@@ -214,7 +214,7 @@ func (t *tunnelExchange) head() (reason dispatch.ReleaseReason, ok bool) {
 	}
 	c.Status(int(first.GetStatusCode()))
 	c.Writer.WriteHeaderNow()
-	t.w = deadlineWriter{w: c.Writer, rc: http.NewResponseController(c.Writer), timeout: time.Duration(limits.WriteTimeoutSec) * time.Second}
+	t.w = deadlineWriter{w: c.Writer, rc: *http.NewResponseController(c.Writer), timeout: time.Duration(limits.WriteTimeoutSec) * time.Second}
 	return "", true
 }
 
