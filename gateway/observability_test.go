@@ -510,3 +510,37 @@ func TestAccessLogFieldsAndNoSecrets(t *testing.T) {
 		}
 	}
 }
+
+// Without tracing (the no-op tracer), a caller's trace context is still
+// continued: its trace id is logged. A request without one logs none.
+func TestNoTracingKeepsCallerTraceID(t *testing.T) {
+	edgeLog := &syncBuffer{}
+	cfg := edgeConfig([]config.ProviderSpec{mockProvider("mock", nil)}, modelOn("demo", "mock", "mock-echo"))
+	e := stack.StartEdge(t, cfg, stack.EdgeOptions{Logger: jsonLogger(edgeLog)})
+	c := httpClient(t)
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	for id, hdr := range map[string]map[string]string{
+		"trace-caller": {"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01", "X-Request-Id": "trace-caller"},
+		"trace-none":   {"X-Request-Id": "trace-none"},
+	} {
+		if r := do(t, c, http.MethodGet, e.URL+"/v1/models", "", hdr); r.Status != http.StatusOK {
+			t.Fatalf("%s: /v1/models: %d %s", id, r.Status, r.Body)
+		}
+	}
+	lines := map[string]map[string]any{}
+	for _, ln := range strings.Split(edgeLog.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(ln), &m) == nil && m["msg"] == "request" {
+			id, _ := m["request_id"].(string)
+			lines[id] = m
+		}
+	}
+	if got := lines["trace-caller"]; got == nil || got["trace_id"] != traceID {
+		t.Errorf("request with a traceparent: access log line %v, want trace_id %s", got, traceID)
+	}
+	if got := lines["trace-none"]; got == nil {
+		t.Error("no access log line for the request without a traceparent")
+	} else if _, ok := got["trace_id"]; ok {
+		t.Errorf("request without a traceparent logged a trace id: %v", got)
+	}
+}

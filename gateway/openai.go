@@ -35,9 +35,14 @@ type call struct {
 	hasTools bool
 	tokens   int
 	render   openaiapi.RenderOptions
-	runCheck func() error // nil, or whether a normalized run can serve it
+	runCheck runChecker // nil, or whether a normalized run can serve it
 	embed    openaiapi.EmbeddingOptions
 }
+
+// runChecker is a parsed request that knows whether a normalized run can
+// serve it. (Holding the request itself rather than its method value saves
+// allocating a closure per request.)
+type runChecker interface{ RunSupported() error }
 
 func (s *Server) readBody(c *gin.Context) ([]byte, bool) {
 	body, err := io.ReadAll(c.Request.Body)
@@ -53,77 +58,130 @@ func (s *Server) readBody(c *gin.Context) ([]byte, bool) {
 	return body, true
 }
 
+// The handlers below parse in a separate call and then dispatch: under a
+// tunnelled stream their frames stay parked on the stack for as long as
+// the stream lasts, so they hold nothing but the call (see tunnel).
+
 func (s *Server) chatCompletions(c *gin.Context) {
+	if k := s.chatCall(c); k != nil {
+		s.dispatch(c, k)
+	}
+}
+
+//go:noinline
+func (s *Server) chatCall(c *gin.Context) *call {
 	body, ok := s.readBody(c)
 	if !ok {
-		return
+		return nil
 	}
 	req, err := openaiapi.ParseChat(body)
 	if err != nil {
 		writeError(c, apiError(err, ""))
-		return
+		return nil
 	}
-	s.dispatch(c, &call{op: opChat, path: "/chat/completions", model: req.Model, body: body, stream: req.Stream,
-		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), runCheck: req.RunSupported})
+	return &call{op: opChat, path: "/chat/completions", model: req.Model, body: body, stream: req.Stream,
+		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), runCheck: req}
 }
 
 func (s *Server) completions(c *gin.Context) {
+	if k := s.completionCall(c); k != nil {
+		s.dispatch(c, k)
+	}
+}
+
+//go:noinline
+func (s *Server) completionCall(c *gin.Context) *call {
 	body, ok := s.readBody(c)
 	if !ok {
-		return
+		return nil
 	}
 	req, err := openaiapi.ParseCompletion(body)
 	if err != nil {
 		writeError(c, apiError(err, ""))
-		return
+		return nil
 	}
-	s.dispatch(c, &call{op: opCompletion, path: "/completions", model: req.Model, body: body, stream: req.Stream,
-		tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), runCheck: req.RunSupported})
+	return &call{op: opCompletion, path: "/completions", model: req.Model, body: body, stream: req.Stream,
+		tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), runCheck: req}
 }
 
 func (s *Server) embeddings(c *gin.Context) {
+	if k := s.embeddingCall(c); k != nil {
+		s.dispatch(c, k)
+	}
+}
+
+//go:noinline
+func (s *Server) embeddingCall(c *gin.Context) *call {
 	body, ok := s.readBody(c)
 	if !ok {
-		return
+		return nil
 	}
 	req, err := openaiapi.ParseEmbedding(body)
 	if err != nil {
 		writeError(c, apiError(err, ""))
-		return
+		return nil
 	}
-	s.dispatch(c, &call{op: opEmbedding, path: "/embeddings", model: req.Model, body: body,
-		tokens: req.EstimatePromptTokens(), embed: req.RenderOptions()})
+	return &call{op: opEmbedding, path: "/embeddings", model: req.Model, body: body,
+		tokens: req.EstimatePromptTokens(), embed: req.RenderOptions()}
 }
 
 func (s *Server) responses(c *gin.Context) {
+	if k := s.responsesCall(c); k != nil {
+		s.dispatch(c, k)
+	}
+}
+
+//go:noinline
+func (s *Server) responsesCall(c *gin.Context) *call {
 	body, ok := s.readBody(c)
 	if !ok {
-		return
+		return nil
 	}
 	req, err := openaiapi.ParseResponses(body)
 	if err != nil {
 		writeError(c, apiError(err, ""))
-		return
+		return nil
 	}
-	s.dispatch(c, &call{op: opResponses, path: "/responses", model: req.Model, body: body, stream: req.Stream,
-		tokens: len(body) / 4})
+	return &call{op: opResponses, path: "/responses", model: req.Model, body: body, stream: req.Stream,
+		tokens: len(body) / 4}
 }
 
 // dispatch takes a lease for the call's model and sends the call down the
 // path the chosen provider's capability decides. The lease is released
-// exactly once, with the outcome as reason.
+// exactly once, with the outcome as reason. Acquiring and the non-tunnel
+// routes are separate calls, so that this frame, parked under tunnelled
+// streams, stays small.
 func (s *Server) dispatch(c *gin.Context, k *call) {
+	lease, route := s.acquire(c, k)
+	if lease == nil {
+		return
+	}
+	reason := dispatch.ReasonError
+	defer func() { lease.Release(reason) }()
+	if route == routeTunnel {
+		reason = s.tunnel(c, lease, k)
+		return
+	}
+	reason = s.runRoute(c, lease, k)
+}
+
+// acquire checks the call's model and session id and takes a lease, and
+// records them and the route on the request's info. On failure it writes
+// the response and returns a nil lease.
+//
+//go:noinline
+func (s *Server) acquire(c *gin.Context, k *call) (*dispatch.Lease, string) {
 	in := info(c)
 	in.model = k.model
 	if !s.knownModel(k.model) {
 		in.model = ""
 		writeError(c, apiError(dispatch.ErrModelNotFound, k.model))
-		return
+		return nil, ""
 	}
 	session := c.GetHeader("X-IOP-Session-Id")
 	if !validSessionID(session) {
 		writeError(c, openaiapi.InvalidRequest("X-IOP-Session-Id must be 1 to 256 printable UTF-8 characters.", ""))
-		return
+		return nil, ""
 	}
 	ctx := c.Request.Context()
 	lease, err := s.d.Acquire(ctx, dispatch.Request{Model: k.model, PromptTokens: k.tokens, SessionID: session})
@@ -131,29 +189,32 @@ func (s *Server) dispatch(c *gin.Context, k *call) {
 		if ctx.Err() != nil {
 			in.cancelReason = CancelClientDisconnect
 			c.Abort()
-			return
+			return nil, ""
 		}
 		writeError(c, apiError(err, k.model))
-		return
+		return nil, ""
 	}
 	in.node, in.provider = lease.NodeID, lease.ProviderID
-	reason := dispatch.ReasonError
-	defer func() { lease.Release(reason) }()
+	in.route = chooseRoute(lease, k)
+	return lease, in.route
+}
 
-	route := chooseRoute(lease, k)
-	in.route = route
+// runRoute serves a call whose provider is not tunnelled: a normalized run,
+// or a refusal when a run cannot serve it.
+//
+//go:noinline
+func (s *Server) runRoute(c *gin.Context, lease *dispatch.Lease, k *call) dispatch.ReleaseReason {
 	switch {
-	case route == routeTunnel:
-		reason = s.tunnel(c, lease, k)
 	case k.op == opResponses:
 		writeError(c, openaiapi.InvalidRequest("Model '"+k.model+"' is not served by an OpenAI-compatible provider; /v1/responses is passthrough only.", "model"))
-	case k.runCheck != nil && k.runCheck() != nil:
+	case k.runCheck != nil && k.runCheck.RunSupported() != nil:
 		// A normalized run renders one choice; n > 1 and batched prompts
 		// are only served by the tunnel.
-		writeError(c, apiError(k.runCheck(), k.model))
+		writeError(c, apiError(k.runCheck.RunSupported(), k.model))
 	default:
-		reason = s.run(c, lease, k)
+		return s.run(c, lease, k)
 	}
+	return dispatch.ReasonError
 }
 
 // chooseRoute decides tunnel or run from the provider the lease is on:

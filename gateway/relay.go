@@ -34,13 +34,27 @@ func forwardHeaders(h http.Header) []*iop.Header {
 			conn[http.CanonicalHeaderKey(strings.TrimSpace(f))] = true
 		}
 	}
-	var out []*iop.Header
+	// The headers are allocated together, in one block, rather than one
+	// by one.
+	n := 0
+	for name, vals := range h {
+		if !hopHeaders[name] && !conn[name] {
+			n += len(vals)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]*iop.Header, 0, n)
+	block := make([]iop.Header, n)
 	for name, vals := range h {
 		if hopHeaders[name] || conn[name] {
 			continue
 		}
 		for _, v := range vals {
-			out = append(out, &iop.Header{Name: name, Value: v})
+			hd := &block[len(out)]
+			hd.Name, hd.Value = name, v
+			out = append(out, hd)
 		}
 	}
 	return out
@@ -51,12 +65,12 @@ func forwardHeaders(h http.Header) []*iop.Header {
 // the lease forever.
 type deadlineWriter struct {
 	w       http.ResponseWriter
-	rc      *http.ResponseController
+	rc      http.ResponseController // a value: one allocation fewer
 	timeout time.Duration
 }
 
 func newDeadlineWriter(w http.ResponseWriter, timeout time.Duration) *deadlineWriter {
-	return &deadlineWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+	return &deadlineWriter{w: w, rc: *http.NewResponseController(w), timeout: timeout}
 }
 
 func (d *deadlineWriter) Write(p []byte) (int, error) {
@@ -72,14 +86,64 @@ func (d *deadlineWriter) Flush() error {
 // tunnel relays a raw provider exchange: status and headers, then each body
 // frame written and flushed the moment it arrives. It returns the lease's
 // release reason.
+//
+// A held stream parks its handler goroutine here, in ts.Recv, under
+// net/http, gin and the middlewares, for as long as the stream lasts. So
+// this frame (and those above it) is kept small: the setup, the first
+// frame and each later frame are handled in separate calls, and the
+// exchange's state lives in one heap object. Otherwise the goroutine's
+// stack outgrows 8 KB on its first write to the client and, still using
+// more than a quarter of 16 KB while parked, is never shrunk back: 8 KB
+// more per held stream. Taking only what the relay needs from k also lets
+// the request body and the parsed request be collected once sent.
 func (s *Server) tunnel(c *gin.Context, lease *dispatch.Lease, k *call) dispatch.ReleaseReason {
+	t := s.openTunnel(c, lease, k)
+	if t == nil {
+		return dispatch.ReasonError
+	}
+	defer t.close()
+	if reason, ok := t.head(); !ok {
+		return reason
+	}
+	for {
+		f, err := t.ts.Recv()
+		if err != nil {
+			return t.s.failedAfterFirstByte(t.c, &t.cs, &t.w, t.sse, err)
+		}
+		if reason, done := t.frame(f); done {
+			return reason
+		}
+	}
+}
+
+// tunnelExchange is the state of one tunnel relay (see tunnel).
+type tunnelExchange struct {
+	s         *Server
+	c         *gin.Context
+	in        *reqInfo
+	ts        *dispatch.TunnelStream
+	model     string
+	start     time.Time
+	stopWatch func() bool
+	cs        cancelState
+	w         deadlineWriter
+	stream    bool // the client asked for a stream
+	sse       bool // the provider answered with an event stream
+	wroteBody bool
+}
+
+// openTunnel rewrites the body for the lease's target and opens the tunnel;
+// on failure it writes the error response and returns nil.
+//
+//go:noinline
+func (s *Server) openTunnel(c *gin.Context, lease *dispatch.Lease, k *call) *tunnelExchange {
 	in := info(c)
 	ctx := c.Request.Context()
 	start := time.Now()
 	body, err := openaiapi.RewriteModel(k.body, lease.Target)
 	if err != nil {
 		writeError(c, apiError(err, k.model))
-		return dispatch.ReasonError
+		return nil
 	}
 	path := k.path
 	if q := c.Request.URL.RawQuery; q != "" {
@@ -92,25 +156,39 @@ func (s *Server) tunnel(c *gin.Context, lease *dispatch.Lease, k *call) dispatch
 	})
 	if err != nil {
 		writeError(c, apiError(err, k.model))
-		return dispatch.ReasonError
+		return nil
 	}
-	cs := &cancelState{}
-	defer closeExchange(cs, ts)
-	stopWatch := cs.watch(ctx, ts)
-	defer stopWatch()
+	t := &tunnelExchange{s: s, c: c, in: in, ts: ts, model: k.model, start: start, stream: k.stream}
+	t.stopWatch = t.cs.watch(ctx, ts)
+	return t
+}
+
+// close ends the exchange, last thing in tunnel (also on a panic).
+func (t *tunnelExchange) close() {
 	// Usage frames carry the latest cumulative figures; they are counted
 	// once, when the exchange ends.
-	defer func() { s.metrics.usage(k.model, in.prompt, in.completion) }()
-	limits := s.limits.Load()
-	wait := time.AfterFunc(time.Duration(limits.ResponseTimeoutSec)*time.Second, func() { cs.cancel(ts, CancelTimeout) })
-	first, err := ts.Recv()
+	t.s.metrics.usage(t.model, t.in.prompt, t.in.completion)
+	t.stopWatch()
+	closeExchange(&t.cs, t.ts)
+}
+
+// head waits (bounded by the response timeout) for the first frame and
+// relays the provider's status and headers. When the exchange ends there
+// instead, ok is false and reason is the lease's release reason.
+//
+//go:noinline
+func (t *tunnelExchange) head() (reason dispatch.ReleaseReason, ok bool) {
+	c := t.c
+	limits := t.s.limits.Load()
+	wait := time.AfterFunc(time.Duration(limits.ResponseTimeoutSec)*time.Second, func() { t.cs.cancel(t.ts, CancelTimeout) })
+	first, err := t.ts.Recv()
 	wait.Stop()
-	if err == nil && cs.get() != "" {
+	if err == nil && t.cs.get() != "" {
 		// Cancelled: frames still in flight are not to be relayed.
 		err = context.Canceled
 	}
 	if err != nil {
-		return s.failedBeforeFirstByte(c, cs, err, k.model)
+		return t.s.failedBeforeFirstByte(c, &t.cs, err, t.model), false
 	}
 	if first.GetKind() != iop.TunnelFrameKind_TUNNEL_FRAME_KIND_STATUS {
 		if first.GetKind() == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR {
@@ -118,10 +196,9 @@ func (s *Server) tunnel(c *gin.Context, lease *dispatch.Lease, k *call) dispatch
 		} else {
 			writeError(c, openaiapi.UpstreamError("The provider answered out of order."))
 		}
-		return dispatch.ReasonError
+		return dispatch.ReasonError, false
 	}
 	h := c.Writer.Header()
-	sse := false
 	for _, hd := range first.GetHeaders() {
 		name := http.CanonicalHeaderKey(hd.GetName())
 		if hopHeaders[name] || name == "X-Request-Id" {
@@ -129,64 +206,75 @@ func (s *Server) tunnel(c *gin.Context, lease *dispatch.Lease, k *call) dispatch
 		}
 		h.Add(name, hd.GetValue())
 		if name == "Content-Type" && strings.HasPrefix(hd.GetValue(), "text/event-stream") {
-			sse = true
+			t.sse = true
 		}
 	}
-	if sse {
+	if t.sse {
 		h.Set("X-Accel-Buffering", "no")
 	}
 	c.Status(int(first.GetStatusCode()))
 	c.Writer.WriteHeaderNow()
-	w := newDeadlineWriter(c.Writer, time.Duration(limits.WriteTimeoutSec)*time.Second)
-	// Streams are flushed frame by frame. A whole (non-streamed) body is
-	// left to the response buffer so that its last bytes reach the client
-	// only with the end of the response: a client that closes as soon as it
-	// has parsed the JSON (SDKs do) would otherwise race the END and USAGE
-	// frames and be counted as a client_disconnect, its usage lost.
-	flushEach := sse || k.stream
-	wroteBody := false
-	for {
-		f, err := ts.Recv()
-		if err != nil {
-			return s.failedAfterFirstByte(c, cs, w, sse, err)
+	t.w = deadlineWriter{w: c.Writer, rc: *http.NewResponseController(c.Writer), timeout: time.Duration(limits.WriteTimeoutSec) * time.Second}
+	return "", true
+}
+
+// frame relays one frame after the first. done reports that the exchange
+// ended, with reason as the lease's release reason.
+//
+//go:noinline
+func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.ReleaseReason, done bool) {
+	in := t.in
+	switch f.GetKind() {
+	case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY:
+		if t.cs.get() != "" {
+			// Cancelled: body still in flight is not relayed.
+			return t.s.failedAfterFirstByte(t.c, &t.cs, &t.w, t.sse, context.Canceled), true
 		}
-		switch f.GetKind() {
-		case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY:
-			if cs.get() != "" {
-				// Cancelled: body still in flight is not relayed.
-				return s.failedAfterFirstByte(c, cs, w, sse, context.Canceled)
-			}
-			if !wroteBody {
-				wroteBody = true
-				in.ttft = time.Since(start)
-				s.metrics.firstToken(k.model, routeTunnel, in.ttft)
-			}
-			if _, err := w.Write(f.GetBody()); err != nil {
-				return s.writeFailed(in, cs, ts, err)
-			}
-			if !flushEach {
-				continue
-			}
-			if err := w.Flush(); err != nil {
-				return s.writeFailed(in, cs, ts, err)
-			}
-			if sse && bytes.Contains(f.GetBody(), sseDone) {
-				// The client has the whole stream and may hang up now
-				// (SDKs do); that is not a cancellation. The usage and end
-				// frames that follow are still read.
-				stopWatch()
-			}
-		case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_USAGE:
-			u := f.GetUsage()
-			in.prompt, in.completion = u.GetPromptTokens(), u.GetCompletionTokens()
-		case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_METADATA:
-			s.log.Debug("tunnel metadata", zap.String("request_id", in.requestID), zap.Any("metadata", f.GetMetadata()))
-		case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END:
-			return dispatch.ReasonCompleted
-		case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR:
-			return s.failedAfterFirstByte(c, cs, w, sse, errTunnel(f.GetError()))
+		if !t.wroteBody {
+			t.wroteBody = true
+			in.ttft = time.Since(t.start)
+			t.s.metrics.firstToken(t.model, routeTunnel, in.ttft)
 		}
+		if _, err := t.w.Write(f.GetBody()); err != nil {
+			return t.s.writeFailed(in, &t.cs, t.ts, err), true
+		}
+		// Streams are flushed frame by frame. A whole (non-streamed) body
+		// is left to the response buffer so that its last bytes reach the
+		// client only with the end of the response: a client that closes
+		// as soon as it has parsed the JSON (SDKs do) would otherwise race
+		// the END and USAGE frames and be counted as a client_disconnect,
+		// its usage lost.
+		if !t.sse && !t.stream {
+			return "", false
+		}
+		if err := t.w.Flush(); err != nil {
+			return t.s.writeFailed(in, &t.cs, t.ts, err), true
+		}
+		if t.sse && bytes.Contains(f.GetBody(), sseDone) {
+			// The client has the whole stream and may hang up now (SDKs
+			// do); that is not a cancellation. The usage and end frames
+			// that follow are still read.
+			t.stopWatch()
+		}
+	case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_USAGE:
+		u := f.GetUsage()
+		in.prompt, in.completion = u.GetPromptTokens(), u.GetCompletionTokens()
+	case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_METADATA:
+		t.s.logMetadata(in, f)
+	case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END:
+		return dispatch.ReasonCompleted, true
+	case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR:
+		return t.s.failedAfterFirstByte(t.c, &t.cs, &t.w, t.sse, errTunnel(f.GetError())), true
 	}
+	return "", false
+}
+
+// logMetadata logs a tunnel's metadata frame (apart from frame, whose own
+// frame it would otherwise enlarge).
+//
+//go:noinline
+func (s *Server) logMetadata(in *reqInfo, f *iop.ProviderTunnelFrame) {
+	s.log.Debug("tunnel metadata", zap.String("request_id", in.requestID), zap.Any("metadata", f.GetMetadata()))
 }
 
 var sseDone = []byte("data: [DONE]")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/gateway/openaiapi"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
@@ -32,14 +33,48 @@ type aggregator interface {
 
 // run sends a normalized RunRequest and renders its events. It returns the
 // lease's release reason.
+//
+// Like tunnel (see there), it keeps the frames parked under a held stream
+// small: the setup, the whole-response and the streamed rendering are
+// separate calls, sharing one heap object as their state.
 func (s *Server) run(c *gin.Context, lease *dispatch.Lease, k *call) dispatch.ReleaseReason {
+	r := s.openRun(c, lease, k)
+	if r == nil {
+		return dispatch.ReasonError
+	}
+	defer r.close()
+	if !k.stream {
+		return r.whole()
+	}
+	return r.stream()
+}
+
+// runExchange is the state of one run (see run).
+type runExchange struct {
+	s         *Server
+	c         *gin.Context
+	in        *reqInfo
+	k         *call
+	rs        *dispatch.RunStream
+	limits    *config.EdgeLimits
+	start     time.Time
+	wait      *time.Timer
+	stopWatch func() bool
+	cs        cancelState
+}
+
+// openRun converts the call and opens the run; on failure it writes the
+// error response and returns nil.
+//
+//go:noinline
+func (s *Server) openRun(c *gin.Context, lease *dispatch.Lease, k *call) *runExchange {
 	in := info(c)
 	ctx := c.Request.Context()
 	start := time.Now()
 	input, err := openaiapi.RunInput(k.body)
 	if err != nil {
 		writeError(c, apiError(err, k.model))
-		return dispatch.ReasonError
+		return nil
 	}
 	rs, err := lease.OpenRun(ctx, &iop.RunRequest{
 		RunId: newID("run_"), Workspace: lease.Workspace, Input: input, Operation: k.op,
@@ -48,62 +83,103 @@ func (s *Server) run(c *gin.Context, lease *dispatch.Lease, k *call) dispatch.Re
 	})
 	if err != nil {
 		writeError(c, apiError(err, k.model))
+		return nil
+	}
+	r := &runExchange{s: s, c: c, in: in, k: k, rs: rs, limits: s.limits.Load(), start: start}
+	r.stopWatch = r.cs.watch(ctx, rs)
+	r.wait = time.AfterFunc(time.Duration(r.limits.ResponseTimeoutSec)*time.Second, func() { r.cs.cancel(r.rs, CancelTimeout) })
+	return r
+}
+
+// close ends the run, last thing in run (also on a panic).
+func (r *runExchange) close() {
+	r.wait.Stop()
+	r.stopWatch()
+	closeExchange(&r.cs, r.rs)
+}
+
+// firstToken records the time to the first token, once.
+func (r *runExchange) firstToken() {
+	if r.in.ttft == 0 {
+		r.wait.Stop()
+		r.in.ttft = time.Since(r.start)
+		r.s.metrics.firstToken(r.k.model, routeRun, r.in.ttft)
+	}
+}
+
+// whole renders the run as one JSON document.
+//
+//go:noinline
+func (r *runExchange) whole() dispatch.ReleaseReason {
+	s, c, k, in, cs := r.s, r.c, r.k, r.in, &r.cs
+	var agg aggregator
+	switch k.op {
+	case opCompletion:
+		agg = openaiapi.NewCompletionAggregator(k.render)
+	case opEmbedding:
+		agg = openaiapi.NewEmbeddingAggregator(k.embed)
+	default:
+		agg = openaiapi.NewChatAggregator(k.render)
+	}
+	for {
+		ev, err := r.rs.Recv()
+		if err == nil && cs.get() != "" {
+			// Cancelled: what still arrives (the node's CANCELLED
+			// terminal) is not the run's answer.
+			err = context.Canceled
+		}
+		if err != nil {
+			return s.failedBeforeFirstByte(c, cs, err, k.model)
+		}
+		if ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
+			r.firstToken()
+		}
+		if agg.Add(ev) {
+			break
+		}
+	}
+	s.recordUsage(in, k.model, agg.Usage)
+	out, aerr := agg.Result()
+	if aerr != nil {
+		writeError(c, aerr)
 		return dispatch.ReasonError
 	}
-	cs := &cancelState{}
-	defer closeExchange(cs, rs)
-	defer cs.watch(ctx, rs)()
-	limits := s.limits.Load()
-	wait := time.AfterFunc(time.Duration(limits.ResponseTimeoutSec)*time.Second, func() { cs.cancel(rs, CancelTimeout) })
-	defer wait.Stop()
-	firstToken := func() {
-		if in.ttft == 0 {
-			wait.Stop()
-			in.ttft = time.Since(start)
-			s.metrics.firstToken(k.model, routeRun, in.ttft)
+	r.firstToken()
+	c.Data(http.StatusOK, "application/json", out)
+	return dispatch.ReasonCompleted
+}
+
+// stream renders the run as SSE.
+//
+//go:noinline
+func (r *runExchange) stream() dispatch.ReleaseReason {
+	sw := r.streamWriter()
+	for !sw.Done() {
+		ev, err := r.rs.Recv()
+		if err == nil && r.cs.get() != "" {
+			err = context.Canceled // see whole
+		}
+		if err != nil {
+			return r.streamFailed(sw, err)
+		}
+		if err := sw.Add(ev); err != nil {
+			var ae *openaiapi.Error
+			if errors.As(err, &ae) {
+				break // the run failed before any byte: answered below
+			}
+			return r.s.writeFailed(r.in, &r.cs, r.rs, err)
 		}
 	}
+	return r.streamEnd(sw)
+}
 
-	if !k.stream {
-		var agg aggregator
-		switch k.op {
-		case opCompletion:
-			agg = openaiapi.NewCompletionAggregator(k.render)
-		case opEmbedding:
-			agg = openaiapi.NewEmbeddingAggregator(k.embed)
-		default:
-			agg = openaiapi.NewChatAggregator(k.render)
-		}
-		for {
-			ev, err := rs.Recv()
-			if err == nil && cs.get() != "" {
-				// Cancelled: what still arrives (the node's CANCELLED
-				// terminal) is not the run's answer.
-				err = context.Canceled
-			}
-			if err != nil {
-				return s.failedBeforeFirstByte(c, cs, err, k.model)
-			}
-			if ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
-				firstToken()
-			}
-			if agg.Add(ev) {
-				break
-			}
-		}
-		s.recordUsage(in, k.model, agg.Usage)
-		out, aerr := agg.Result()
-		if aerr != nil {
-			writeError(c, aerr)
-			return dispatch.ReasonError
-		}
-		firstToken()
-		c.Data(http.StatusOK, "application/json", out)
-		return dispatch.ReasonCompleted
-	}
-
-	w := newDeadlineWriter(c.Writer, time.Duration(limits.WriteTimeoutSec)*time.Second)
-	opts := k.render
+// streamWriter returns the SSE renderer for the call.
+//
+//go:noinline
+func (r *runExchange) streamWriter() streamRenderer {
+	c := r.c
+	w := newDeadlineWriter(c.Writer, time.Duration(r.limits.WriteTimeoutSec)*time.Second)
+	opts := r.k.render
 	opts.OnFirstWrite = func() {
 		h := c.Writer.Header()
 		h.Set("Content-Type", "text/event-stream")
@@ -111,41 +187,37 @@ func (s *Server) run(c *gin.Context, lease *dispatch.Lease, k *call) dispatch.Re
 		h.Set("X-Accel-Buffering", "no")
 		c.Status(http.StatusOK)
 		c.Writer.WriteHeaderNow()
-		firstToken()
+		r.firstToken()
 	}
-	var sw streamRenderer
-	if k.op == opCompletion {
-		sw = openaiapi.NewCompletionStreamWriter(w, func() { _ = w.Flush() }, opts)
-	} else {
-		sw = openaiapi.NewChatStreamWriter(w, func() { _ = w.Flush() }, opts)
+	if r.k.op == opCompletion {
+		return openaiapi.NewCompletionStreamWriter(w, func() { _ = w.Flush() }, opts)
 	}
-	for !sw.Done() {
-		ev, err := rs.Recv()
-		if err == nil && cs.get() != "" {
-			err = context.Canceled // see the non-streamed loop
-		}
-		if err != nil {
-			if !sw.Started() {
-				return s.failedBeforeFirstByte(c, cs, err, k.model)
-			}
-			if reason := cs.get(); reason != "" {
-				return s.cancelled(in, reason)
-			}
-			_ = sw.Abort(apiError(err, k.model))
-			return dispatch.ReasonError
-		}
-		if err := sw.Add(ev); err != nil {
-			var ae *openaiapi.Error
-			if errors.As(err, &ae) {
-				break // the run failed before any byte: answered below
-			}
-			return s.writeFailed(in, cs, rs, err)
-		}
+	return openaiapi.NewChatStreamWriter(w, func() { _ = w.Flush() }, opts)
+}
+
+// streamFailed ends a stream whose run failed or was cancelled.
+//
+//go:noinline
+func (r *runExchange) streamFailed(sw streamRenderer, err error) dispatch.ReleaseReason {
+	if !sw.Started() {
+		return r.s.failedBeforeFirstByte(r.c, &r.cs, err, r.k.model)
 	}
-	s.recordUsage(in, k.model, sw.Usage)
+	if reason := r.cs.get(); reason != "" {
+		return r.s.cancelled(r.in, reason)
+	}
+	_ = sw.Abort(apiError(err, r.k.model))
+	return dispatch.ReasonError
+}
+
+// streamEnd answers the end of a stream: its usage, and a failure that
+// came before any byte.
+//
+//go:noinline
+func (r *runExchange) streamEnd(sw streamRenderer) dispatch.ReleaseReason {
+	r.s.recordUsage(r.in, r.k.model, sw.Usage)
 	if f := sw.Failure(); f != nil {
 		if !sw.Started() {
-			writeError(c, f)
+			writeError(r.c, f)
 		}
 		return dispatch.ReasonError
 	}

@@ -36,3 +36,19 @@ func BenchmarkRewriteModel4MiB(b *testing.B) {
 		}
 	}
 }
+
+// smallChat is a typical ~300-byte request: a system and a user message,
+// streamed, with one tool.
+var smallChat = []byte(`{"model":"qwen-7b","stream":true,"messages":[{"role":"system","content":"You are a helpful assistant."},` +
+	`{"role":"user","content":"What is the weather in Paris today?"}],"tools":[{"type":"function","function":{"name":"get_weather",` +
+	`"description":"Current weather for a city","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}],` +
+	`"temperature":0.7,"max_tokens":256}`)
+
+func BenchmarkParseChatSmall(b *testing.B) {
+	b.SetBytes(int64(len(smallChat)))
+	for b.Loop() {
+		if _, err := ParseChat(smallChat); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -139,7 +139,7 @@ func parseChat(body []byte) (*ChatRequest, *Error) {
 		return nil, invalidValue("messages", fmt.Sprintf("expected at most %d messages, but got %d.", MaxMessages, len(msgs)))
 	}
 	for i, m := range msgs {
-		n, e := validateMessage(m, fmt.Sprintf("messages[%d]", i))
+		n, e := validateMessage(m, pname{base: "messages", i: i, j: -1})
 		if e != nil {
 			return nil, e
 		}
@@ -187,21 +187,21 @@ func decodeMessages(raw json.RawMessage) ([]object, *Error) {
 }
 
 // validateMessage checks one message and returns the bytes it contributes to
-// the prompt estimate.
-func validateMessage(m object, param string) (int, *Error) {
+// the prompt estimate. p names the message.
+func validateMessage(m object, p pname) (int, *Error) {
 	if m == nil {
-		return 0, typeError(param, "an object", json.RawMessage("null"))
+		return 0, typeError(p.String(), "an object", json.RawMessage("null"))
 	}
 	rawRole, ok := m["role"]
 	if !ok || isNull(rawRole) {
-		return 0, missingParam(param + ".role")
+		return 0, missingParam(p.dot(".role").String())
 	}
 	role, ok := asString(rawRole)
 	if !ok {
-		return 0, typeError(param+".role", "a string", rawRole)
+		return 0, typeError(p.dot(".role").String(), "a string", rawRole)
 	}
 	if !chatRoles[role] {
-		return 0, invalidValue(param+".role",
+		return 0, invalidValue(p.dot(".role").String(),
 			fmt.Sprintf("expected one of 'system', 'user', 'assistant', 'tool' or 'developer', but got %s.", quoteValue(role)))
 	}
 	size := 0
@@ -210,31 +210,35 @@ func validateMessage(m object, param string) (int, *Error) {
 	case !present || isNull(rawContent):
 		// An assistant turn that only called tools has no content.
 		if role != "assistant" {
-			return 0, missingParam(param + ".content")
+			return 0, missingParam(p.dot(".content").String())
 		}
 	default:
-		n, e := validateContent(rawContent, param+".content")
+		cp := p
+		cp.mid = ".content"
+		n, e := validateContent(rawContent, cp)
 		if e != nil {
 			return 0, e
 		}
 		size += n
 	}
-	name, _, e := optString(m, "name", param+".name")
+	name, _, e := optStringAt(m, "name", p.dot(".name"))
 	if e != nil {
 		return 0, e
 	}
 	size += len(name)
-	if _, _, e := optString(m, "tool_call_id", param+".tool_call_id"); e != nil {
+	if _, _, e := optStringAt(m, "tool_call_id", p.dot(".tool_call_id")); e != nil {
 		return 0, e
 	}
 	if role == "assistant" {
-		calls, _, e := optArray(m, "tool_calls", param+".tool_calls")
+		calls, _, e := optArrayAt(m, "tool_calls", p.dot(".tool_calls"))
 		if e != nil {
 			return 0, e
 		}
 		for j, c := range calls {
 			if _, ok := asObject(c); !ok {
-				return 0, typeError(fmt.Sprintf("%s.tool_calls[%d]", param, j), "an object", c)
+				cp := p
+				cp.mid, cp.j = ".tool_calls", j
+				return 0, typeError(cp.String(), "an object", c)
 			}
 			// The model re-reads its earlier calls, so they count as prompt.
 			size += len(c)
@@ -244,41 +248,43 @@ func validateMessage(m object, param string) (int, *Error) {
 }
 
 // validateContent accepts a string or a non-empty array of typed parts and
-// returns the bytes it contributes to the prompt estimate.
-func validateContent(raw json.RawMessage, param string) (int, *Error) {
+// returns the bytes it contributes to the prompt estimate. p names the
+// content (p.j is -1; each part sets it).
+func validateContent(raw json.RawMessage, p pname) (int, *Error) {
 	if s, ok := asString(raw); ok {
 		return len(s), nil
 	}
 	parts, ok := asArray(raw)
 	if !ok {
-		return 0, typeError(param, "a string or an array of content parts", raw)
+		return 0, typeError(p.String(), "a string or an array of content parts", raw)
 	}
 	if len(parts) == 0 {
-		return 0, invalidValue(param, "expected a string or a non-empty array of content parts, but got an empty array.")
+		return 0, invalidValue(p.String(), "expected a string or a non-empty array of content parts, but got an empty array.")
 	}
 	size := 0
-	for k, p := range parts {
-		pp := fmt.Sprintf("%s[%d]", param, k)
-		part, ok := asObject(p)
+	for k, raw := range parts {
+		pp := p
+		pp.j = k
+		part, ok := asObject(raw)
 		if !ok {
-			return 0, typeError(pp, "an object", p)
+			return 0, typeError(pp.String(), "an object", raw)
 		}
 		rawType, ok := part["type"]
 		if !ok || isNull(rawType) {
-			return 0, missingParam(pp + ".type")
+			return 0, missingParam(pp.dot(".type").String())
 		}
 		typ, ok := asString(rawType)
 		if !ok {
-			return 0, typeError(pp+".type", "a string", rawType)
+			return 0, typeError(pp.dot(".type").String(), "a string", rawType)
 		}
 		if typ == "text" {
 			rawText, ok := part["text"]
 			if !ok || isNull(rawText) {
-				return 0, missingParam(pp + ".text")
+				return 0, missingParam(pp.dot(".text").String())
 			}
 			text, ok := asString(rawText)
 			if !ok {
-				return 0, typeError(pp+".text", "a string", rawText)
+				return 0, typeError(pp.dot(".text").String(), "a string", rawText)
 			}
 			size += len(text)
 			continue
@@ -298,12 +304,12 @@ func chatTools(obj object, r *ChatRequest) *Error {
 	}
 	seen := make(map[string]bool, len(tools))
 	for i, t := range tools {
-		tp := fmt.Sprintf("tools[%d]", i)
+		tp := pname{base: "tools", i: i, j: -1}
 		tool, ok := asObject(t)
 		if !ok {
-			return typeError(tp, "an object", t)
+			return typeError(tp.String(), "an object", t)
 		}
-		typ, hasType, e := optString(tool, "type", tp+".type")
+		typ, hasType, e := optStringAt(tool, "type", tp.dot(".type"))
 		if e != nil {
 			return e
 		}
@@ -311,21 +317,21 @@ func chatTools(obj object, r *ChatRequest) *Error {
 			r.PromptBytes += len(t)
 			continue
 		}
-		fn, e := optObject(tool, "function", tp+".function")
+		fn, e := optObjectAt(tool, "function", tp.dot(".function"))
 		if e != nil {
 			return e
 		}
 		if fn == nil {
-			return missingParam(tp + ".function")
+			return missingParam(tp.dot(".function").String())
 		}
-		name, e := requiredString(fn, "name", tp+".function.name")
+		name, e := requiredStringAt(fn, "name", tp.dot(".function.name"))
 		if e != nil {
 			return e
 		}
-		if _, _, e := optString(fn, "description", tp+".function.description"); e != nil {
+		if _, _, e := optStringAt(fn, "description", tp.dot(".function.description")); e != nil {
 			return e
 		}
-		if _, e := optObject(fn, "parameters", tp+".function.parameters"); e != nil {
+		if e := checkObject(fn, "parameters", tp.dot(".function.parameters")); e != nil {
 			return e
 		}
 		if !seen[name] {
@@ -416,7 +422,7 @@ func chatScalars(obj object, r *ChatRequest) *Error {
 	if _, _, e := optString(obj, "user", "user"); e != nil {
 		return e
 	}
-	if _, e := optObject(obj, "response_format", "response_format"); e != nil {
+	if e := checkObject(obj, "response_format", pn("response_format")); e != nil {
 		return e
 	}
 	return validateStop(obj)

@@ -89,31 +89,84 @@ func invalidValue(param, why string) *Error {
 	return InvalidRequest(fmt.Sprintf("Invalid value for '%s': %s", param, why), param)
 }
 
+// pname names a request parameter in an error message, in the shape
+// base[i]mid[j]field (an index of -1 is absent), e.g.
+// messages[2].content[0].text. The validators of each message, content part
+// and tool take one rather than a formatted string, so that the name is
+// built only when an error reports it, not for every element of every
+// request.
+type pname struct {
+	base  string
+	i     int
+	mid   string
+	j     int
+	field string
+}
+
+// pn names a parameter that needs no index.
+func pn(name string) pname { return pname{base: name, i: -1, j: -1} }
+
+// dot returns p with field as its last part.
+func (p pname) dot(field string) pname {
+	p.field = field
+	return p
+}
+
+func (p pname) String() string {
+	if p.i < 0 && p.j < 0 && p.mid == "" && p.field == "" {
+		return p.base
+	}
+	b := make([]byte, 0, len(p.base)+len(p.mid)+len(p.field)+16)
+	b = append(b, p.base...)
+	if p.i >= 0 {
+		b = append(strconv.AppendInt(append(b, '['), int64(p.i), 10), ']')
+	}
+	b = append(b, p.mid...)
+	if p.j >= 0 {
+		b = append(strconv.AppendInt(append(b, '['), int64(p.j), 10), ']')
+	}
+	return string(append(b, p.field...))
+}
+
+// The scalar validators below read the value's bytes directly instead of
+// calling json.Unmarshal, which would re-validate and reflect for every
+// field: every value here was cut from a document that json.Unmarshal has
+// already validated, so its first byte tells its JSON type, and a string
+// decodes as asString does.
+
 // requiredString returns obj[key] as a non-blank string.
 func requiredString(obj object, key, param string) (string, *Error) {
+	return requiredStringAt(obj, key, pn(param))
+}
+
+func requiredStringAt(obj object, key string, p pname) (string, *Error) {
 	raw, ok := obj[key]
 	if !ok || isNull(raw) {
-		return "", missingParam(param)
+		return "", missingParam(p.String())
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", typeError(param, "a string", raw)
+	s, ok := asString(raw)
+	if !ok {
+		return "", typeError(p.String(), "a string", raw)
 	}
 	if strings.TrimSpace(s) == "" {
-		return "", invalidValue(param, "expected a non-empty string.")
+		return "", invalidValue(p.String(), "expected a non-empty string.")
 	}
 	return s, nil
 }
 
 // optString checks that obj[key], when present and not null, is a string.
 func optString(obj object, key, param string) (string, bool, *Error) {
+	return optStringAt(obj, key, pn(param))
+}
+
+func optStringAt(obj object, key string, p pname) (string, bool, *Error) {
 	raw, ok := obj[key]
 	if !ok || isNull(raw) {
 		return "", false, nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", false, typeError(param, "a string", raw)
+	s, ok := asString(raw)
+	if !ok {
+		return "", false, typeError(p.String(), "a string", raw)
 	}
 	return s, true, nil
 }
@@ -124,24 +177,29 @@ func optBool(obj object, key, param string) (bool, *Error) {
 	if !ok || isNull(raw) {
 		return false, nil
 	}
-	var b bool
-	if err := json.Unmarshal(raw, &b); err != nil {
-		return false, typeError(param, "a boolean", raw)
+	switch string(bytes.TrimSpace(raw)) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
 	}
-	return b, nil
+	return false, typeError(param, "a boolean", raw)
 }
 
-// optNumber checks that obj[key], when present and not null, is a number.
+// optNumber checks that obj[key], when present and not null, is a number
+// (one that fits a float64, as json.Unmarshal into a float64 requires).
 func optNumber(obj object, key, param string) *Error {
 	raw, ok := obj[key]
 	if !ok || isNull(raw) {
 		return nil
 	}
-	var f float64
-	if err := json.Unmarshal(raw, &f); err != nil {
-		return typeError(param, "a number", raw)
+	t := bytes.TrimSpace(raw)
+	if len(t) > 0 && (t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) {
+		if _, err := strconv.ParseFloat(string(t), 64); err == nil {
+			return nil
+		}
 	}
-	return nil
+	return typeError(param, "a number", raw)
 }
 
 // optInt checks that obj[key], when present and not null, is an integer in
@@ -202,27 +260,48 @@ func isIntegerLiteral(raw []byte) bool {
 // optObject checks that obj[key], when present and not null, is an object
 // and returns it (nil when absent).
 func optObject(obj object, key, param string) (object, *Error) {
+	return optObjectAt(obj, key, pn(param))
+}
+
+func optObjectAt(obj object, key string, p pname) (object, *Error) {
 	raw, ok := obj[key]
 	if !ok || isNull(raw) {
 		return nil, nil
 	}
 	o, ok := asObject(raw)
 	if !ok {
-		return nil, typeError(param, "an object", raw)
+		return nil, typeError(p.String(), "an object", raw)
 	}
 	return o, nil
+}
+
+// checkObject is optObject for a value that is only type-checked: it does
+// not decode the object (a tool's parameter schema can be large and deep).
+func checkObject(obj object, key string, p pname) *Error {
+	raw, ok := obj[key]
+	if !ok || isNull(raw) {
+		return nil
+	}
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return typeError(p.String(), "an object", raw)
+	}
+	return nil
 }
 
 // optArray checks that obj[key], when present and not null, is an array and
 // returns its elements (nil when absent).
 func optArray(obj object, key, param string) ([]json.RawMessage, bool, *Error) {
+	return optArrayAt(obj, key, pn(param))
+}
+
+func optArrayAt(obj object, key string, p pname) ([]json.RawMessage, bool, *Error) {
 	raw, ok := obj[key]
 	if !ok || isNull(raw) {
 		return nil, false, nil
 	}
 	arr, ok := asArray(raw)
 	if !ok {
-		return nil, false, typeError(param, "an array", raw)
+		return nil, false, typeError(p.String(), "an array", raw)
 	}
 	return arr, true, nil
 }

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
@@ -279,19 +281,13 @@ func (t *tailBuffer) write(p []byte) {
 	}
 }
 
-// usage finds the top-level usage object. A whole body is decoded; a
-// truncated one is searched for its last `"usage":` key, which outside of
-// a string can only be an object key (quotes inside JSON strings are
-// escaped), and the value after it is decoded.
+// usage finds the top-level usage object. A whole body is scanned for it
+// (usageOfObject); a truncated one is searched for its last `"usage":` key,
+// which outside of a string can only be an object key (quotes inside JSON
+// strings are escaped), and the value after it is decoded.
 func (t *tailBuffer) usage() *iop.Usage {
 	if !t.truncated {
-		var doc struct {
-			Usage *usageJSON `json:"usage"`
-		}
-		if json.Unmarshal(t.buf, &doc) != nil || doc.Usage == nil {
-			return nil
-		}
-		return doc.Usage.proto()
+		return usageOfObject(t.buf).proto()
 	}
 	i := bytes.LastIndex(t.buf, []byte(`"usage"`))
 	if i < 0 {
@@ -306,6 +302,159 @@ func (t *tailBuffer) usage() *iop.Usage {
 		return nil
 	}
 	return u.proto()
+}
+
+// maxNesting is encoding/json's limit on nested objects and arrays.
+const maxNesting = 10000
+
+// usageOfObject returns what json.Unmarshal of body into
+// struct{ Usage *usageJSON `json:"usage"` } leaves in Usage, or nil when it
+// fails, without decoding the rest of the body: one pass over the bytes
+// tracks strings (and their escapes) and nesting to find the members of
+// the top-level object whose key encoding/json would match to "usage", and
+// only their values are decoded, in order, into the same *usageJSON, as
+// the full decode would. The pass checks that brackets match, strings end
+// and nothing follows the object, but not the rest of the JSON grammar:
+// unlike the full decode, it can find the usage of a body that is
+// balanced but otherwise malformed.
+func usageOfObject(body []byte) *usageJSON {
+	i := skipSpace(body, 0)
+	if i == len(body) || body[i] != '{' {
+		return nil
+	}
+	var stackArr [64]byte
+	stack := stackArr[:0] // open brackets
+	var valsArr [2][2]int
+	vals := valsArr[:0] // usage members' values, in order
+	expectKey := false  // the next string at depth 1 is a key
+	member := false     // inside the value of a usage member
+	valStart := 0
+	for ; i < len(body); i++ {
+		switch c := body[i]; c {
+		case '"':
+			end := stringEnd(body, i+1)
+			if end < 0 {
+				return nil
+			}
+			if expectKey && len(stack) == 1 {
+				expectKey = false
+				j := skipSpace(body, end+1)
+				if j == len(body) || body[j] != ':' {
+					return nil
+				}
+				if isUsageKey(body[i : end+1]) {
+					member, valStart = true, j+1
+				}
+				i = j
+				continue
+			}
+			i = end
+		case '{', '[':
+			if len(stack) == maxNesting {
+				return nil
+			}
+			stack = append(stack, c)
+			expectKey = c == '{' && len(stack) == 1
+		case '}', ']':
+			if len(stack) == 0 || stack[len(stack)-1] != c-2 { // '{'+2 == '}', '['+2 == ']'
+				return nil
+			}
+			if len(stack) == 1 {
+				if member {
+					vals, member = append(vals, [2]int{valStart, i}), false
+				}
+				if skipSpace(body, i+1) != len(body) {
+					return nil
+				}
+				return decodeUsages(body, vals)
+			}
+			stack = stack[:len(stack)-1]
+		case ',':
+			if len(stack) == 1 {
+				if member {
+					vals, member = append(vals, [2]int{valStart, i}), false
+				}
+				expectKey = true
+			}
+		}
+	}
+	return nil // the object never ends
+}
+
+// decodeUsages decodes the usage members' values in order into one
+// *usageJSON, as encoding/json does with a repeated key.
+func decodeUsages(body []byte, vals [][2]int) *usageJSON {
+	var u *usageJSON
+	for _, v := range vals {
+		if json.Unmarshal(body[v[0]:v[1]], &u) != nil {
+			return nil
+		}
+	}
+	return u
+}
+
+// isUsageKey reports whether encoding/json matches the quoted key to the
+// field "usage": exactly, or folded (ASCII case, and Unicode letters that
+// upper-case to the same, such as ſ for s).
+func isUsageKey(quoted []byte) bool {
+	key := quoted[1 : len(quoted)-1]
+	if string(key) == "usage" {
+		return true
+	}
+	if bytes.IndexByte(key, '\\') >= 0 {
+		var s string
+		if json.Unmarshal(quoted, &s) != nil {
+			return false
+		}
+		key = []byte(s)
+	}
+	if len(key) > 2*len("usage") {
+		return false
+	}
+	var folded [2 * len("usage")]byte
+	out := folded[:0]
+	for j := 0; j < len(key); {
+		if c := key[j]; c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			out = append(out, c)
+			j++
+			continue
+		}
+		r, n := utf8.DecodeRune(key[j:])
+		out = utf8.AppendRune(out, unicode.ToUpper(unicode.ToLower(r)))
+		j += n
+	}
+	return string(out) == "USAGE"
+}
+
+// stringEnd returns the index of the quote that ends the string whose
+// contents start at i, or -1.
+func stringEnd(b []byte, i int) int {
+	for {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return -1
+		}
+		q += i
+		// The quote is escaped when an odd number of backslashes precede it.
+		n := 0
+		for k := q - 1; k >= i && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q
+		}
+		i = q + 1
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 // usageJSON is the OpenAI usage object.

@@ -3,10 +3,12 @@ package openaicompat
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -279,4 +281,51 @@ func TestTailBufferUsageOfLargeBody(t *testing.T) {
 	if !tb.truncated || u == nil || u.GetPromptTokens() != 5 || u.GetTotalTokens() != 5 {
 		t.Fatalf("truncated=%v usage=%v", tb.truncated, u)
 	}
+}
+
+// usageByDecode is what tailBuffer.usage did with a whole body before
+// usageOfObject: decode all of it.
+func usageByDecode(body []byte) *usageJSON {
+	var doc struct {
+		Usage *usageJSON `json:"usage"`
+	}
+	if json.Unmarshal(body, &doc) != nil {
+		return nil
+	}
+	return doc.Usage
+}
+
+// For any valid JSON document, scanning for the usage finds what decoding
+// the whole document does.
+func FuzzUsageOfObject(f *testing.F) {
+	f.Add(chatCompletionBody)
+	for _, s := range []string{
+		`{"usage":{"prompt_tokens":1,"completion_tokens":2}}`,
+		`{"a":{"usage":{"prompt_tokens":9}},"b":["usage",{"usage":1}],"usage":{"prompt_tokens":3,"total_tokens":4}}`,
+		`{"Usage":{"prompt_tokens":1},"USAGE":{"completion_tokens":2}}`,
+		`{"usage":{"prompt_tokens":1,"completion_tokens":2},"usage":{"prompt_tokens":5}}`,
+		`{"usage":{"prompt_tokens":1},"usage":null}`, `{"usage":null,"usage":{"prompt_tokens":7}}`,
+		`{"u\u0073age":{"prompt_tokens":1}}`, `{"uſage":{"prompt_tokens":1}}`, `{"usage\\":{"prompt_tokens":1}}`,
+		`{"x":"\"usage\":{\"prompt_tokens\":1}","usage":{"prompt_tokens":2}}`,
+		`{"usage":{"prompt_tokens":"1"}}`, `{"usage":{"prompt_tokens":1.5}}`, `{"usage":5}`, `{"usage":[]}`,
+		`{"usage":{"Prompt_Tokens":3,"extra":{"a":[1,{}]}}}`, `{"usage":{}}`, `{}`, `[]`, `null`, `"usage"`, `1`,
+		` { "usage" : { "prompt_tokens" : 1 } , "z" : [ ] } `, "{\"usage\":{\"prompt_tokens\":1}}\n",
+		`{"usage":{"prompt_tokens":1}`, `{"usage":{"prompt_tokens":1}}}`, `{"usage":{"prompt_tokens":1}} x`,
+		`{"a":[}`, `{"\\":1,"usage":{"prompt_tokens":2}}`, `{"a":"\\\\","usage":{"prompt_tokens":2}}`,
+		`{"usage":{"prompt_tokens":99999999999999999999}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(strings.Repeat("[", maxNesting) + strings.Repeat("]", maxNesting)))
+	f.Add([]byte(`{"a":` + strings.Repeat("[", maxNesting) + strings.Repeat("]", maxNesting) + `,"usage":{"prompt_tokens":1}}`))
+	f.Add([]byte(`{"a":` + strings.Repeat("[", maxNesting-1) + strings.Repeat("]", maxNesting-1) + `,"usage":{"prompt_tokens":1}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got := usageOfObject(body) // never panics, valid or not
+		if !json.Valid(body) {
+			return
+		}
+		if want := usageByDecode(body); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: scan found %+v, decode %+v", body, got, want)
+		}
+	})
 }
