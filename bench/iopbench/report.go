@@ -249,6 +249,7 @@ func (r *results) markdown() string {
 	b.WriteString("- The run path echoes one delta per word of the last user message; its non-streamed request has 16 words and its paced streams one word per chunk, so it is comparable in shape, not in bytes. Its first `data:` line is the role chunk.\n")
 	fmt.Fprintf(&b, "- System calls come from /proc/PID/io (syscr + syscw): read, write, readv, writev; recv/send are not counted, and nginx reads sockets with recv, so its figure counts its writes only. Go's net package uses read and write, so the iop and goproxy figures are complete. CPU time is the sum of /proc/PID/task/*/schedstat (ns); the outside load is /proc/stat busy time minus the benchmark's processes. CPU per request or chunk excludes each component's idle rate, measured for 2 s before the run: %s.\n", idleText(e.Idle))
 	b.WriteString("- Profiles: `go test -run '^$' -bench . -cpuprofile cpu.out ./bench/stackbench` drives the same requests through an in-process stack (internal/stack); `go tool pprof -top -tagfocus proc=edge cpu.out` (or `proc=node`) splits the profile by component.\n")
+	b.WriteString("- Analysis (where the time goes, what was optimised, which targets cannot hold and why): docs/performance.md.\n")
 	for _, n := range e.Notes {
 		b.WriteString("- " + n + "\n")
 	}
