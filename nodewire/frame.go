@@ -19,7 +19,10 @@ import (
 
 const (
 	// ProtocolVersion is the version carried in RegisterRequest. Bump it on
-	// any incompatible change of framing, stream layout or handshake.
+	// any incompatible change of message framing, stream layout or
+	// handshake. The multiplexer below it is versioned separately, by the
+	// preface's last byte: a peer speaking another multiplexer framing is
+	// refused before it can send a RegisterRequest.
 	ProtocolVersion = 1
 
 	// DefaultMaxFrameSize bounds one frame's payload. It must hold the
