@@ -99,7 +99,11 @@ func (r *latencyResult) merge(o latencyResult) {
 	r.Lat = summarize(r.samples)
 }
 
-func latencyRun(ctx context.Context, cl *http.Client, t target, warm, n int) (latencyResult, error) {
+// latencyRun sends warm + n sequential requests, pausing gap before each
+// (0: back to back). With a gap every process on the path is idle when a
+// request arrives, so each hop includes waking it, as for light traffic or
+// the first token of a stream that starts on a quiet gateway.
+func latencyRun(ctx context.Context, cl *http.Client, t target, warm, n int, gap time.Duration) (latencyResult, error) {
 	url := t.url + "/v1/chat/completions"
 	body := chatBody(t.model, 16, false)
 	r := latencyResult{Path: t.name, N: n}
@@ -107,6 +111,9 @@ func latencyRun(ctx context.Context, cl *http.Client, t target, warm, n int) (la
 	for i := range warm + n {
 		if ctx.Err() != nil {
 			return r, ctx.Err()
+		}
+		if gap > 0 {
+			time.Sleep(gap)
 		}
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		d, err := once(rctx, cl, url, body)

@@ -31,6 +31,8 @@ import (
 // plan is what one run measures; quick and full differ only here.
 type plan struct {
 	latWarm, latN  int           // c=1 warm-up and measured requests
+	idleN          int           // c=1 requests measured after an idle gap each
+	idleGap        time.Duration // the gap before each of them
 	tputConc       int           // throughput concurrency
 	tputDur        time.Duration // throughput duration per path
 	pacedN         int           // paced streams per path
@@ -54,13 +56,13 @@ type opts struct {
 
 var (
 	fullPlan = plan{
-		latWarm: 200, latN: 2000, tputConc: 32, tputDur: 10 * time.Second,
+		latWarm: 200, latN: 2000, idleN: 400, idleGap: 5 * time.Millisecond, tputConc: 32, tputDur: 10 * time.Second,
 		pacedN: 50, pacedStagger: 10 * time.Millisecond,
 		steps: []int{100, 250, 500, 1000, 2000, 5000, 10000}, stepHold: 2 * time.Second, rampRate: 1000, stepTries: 2, rounds: 4,
 		holdN: []int{1000, 10000}, holdInterval: 5 * time.Second, overallTimeout: 14 * time.Minute,
 	}
 	quickPlan = plan{
-		latWarm: 50, latN: 300, tputConc: 32, tputDur: 3 * time.Second,
+		latWarm: 50, latN: 300, idleN: 100, idleGap: 5 * time.Millisecond, tputConc: 32, tputDur: 3 * time.Second,
 		pacedN: 20, pacedStagger: 10 * time.Millisecond,
 		steps: []int{100, 250}, stepHold: time.Second, rampRate: 1000, stepTries: 1, rounds: 2,
 		holdN: []int{1000}, holdInterval: 5 * time.Second, overallTimeout: 4 * time.Minute,
@@ -230,11 +232,12 @@ func measureAll(ctx context.Context, h *harness, p plan, targets []target, res *
 	// Each phase runs in rounds that visit every path in turn, so that a
 	// burst of outside load on a shared machine hits all paths alike.
 	lat := make([]latencyResult, len(targets))
+	idle := make([]latencyResult, len(targets))
 	tput := make([]throughputResult, len(targets))
 	paced := make([]pacedResult, len(targets))
 	// Filled in place, so that an early stop still reports what was measured.
 	if p.phases["latency"] {
-		res.Latency = lat
+		res.Latency, res.LatencyIdle = lat, idle
 	}
 	if p.phases["throughput"] {
 		res.Throughput = tput
@@ -252,11 +255,17 @@ func measureAll(ctx context.Context, h *harness, p plan, targets []target, res *
 				warm = p.latWarm
 			}
 			logf("c=1 latency: %s, round %d/%d (%d + %d requests)", t.name, round+1, p.rounds, warm, p.latN/p.rounds)
-			r, err := latencyRun(ctx, cl, t, warm, p.latN/p.rounds)
+			r, err := latencyRun(ctx, cl, t, warm, p.latN/p.rounds, 0)
 			if err != nil {
 				return fmt.Errorf("latency %s: %w", t.name, err)
 			}
 			lat[i].merge(r)
+			logf("c=1 latency after %s idle: %s, round %d/%d (%d requests)", p.idleGap, t.name, round+1, p.rounds, p.idleN/p.rounds)
+			r, err = latencyRun(ctx, cl, t, 5, p.idleN/p.rounds, p.idleGap)
+			if err != nil {
+				return fmt.Errorf("idle latency %s: %w", t.name, err)
+			}
+			idle[i].merge(r)
 		}
 	}
 	for round := range p.rounds {

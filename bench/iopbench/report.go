@@ -67,16 +67,17 @@ func (e *envInfo) collect() {
 }
 
 type results struct {
-	Env        *envInfo
-	Plan       plan
-	Paths      []string
-	Latency    []latencyResult
-	Throughput []throughputResult
-	Paced      []pacedResult
-	Steps      []stepResult
-	Hold       []holdResult
-	Aborted    string
-	Elapsed    time.Duration
+	Env         *envInfo
+	Plan        plan
+	Paths       []string
+	Latency     []latencyResult
+	LatencyIdle []latencyResult // c=1 with plan.idleGap before each request
+	Throughput  []throughputResult
+	Paced       []pacedResult
+	Steps       []stepResult
+	Hold        []holdResult
+	Aborted     string
+	Elapsed     time.Duration
 }
 
 func find[T any](xs []T, path string, name func(T) string) (T, bool) {
@@ -87,6 +88,10 @@ func find[T any](xs []T, path string, name func(T) string) (T, bool) {
 	}
 	var zero T
 	return zero, false
+}
+
+func (r *results) latIdle(p string) (latencyResult, bool) {
+	return find(r.LatencyIdle, p, func(x latencyResult) string { return x.Path })
 }
 
 func (r *results) lat(p string) (latencyResult, bool) {
@@ -150,11 +155,11 @@ func (r *results) markdown() string {
 		"**goproxy** = → Go `httputil.ReverseProxy` (this binary with `-goproxy`: one hop, `FlushInterval: -1`, keep-alive `http.Transport`) → mock; " +
 		"**tunnel** = → iop-edge → wire (TCP, multiplexed streams) → iop-node (`vllm` provider) → mock; **run** = → iop-edge → wire → iop-node built-in `mock` adapter (no upstream: its latency is its own; streams are paced by the adapter's `delay_ms`).\n")
 	b.WriteString("- Mock upstream: vLLM-shaped `chat.completion` (~900 bytes) at once; streams: 64 `chat.completion.chunk` events 20 ms apart (the first at once), usage chunk, `[DONE]`. All on 127.0.0.1, plain HTTP/1.1, keep-alive, one `http.Transport`.\n")
-	fmt.Fprintf(&b, "- c=1: %d sequential requests in total after %d warm-up (20 per later round); added = path − direct at the same percentile. c=%d: closed loops for %s in total (0.3 s warm-up per round). Paced: %d streams started %s apart; TTFT = request sent → first `data:` line; gap = between consecutive `data:` lines of the paced part (bufio line reader). "+
+	fmt.Fprintf(&b, "- c=1: %d sequential requests in total after %d warm-up (20 per later round); added = path − direct at the same percentile. After idle: %d more sequential requests, each after a %s pause, so that every process on the path is asleep when it arrives (what light traffic and the first token of a stream on a quiet gateway see). c=%d: closed loops for %s in total (0.3 s warm-up per round). Paced: %d streams started %s apart; TTFT = request sent → first `data:` line; gap = between consecutive `data:` lines of the paced part (bufio line reader). "+
 		"Latency and throughput run in %d rounds that visit every path in turn (paced streams in 2), so that outside load hits all paths alike. "+
 		"Concurrency steps %v: streams started at %d/s and paced 20 ms, long enough to overlap ≥ %s; a step passes when every stream completes with no gap above %s (up to %d attempts: one clean attempt passes). "+
 		"RSS: tunnel streams, then goproxy streams, paced %s held open together, VmRSS from /proc/PID/status.\n\n",
-		r.Plan.latN, r.Plan.latWarm, r.Plan.tputConc, r.Plan.tputDur, r.Plan.pacedN, r.Plan.pacedStagger, r.Plan.rounds, r.Plan.steps, r.Plan.rampRate, r.Plan.stepHold, maxGap, r.Plan.stepTries, r.Plan.holdInterval)
+		r.Plan.latN, r.Plan.latWarm, r.Plan.idleN, r.Plan.idleGap, r.Plan.tputConc, r.Plan.tputDur, r.Plan.pacedN, r.Plan.pacedStagger, r.Plan.rounds, r.Plan.steps, r.Plan.rampRate, r.Plan.stepHold, maxGap, r.Plan.stepTries, r.Plan.holdInterval)
 
 	b.WriteString("## Results\n\n| figure |")
 	for _, p := range r.Paths {
@@ -170,6 +175,13 @@ func (r *results) markdown() string {
 	r.row(&b, "c=1 latency p99", func(p string) (string, bool) { x, ok := r.lat(p); return ms(x.Lat.P99), ok })
 	r.row(&b, "c=1 added p50 (vs direct)", func(p string) (string, bool) { x, ok := r.lat(p); return signed(x.Lat.P50 - direct.Lat.P50), ok })
 	r.row(&b, "c=1 added p99 (vs direct)", func(p string) (string, bool) { x, ok := r.lat(p); return signed(x.Lat.P99 - direct.Lat.P99), ok })
+	directIdle, _ := r.latIdle("direct")
+	idleLabel := fmt.Sprintf("c=1 after %s idle", r.Plan.idleGap)
+	r.row(&b, idleLabel+": latency p50", func(p string) (string, bool) { x, ok := r.latIdle(p); return ms(x.Lat.P50), ok && x.N > 0 })
+	r.row(&b, idleLabel+": added p50 (vs direct)", func(p string) (string, bool) {
+		x, ok := r.latIdle(p)
+		return signed(x.Lat.P50 - directIdle.Lat.P50), ok && x.N > 0
+	})
 	r.row(&b, fmt.Sprintf("c=%d requests/s", r.Plan.tputConc), func(p string) (string, bool) { x, ok := r.tput(p); return fmt.Sprintf("%.0f", x.RPS), ok })
 	r.row(&b, fmt.Sprintf("c=%d latency p50", r.Plan.tputConc), func(p string) (string, bool) { x, ok := r.tput(p); return ms(x.Lat.P50), ok })
 	r.row(&b, fmt.Sprintf("c=%d latency p99", r.Plan.tputConc), func(p string) (string, bool) { x, ok := r.tput(p); return ms(x.Lat.P99), ok })
@@ -404,4 +416,10 @@ func (r *results) reference(b *strings.Builder) {
 	_, okTP := r.paced("tunnel")
 	gta, nta, tta := gp.TTFT.P50-dp.TTFT.P50, np.TTFT.P50-dp.TTFT.P50, tp.TTFT.P50-dp.TTFT.P50
 	fmt.Fprintf(b, "| TTFT added p50 | %s | %s | %s | %s | %s |\n", figure(okP, signed(gta)), figure(okNP, signed(nta)), figure(okTP, signed(tta)), ratio(float64(gta), float64(nta)), ratio(float64(tta), float64(gta)))
+	di, _ := r.latIdle("direct")
+	gi, okGI := r.latIdle("goproxy")
+	ni, okNI := r.latIdle("nginx")
+	ti, okTI := r.latIdle("tunnel")
+	gia, nia, tia := gi.Lat.P50-di.Lat.P50, ni.Lat.P50-di.Lat.P50, ti.Lat.P50-di.Lat.P50
+	fmt.Fprintf(b, "| c=1 added latency p50 after %s idle | %s | %s | %s | %s | %s |\n", r.Plan.idleGap, figure(okGI, signed(gia)), figure(okNI, signed(nia)), figure(okTI, signed(tia)), ratio(float64(gia), float64(nia)), ratio(float64(tia), float64(gia)))
 }
