@@ -214,7 +214,7 @@ func (t *tunnelExchange) head() (reason dispatch.ReleaseReason, ok bool) {
 	}
 	c.Status(int(first.GetStatusCode()))
 	c.Writer.WriteHeaderNow()
-	t.w = deadlineWriter{w: c.Writer, rc: *http.NewResponseController(c.Writer), timeout: time.Duration(limits.WriteTimeoutSec) * time.Second}
+	t.w = *newDeadlineWriter(c.Writer, time.Duration(limits.WriteTimeoutSec)*time.Second)
 	return "", true
 }
 
