@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -467,4 +468,38 @@ func FuzzMuxSession(f *testing.F) {
 		<-drained
 		<-readers
 	})
+}
+
+// Finished exchanges leave nothing behind: after many request/response
+// exchanges, closed both ways, neither side holds a stream.
+func TestMuxForgetsFinishedStreams(t *testing.T) {
+	client, server := muxPair(t)
+	done := make(chan struct{})
+	go func() { // Owner: the test; ends when the session closes.
+		defer close(done)
+		for {
+			st, err := client.AcceptStreamWithContext(context.Background())
+			if err != nil {
+				return
+			}
+			b, _ := io.ReadAll(st)
+			_, _ = st.Write(b)
+			_ = st.Close()
+		}
+	}()
+	for i := range 200 {
+		st, _ := server.OpenStream()
+		msg := []byte(fmt.Sprint("request ", i))
+		if _, err := st.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		_ = st.Close()
+		got, err := io.ReadAll(st)
+		if err != nil || !bytes.Equal(got, msg) {
+			t.Fatalf("exchange %d: %q %v", i, got, err)
+		}
+	}
+	waitFor(t, "no streams left", func() bool { return client.NumStreams() == 0 && server.NumStreams() == 0 })
+	_ = server.Close()
+	<-done
 }
