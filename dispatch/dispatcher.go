@@ -6,7 +6,6 @@
 package dispatch
 
 import (
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -63,7 +62,6 @@ type Dispatcher struct {
 	nodes      map[string]*node         // guarded by mu: by node id
 	connNode   map[*nodewire.Conn]*node // guarded by mu: accepted connections
 	models     map[string]*model        // guarded by mu: by external name
-	waiters    *list.List               // guarded by mu: *waiter, oldest first
 	waiterSeq  uint64                   // guarded by mu: last waiter.seq given
 	affinity   *affinityCache           // guarded by mu
 	genCounter uint64                   // guarded by mu
@@ -89,7 +87,6 @@ func New(cfg *config.Edge, opts Options) *Dispatcher {
 		nodes:     map[string]*node{},
 		connNode:  map[*nodewire.Conn]*node{},
 		models:    map[string]*model{},
-		waiters:   list.New(),
 		affinity:  newAffinityCache(10000),
 		resources: map[resKey]*resource{},
 	}
@@ -114,12 +111,8 @@ func (d *Dispatcher) Close() {
 	defer d.wg.Wait()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for e := d.waiters.Front(); e != nil; {
-		next := e.Next()
-		w := e.Value.(*waiter)
-		d.removeWaiterLocked(w)
-		w.result <- waitResult{err: ErrDispatcherShutdown}
-		e = next
+	for _, m := range d.models {
+		d.failWaitersLocked(m, ErrDispatcherShutdown)
 	}
 }
 
@@ -202,14 +195,7 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 	}
 	for name, m := range d.models {
 		if newModels[name] == nil {
-			for e := d.waiters.Front(); e != nil; {
-				next := e.Next()
-				if w := e.Value.(*waiter); w.model == m {
-					d.removeWaiterLocked(w)
-					w.result <- waitResult{err: ErrModelNotFound}
-				}
-				e = next
-			}
+			d.failWaitersLocked(m, ErrModelNotFound)
 		}
 	}
 	d.models = newModels

@@ -63,7 +63,7 @@ type model struct {
 	name    string
 	spec    config.ModelSpec
 	cands   []candidate // preference order
-	pending int         // waiters of this model in d.waiters
+	pending int         // waiters in queues
 	// queues holds this model's waiters by kind (queueNormal, queueLong),
 	// oldest first, so a freed slot finds its waiter without walking the
 	// waiters of models that cannot use it.
@@ -103,16 +103,14 @@ type waitResult struct {
 	err   error
 }
 
-// waiter is a queued request. It lives in d.waiters (global arrival order)
-// and in its model's queue of its kind until it gets a lease, times out, or
-// its caller leaves.
+// waiter is a queued request. It lives in its model's queue of its kind
+// until it gets a lease, times out, or its caller leaves.
 type waiter struct {
 	model   *model
 	long    bool
 	session string
 	seq     uint64          // arrival order across all models
-	elem    *list.Element   // in d.waiters; nil once removed
-	qelem   *list.Element   // in model.queues[queueOf(long)]
+	qelem   *list.Element   // in model.queues[queueOf(long)]; nil once removed
 	result  chan waitResult // buffered 1: the settling side never blocks
 }
 
@@ -148,7 +146,6 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	}
 	d.waiterSeq++
 	w := &waiter{model: m, long: long, session: req.SessionID, seq: d.waiterSeq, result: make(chan waitResult, 1)}
-	w.elem = d.waiters.PushBack(w)
 	w.qelem = m.queues[queueOf(long)].PushBack(w)
 	m.pending++
 	timeout := time.Duration(m.spec.QueueTimeoutSec * float64(time.Second))
@@ -167,7 +164,7 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		cause = fmt.Errorf("%w: model %s after %s", ErrQueueTimeout, req.Model, timeout)
 	}
 	d.mu.Lock()
-	if w.elem != nil {
+	if w.qelem != nil {
 		d.removeWaiterLocked(w)
 		d.mu.Unlock()
 		d.metrics.queueWait(m.name, time.Since(start))
@@ -244,10 +241,20 @@ func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session stri
 }
 
 func (d *Dispatcher) removeWaiterLocked(w *waiter) {
-	d.waiters.Remove(w.elem)
 	w.model.queues[queueOf(w.long)].Remove(w.qelem)
-	w.elem, w.qelem = nil, nil
+	w.qelem = nil
 	w.model.pending--
+}
+
+// failWaitersLocked settles every waiter of m with err.
+func (d *Dispatcher) failWaitersLocked(m *model, err error) {
+	for _, q := range m.queues {
+		for e := q.Front(); e != nil; e = q.Front() {
+			w := e.Value.(*waiter)
+			d.removeWaiterLocked(w)
+			w.result <- waitResult{err: err}
+		}
+	}
 }
 
 // pumpLocked hands r's free slots to waiters, oldest first: each slot goes

@@ -69,17 +69,15 @@ func (d *Dispatcher) statusLocked() Status {
 	// resource as a live candidate; one request counts for every such
 	// resource.
 	queued := map[*resource][2]int{}
-	for e := d.waiters.Front(); e != nil; e = e.Next() {
-		w := e.Value.(*waiter)
-		for _, c := range w.model.cands {
+	for _, m := range d.models {
+		normal, long := m.queues[queueNormal].Len(), m.queues[queueLong].Len()
+		for _, c := range m.cands {
 			if !c.res.live || !c.res.referenced {
 				continue
 			}
 			q := queued[c.res]
-			q[0]++
-			if w.long {
-				q[1]++
-			}
+			q[0] += normal + long
+			q[1] += long
 			queued[c.res] = q
 		}
 	}
