@@ -192,6 +192,11 @@ func TestChaos(t *testing.T) {
 			r.startNode(s)
 		}
 	}
+	// Stopping the chaos can cut a freeze short. A session stalled long
+	// enough is then fenced by its heartbeat timeout (1 s) a moment later:
+	// wait that out, so that it happens (and the node reconnects) before the
+	// checks below rather than during them.
+	time.Sleep(1500 * time.Millisecond)
 	for _, id := range ids {
 		e.WaitReady(t, id, waitLong)
 	}
@@ -199,12 +204,30 @@ func TestChaos(t *testing.T) {
 
 	// The edge still serves normally.
 	rng := rand.New(rand.NewPCG(seed, 999))
+	lost := func() float64 {
+		return metric(t, e.Registry, "iop_node_sessions_total", map[string]string{"outcome": "lost"})
+	}
 	for i := 0; i < 6; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-		res := doChat(ctx, c, e.URL, "demo", randWords(rng, 10), i%2 == 0)
-		cancel()
-		if !res.ok {
-			t.Errorf("after chaos, request %d: %s%s", i, res.kind, res.violation)
+		// A request may fail only together with a node session lost while
+		// it ran: a heartbeat timeout can still fire by itself on a
+		// machine starved of CPU (1 s timeout under -race). It is then
+		// retried; any other failure is an error.
+		for attempt := 1; ; attempt++ {
+			before := lost()
+			ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+			res := doChat(ctx, c, e.URL, "demo", randWords(rng, 10), i%2 == 0)
+			cancel()
+			if res.ok {
+				break
+			}
+			if lost() == before || attempt == 3 {
+				t.Errorf("after chaos, request %d (attempt %d): %s%s", i, attempt, res.kind, res.violation)
+				break
+			}
+			t.Logf("after chaos, request %d failed with a node session lost meanwhile (%s); retrying", i, res.kind)
+			for _, id := range ids {
+				e.WaitReady(t, id, waitLong)
+			}
 		}
 	}
 	waitSettled(t, e.Dispatcher, e.Registry)
