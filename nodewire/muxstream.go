@@ -294,20 +294,23 @@ func (st *muxStream) fail(err error) {
 
 // SetReadDeadline bounds blocked and future reads; zero clears it.
 func (st *muxStream) SetReadDeadline(t time.Time) error {
-	st.mu.Lock()
-	st.rdeadline = t
-	st.mu.Unlock()
-	notify(st.rnotify)
+	st.setDeadline(&st.rdeadline, t, st.rnotify)
 	return nil
 }
 
 // SetWriteDeadline bounds blocked and future writes; zero clears it.
 func (st *muxStream) SetWriteDeadline(t time.Time) error {
-	st.mu.Lock()
-	st.wdeadline = t
-	st.mu.Unlock()
-	notify(st.wnotify)
+	st.setDeadline(&st.wdeadline, t, st.wnotify)
 	return nil
+}
+
+// setDeadline stores t in *d (a field guarded by mu) and wakes a blocked
+// reader or writer so that it waits for the new deadline.
+func (st *muxStream) setDeadline(d *time.Time, t time.Time, wake chan struct{}) {
+	st.mu.Lock()
+	*d = t
+	st.mu.Unlock()
+	notify(wake)
 }
 
 // SetDeadline sets both deadlines.

@@ -381,20 +381,14 @@ func (r *results) targets(b *strings.Builder) {
 // shows how far below nginx a Go gateway with one hop already lands on this
 // machine, which frames which targets a two-hop Go gateway can reach.
 func (r *results) reference(b *strings.Builder) {
-	gl, okL := r.lat("goproxy")
+	_, okL := r.lat("goproxy")
 	gt, okT := r.tput("goproxy")
-	gp, okP := r.paced("goproxy")
+	_, okP := r.paced("goproxy")
 	if !okL && !okT && !okP {
 		return
 	}
-	dl, _ := r.lat("direct")
-	nl, _ := r.lat("nginx")
-	tl, _ := r.lat("tunnel")
-	nt, _ := r.tput("nginx")
-	tt, _ := r.tput("tunnel")
-	dp, _ := r.paced("direct")
-	np, _ := r.paced("nginx")
-	tp, _ := r.paced("tunnel")
+	nt, okNT := r.tput("nginx")
+	tt, okTT := r.tput("tunnel")
 	// figure formats one path's value, "—" when that path has none.
 	figure := func(ok bool, s string) string {
 		if !ok {
@@ -402,24 +396,25 @@ func (r *results) reference(b *strings.Builder) {
 		}
 		return s
 	}
+	// addedRow writes one added-time figure for goproxy, nginx and the
+	// tunnel, then goproxy/nginx and tunnel/goproxy.
+	addedRow := func(label string, added func(path string) (time.Duration, bool)) {
+		g, okG := added("goproxy")
+		n, okN := added("nginx")
+		t, okT := added("tunnel")
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", label, figure(okG, signed(g)), figure(okN, signed(n)), figure(okT, signed(t)), ratio(float64(g), float64(n)), ratio(float64(t), float64(g)))
+	}
 	b.WriteString("\n### Reference: one-hop Go proxy\n\nInformational, not a target: Go's `httputil.ReverseProxy` as a single hop (see notes) against nginx, and iop's two hops against it.\n\n")
 	b.WriteString("| figure | goproxy | nginx | tunnel | goproxy / nginx | tunnel / goproxy |\n|---|---|---|---|---|---|\n")
-	_, okNL := r.lat("nginx")
-	_, okTL := r.lat("tunnel")
-	ga, na, ta := gl.Lat.P50-dl.Lat.P50, nl.Lat.P50-dl.Lat.P50, tl.Lat.P50-dl.Lat.P50
-	fmt.Fprintf(b, "| c=1 added latency p50 | %s | %s | %s | %s | %s |\n", figure(okL, signed(ga)), figure(okNL, signed(na)), figure(okTL, signed(ta)), ratio(float64(ga), float64(na)), ratio(float64(ta), float64(ga)))
-	_, okNT := r.tput("nginx")
-	_, okTT := r.tput("tunnel")
+	dl, _ := r.lat("direct")
+	addedRow("c=1 added latency p50", func(p string) (time.Duration, bool) { x, ok := r.lat(p); return x.Lat.P50 - dl.Lat.P50, ok })
 	rps := func(x throughputResult) string { return fmt.Sprintf("%.0f", x.RPS) }
 	fmt.Fprintf(b, "| c=%d requests/s | %s | %s | %s | %s | %s |\n", r.Plan.tputConc, figure(okT, rps(gt)), figure(okNT, rps(nt)), figure(okTT, rps(tt)), ratio(gt.RPS, nt.RPS), ratio(tt.RPS, gt.RPS))
-	_, okNP := r.paced("nginx")
-	_, okTP := r.paced("tunnel")
-	gta, nta, tta := gp.TTFT.P50-dp.TTFT.P50, np.TTFT.P50-dp.TTFT.P50, tp.TTFT.P50-dp.TTFT.P50
-	fmt.Fprintf(b, "| TTFT added p50 | %s | %s | %s | %s | %s |\n", figure(okP, signed(gta)), figure(okNP, signed(nta)), figure(okTP, signed(tta)), ratio(float64(gta), float64(nta)), ratio(float64(tta), float64(gta)))
+	dp, _ := r.paced("direct")
+	addedRow("TTFT added p50", func(p string) (time.Duration, bool) { x, ok := r.paced(p); return x.TTFT.P50 - dp.TTFT.P50, ok })
 	di, _ := r.latIdle("direct")
-	gi, okGI := r.latIdle("goproxy")
-	ni, okNI := r.latIdle("nginx")
-	ti, okTI := r.latIdle("tunnel")
-	gia, nia, tia := gi.Lat.P50-di.Lat.P50, ni.Lat.P50-di.Lat.P50, ti.Lat.P50-di.Lat.P50
-	fmt.Fprintf(b, "| c=1 added latency p50 after %s idle | %s | %s | %s | %s | %s |\n", r.Plan.idleGap, figure(okGI, signed(gia)), figure(okNI, signed(nia)), figure(okTI, signed(tia)), ratio(float64(gia), float64(nia)), ratio(float64(tia), float64(gia)))
+	addedRow(fmt.Sprintf("c=1 added latency p50 after %s idle", r.Plan.idleGap), func(p string) (time.Duration, bool) {
+		x, ok := r.latIdle(p)
+		return x.Lat.P50 - di.Lat.P50, ok && x.N > 0
+	})
 }
