@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 )
 
 // Edge is the iop-edge configuration (CONTRACT §3).
@@ -29,6 +30,17 @@ type EdgeListen struct {
 	Node string `mapstructure:"node"`
 	// TLS applies to the node wire only. Both files empty means plain TCP.
 	TLS ServerTLS `mapstructure:"tls"`
+	// MaxPendingHandshakes bounds node connections that have not yet been
+	// accepted (TLS, preface, registration); a connection beyond it is
+	// closed at once. Default 64.
+	MaxPendingHandshakes int `mapstructure:"max_pending_handshakes"`
+	// MaxNodeConns bounds open node-wire connections of any state. Default
+	// 1024; negative means no cap.
+	MaxNodeConns int `mapstructure:"max_node_conns"`
+	// MaxHTTPConns bounds open client connections on the HTTP listener; a
+	// connection beyond it waits in the kernel's backlog until one closes.
+	// Default 16384; negative means no cap.
+	MaxHTTPConns int `mapstructure:"max_http_conns"`
 }
 
 // ServerTLS configures TLS on the node listener.
@@ -61,6 +73,35 @@ type EdgeLimits struct {
 	// ResponseTimeoutSec bounds the wait for a provider's first byte (cancel
 	// reason timeout). Default 300; 0 after defaults is impossible.
 	ResponseTimeoutSec int `mapstructure:"response_timeout_sec"`
+	// StreamIdleTimeoutSec ends a response that started and then sent
+	// nothing for this long: an error event, the upstream cancelled. Unset
+	// means 300; 0 means no bound.
+	StreamIdleTimeoutSec *int `mapstructure:"stream_idle_timeout_sec"`
+	// ReadHeaderTimeoutSec bounds reading a request's headers. Default 10.
+	ReadHeaderTimeoutSec int `mapstructure:"read_header_timeout_sec"`
+	// ReadTimeoutSec bounds reading a whole request, headers and body
+	// (an 8 MiB prompt at 100 KB/s takes 80 s). Default 120.
+	ReadTimeoutSec int `mapstructure:"read_timeout_sec"`
+	// IdleTimeoutSec closes a keep-alive connection idle this long.
+	// Default 120.
+	IdleTimeoutSec int `mapstructure:"idle_timeout_sec"`
+}
+
+// MaxWireBodyBytes is the largest request body the node wire carries: one
+// frame is at most 16 MiB (nodewire.DefaultMaxFrameSize) and 1 MiB of it is
+// kept for headers and metadata. limits.max_body_bytes may not exceed it.
+const MaxWireBodyBytes = 15 << 20
+
+// DefaultStreamIdleTimeoutSec is limits.stream_idle_timeout_sec when unset.
+const DefaultStreamIdleTimeoutSec = 300
+
+// StreamIdleTimeout is limits.stream_idle_timeout_sec as a duration; zero
+// means no bound.
+func (l *EdgeLimits) StreamIdleTimeout() time.Duration {
+	if l.StreamIdleTimeoutSec == nil {
+		return DefaultStreamIdleTimeoutSec * time.Second
+	}
+	return time.Duration(*l.StreamIdleTimeoutSec) * time.Second
 }
 
 // Log configures logging.
@@ -151,9 +192,25 @@ type ModelSpec struct {
 	// MaxQueue bounds pending requests (429 beyond). Default 256; a negative
 	// value means no queueing at all (0 after defaults is impossible).
 	MaxQueue int `mapstructure:"max_queue"`
+	// OfflineGraceSec: a request for a model none of whose candidates has
+	// been live within this many seconds fails at once with 503
+	// no_provider_available instead of queueing. Unset means 10; 0 means
+	// always queue (up to queue_timeout_sec).
+	OfflineGraceSec *float64 `mapstructure:"offline_grace_sec"`
 	// Workspace (cli routes): sub-directory of the node's workspace_root.
 	Workspace string          `mapstructure:"workspace"`
 	Providers []ModelProvider `mapstructure:"providers"`
+}
+
+// DefaultOfflineGraceSec is models[].offline_grace_sec when unset.
+const DefaultOfflineGraceSec = 10
+
+// OfflineGrace is offline_grace_sec as a duration; zero means no fast path.
+func (m *ModelSpec) OfflineGrace() time.Duration {
+	if m.OfflineGraceSec == nil {
+		return DefaultOfflineGraceSec * time.Second
+	}
+	return time.Duration(*m.OfflineGraceSec * float64(time.Second))
 }
 
 // ModelProvider is one candidate of a model group, in preference order.
@@ -216,6 +273,30 @@ func (c *Edge) Normalize() error {
 	if c.Limits.MaxBodyBytes < 0 {
 		p.add("limits.max_body_bytes must be positive")
 	}
+	if c.Limits.MaxBodyBytes > MaxWireBodyBytes {
+		p.add("limits.max_body_bytes %d exceeds what the node wire carries (%d bytes)", c.Limits.MaxBodyBytes, MaxWireBodyBytes)
+	}
+	if c.Listen.MaxPendingHandshakes == 0 {
+		c.Listen.MaxPendingHandshakes = 64
+	}
+	if c.Listen.MaxPendingHandshakes < 0 {
+		p.add("listen.max_pending_handshakes must be positive")
+	}
+	if c.Listen.MaxNodeConns == 0 {
+		c.Listen.MaxNodeConns = 1024
+	}
+	if c.Listen.MaxHTTPConns == 0 {
+		c.Listen.MaxHTTPConns = 16384
+	}
+	if c.Limits.StreamIdleTimeoutSec == nil {
+		v := DefaultStreamIdleTimeoutSec
+		c.Limits.StreamIdleTimeoutSec = &v
+	} else if *c.Limits.StreamIdleTimeoutSec < 0 {
+		p.add("limits.stream_idle_timeout_sec must not be negative (0 means no bound)")
+	}
+	defaultPositive(&p, "limits.read_header_timeout_sec", &c.Limits.ReadHeaderTimeoutSec, 10)
+	defaultPositive(&p, "limits.read_timeout_sec", &c.Limits.ReadTimeoutSec, 120)
+	defaultPositive(&p, "limits.idle_timeout_sec", &c.Limits.IdleTimeoutSec, 120)
 	if c.Limits.WriteTimeoutSec == 0 {
 		c.Limits.WriteTimeoutSec = 30
 	}
@@ -291,6 +372,12 @@ func (c *Edge) Normalize() error {
 		}
 		if m.MaxQueue == 0 {
 			m.MaxQueue = 256
+		}
+		if m.OfflineGraceSec == nil {
+			v := float64(DefaultOfflineGraceSec)
+			m.OfflineGraceSec = &v
+		} else if *m.OfflineGraceSec < 0 {
+			p.add("%s.offline_grace_sec must not be negative (0 means always queue)", where)
 		}
 		if m.Workspace != "" && !localRelPath(m.Workspace) {
 			p.add("%s.workspace %q must be a relative path without ..", where, m.Workspace)
@@ -379,6 +466,16 @@ func (l *Log) normalize(p *problems) {
 	}
 	if l.Format != "json" && l.Format != "console" {
 		p.add("log.format %q is not json or console", l.Format)
+	}
+}
+
+// defaultPositive sets *v to def when zero and reports a negative value.
+func defaultPositive(p *problems, key string, v *int, def int) {
+	if *v == 0 {
+		*v = def
+	}
+	if *v < 0 {
+		p.add("%s must be positive", key)
 	}
 }
 

@@ -1463,7 +1463,10 @@ type RunError struct {
 	Code    string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// The upstream HTTP status when the failure came from one; 0 otherwise.
-	HttpStatus    int32 `protobuf:"varint,3,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
+	HttpStatus int32 `protobuf:"varint,3,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
+	// The upstream's Retry-After, in whole seconds, when it sent one with a
+	// 429 or 503 (the HTTP-date form converted); 0 when absent.
+	RetryAfterSec int32 `protobuf:"varint,4,opt,name=retry_after_sec,json=retryAfterSec,proto3" json:"retry_after_sec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1515,6 +1518,13 @@ func (x *RunError) GetMessage() string {
 func (x *RunError) GetHttpStatus() int32 {
 	if x != nil {
 		return x.HttpStatus
+	}
+	return 0
+}
+
+func (x *RunError) GetRetryAfterSec() int32 {
+	if x != nil {
+		return x.RetryAfterSec
 	}
 	return 0
 }
@@ -2496,12 +2506,13 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\x03R\x10completionTokens\x12!\n" +
-	"\ftotal_tokens\x18\x03 \x01(\x03R\vtotalTokens\"Y\n" +
+	"\ftotal_tokens\x18\x03 \x01(\x03R\vtotalTokens\"\x81\x01\n" +
 	"\bRunError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1f\n" +
 	"\vhttp_status\x18\x03 \x01(\x05R\n" +
-	"httpStatus\"\xa0\x03\n" +
+	"httpStatus\x12&\n" +
+	"\x0fretry_after_sec\x18\x04 \x01(\x05R\rretryAfterSec\"\xa0\x03\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x04R\bsequence\x120\n" +
