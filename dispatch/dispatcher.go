@@ -146,7 +146,7 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 			seenRes[key] = true
 			r := d.resources[key]
 			if r == nil {
-				r = &resource{key: key, leases: map[*Lease]struct{}{}}
+				r = &resource{key: key, leases: map[*Lease]struct{}{}, downSince: time.Now()}
 				d.resources[key] = r
 				n.resources[ps.Name] = r
 			}
@@ -159,7 +159,7 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 			for l := range r.leases {
 				d.releaseLocked(l, ReasonNodeLost)
 			}
-			r.live = false
+			r.live, r.downSince = false, time.Now()
 			delete(d.resources, key)
 			if n := d.nodes[key.node]; n != nil {
 				delete(n.resources, key.provider)

@@ -21,6 +21,10 @@ type resource struct {
 	live bool
 	gen  uint64
 	conn *nodewire.Conn
+	// downSince is when the resource last stopped being live (its creation
+	// for one never live); meaningful only while live is false. The
+	// no-provider fast path (models[].offline_grace_sec) reads it.
+	downSince time.Time
 
 	inFlight     int
 	longInFlight int

@@ -217,6 +217,9 @@ func (d *Dispatcher) fenceLocked(n *node, why string) {
 		for l := range r.leases {
 			d.releaseLocked(l, ReasonNodeLost)
 		}
+		if r.live {
+			r.downSince = time.Now()
+		}
 		r.live, r.conn = false, nil
 	}
 	_ = why
