@@ -144,6 +144,10 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		d.metrics.queueWait(m.name, time.Since(start))
 		return l, nil
 	}
+	if grace := m.spec.OfflineGrace(); grace > 0 && !m.liveWithin(start, grace, long) {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("%w: model %s has had no live candidate for %s", ErrNoProvider, req.Model, grace)
+	}
 	if m.spec.MaxQueue < 0 || m.pending >= m.spec.MaxQueue {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("%w: model %s", ErrQueueFull, req.Model)
@@ -191,6 +195,23 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 func (m *model) couldServe(long bool) bool {
 	for _, c := range m.cands {
 		if c.res.referenced && c.res.spec.Capacity > 0 && (!long || c.res.spec.LongCapacity > 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// liveWithin reports whether any candidate that could take a request of
+// this kind is live, or stopped being live less than grace before now:
+// only then is queueing worth it (a node that just dropped usually
+// reconnects within seconds; one gone for longer is not waited for).
+func (m *model) liveWithin(now time.Time, grace time.Duration, long bool) bool {
+	for _, c := range m.cands {
+		r := c.res
+		if !r.referenced || r.spec.Capacity <= 0 || (long && r.spec.LongCapacity <= 0) {
+			continue
+		}
+		if r.live || now.Sub(r.downSince) < grace {
 			return true
 		}
 	}

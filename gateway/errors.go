@@ -38,7 +38,14 @@ func apiError(err error, model string) *openaiapi.Error {
 }
 
 // writeError renders e as the response (only before anything was written).
+// A request whose body is still unread closes its connection after the
+// answer (see deadlineBody.abandon).
 func writeError(c *gin.Context, e *openaiapi.Error) {
+	if v, ok := c.Get(infoKey); ok {
+		if b := v.(*reqInfo).body; b != nil {
+			b.abandon(c)
+		}
+	}
 	if e.RetryAfter > 0 {
 		c.Header("Retry-After", strconv.Itoa(e.RetryAfter))
 	}

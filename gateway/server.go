@@ -93,7 +93,7 @@ func New(opts Options) *Server {
 	e := gin.New()
 	e.ContextWithFallback = false
 	e.HandleMethodNotAllowed = false
-	e.Use(s.recoverer, s.requestID, s.accessLog, s.trace)
+	e.Use(s.recoverer, s.requestID, s.readDeadline, s.accessLog, s.trace)
 	e.NoRoute(func(c *gin.Context) {
 		writeError(c, &openaiapi.Error{Status: http.StatusNotFound, Type: openaiapi.TypeInvalidRequest, Code: "not_found", Message: "Unknown endpoint " + c.Request.Method + " " + c.Request.URL.Path})
 	})
@@ -122,11 +122,23 @@ func New(opts Options) *Server {
 	return s
 }
 
-// HTTPServer returns the http.Server iop-edge runs the surface with: bounded
-// header size and read time, idle keep-alives closed after two minutes, no
-// write timeout (streams are long; per-write deadlines bound slow clients).
+// HTTPServer returns the http.Server iop-edge runs the surface with:
+// bounded header size and header read time (limits.read_header_timeout_sec),
+// idle keep-alives closed after limits.idle_timeout_sec. It has no
+// ReadTimeout and no WriteTimeout: a connection-wide read deadline would
+// still be armed while a long stream is relayed and, when it passed, net/http
+// would cancel the request; the body's read deadline is set per request
+// instead (readDeadline), and per-write deadlines bound slow readers.
+// These three take effect at start; a reload does not change them.
 func (s *Server) HTTPServer() *http.Server {
-	return &http.Server{Handler: s.engine, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10, IdleTimeout: 120 * time.Second}
+	l := s.limits.Load()
+	return &http.Server{
+		Handler:           s.engine,
+		ReadHeaderTimeout: time.Duration(l.ReadHeaderTimeoutSec) * time.Second,
+		IdleTimeout:       time.Duration(l.IdleTimeoutSec) * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
+	}
 }
 
 // Handler is the http.Handler to serve.
@@ -215,6 +227,8 @@ type reqInfo struct {
 	prompt       int64
 	completion   int64
 	cancelReason string
+	// body is the request body's deadline guard; nil without a body.
+	body *deadlineBody
 }
 
 const infoKey = "iop.reqinfo"

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/iop-gateway/iop/config"
-	"github.com/iop-gateway/iop/gateway"
 )
 
 const reloadBase = `
@@ -44,16 +43,7 @@ func reloadEdge(t *testing.T, yaml string) (*Edge, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var e *Edge
-	e = StartEdge(t, cfg, EdgeOptions{Reload: func() (*gateway.ReloadReport, error) {
-		next, err := config.LoadEdge(file)
-		if err != nil {
-			return nil, err
-		}
-		rep := &gateway.ReloadReport{Nodes: e.Dispatcher.ReloadAndRefresh(context.Background(), next, 5*time.Second)}
-		e.Server.SetConfig(next)
-		return rep, nil
-	}})
+	e := StartEdge(t, cfg, EdgeOptions{ConfigFile: file})
 	StartNode(t, e.NodeAddr, "a", NodeOptions{Token: "ta"})
 	StartNode(t, e.NodeAddr, "b", NodeOptions{Token: "tb"})
 	e.WaitReady(t, "a", 10*time.Second)

@@ -7,8 +7,6 @@ package stack
 import (
 	"context"
 	"crypto/tls"
-	"net"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/gateway"
+	"github.com/iop-gateway/iop/internal/edgeapp"
 	"github.com/iop-gateway/iop/nodeagent"
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 	"github.com/iop-gateway/iop/nodeagent/cli"
@@ -41,7 +40,7 @@ func Factories() map[string]adapter.Factory {
 	}
 }
 
-// Edge is a running edge.
+// Edge is a running edge, wired exactly as iop-edge wires it (edgeapp).
 type Edge struct {
 	URL        string // http://127.0.0.1:port
 	NodeAddr   string // node wire host:port
@@ -51,9 +50,8 @@ type Edge struct {
 	Bus        *dispatch.ChanBus
 	Log        *zap.Logger
 
-	wire *nodewire.Server
-	hs   *http.Server
-	wg   sync.WaitGroup
+	app  *edgeapp.Edge
+	done chan struct{}
 	once sync.Once
 }
 
@@ -63,6 +61,9 @@ type EdgeOptions struct {
 	Logger *zap.Logger
 	// Reload, when set, serves POST /admin/reload.
 	Reload func() (*gateway.ReloadReport, error)
+	// ConfigFile, when set (and Reload is not), is re-read by POST
+	// /admin/reload exactly as iop-edge does.
+	ConfigFile string
 	// Tracer, when set, traces API requests.
 	Tracer trace.TracerProvider
 	// HealthInterval enables provider health polling (0: off).
@@ -83,30 +84,24 @@ func StartEdge(tb testing.TB, cfg *config.Edge, opts EdgeOptions) *Edge {
 	if log == nil {
 		log = zaptest.NewLogger(tb, zaptest.Level(zap.WarnLevel))
 	}
-	reg := prometheus.NewRegistry()
-	bus := dispatch.NewChanBus(1024)
-	d := dispatch.New(cfg, dispatch.Options{Logger: log, Bus: bus, Metrics: dispatch.NewMetrics(reg), HealthInterval: opts.HealthInterval})
-	reg.MustRegister(dispatch.NewStatusCollector(d))
-	srv := gateway.New(gateway.Options{Dispatcher: d, Config: cfg, Logger: log, Metrics: gateway.NewMetrics(reg), Gatherer: reg, Reload: opts.Reload, Tracer: opts.Tracer})
-	nodeLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	health := opts.HealthInterval
+	if health == 0 {
+		health = -1 // off unless asked for
 	}
-	httpLn, err := net.Listen("tcp", "127.0.0.1:0")
+	app, err := edgeapp.New(cfg, edgeapp.Options{
+		Logger: log, Tracer: opts.Tracer, HealthInterval: health, Reload: opts.Reload, ConfigFile: opts.ConfigFile,
+		NodeTLS: opts.TLS, HandshakeTimeout: 5 * time.Second, BusSize: 1024,
+	})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	e := &Edge{
-		URL: "http://" + httpLn.Addr().String(), NodeAddr: nodeLn.Addr().String(),
-		Dispatcher: d, Server: srv, Registry: reg, Bus: bus, Log: log,
-		wire: nodewire.NewServer(nodewire.ServerConfig{TLS: opts.TLS, Handler: d, Logger: log, HandshakeTimeout: 5 * time.Second}),
-		hs:   srv.HTTPServer(),
+		URL: "http://" + app.HTTPAddr, NodeAddr: app.NodeAddr,
+		Dispatcher: app.Dispatcher, Server: app.Server, Registry: app.Registry, Bus: app.Bus, Log: log,
+		app: app, done: make(chan struct{}),
 	}
-	e.wg.Add(2)
 	// Owner: the Edge; stops at Close.
-	go func() { defer e.wg.Done(); _ = e.wire.Serve(nodeLn) }()
-	// Owner: the Edge; stops at Close.
-	go func() { defer e.wg.Done(); _ = e.hs.Serve(httpLn) }()
+	go func() { defer close(e.done); _ = app.Serve() }()
 	tb.Cleanup(e.Close)
 	return e
 }
@@ -114,13 +109,8 @@ func StartEdge(tb testing.TB, cfg *config.Edge, opts EdgeOptions) *Edge {
 // Close stops the edge. Idempotent.
 func (e *Edge) Close() {
 	e.once.Do(func() {
-		e.Dispatcher.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = e.hs.Shutdown(ctx)
-		_ = e.hs.Close()
-		_ = e.wire.Close()
-		e.wg.Wait()
+		e.app.Close()
+		<-e.done
 	})
 }
 

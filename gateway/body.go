@@ -1,0 +1,68 @@
+package gateway
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// readDeadline bounds reading a request's body by limits.read_timeout_sec
+// from the moment its headers were read, whoever reads it: the handler, or
+// net/http draining what a handler left unread. A client sending its body
+// at a byte a second is cut off at the deadline instead of holding a
+// connection and a goroutine forever.
+//
+// The deadline is the connection's read deadline, so it is cleared as soon
+// as the body has been read to its end: net/http then keeps a background
+// read on the connection for the rest of the request, and a deadline
+// passing there would cancel a long stream's request context. Requests
+// without a body get no deadline for the same reason.
+func (s *Server) readDeadline(c *gin.Context) {
+	r := c.Request
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return
+	}
+	timeout := time.Duration(s.limits.Load().ReadTimeoutSec) * time.Second
+	if timeout <= 0 {
+		return
+	}
+	rc := http.NewResponseController(c.Writer)
+	if rc.SetReadDeadline(time.Now().Add(timeout)) != nil {
+		return // not a net/http connection (tests with a recorder)
+	}
+	b := &deadlineBody{ReadCloser: r.Body, rc: rc}
+	r.Body = b
+	info(c).body = b
+}
+
+// deadlineBody clears the connection's read deadline once the body has been
+// read to its end.
+type deadlineBody struct {
+	io.ReadCloser
+	rc  *http.ResponseController
+	eof atomic.Bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) && !b.eof.Swap(true) {
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// abandon is for a request answered before its body was read (bad key,
+// unknown model, too large): the connection closes after the answer instead
+// of net/http reading on to the end of a body of any size at any pace.
+func (b *deadlineBody) abandon(c *gin.Context) {
+	if b.eof.Load() {
+		return
+	}
+	c.Header("Connection", "close")
+	// Whatever is still unread is not waited for.
+	_ = b.rc.SetReadDeadline(time.Now())
+}

@@ -1,0 +1,137 @@
+package gateway_test
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iop-gateway/iop/config"
+)
+
+// rawConn dials the edge's HTTP port and writes head (request line and
+// headers) plus the first bytes of a body that never completes.
+func rawConn(t *testing.T, addr, head string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := io.WriteString(c, head); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// closedWithin reads the connection until the server closes it and reports
+// how long that took and the response it read, failing after limit.
+func closedWithin(t *testing.T, c net.Conn, limit time.Duration) (time.Duration, *http.Response) {
+	t.Helper()
+	start := time.Now()
+	_ = c.SetReadDeadline(start.Add(limit))
+	br := bufio.NewReader(c)
+	resp, _ := http.ReadResponse(br, nil)
+	if resp != nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	// Then EOF: the server hung up.
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("connection not closed within %s: %v", limit, err)
+	}
+	return time.Since(start), resp
+}
+
+func slowBodyEdge(t *testing.T, readTimeout int) string {
+	t.Helper()
+	cfg := edgeConfig([]config.ProviderSpec{mockProvider("m", nil)}, modelOn("m-echo", "m", "echo"))
+	cfg.Auth.APIKeys = []string{"sk-good"}
+	cfg.Limits.ReadTimeoutSec = readTimeout
+	e := startEdge(t, cfg)
+	return strings.TrimPrefix(e.URL, "http://")
+}
+
+// A client that sends its body a byte at a time is cut off at
+// limits.read_timeout_sec, with or without a valid key, whether the body
+// has a length or is chunked.
+func TestSlowBodyTimedOut(t *testing.T) {
+	addr := slowBodyEdge(t, 1)
+	cases := map[string]string{
+		"valid key, content-length": "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-good\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{",
+		"valid key, chunked":        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-good\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n",
+	}
+	for name, head := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := rawConn(t, addr, head)
+			took, resp := closedWithin(t, c, 5*time.Second)
+			if took > 3*time.Second {
+				t.Fatalf("closed after %s, want about the 1 s read timeout", took)
+			}
+			if resp != nil && resp.StatusCode < 400 {
+				t.Fatalf("status %d for a body that never arrived", resp.StatusCode)
+			}
+			t.Logf("slow body closed after %s (status %v)", took.Round(time.Millisecond), statusOf(resp))
+		})
+	}
+}
+
+// A request rejected before its body is read (bad key, unknown model, too
+// large) is answered at once and its connection closed, without waiting for
+// the rest of a body of any size.
+func TestEarlyRejectClosesConnection(t *testing.T) {
+	addr := slowBodyEdge(t, 60)
+	cases := map[string]struct {
+		head   string
+		status int
+	}{
+		"wrong key": {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-bad\r\nContent-Length: 100000000\r\n\r\n{", 401},
+		"wrong key, chunked": {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n", 401},
+		"too large": {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-good\r\nContent-Length: 100000000\r\n\r\n{", 413},
+		"unknown route": {"POST /v1/nothing HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-good\r\nContent-Length: 1000\r\n\r\n{", 404},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := rawConn(t, addr, tc.head)
+			took, resp := closedWithin(t, c, 5*time.Second)
+			if resp == nil || resp.StatusCode != tc.status {
+				t.Fatalf("status %v, want %d", statusOf(resp), tc.status)
+			}
+			if resp.Header.Get("Connection") != "close" && !resp.Close {
+				t.Fatalf("no Connection: close on an early reject: %v", resp.Header)
+			}
+			if took > 2*time.Second {
+				t.Fatalf("closed after %s, want at once", took)
+			}
+		})
+	}
+}
+
+// The body's read deadline ends when the body has been read: a stream that
+// outlasts limits.read_timeout_sec is not cut (net/http would cancel the
+// request if a connection read deadline passed during it).
+func TestLongStreamOutlastsReadTimeout(t *testing.T) {
+	cfg := edgeConfig([]config.ProviderSpec{mockProvider("m", map[string]any{"delay_ms": 300})}, modelOn("m-echo", "m", "echo"))
+	cfg.Limits.ReadTimeoutSec = 1
+	e, _ := startStack(t, cfg)
+	words := strings.Repeat("w ", 8) // 8 deltas, 300 ms apart: ~2.4 s
+	r := do(t, httpClient(t), http.MethodPost, e.URL+"/v1/chat/completions",
+		`{"model":"m-echo","stream":true,"messages":[{"role":"user","content":"`+words+`"}]}`, nil)
+	if r.Status != 200 {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	events := readEvents(t, r.Body)
+	if len(events) == 0 || events[len(events)-1] != "[DONE]" {
+		t.Fatalf("stream cut short: %q", r.Body)
+	}
+}
+
+func statusOf(r *http.Response) any {
+	if r == nil {
+		return "none"
+	}
+	return r.StatusCode
+}

@@ -1,0 +1,220 @@
+// Package edgeapp assembles a whole iop-edge from its config: dispatcher,
+// node-wire listener, HTTP surface, metrics and reload. iop-edge's main and
+// the in-process test stack both start an edge through it, so end-to-end
+// tests run the wiring that ships.
+package edgeapp
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
+
+	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/dispatch"
+	"github.com/iop-gateway/iop/gateway"
+	"github.com/iop-gateway/iop/nodewire"
+)
+
+// DefaultHealthInterval is how often ready nodes' providers are polled for
+// health when Options.HealthInterval is zero.
+const DefaultHealthInterval = 5 * time.Second
+
+// reloadRefreshTimeout bounds each node's config push during a reload.
+const reloadRefreshTimeout = 15 * time.Second
+
+// Options tunes New. The zero value is iop-edge's production wiring.
+type Options struct {
+	Logger *zap.Logger
+	// Registry receives every metric; nil means a fresh registry.
+	Registry *prometheus.Registry
+	// Tracer traces API requests; nil means none.
+	Tracer trace.TracerProvider
+	// HealthInterval is the provider health poll period: zero means
+	// DefaultHealthInterval, negative disables polling.
+	HealthInterval time.Duration
+	// ConfigFile, when set, is what POST /admin/reload and Reload re-read.
+	ConfigFile string
+	// Reload, when set, replaces the file-based reload (tests).
+	Reload func() (*gateway.ReloadReport, error)
+	// NodeTLS, when set, overrides the node listener's TLS from the config.
+	NodeTLS *tls.Config
+	// HandshakeTimeout overrides the node handshake deadline (0: default).
+	HandshakeTimeout time.Duration
+	// BusSize is the lifecycle event buffer; zero means 256.
+	BusSize int
+}
+
+// Edge is an assembled edge, listening once New returns and serving once
+// Serve runs.
+type Edge struct {
+	Dispatcher *dispatch.Dispatcher
+	Server     *gateway.Server
+	Registry   *prometheus.Registry
+	Bus        *dispatch.ChanBus
+	Log        *zap.Logger
+	// HTTPAddr and NodeAddr are the bound listen addresses.
+	HTTPAddr, NodeAddr string
+
+	wire   *nodewire.Server
+	hs     *http.Server
+	nodeLn net.Listener
+	httpLn net.Listener
+	reload func() (*gateway.ReloadReport, error)
+
+	reloadMu sync.Mutex // serialises reloads (SIGHUP and POST /admin/reload)
+	ctx      context.Context
+	cancel   context.CancelFunc
+	closeMu  sync.Once
+}
+
+// New builds the edge for cfg (already normalized) and binds both
+// listeners. A bind failure is returned; nothing is left running.
+func New(cfg *config.Edge, opts Options) (*Edge, error) {
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	if opts.BusSize <= 0 {
+		opts.BusSize = 256
+	}
+	health := opts.HealthInterval
+	switch {
+	case health == 0:
+		health = DefaultHealthInterval
+	case health < 0:
+		health = 0
+	}
+	wcfg := nodewire.ServerConfig{
+		TLS: opts.NodeTLS, Logger: log, HandshakeTimeout: opts.HandshakeTimeout,
+	}
+	if wcfg.TLS == nil && cfg.Listen.TLS.Enabled() {
+		t, err := nodewire.ServerTLSConfig(cfg.Listen.TLS.CertFile, cfg.Listen.TLS.KeyFile, cfg.Listen.TLS.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("edgeapp: node listener tls: %w", err)
+		}
+		wcfg.TLS = t
+	}
+	nodeLn, err := net.Listen("tcp", cfg.Listen.Node)
+	if err != nil {
+		return nil, fmt.Errorf("edgeapp: listen node wire: %w", err)
+	}
+	httpLn, err := net.Listen("tcp", cfg.Listen.HTTP)
+	if err != nil {
+		_ = nodeLn.Close()
+		return nil, fmt.Errorf("edgeapp: listen http: %w", err)
+	}
+	if n := cfg.Listen.MaxHTTPConns; n > 0 {
+		// Beyond the cap, connections wait in the kernel's accept backlog
+		// instead of costing descriptors and goroutines here.
+		httpLn = netutil.LimitListener(httpLn, n)
+	}
+
+	bus := dispatch.NewChanBus(opts.BusSize)
+	d := dispatch.New(cfg, dispatch.Options{Logger: log, Bus: bus, Metrics: dispatch.NewMetrics(reg), HealthInterval: health})
+	reg.MustRegister(dispatch.NewStatusCollector(d))
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &Edge{
+		Dispatcher: d, Registry: reg, Bus: bus, Log: log,
+		HTTPAddr: httpLn.Addr().String(), NodeAddr: nodeLn.Addr().String(),
+		nodeLn: nodeLn, httpLn: httpLn, ctx: ctx, cancel: cancel,
+	}
+	e.reload = opts.Reload
+	if e.reload == nil && opts.ConfigFile != "" {
+		file := opts.ConfigFile
+		e.reload = func() (*gateway.ReloadReport, error) { return e.reloadFile(file) }
+	}
+	var reload func() (*gateway.ReloadReport, error)
+	if e.reload != nil {
+		reload = e.Reload
+	}
+	e.Server = gateway.New(gateway.Options{Dispatcher: d, Config: cfg, Logger: log, Metrics: gateway.NewMetrics(reg),
+		Gatherer: reg, Reload: reload, Tracer: opts.Tracer})
+	wcfg.Handler = d
+	e.wire = nodewire.NewServer(wcfg)
+	e.hs = e.Server.HTTPServer()
+	return e, nil
+}
+
+// Serve runs both listeners until Close. It returns the first serving
+// failure (a listener that stopped for any reason but Close); temporary
+// accept errors, such as running out of descriptors, never end it.
+func (e *Edge) Serve() error {
+	errc := make(chan error, 2)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	// Owner: Serve. Stops when Close closes the node server.
+	go func() {
+		defer wg.Done()
+		if err := e.wire.Serve(e.nodeLn); err != nil {
+			errc <- fmt.Errorf("edgeapp: node listener: %w", err)
+		}
+	}()
+	// Owner: Serve. Stops when Close shuts the HTTP server down.
+	go func() {
+		defer wg.Done()
+		if err := e.hs.Serve(e.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("edgeapp: http listener: %w", err)
+		}
+	}()
+	var err error
+	select {
+	case err = <-errc:
+	case <-e.ctx.Done():
+	}
+	e.Close()
+	wg.Wait()
+	return err
+}
+
+// Reload re-reads the config (POST /admin/reload, SIGHUP): validate, swap
+// into the dispatcher, push refreshes to affected ready nodes, then swap
+// the HTTP surface's auth, limits and models. Reloads never overlap.
+func (e *Edge) Reload() (*gateway.ReloadReport, error) {
+	e.reloadMu.Lock()
+	defer e.reloadMu.Unlock()
+	if e.reload == nil {
+		return nil, errors.New("edgeapp: reload is not configured")
+	}
+	return e.reload()
+}
+
+func (e *Edge) reloadFile(file string) (*gateway.ReloadReport, error) {
+	next, err := config.LoadEdge(file)
+	if err != nil {
+		e.Log.Warn("reload rejected; config unchanged", zap.Error(err))
+		return nil, err
+	}
+	rep := &gateway.ReloadReport{Nodes: e.Dispatcher.ReloadAndRefresh(e.ctx, next, reloadRefreshTimeout)}
+	e.Server.SetConfig(next)
+	e.Log.Info("config reloaded", zap.Any("refresh", rep.Nodes))
+	return rep, nil
+}
+
+// Close stops the edge: queued requests fail, the HTTP surface drains for
+// up to ten seconds, node connections close. Idempotent.
+func (e *Edge) Close() {
+	e.closeMu.Do(func() {
+		e.cancel()
+		e.Dispatcher.Close()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.hs.Shutdown(sctx); err != nil {
+			_ = e.hs.Close()
+		}
+		_ = e.wire.Close()
+	})
+}
