@@ -88,10 +88,10 @@ func TestEarlyRejectClosesConnection(t *testing.T) {
 		head   string
 		status int
 	}{
-		"wrong key": {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-bad\r\nContent-Length: 100000000\r\n\r\n{", 401},
+		"wrong key":          {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-bad\r\nContent-Length: 100000000\r\n\r\n{", 401},
 		"wrong key, chunked": {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n", 401},
-		"too large": {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-good\r\nContent-Length: 100000000\r\n\r\n{", 413},
-		"unknown route": {"POST /v1/nothing HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-good\r\nContent-Length: 1000\r\n\r\n{", 404},
+		"too large":          {"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-good\r\nContent-Length: 100000000\r\n\r\n{", 413},
+		"unknown route":      {"POST /v1/nothing HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-good\r\nContent-Length: 1000\r\n\r\n{", 404},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
