@@ -135,3 +135,21 @@ func statusOf(r *http.Response) any {
 	}
 	return r.StatusCode
 }
+
+// A model none of whose candidates has been live within offline_grace_sec
+// answers 503 no_provider_available at once instead of queueing for
+// queue_timeout_sec.
+func TestNoProviderFastPath(t *testing.T) {
+	grace := 0.2
+	m := modelOn("m-echo", "m", "echo")
+	m.OfflineGraceSec = &grace
+	m.QueueTimeoutSec = 20
+	e := startEdge(t, edgeConfig([]config.ProviderSpec{mockProvider("m", nil)}, m))
+	time.Sleep(300 * time.Millisecond) // the edge has been up longer than the grace
+	start := time.Now()
+	r := post(t, e, "/v1/chat/completions", `{"model":"m-echo","messages":[{"role":"user","content":"hi"}]}`)
+	assertError(t, r, http.StatusServiceUnavailable, "no_provider_available")
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("answered after %s, want at once", took)
+	}
+}
