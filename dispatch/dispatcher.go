@@ -140,6 +140,11 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 			d.nodes[spec.ID] = n
 		}
 		n.tokenDigest = sha256.Sum256([]byte(spec.Token))
+		provNames := make([]string, 0, len(spec.Providers))
+		for j := range spec.Providers {
+			provNames = append(provNames, spec.Providers[j].Name)
+		}
+		d.metrics.declare(spec.ID, provNames)
 		for j := range spec.Providers {
 			ps := &spec.Providers[j]
 			key := resKey{spec.ID, ps.Name}

@@ -30,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		queueWaitSec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "iop_queue_wait_seconds",
 			Help:    "Time from lease request to lease grant or give-up.",
-			Buckets: []float64{.0005, .001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+			Buckets: QueueWaitBuckets,
 		}, []string{"model"}),
 		nodeSessions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "iop_node_sessions_total", Help: "Node session lifecycle outcomes.",
@@ -40,6 +40,34 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.leaseAcq, m.leaseRel, m.queueWaitSec, m.nodeSessions)
 	}
 	return m
+}
+
+// QueueWaitBuckets resolve both an immediate grant (sub-millisecond) and
+// waits up to the 30 minutes a queue_timeout_sec may allow, with steps
+// small enough that a 3 s queue timeout reads as 3 s, not 5.
+var QueueWaitBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600, 1200, 1800}
+
+// Session outcomes (iop_node_sessions_total{outcome}).
+var sessionOutcomes = []string{"ready", "rejected", "superseded", "lost"}
+
+// releaseReasons are every ReleaseReason.
+var releaseReasons = []ReleaseReason{ReasonCompleted, ReasonCancelled, ReasonError, ReasonNodeLost}
+
+// declare creates the counters of a configured node and its providers at
+// zero, so the first session loss, rejection or node_lost release shows in
+// rate() and increase() (a series born at 1 has no increase to show).
+// Series of nodes and providers a reload removed are kept: their totals
+// stay true.
+func (m *Metrics) declare(node string, providers []string) {
+	for _, o := range sessionOutcomes {
+		m.nodeSessions.WithLabelValues(node, o)
+	}
+	for _, p := range providers {
+		m.leaseAcq.WithLabelValues(node, p)
+		for _, r := range releaseReasons {
+			m.leaseRel.WithLabelValues(node, p, string(r))
+		}
+	}
 }
 
 func (m *Metrics) leaseAcquired(k resKey) { m.leaseAcq.WithLabelValues(k.node, k.provider).Inc() }

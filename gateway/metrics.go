@@ -85,7 +85,7 @@ func (c *seriesCache[K, V]) get(k K, child func(K) V) V {
 
 // NewMetrics creates and registers the series on reg (nil: unregistered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	buckets := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+	buckets := DurationBuckets
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "iop_requests_total", Help: "HTTP API requests by model, route and response code.",
@@ -106,8 +106,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.ttft, m.tokens, m.cancellations)
 	}
+	// Every reason exists from the start at zero, so the first
+	// cancellation of a kind shows in rate() and increase().
+	for _, r := range []string{CancelClientDisconnect, CancelTimeout, CancelWriteError, CancelAdmin} {
+		m.cancellations.WithLabelValues(r)
+	}
 	return m
 }
+
+// DurationBuckets are the buckets of request durations and times to first
+// token: fine below a second, then steps of at most 1.5–2× up to the
+// 30 minutes a CLI agent's run may take, so that a 20 s request is not
+// reported as 30 s, nor a 10-minute run as +Inf.
+var DurationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 450, 600, 900, 1200, 1800}
 
 func (m *Metrics) request(model, route, code string, d time.Duration) {
 	m.requestsBy.get(modelRouteCode{model, route, code}, func(k modelRouteCode) prometheus.Counter {
