@@ -40,6 +40,15 @@ type ProviderStatus struct {
 	LongInFlight int32  `json:"long_in_flight"`
 	Queued       int32  `json:"queued"`
 	LongQueued   int32  `json:"long_queued"`
+	// ConfiguredCapacity and ConfiguredLongCapacity are the configured
+	// slots whatever the provider's state: an offline provider reports
+	// capacity 0 (CONTRACT §5) and these say what is missing.
+	ConfiguredCapacity     int32 `json:"configured_capacity"`
+	ConfiguredLongCapacity int32 `json:"configured_long_capacity"`
+	// Waiting is the pending requests that list this provider as a
+	// candidate, live or not (queued counts only live candidates): requests
+	// stranded by an offline provider show here.
+	Waiting int32 `json:"waiting"`
 }
 
 // Snapshot converts to the wire's ProviderSnapshot.
@@ -69,10 +78,15 @@ func (d *Dispatcher) statusLocked() Status {
 	// resource as a live candidate; one request counts for every such
 	// resource.
 	queued := map[*resource][2]int{}
+	waiting := map[*resource]int{}
 	for _, m := range d.models {
 		normal, long := m.queues[queueNormal].Len(), m.queues[queueLong].Len()
 		for _, c := range m.cands {
-			if !c.res.live || !c.res.referenced {
+			if !c.res.referenced {
+				continue
+			}
+			waiting[c.res] += normal + long
+			if !c.res.live {
 				continue
 			}
 			q := queued[c.res]
@@ -96,6 +110,8 @@ func (d *Dispatcher) statusLocked() Status {
 			snap := &ProviderStatus{
 				NodeId: n.id, ProviderId: ps.Name, Type: ps.Type, Category: ps.Category,
 				Status: "unavailable", Health: "offline",
+				ConfiguredCapacity: int32(ps.Capacity), ConfiguredLongCapacity: int32(ps.LongCapacity),
+				Waiting: int32(waiting[r]),
 			}
 			if r.live {
 				// An unreferenced provider is listed but never dispatched to.

@@ -56,7 +56,7 @@ func inlineHashes(page []byte, tag string) string {
 
 // registerStatusPage serves the status page and its event feed:
 //
-//	GET /admin         the HTML page; public, so it can load and ask for
+//	GET, HEAD /admin   the HTML page; public, so it can load and ask for
 //	                   the token (it holds no data of its own)
 //	GET /admin/events  dispatcher.RecentEvents() as JSON; admin token
 //
@@ -64,6 +64,7 @@ func inlineHashes(page []byte, tag string) string {
 // group's auth middleware would also guard the page.
 func (s *Server) registerStatusPage(e *gin.Engine) {
 	e.GET("/admin", s.adminPage)
+	e.HEAD("/admin", s.adminPage)
 	e.GET("/admin/events", s.adminAuth, s.adminEvents)
 }
 

@@ -36,14 +36,22 @@ var errorText = regexp.MustCompile(`id="error"[^>]*>([^<]*)<`)
 
 func pageStack(t *testing.T, settings map[string]any) *stack.Edge {
 	t.Helper()
+	e, _ := pageStackNode(t, settings)
+	return e
+}
+
+func pageStackNode(t *testing.T, settings map[string]any) (*stack.Edge, *stack.Node) {
+	t.Helper()
 	p := mockProvider("mock", settings)
 	p.Capacity, p.LongCapacity = 1, 1
 	m := modelOn("demo", "mock", "mock-echo")
 	m.QueueTimeoutSec = 120
 	cfg := edgeConfig([]config.ProviderSpec{p}, m)
 	cfg.Auth.AdminToken = pageAdminToken
-	e, _ := startStack(t, cfg)
-	return e
+	// Offline after the grace, a request would fail at once instead of
+	// waiting for the page to show it.
+	cfg.Models[0].OfflineGraceSec = new(float64)
+	return startStack(t, cfg)
 }
 
 func TestStatusPageServedWithoutToken(t *testing.T) {
@@ -311,5 +319,39 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	if m := errorText.FindStringSubmatch(dom); m == nil || m[1] != "" {
 		t.Errorf("page shows an error: %v", m)
+	}
+}
+
+// With its node gone and a request waiting for it, the page says what is
+// missing instead of 0/0, and the waiting request shows on the provider.
+func TestStatusPageOfflineNode(t *testing.T) {
+	bin := chromium(t)
+	e, n := pageStackNode(t, nil)
+	n.Stop()
+	stack.WaitFor(t, waitLong, "the node to go offline", func() bool { return !e.Dispatcher.Status().Nodes[0].Connected })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = tryDo(ctx, httpClient(t), http.MethodPost, e.URL+"/v1/chat/completions", chatBody("demo", "hi", false), nil)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	stack.WaitFor(t, waitLong, "the request to queue", func() bool { return e.Dispatcher.Status().Models[0].Pending == 1 })
+
+	dom := dumpDOM(t, bin, e.URL+"/admin#token="+pageAdminToken)
+	provs := cells(t, dom, "provider-row")
+	if len(provs) != 1 || provs[0]["in-flight"] != "offline: 1 missing" || provs[0]["queued"] != "0 (1)" {
+		t.Errorf("offline provider row %v", provs)
+	}
+	if !regexp.MustCompile(`id="sum-inflight">0/0 \(1 offline\)<`).MatchString(dom) {
+		t.Error("the summary does not say the offline capacity")
+	}
+}
+
+func TestStatusPageHead(t *testing.T) {
+	e := pageStack(t, nil)
+	r := do(t, httpClient(t), http.MethodHead, e.URL+"/admin", "", nil)
+	if r.Status != http.StatusOK || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("HEAD /admin: %d %q", r.Status, r.Header.Get("Content-Type"))
 	}
 }
