@@ -153,3 +153,25 @@ func TestNoProviderFastPath(t *testing.T) {
 		t.Fatalf("answered after %s, want at once", took)
 	}
 }
+
+// The largest body limits.max_body_bytes may allow crosses the wire whole;
+// one byte more is 413 before anything is sent.
+func TestLargestBodyCrossesTheWire(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, vllmChatJSON) })
+	cfg := edgeConfig([]config.ProviderSpec{vllmProvider("vllm", up.baseURL())}, modelOn("m-big", "vllm", target))
+	cfg.Limits.MaxBodyBytes = config.MaxWireBodyBytes
+	e, _ := startStack(t, cfg)
+	prefix, suffix := `{"model":"m-big","messages":[{"role":"user","content":"`, `"}]}`
+	fill := int(config.MaxWireBodyBytes) - len(prefix) - len(suffix)
+	body := prefix + strings.Repeat("a", fill) + suffix
+	r := post(t, e, "/v1/chat/completions", body)
+	if r.Status != http.StatusOK {
+		t.Fatalf("status %d: %.300s", r.Status, r.Body)
+	}
+	seen := up.requests()
+	if len(seen) != 1 || len(seen[0].Body) < fill {
+		t.Fatalf("the upstream got %d requests, body %d bytes", len(seen), len(seen[len(seen)-1].Body))
+	}
+	r = post(t, e, "/v1/chat/completions", prefix+strings.Repeat("a", fill+1)+suffix)
+	assertError(t, r, http.StatusRequestEntityTooLarge, "request_too_large")
+}
