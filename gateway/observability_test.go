@@ -21,6 +21,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql/parser"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -248,14 +249,43 @@ func TestMetricsContractAfterTraffic(t *testing.T) {
 				t.Errorf("the dashboard does not chart %s", cm.name)
 			}
 		}
+		// Every label a query matches on or groups by exists on the metric
+		// it reads (le on histogram buckets).
+		labelsOf := map[string][]string{}
+		for _, cm := range contractMetrics {
+			labelsOf[cm.name] = cm.labels
+			if cm.typ == histogram {
+				labelsOf[cm.name+"_bucket"] = append(slices.Clone(cm.labels), "le")
+				labelsOf[cm.name+"_sum"], labelsOf[cm.name+"_count"] = cm.labels, cm.labels
+			}
+		}
+		for _, q := range dashboardQueries(t) {
+			for n, labels := range q.selectors {
+				for _, l := range labels {
+					if !slices.Contains(labelsOf[n], l) {
+						t.Errorf("dashboard query uses label %q, which %s does not have:\n%s", l, n, q.expr)
+					}
+				}
+			}
+		}
 	})
 }
 
-var iopName = regexp.MustCompile(`\biop_[a-z0-9_]+`)
+// grafanaVars are the dashboard's variables and Grafana's built-in
+// intervals, replaced by values PromQL accepts before parsing.
+var grafanaVars = strings.NewReplacer("$__rate_interval", "1m", "$__interval", "1m", "$__range", "1h")
 
-// dashboardMetrics returns the iop_* names used by every PromQL string of
-// the dashboard (panel targets and template variable queries).
-func dashboardMetrics(t *testing.T) []string {
+// dashboardQuery is one PromQL expression of the dashboard, parsed.
+type dashboardQuery struct {
+	expr string
+	// selectors maps each metric the expression reads to the label names
+	// it matches on or groups by.
+	selectors map[string][]string
+}
+
+// dashboardQueries parses every PromQL string of the dashboard (panel
+// targets and template variable queries) with Prometheus's own parser.
+func dashboardQueries(t *testing.T) []dashboardQuery {
 	t.Helper()
 	raw, err := os.ReadFile("../configs/grafana/dashboards/iop.json")
 	if err != nil {
@@ -265,16 +295,14 @@ func dashboardMetrics(t *testing.T) []string {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatalf("dashboard JSON: %v", err)
 	}
-	set := map[string]bool{}
+	var exprs []string
 	var walk func(v any)
 	walk = func(v any) {
 		switch x := v.(type) {
 		case map[string]any:
 			for k, c := range x {
-				if s, ok := c.(string); ok && (k == "expr" || k == "query" || k == "definition") {
-					for _, n := range iopName.FindAllString(s, -1) {
-						set[n] = true
-					}
+				if s, ok := c.(string); ok && strings.Contains(s, "iop_") && (k == "expr" || k == "query" || k == "definition") {
+					exprs = append(exprs, s)
 				}
 				walk(c)
 			}
@@ -285,6 +313,72 @@ func dashboardMetrics(t *testing.T) []string {
 		}
 	}
 	walk(doc)
+	p := parser.NewParser(parser.Options{})
+	var out []dashboardQuery
+	for _, e := range exprs {
+		src := grafanaVars.Replace(e)
+		// Variable queries: label_values(metric, label).
+		if m := labelValues.FindStringSubmatch(src); m != nil {
+			src = m[1]
+			q := parseQuery(t, p, e, src)
+			q.selectors[firstMetric(q)] = append(q.selectors[firstMetric(q)], m[2])
+			out = append(out, q)
+			continue
+		}
+		out = append(out, parseQuery(t, p, e, src))
+	}
+	return out
+}
+
+var labelValues = regexp.MustCompile(`^label_values\((.*),\s*([a-zA-Z_][a-zA-Z0-9_]*)\)$`)
+
+func firstMetric(q dashboardQuery) string {
+	for n := range q.selectors {
+		return n
+	}
+	return ""
+}
+
+func parseQuery(t *testing.T, p parser.Parser, orig, src string) dashboardQuery {
+	t.Helper()
+	expr, err := p.ParseExpr(src)
+	if err != nil {
+		t.Errorf("dashboard query does not parse: %v\n%s", err, orig)
+		return dashboardQuery{expr: orig, selectors: map[string][]string{}}
+	}
+	q := dashboardQuery{expr: orig, selectors: map[string][]string{}}
+	var grouping []string
+	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+		switch x := n.(type) {
+		case *parser.VectorSelector:
+			labels := []string{}
+			for _, m := range x.LabelMatchers {
+				if m.Name != "__name__" {
+					labels = append(labels, m.Name)
+				}
+			}
+			q.selectors[x.Name] = append(q.selectors[x.Name], labels...)
+		case *parser.AggregateExpr:
+			grouping = append(grouping, x.Grouping...)
+		}
+		return nil
+	})
+	// Grouping labels must exist on every metric the expression reads.
+	for n := range q.selectors {
+		q.selectors[n] = append(q.selectors[n], grouping...)
+	}
+	return q
+}
+
+// dashboardMetrics returns every iop_* metric name the dashboard reads.
+func dashboardMetrics(t *testing.T) []string {
+	t.Helper()
+	set := map[string]bool{}
+	for _, q := range dashboardQueries(t) {
+		for n := range q.selectors {
+			set[n] = true
+		}
+	}
 	return slices.Sorted(func(yield func(string) bool) {
 		for n := range set {
 			if !yield(n) {
