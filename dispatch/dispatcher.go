@@ -155,9 +155,9 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 				d.resources[key] = r
 				n.resources[ps.Name] = r
 			}
-			r.spec = *ps
 			r.referenced = contains(referenced[spec.ID], ps.Name)
 		}
+		d.syncSpecsLocked(n, spec)
 	}
 	for key, r := range d.resources {
 		if !seenRes[key] {
@@ -216,6 +216,42 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 	}
 	for _, r := range d.resources {
 		d.pumpLocked(r)
+	}
+}
+
+// setRunningLocked records the config n's session runs (nil: none) and
+// aligns its resources with it.
+func (d *Dispatcher) setRunningLocked(n *node, running *config.NodeSpec) {
+	n.running = running
+	if desired := d.cfg.Node(n.id); desired != nil {
+		d.syncSpecsLocked(n, desired)
+	}
+}
+
+// syncSpecsLocked sets each resource of n (the providers of desired, the
+// edge's config for n) to the spec n actually runs: its running config's
+// version of the provider while a session exists, the desired one
+// otherwise (the next registration delivers it). A provider missing from
+// the running config cannot go live until the node applies a config that
+// has it.
+func (d *Dispatcher) syncSpecsLocked(n *node, desired *config.NodeSpec) {
+	for j := range desired.Providers {
+		ps := &desired.Providers[j]
+		r := n.resources[ps.Name]
+		if r == nil {
+			continue
+		}
+		r.spec, r.onNode = *ps, true
+		if n.running == nil {
+			continue
+		}
+		r.onNode = false
+		for k := range n.running.Providers {
+			if rp := &n.running.Providers[k]; rp.Name == ps.Name {
+				r.spec, r.onNode = *rp, true
+				break
+			}
+		}
 	}
 }
 

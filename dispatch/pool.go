@@ -25,6 +25,10 @@ type resource struct {
 	// for one never live); meaningful only while live is false. The
 	// no-provider fast path (models[].offline_grace_sec) reads it.
 	downSince time.Time
+	// onNode is true when the config the node runs (node.running, or the
+	// edge's config while the node has no session) has this provider:
+	// only then may it go live. spec is that config's version of it.
+	onNode bool
 
 	inFlight     int
 	longInFlight int

@@ -563,7 +563,8 @@ func (pm *propMachine) check(rt *rapid.T) {
 			wantStatus = "disabled"
 		}
 		want := ProviderStatus{NodeId: p.node, ProviderId: p.name, Type: "mock", Category: "api", Status: wantStatus, Health: "ok",
-			Capacity: int32(p.cap), LongCapacity: int32(p.long), InFlight: int32(all), LongInFlight: int32(long), Queued: q, LongQueued: lq}
+			Capacity: int32(p.cap), LongCapacity: int32(p.long), InFlight: int32(all), LongInFlight: int32(long), Queued: q, LongQueued: lq,
+			ConfiguredCapacity: int32(p.cap), ConfiguredLongCapacity: int32(p.long), Waiting: q}
 		if *ps != want {
 			rt.Fatalf("provider %s/%s:\n got %+v\nwant %+v", p.node, p.name, *ps, want)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -58,6 +59,12 @@ type node struct {
 	gen uint64
 	// resources are this node's provider resources, by provider name.
 	resources map[string]*resource
+	// running is the config the node's current session runs: the payload
+	// of its accepted registration, replaced only when the node answers a
+	// refresh APPLIED. Nil while no session exists. Resources follow it,
+	// not the edge's newest config, so the edge never routes by a config
+	// the node does not run.
+	running *config.NodeSpec
 }
 
 // outcome reports what a transition decided, for the caller to act on after
@@ -94,6 +101,8 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 		d.genCounter++
 		n.owner, n.gen, n.state = c, d.genCounter, statePending
 		d.connNode[c] = n
+		// The registration answer carries the edge's current config.
+		d.setRunningLocked(n, d.cfg.Node(n.id))
 	case evReady:
 		switch {
 		case n.owner != c:
@@ -120,6 +129,9 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 			d.publish(Event{Type: EventNodeDisconnected, NodeID: n.id})
 		}
 		n.owner, n.state = nil, stateOffline
+		// Without a session the node runs nothing; its next registration
+		// gets the current config.
+		d.setRunningLocked(n, nil)
 	}
 	return out
 }
@@ -229,6 +241,9 @@ func (d *Dispatcher) fenceLocked(n *node, why string) {
 // hands free slots to waiters at once.
 func (d *Dispatcher) activateLocked(n *node) {
 	for _, r := range n.resources {
+		if !r.onNode {
+			continue // not in the config the node runs
+		}
 		r.live, r.gen, r.conn = true, n.gen, n.owner
 		r.inFlight, r.longInFlight, r.health = 0, 0, ""
 	}

@@ -203,7 +203,7 @@ func TestLifecycleTransitions(t *testing.T) {
 			}
 			p := provOf(st, "n1", "p")
 			if tc.wantConnected {
-				if want := (ProviderStatus{NodeId: "n1", ProviderId: "p", Type: "mock", Category: "api", Status: "available", Health: "ok", Capacity: 2, LongCapacity: 2}); *p != want {
+				if want := (ProviderStatus{NodeId: "n1", ProviderId: "p", Type: "mock", Category: "api", Status: "available", Health: "ok", Capacity: 2, LongCapacity: 2, ConfiguredCapacity: 2, ConfiguredLongCapacity: 2}); *p != want {
 					t.Fatalf("provider = %+v, want %+v", *p, want)
 				}
 			} else {
@@ -246,7 +246,13 @@ func assertOffline(t tb, p *ProviderStatus) {
 	if p == nil {
 		t.Fatalf("provider not listed")
 	}
-	want := ProviderStatus{NodeId: p.NodeId, ProviderId: p.ProviderId, Type: p.Type, Category: p.Category, Status: "unavailable", Health: "offline"}
+	// Every live figure is 0; the configured capacity and the waiting
+	// requests stay visible.
+	want := ProviderStatus{NodeId: p.NodeId, ProviderId: p.ProviderId, Type: p.Type, Category: p.Category, Status: "unavailable", Health: "offline",
+		ConfiguredCapacity: p.ConfiguredCapacity, ConfiguredLongCapacity: p.ConfiguredLongCapacity, Waiting: p.Waiting}
+	if p.ConfiguredCapacity <= 0 {
+		t.Fatalf("offline provider hides its configured capacity: %+v", *p)
+	}
 	if *p != want {
 		t.Fatalf("offline provider = %+v, want %+v", *p, want)
 	}

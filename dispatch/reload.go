@@ -2,7 +2,12 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/iop-gateway/iop/nodewire"
 
 	"github.com/iop-gateway/iop/config"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
@@ -16,20 +21,20 @@ import (
 func (d *Dispatcher) Reload(cfg *config.Edge) []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	old := d.cfg
+	d.applyConfigLocked(cfg)
+	// Every ready node that does not run the new config needs a push,
+	// including one whose earlier refresh failed.
 	var changed []string
 	for i := range cfg.Nodes {
 		spec := &cfg.Nodes[i]
 		n := d.nodes[spec.ID]
-		if n == nil || n.state != stateReady {
+		if n == nil || n.state != stateReady || n.running == nil {
 			continue
 		}
-		prev := old.Node(spec.ID)
-		if prev == nil || NodePayload(prev).GetConfigVersion() != NodePayload(spec).GetConfigVersion() {
+		if NodePayload(n.running).GetConfigVersion() != NodePayload(spec).GetConfigVersion() {
 			changed = append(changed, spec.ID)
 		}
 	}
-	d.applyConfigLocked(cfg)
 	return changed
 }
 
@@ -62,4 +67,89 @@ func (d *Dispatcher) ReloadAndRefresh(ctx context.Context, cfg *config.Edge, per
 		out[id] = RefreshResult(resp, err)
 	}
 	return out
+}
+
+// RefreshNode pushes the edge's current config for nodeID to it (a ready
+// node only) and acts on the answer so that the edge and the node never
+// disagree on what the node runs:
+//
+//   - APPLIED: the node runs the new config; its resources switch to it in
+//     one step (new providers go live, changed capacities and types apply).
+//   - RESTART_REQUIRED: the node can only run it from a new session; the
+//     edge fences the current generation (its leases return as node_lost)
+//     and closes the connection; the node re-registers and gets the new
+//     config in its registration answer.
+//   - FAILED (or no answer): the node keeps its old config, and so does the
+//     edge for that node: /admin/status shows the two versions.
+func (d *Dispatcher) RefreshNode(ctx context.Context, nodeID string) (*iop.NodeConfigRefreshResponse, error) {
+	d.mu.Lock()
+	spec := d.cfg.Node(nodeID)
+	d.mu.Unlock()
+	if spec == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownNode, nodeID)
+	}
+	payload := NodePayload(spec)
+	env, err := d.request(ctx, nodeID, &iop.Envelope{Body: &iop.Envelope_NodeConfigRefreshRequest{
+		NodeConfigRefreshRequest: &iop.NodeConfigRefreshRequest{Config: payload},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	resp := env.GetNodeConfigRefreshResponse()
+	if resp == nil {
+		return nil, fmt.Errorf("%w: want NodeConfigRefreshResponse, got %T", nodewire.ErrProtocol, env.Body)
+	}
+	switch resp.GetStatus() {
+	case iop.RefreshStatus_REFRESH_STATUS_APPLIED:
+		d.applied(nodeID, spec)
+	case iop.RefreshStatus_REFRESH_STATUS_RESTART_REQUIRED:
+		d.restartNode(nodeID)
+	default:
+		d.log.Warn("node refused the new config; it keeps its old one", zap.String("node_id", nodeID),
+			zap.String("config_version", payload.GetConfigVersion()))
+	}
+	return resp, nil
+}
+
+// applied records that nodeID's session now runs spec: its resources take
+// spec's values, and providers spec added go live.
+func (d *Dispatcher) applied(nodeID string, spec *config.NodeSpec) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.nodes[nodeID]
+	if n == nil || n.state != stateReady || d.cfg.Node(nodeID) != spec {
+		// Gone, or another reload replaced the config meanwhile: what the
+		// node applied is no longer the edge's config; the newer reload
+		// pushes again.
+		return
+	}
+	d.setRunningLocked(n, spec)
+	for _, r := range n.resources {
+		if r.onNode && !r.live {
+			r.live, r.gen, r.conn = true, n.gen, n.owner
+			r.inFlight, r.longInFlight = 0, 0
+		}
+		if r.live {
+			d.pumpLocked(r) // a larger capacity has room now
+		}
+	}
+}
+
+// restartNode ends nodeID's session so that it re-registers and receives
+// the current config: the generation is fenced in this step.
+func (d *Dispatcher) restartNode(nodeID string) {
+	d.mu.Lock()
+	n := d.nodes[nodeID]
+	if n == nil || n.owner == nil {
+		d.mu.Unlock()
+		return
+	}
+	c := n.owner
+	d.transitionLocked(n, evClosed, c)
+	delete(d.connNode, c)
+	d.mu.Unlock()
+	d.log.Info("node restarts its session for the new config", zap.String("node_id", nodeID))
+	// Owner: none needed; Close is bounded (it waits only for the
+	// connection's own goroutines).
+	go func() { _ = c.Close() }()
 }

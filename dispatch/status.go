@@ -23,6 +23,12 @@ type NodeStatus struct {
 	ID        string            `json:"id"`
 	Connected bool              `json:"connected"`
 	Providers []*ProviderStatus `json:"providers"`
+	// ConfigVersion is the version of the config the node's session runs
+	// ("" without a session); DesiredConfigVersion the edge's current one
+	// for it. They differ after a reload the node has not applied
+	// (refresh failed, or pending a restart).
+	ConfigVersion        string `json:"config_version"`
+	DesiredConfigVersion string `json:"desired_config_version"`
 }
 
 // ProviderStatus is the JSON form of a ProviderSnapshot (CONTRACT §5): the
@@ -101,12 +107,18 @@ func (d *Dispatcher) statusLocked() Status {
 		if n == nil {
 			continue
 		}
-		nst := NodeStatus{ID: n.id, Connected: n.state == stateReady, Providers: []*ProviderStatus{}}
+		nst := NodeStatus{ID: n.id, Connected: n.state == stateReady, Providers: []*ProviderStatus{},
+			DesiredConfigVersion: NodePayload(&ns).GetConfigVersion()}
+		if n.running != nil {
+			nst.ConfigVersion = NodePayload(n.running).GetConfigVersion()
+		}
 		for _, ps := range ns.Providers {
 			r := n.resources[ps.Name]
 			if r == nil {
 				continue
 			}
+			// The provider as the node runs it (see syncSpecsLocked).
+			ps := r.spec
 			snap := &ProviderStatus{
 				NodeId: n.id, ProviderId: ps.Name, Type: ps.Type, Category: ps.Category,
 				Status: "unavailable", Health: "offline",
@@ -189,11 +201,13 @@ var (
 	descQueued        = prometheus.NewDesc("iop_provider_queued", "Pending requests with this provider as a live candidate.", []string{"node", "provider"}, nil)
 	descLongQueued    = prometheus.NewDesc("iop_provider_long_queued", "Long pending requests with this provider as a live candidate.", []string{"node", "provider"}, nil)
 	descQueuePending  = prometheus.NewDesc("iop_queue_pending", "Requests waiting for a lease.", []string{"model"}, nil)
+	descConfigCurrent = prometheus.NewDesc("iop_node_config_current",
+		"0 while the node's session runs a config other than the edge's current one (a reload it has not applied), else 1.", []string{"node"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *StatusCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descNodeConnected, descProviderUp, descCapacity, descInFlight, descLongInFlight, descQueued, descLongQueued, descQueuePending} {
+	for _, d := range []*prometheus.Desc{descNodeConnected, descProviderUp, descCapacity, descInFlight, descLongInFlight, descQueued, descLongQueued, descQueuePending, descConfigCurrent} {
 		ch <- d
 	}
 }
@@ -206,6 +220,7 @@ func (c *StatusCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, n := range st.Nodes {
 		g(descNodeConnected, b2f(n.Connected), n.ID)
+		g(descConfigCurrent, b2f(n.ConfigVersion == "" || n.ConfigVersion == n.DesiredConfigVersion), n.ID)
 		for _, p := range n.Providers {
 			g(descProviderUp, b2f(p.Status == "available"), n.ID, p.ProviderId)
 			g(descCapacity, float64(p.Capacity), n.ID, p.ProviderId)

@@ -271,49 +271,6 @@ func (d *Dispatcher) NodeCommand(ctx context.Context, nodeID, typ string) (*iop.
 	return resp, nil
 }
 
-// RefreshNode pushes the node's current config to it. Only a ready node can
-// receive a refresh.
-func (d *Dispatcher) RefreshNode(ctx context.Context, nodeID string) (*iop.NodeConfigRefreshResponse, error) {
-	d.mu.Lock()
-	spec := d.cfg.Node(nodeID)
-	d.mu.Unlock()
-	if spec == nil {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownNode, nodeID)
-	}
-	env, err := d.request(ctx, nodeID, &iop.Envelope{Body: &iop.Envelope_NodeConfigRefreshRequest{
-		NodeConfigRefreshRequest: &iop.NodeConfigRefreshRequest{Config: NodePayload(spec)},
-	}})
-	if err != nil {
-		return nil, err
-	}
-	resp := env.GetNodeConfigRefreshResponse()
-	if resp == nil {
-		return nil, fmt.Errorf("%w: want NodeConfigRefreshResponse, got %T", nodewire.ErrProtocol, env.Body)
-	}
-	if resp.GetStatus() == iop.RefreshStatus_REFRESH_STATUS_APPLIED {
-		d.activateAdded(nodeID)
-	}
-	return resp, nil
-}
-
-// activateAdded makes providers that a reload added to a ready node live
-// once the node has applied the config that contains them.
-func (d *Dispatcher) activateAdded(nodeID string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n := d.nodes[nodeID]
-	if n == nil || n.state != stateReady {
-		return
-	}
-	for _, r := range n.resources {
-		if !r.live {
-			r.live, r.gen, r.conn = true, n.gen, n.owner
-			r.inFlight, r.longInFlight = 0, 0
-			d.pumpLocked(r)
-		}
-	}
-}
-
 // TerminateSession sends CancelRequest(TERMINATE_SESSION) to every ready
 // node (a session's processes live on whichever node served it) and reports
 // how many nodes it reached.

@@ -137,16 +137,23 @@ func admin(t *testing.T, s *stackT, method, path string) response {
 // unavailable/offline with zeros.
 func TestAdminStatus(t *testing.T) {
 	s := adminStack(t)
-	provider := func(id, typ, cat, status, health string, capacity, long, inFlight int) string {
+	provider := func(id, typ, cat, status, health string, capacity, long, inFlight, confCap, confLong int) string {
 		return `{"provider_id":"` + id + `","type":"` + typ + `","category":"` + cat + `","status":"` + status + `","health":"` + health +
 			`","capacity":` + itoa(capacity) + `,"long_capacity":` + itoa(long) + `,"in_flight":` + itoa(inFlight) +
-			`,"long_in_flight":0,"queued":0,"long_queued":0}`
+			`,"long_in_flight":0,"queued":0,"long_queued":0,"configured_capacity":` + itoa(confCap) +
+			`,"configured_long_capacity":` + itoa(confLong) + `,"waiting":0}`
+	}
+	versions := map[string]string{}
+	for _, n := range s.Dispatcher.Status().Nodes {
+		versions[n.ID] = n.DesiredConfigVersion
 	}
 	want := func(inFlight int) string {
 		return `{"nodes":[` +
-			`{"id":"gpu-a","connected":true,"providers":[` + provider("mock", "mock", "api", "available", "ok", 4, 2, inFlight) + `,` +
-			provider("spare", "mock", "api", "disabled", "ok", 1, 1, 0) + `]},` +
-			`{"id":"gpu-b","connected":false,"providers":[` + provider("vllm-b", "vllm", "local_inference", "unavailable", "offline", 0, 0, 0) + `]}],` +
+			`{"id":"gpu-a","connected":true,"providers":[` + provider("mock", "mock", "api", "available", "ok", 4, 2, inFlight, 4, 2) + `,` +
+			provider("spare", "mock", "api", "disabled", "ok", 1, 1, 0, 1, 1) + `],` +
+			`"config_version":"` + versions["gpu-a"] + `","desired_config_version":"` + versions["gpu-a"] + `"},` +
+			`{"id":"gpu-b","connected":false,"providers":[` + provider("vllm-b", "vllm", "local_inference", "unavailable", "offline", 0, 0, 0, 8, 2) + `],` +
+			`"config_version":"","desired_config_version":"` + versions["gpu-b"] + `"}],` +
 			`"models":[{"name":"demo","pending":0},{"name":"qwen-7b","pending":0}]}`
 	}
 	r := admin(t, s, http.MethodGet, "/admin/status")

@@ -45,24 +45,58 @@ type deadlineBody struct {
 	io.ReadCloser
 	rc  *http.ResponseController
 	eof atomic.Bool
+	// failed: a read already failed (the read timeout passed, the client
+	// hung up); there is nothing to linger for.
+	failed atomic.Bool
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if errors.Is(err, io.EOF) && !b.eof.Swap(true) {
-		_ = b.rc.SetReadDeadline(time.Time{})
+	switch {
+	case err == nil:
+	case errors.Is(err, io.EOF):
+		if !b.eof.Swap(true) {
+			_ = b.rc.SetReadDeadline(time.Time{})
+		}
+	default:
+		b.failed.Store(true)
 	}
 	return n, err
 }
 
+// Lingering after an early answer: how long, and how many bytes of the
+// unread body, the edge reads and discards before closing.
+const (
+	lingerTimeout = 2 * time.Second
+	lingerBytes   = 32 << 20
+)
+
 // abandon is for a request answered before its body was read (bad key,
-// unknown model, too large): the connection closes after the answer instead
-// of net/http reading on to the end of a body of any size at any pace.
-func (b *deadlineBody) abandon(c *gin.Context) {
+// unknown model, too large): the connection closes after the answer
+// instead of net/http reading on to the end of a body of any size at any
+// pace. Call it before writing the answer, and linger after.
+func (b *deadlineBody) abandon(c *gin.Context) bool {
 	if b.eof.Load() {
-		return
+		return false
 	}
 	c.Header("Connection", "close")
-	// Whatever is still unread is not waited for.
+	return true
+}
+
+// linger sends the answer already written and then reads and discards the
+// rest of the body for a short, bounded while before the connection
+// closes, as nginx's lingering close does: closing a socket with unread
+// data resets it, and a client still sending its body would see the reset
+// instead of the 401 or 413. Whatever is still unread after lingerTimeout
+// or lingerBytes is not waited for.
+func (b *deadlineBody) linger(c *gin.Context) {
+	_ = b.rc.Flush()
+	if b.failed.Load() {
+		_ = b.rc.SetReadDeadline(time.Now())
+		return
+	}
+	_ = b.rc.SetReadDeadline(time.Now().Add(lingerTimeout))
+	_, _ = io.CopyN(io.Discard, b.ReadCloser, lingerBytes)
+	// net/http's own drain of what is left must not wait either.
 	_ = b.rc.SetReadDeadline(time.Now())
 }

@@ -41,9 +41,10 @@ func apiError(err error, model string) *openaiapi.Error {
 // A request whose body is still unread closes its connection after the
 // answer (see deadlineBody.abandon).
 func writeError(c *gin.Context, e *openaiapi.Error) {
+	var body *deadlineBody
 	if v, ok := c.Get(infoKey); ok {
-		if b := v.(*reqInfo).body; b != nil {
-			b.abandon(c)
+		if b := v.(*reqInfo).body; b != nil && b.abandon(c) {
+			body = b
 		}
 	}
 	if e.RetryAfter > 0 {
@@ -51,4 +52,7 @@ func writeError(c *gin.Context, e *openaiapi.Error) {
 	}
 	c.Data(e.Status, "application/json", e.Envelope())
 	c.Abort()
+	if body != nil {
+		body.linger(c)
+	}
 }

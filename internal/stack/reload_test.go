@@ -155,3 +155,120 @@ func TestReloadPartialNodeFailure(t *testing.T) {
 		t.Fatalf("b providers: %v %v", resp, err)
 	}
 }
+
+// nodeVersions returns node id's running and desired config versions.
+func nodeVersions(e *Edge, id string) (running, desired string) {
+	for _, n := range e.Dispatcher.Status().Nodes {
+		if n.ID == id {
+			return n.ConfigVersion, n.DesiredConfigVersion
+		}
+	}
+	return "", ""
+}
+
+// A node that refuses a new config (FAILED) keeps its old one on both
+// sides: the edge keeps routing by the old capacity, and says which config
+// the node runs.
+func TestReloadFailedKeepsBothSidesOnTheOldConfig(t *testing.T) {
+	e, file := reloadEdge(t, reloadBase)
+	before, _ := nodeVersions(e, "b")
+	// b: capacity 1 -> 3, but with a setting its mock adapter refuses.
+	next := strings.Replace(reloadBase, "      - {name: m, type: mock, capacity: 1}\nmodels:", "      - {name: m, type: mock, capacity: 3, delay_ms: \"-5\"}\nmodels:", 1)
+	if err := os.WriteFile(file, []byte(next), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := postReload(t, e); code != 200 || out["nodes"].(map[string]any)["b"] != "failed" {
+		t.Fatalf("reload: %d %v", code, out)
+	}
+	if c := capacities(e); c["b/m"] != 1 {
+		t.Fatalf("the edge uses capacity %d for b/m, which b does not run (want its old 1)", c["b/m"])
+	}
+	running, desired := nodeVersions(e, "b")
+	if running != before || desired == before {
+		t.Fatalf("b runs %q (before %q), desired %q: the status must show the node on its old config", running, before, desired)
+	}
+	if v := metricValue(t, e, "iop_node_config_current", "b"); v != 0 {
+		t.Fatalf("iop_node_config_current{node=b} = %v, want 0", v)
+	}
+	// Fixing the config and reloading again pushes to b (its earlier
+	// refresh failed) and brings both sides to it.
+	fixed := strings.Replace(next, `, delay_ms: "-5"`, "", 1)
+	if err := os.WriteFile(file, []byte(fixed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := postReload(t, e); code != 200 || out["nodes"].(map[string]any)["b"] != "applied" {
+		t.Fatalf("second reload: %d %v", code, out)
+	}
+	if c := capacities(e); c["b/m"] != 3 {
+		t.Fatalf("after applying: b/m capacity %d, want 3", c["b/m"])
+	}
+	if running, desired := nodeVersions(e, "b"); running != desired {
+		t.Fatalf("after applying: running %q desired %q", running, desired)
+	}
+}
+
+// A change the node can only make in a new session (a provider changing
+// type) restarts that session: the edge fences the old generation at once
+// and the node comes back on the new config; never does the edge route by
+// the new type to the node's old adapter.
+func TestReloadRestartRequiredReconnectsOnTheNewConfig(t *testing.T) {
+	e, file := reloadEdge(t, reloadBase)
+	next := strings.Replace(reloadBase, "      - {name: m, type: mock, capacity: 1}\nmodels:", "      - {name: m, type: cli, capacity: 1, command: [cat]}\nmodels:", 1)
+	next += "  - name: echo-b\n    providers:\n      - {node: b, provider: m, target: default}\n"
+	if err := os.WriteFile(file, []byte(next), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := postReload(t, e); code != 200 || out["nodes"].(map[string]any)["b"] != "restart_required" {
+		t.Fatalf("reload: %d %v", code, out)
+	}
+	WaitFor(t, 10*time.Second, "b to reconnect on the new config", func() bool {
+		running, desired := nodeVersions(e, "b")
+		return running != "" && running == desired && connected(e, "b")
+	})
+	resp, err := http.Post(e.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"echo-b","messages":[{"role":"user","content":"cat says this"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	http.DefaultClient.CloseIdleConnections()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "cat says this") {
+		t.Fatalf("echo-b through the cli provider: %d %s", resp.StatusCode, b)
+	}
+	if v := metricValue(t, e, "iop_node_sessions_total", "b"); v < 2 {
+		t.Fatalf("b's sessions: %v, want a second one", v)
+	}
+}
+
+func connected(e *Edge, id string) bool {
+	for _, n := range e.Dispatcher.Status().Nodes {
+		if n.ID == id {
+			return n.Connected
+		}
+	}
+	return false
+}
+
+// metricValue sums the series of name whose node label is node.
+func metricValue(t *testing.T, e *Edge, name, node string) float64 {
+	t.Helper()
+	mfs, err := e.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "node" && l.GetValue() == node {
+					sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
