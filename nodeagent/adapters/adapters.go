@@ -6,6 +6,7 @@ package adapters
 import (
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 	"github.com/iop-gateway/iop/nodeagent/cli"
+	"github.com/iop-gateway/iop/nodeagent/llamacpp"
 	"github.com/iop-gateway/iop/nodeagent/mock"
 	"github.com/iop-gateway/iop/nodeagent/ollama"
 	"github.com/iop-gateway/iop/nodeagent/openaicompat"
@@ -19,6 +20,7 @@ func Factories() map[string]adapter.Factory {
 		"vllm":          openaicompat.NewVLLM,
 		"ollama":        ollama.New,
 		"cli":           cli.New,
+		"llamacpp":      llamacpp.New,
 		"mock":          mock.New,
 	}
 }
