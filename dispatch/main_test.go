@@ -150,6 +150,8 @@ func (f *fixture) ready(c *nodewire.Conn, node string) {
 	if resp := f.d.Ready(c, &iop.NodeReadyRequest{NodeId: node}); !resp.GetReady() {
 		f.t.Fatalf("ready %s: refused: %s", node, resp.GetReason())
 	}
+	// The server activates once the answer was written.
+	f.d.Activate(c)
 }
 
 // up registers and readies node on a new connection.

@@ -491,6 +491,7 @@ func (pm *propMachine) nodeReady(rt *rapid.T) {
 	if resp := pm.d.Ready(n.conn, &iop.NodeReadyRequest{NodeId: n.id}); !resp.GetReady() {
 		rt.Fatalf("ready %s refused: %s", n.id, resp.GetReason())
 	}
+	pm.d.Activate(n.conn)
 	n.state = stateReady
 	pm.settle(rt)
 }
@@ -503,6 +504,7 @@ func (pm *propMachine) nodeRegisterReady(rt *rapid.T) {
 			if resp := pm.d.Ready(n.conn, &iop.NodeReadyRequest{NodeId: n.id}); !resp.GetReady() {
 				rt.Fatalf("ready %s refused: %s", n.id, resp.GetReason())
 			}
+			pm.d.Activate(n.conn)
 			n.state = stateReady
 		}
 	}

@@ -42,7 +42,8 @@ type lifecycleKind uint8
 
 const (
 	evRegister lifecycleKind = iota + 1 // an accepted registration
-	evReady                             // the connection sent NodeReadyRequest
+	evReady                             // the connection sent NodeReadyRequest: decide only
+	evActivate                          // its ready=true answer was written: activate
 	evClosed                            // the connection closed or timed out
 )
 
@@ -104,20 +105,25 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 		// The registration answer carries the edge's current config.
 		d.setRunningLocked(n, d.cfg.Node(n.id))
 	case evReady:
+		// The answer is written before anything is activated (evActivate):
+		// if the node never hears it, nothing was dispatched to it.
 		switch {
 		case n.owner != c:
 			out.reason = "stale or superseded connection"
-		case n.state == stateReady:
-			out.ready = true // duplicate ready from the ready owner: no re-activation
-		case n.state == statePending:
-			n.state = stateReady
-			out.ready, out.activated = true, true
-			d.activateLocked(n)
-			d.metrics.sessions(n.id, "ready")
-			d.publish(Event{Type: EventNodeConnected, NodeID: n.id})
+		case n.state == stateReady, n.state == statePending:
+			out.ready = true // for a ready owner: a duplicate, answered the same
 		default:
 			out.reason = "connection is not pending"
 		}
+	case evActivate:
+		if n.owner != c || n.state != statePending {
+			return out // superseded meanwhile, or a duplicate: nothing to do
+		}
+		n.state = stateReady
+		out.activated = true
+		d.activateLocked(n)
+		d.metrics.sessions(n.id, "ready")
+		d.publish(Event{Type: EventNodeConnected, NodeID: n.id})
 	case evClosed:
 		if n.owner != c {
 			return out // a stale connection's callback changes nothing
@@ -198,10 +204,23 @@ func (d *Dispatcher) Ready(c *nodewire.Conn, req *iop.NodeReadyRequest) *iop.Nod
 		d.log.Info("node ready refused", zap.String("node_id", n.id), zap.String("reason", out.reason))
 		return &iop.NodeReadyResponse{Ready: false, Reason: out.reason}
 	}
+	return &iop.NodeReadyResponse{Ready: true}
+}
+
+// Activate implements nodewire.ServerHandler: c's ready answer was
+// written, so its node becomes dispatch-ready (resources live, stranded
+// waiters pumped, node.connected).
+func (d *Dispatcher) Activate(c *nodewire.Conn) {
+	d.mu.Lock()
+	n := d.connNode[c]
+	var out outcome
+	if n != nil {
+		out = d.transitionLocked(n, evActivate, c)
+	}
+	d.mu.Unlock()
 	if out.activated {
 		d.log.Info("node ready", zap.String("node_id", n.id))
 	}
-	return &iop.NodeReadyResponse{Ready: true}
 }
 
 // Closed implements nodewire.ServerHandler.

@@ -186,6 +186,9 @@ func TestLifecycleTransitions(t *testing.T) {
 					lastGen = gen
 				case "ready":
 					resp := f.d.Ready(conn(s.conn), &iop.NodeReadyRequest{NodeId: node})
+					if resp.GetReady() {
+						f.d.Activate(conn(s.conn)) // as the server does once the answer is written
+					}
 					if resp.GetReady() != s.wantReady {
 						t.Fatalf("step %d: ready = %v (%q), want %v", i, resp.GetReady(), resp.GetReason(), s.wantReady)
 					}
@@ -428,7 +431,11 @@ func busScenario(t *testing.T, bus Bus) (snaps []Status, outcomes []any) {
 	snap := func() { snaps = append(snaps, f.d.Status()) }
 	note := func(v ...any) { outcomes = append(outcomes, v) }
 	readyOf := func(c *nodewire.Conn) bool {
-		return f.d.Ready(c, &iop.NodeReadyRequest{NodeId: "n1"}).GetReady()
+		ok := f.d.Ready(c, &iop.NodeReadyRequest{NodeId: "n1"}).GetReady()
+		if ok {
+			f.d.Activate(c)
+		}
+		return ok
 	}
 	ctx := context.Background()
 

@@ -34,6 +34,8 @@ func (h *spyHandler) Ready(c *nodewire.Conn, req *iop.NodeReadyRequest) *iop.Nod
 	return h.d.Ready(c, req)
 }
 
+func (h *spyHandler) Activate(c *nodewire.Conn) { h.d.Activate(c) }
+
 func (h *spyHandler) Closed(c *nodewire.Conn, err error) {
 	h.d.Closed(c, err)
 	h.mu.Lock()
@@ -187,4 +189,39 @@ func TestSupersedeReadyOwnerOverWire(t *testing.T) {
 		t.Fatalf("events = %v", got)
 	}
 	assertOffline(t, provOf(f.d.Status(), "n1", "p"))
+}
+
+// Over the real wire, a duplicate ready from the ready owner is answered
+// ready=true and keeps the session: the node stays connected and its
+// resources were activated once (one node.connected event).
+func TestDuplicateReadyOverWire(t *testing.T) {
+	f := newFixture(t, buildCfg(t, oneNodeCfg(t, 2), oneNodeModels), nil)
+	_, addr := startWire(t, f)
+	cc := dialNode(t, addr, "n1")
+	if err := cc.Ready(context.Background(), "n1"); err != nil {
+		t.Fatalf("ready: %v", err)
+	}
+	l := mustAcquire(t, f.d, Request{Model: "m"})
+	if err := cc.ReadyAgain("n1"); err != nil {
+		t.Fatal(err)
+	}
+	// The answer arrives and the session keeps heartbeating.
+	before := cc.Stats().HeartbeatsReceived
+	waitFor(t, "heartbeats after the duplicate ready", func() bool { return cc.Stats().HeartbeatsReceived >= before+1 })
+	if cc.IsClosed() || !nodeOf(f.d.Status(), "n1").Connected {
+		t.Fatalf("the duplicate ready ended the session: %v", cc.Err())
+	}
+	if rel, _ := l.Released(); rel {
+		t.Fatal("a lease was fenced by a duplicate ready")
+	}
+	connected := 0
+	for _, e := range f.bus.types() {
+		if e == EventNodeConnected {
+			connected++
+		}
+	}
+	if connected != 1 {
+		t.Fatalf("node.connected %d times, want 1", connected)
+	}
+	l.Release(ReasonCompleted)
 }

@@ -96,15 +96,18 @@ func TestEarlyRejectClosesConnection(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			c := rawConn(t, addr, tc.head)
-			took, resp := closedWithin(t, c, 5*time.Second)
+			took, resp := closedWithin(t, c, 15*time.Second)
 			if resp == nil || resp.StatusCode != tc.status {
 				t.Fatalf("status %v, want %d", statusOf(resp), tc.status)
 			}
 			if resp.Header.Get("Connection") != "close" && !resp.Close {
 				t.Fatalf("no Connection: close on an early reject: %v", resp.Header)
 			}
-			if took > 3500*time.Millisecond {
-				t.Fatalf("closed after %s, want within the 2 s linger", took)
+			// The linger is 2 s; the margin is for a loaded machine. Without
+			// the bound the connection would wait for a body that never
+			// comes.
+			if took > 8*time.Second {
+				t.Fatalf("closed after %s, want about the 2 s linger", took)
 			}
 		})
 	}

@@ -67,9 +67,18 @@ func (fe *fakeEdge) Ready(c *nodewire.Conn, req *iop.NodeReadyRequest) *iop.Node
 	if fe.current != c {
 		return &iop.NodeReadyResponse{Ready: false, Reason: "stale"}
 	}
+	return &iop.NodeReadyResponse{Ready: true}
+}
+
+// Activate publishes c once its ready answer was written.
+func (fe *fakeEdge) Activate(c *nodewire.Conn) {
+	fe.mu.Lock()
+	defer fe.mu.Unlock()
+	if fe.current != c || fe.ready[c] {
+		return
+	}
 	fe.ready[c] = true
 	fe.conns <- c
-	return &iop.NodeReadyResponse{Ready: true}
 }
 
 func (fe *fakeEdge) Closed(c *nodewire.Conn, err error) { fe.closed <- err }

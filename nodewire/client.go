@@ -25,7 +25,10 @@ type DialConfig struct {
 	HandshakeTimeout time.Duration
 	// MaxFrameSize bounds frame payloads. Zero means DefaultMaxFrameSize.
 	MaxFrameSize int
-	Logger       *zap.Logger
+	// LocalAddr, when set, is the local IP address to dial from (a host
+	// with several addresses); empty lets the system choose.
+	LocalAddr string
+	Logger    *zap.Logger
 }
 
 // ClientConn is the Node's side of a connection.
@@ -54,6 +57,13 @@ func Dial(ctx context.Context, cfg DialConfig, req *iop.RegisterRequest) (*Clien
 	deadline, _ := ctx.Deadline()
 
 	var d net.Dialer
+	if cfg.LocalAddr != "" {
+		ip := net.ParseIP(cfg.LocalAddr)
+		if ip == nil {
+			return nil, nil, fmt.Errorf("nodewire: local address %q is not an IP address", cfg.LocalAddr)
+		}
+		d.LocalAddr = &net.TCPAddr{IP: ip}
+	}
 	raw, err := d.DialContext(ctx, "tcp", cfg.Address)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nodewire: dial: %w", err)
@@ -85,40 +95,40 @@ func Dial(ctx context.Context, cfg DialConfig, req *iop.RegisterRequest) (*Clien
 		}
 		raw = tc
 	}
-	if _, err := raw.Write(preface[:]); err != nil {
-		return nil, nil, fmt.Errorf("nodewire: write preface: %w", err)
-	}
-	_ = raw.SetDeadline(time.Time{})
-	sess := muxClient(raw)
-	ys, err := sess.OpenStream()
-	if err != nil {
-		_ = sess.Close()
-		return nil, nil, fmt.Errorf("nodewire: open control stream: %w", err)
-	}
-	c := newConn(raw, sess, ys, cfg.MaxFrameSize, cfg.Logger)
-	fail := func(err error) (*ClientConn, *iop.RegisterResponse, error) {
-		_ = c.Close()
-		return nil, nil, err
-	}
-	_ = c.ctrl.SetDeadline(deadline)
+	// Preface and registration leave in one write, on the raw connection:
+	// the Edge authenticates before anything is multiplexed.
 	if req.ProtocolVersion == 0 {
 		req.ProtocolVersion = ProtocolVersion
 	}
-	if err := c.ctrl.Send(&iop.Envelope{Body: &iop.Envelope_RegisterRequest{RegisterRequest: req}}); err != nil {
-		return fail(fmt.Errorf("nodewire: send register: %w", ctxErr(ctx, err)))
-	}
-	env, err := c.ctrl.Recv()
+	hello, err := AppendFrame(append([]byte(nil), preface[:]...), &iop.Envelope{Body: &iop.Envelope_RegisterRequest{RegisterRequest: req}}, maxRegisterFrame)
 	if err != nil {
-		return fail(fmt.Errorf("nodewire: read register response: %w", ctxErr(ctx, err)))
+		return nil, nil, fmt.Errorf("nodewire: register: %w", err)
+	}
+	if _, err := raw.Write(hello); err != nil {
+		return nil, nil, fmt.Errorf("nodewire: send register: %w", ctxErr(ctx, err))
+	}
+	env, err := ReadFrame(raw, cfg.MaxFrameSize)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nodewire: read register response: %w", ctxErr(ctx, err))
 	}
 	resp := env.GetRegisterResponse()
 	if resp == nil {
-		return fail(fmt.Errorf("%w: want RegisterResponse, got %T", ErrProtocol, env.Body))
+		return nil, nil, fmt.Errorf("%w: want RegisterResponse, got %T", ErrProtocol, env.Body)
 	}
 	if !resp.GetAccepted() {
-		return fail(&RejectedError{Code: resp.GetRejectCode(), Reason: resp.GetReason()})
+		return nil, nil, &RejectedError{Code: resp.GetRejectCode(), Reason: resp.GetReason()}
 	}
-	_ = c.ctrl.SetDeadline(time.Time{})
+	_ = raw.SetDeadline(time.Time{})
+	c := newConn(raw, cfg.MaxFrameSize, cfg.Logger)
+	if err := c.startMux(true); err != nil {
+		return nil, nil, err
+	}
+	ys, err := c.sess.Load().OpenStream()
+	if err != nil {
+		_ = c.Close()
+		return nil, nil, fmt.Errorf("nodewire: open control stream: %w", err)
+	}
+	c.ctrl = newStream(ys, cfg.MaxFrameSize)
 	ok = true
 	return &ClientConn{Conn: c, cfg: cfg, register: resp}, resp, nil
 }
@@ -167,7 +177,26 @@ func (c *ClientConn) Ready(ctx context.Context, nodeID string) error {
 		return fmt.Errorf("%w: %s", ErrNotReady, resp.GetReason())
 	}
 	_ = c.ctrl.SetDeadline(time.Time{})
-	c.startHeartbeat(c.register.GetConfig().GetHeartbeat())
+	c.startHeartbeat(c.register.GetConfig().GetHeartbeat(), func(env *iop.Envelope) (*iop.Envelope, bool) {
+		// The answer to a repeated ready (ReadyAgain): still ours, or the
+		// edge no longer counts this connection.
+		if r := env.GetNodeReadyResponse(); r != nil {
+			return nil, r.GetReady()
+		}
+		return nil, false
+	})
+	return nil
+}
+
+// ReadyAgain repeats the ready request on an established connection (the
+// seed allows it: the ready owner is answered ready=true and keeps its
+// session). The answer is read by the heartbeat receiver; a refusal closes
+// the connection.
+func (c *ClientConn) ReadyAgain(nodeID string) error {
+	_ = c.ctrl.SetWriteDeadline(time.Now().Add(c.cfg.HandshakeTimeout))
+	if err := c.ctrl.Send(&iop.Envelope{Body: &iop.Envelope_NodeReadyRequest{NodeReadyRequest: &iop.NodeReadyRequest{NodeId: nodeID}}}); err != nil {
+		return fmt.Errorf("nodewire: send ready: %w", err)
+	}
 	return nil
 }
 
@@ -208,7 +237,7 @@ func (c *ClientConn) Serve(ctx context.Context, h StreamHandler) error {
 			}
 			cancel()
 			wg.Wait()
-			if c.sess.IsClosed() {
+			if c.IsClosed() {
 				<-c.closed // the session watcher records why it ended
 			}
 			if cerr := c.Err(); cerr != nil {

@@ -15,11 +15,14 @@ import (
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
-// preface is the first thing a Node writes on a new connection, before the
-// multiplexer starts, so an Edge drops non-iop peers at once. Its last byte
-// is the multiplexer framing's version (1: mux.go), so a peer speaking
-// another framing is refused before the first frame.
-var preface = [8]byte{'I', 'O', 'P', 'W', 'I', 'R', 'E', muxVersion}
+// preface is the first thing a Node writes on a new connection, so an Edge
+// drops non-iop peers at once. Its last byte is the wire version: 2 is
+// "registration on the raw connection, then the multiplexer" (handshake.go);
+// a peer speaking another version is refused before it sends anything else.
+var preface = [8]byte{'I', 'O', 'P', 'W', 'I', 'R', 'E', wireVersion}
+
+// wireVersion is the preface's last byte (see preface).
+const wireVersion = 2
 
 // Default timings. Heartbeat values normally come from the Edge config in
 // RegisterResponse; these apply when a payload leaves them zero.
@@ -34,10 +37,14 @@ const (
 // stream and its heartbeats. The multiplexer owns the socket's one reader and
 // one writer goroutine; Conn adds the heartbeat sender and receiver on the
 // control stream.
+//
+// A Conn exists from the registration on, before the multiplexer starts
+// (the Edge authenticates a Node on the raw connection and multiplexes only
+// an accepted one): sess is set once, by startMux.
 type Conn struct {
 	raw      net.Conn
-	sess     *muxSession
-	ctrl     *Stream
+	sess     atomic.Pointer[muxSession] // nil until startMux
+	ctrl     *Stream                    // set with sess, before any other goroutine uses it
 	maxFrame int
 	log      *zap.Logger
 
@@ -57,17 +64,30 @@ type Conn struct {
 	lastRecvNano   atomic.Int64
 }
 
-func newConn(raw net.Conn, sess *muxSession, ctrl *muxStream, maxFrame int, log *zap.Logger) *Conn {
+func newConn(raw net.Conn, maxFrame int, log *zap.Logger) *Conn {
 	c := &Conn{
 		raw:         raw,
-		sess:        sess,
-		ctrl:        newStream(ctrl, maxFrame),
 		maxFrame:    maxFrame,
 		log:         log,
 		closed:      make(chan struct{}),
 		connectedAt: time.Now(),
 	}
 	c.lastRecvNano.Store(time.Now().UnixNano())
+	return c
+}
+
+// startMux starts the multiplexer on the connection (client: the dialing
+// side). It fails when the Conn was closed meanwhile (a newer registration
+// of the same node superseded it during the handshake).
+func (c *Conn) startMux(client bool) error {
+	c.errMu.Lock()
+	if c.err != nil {
+		c.errMu.Unlock()
+		return ErrClosed
+	}
+	sess := newMuxSession(c.raw, client)
+	c.sess.Store(sess)
+	c.errMu.Unlock()
 	c.wg.Add(1)
 	// Owner: the Conn. Stops when the session dies (socket error, peer
 	// close) or the Conn is closed.
@@ -79,7 +99,7 @@ func newConn(raw net.Conn, sess *muxSession, ctrl *muxStream, maxFrame int, log 
 		case <-c.closed:
 		}
 	}()
-	return c
+	return nil
 }
 
 // RemoteAddr is the peer address, for logs only (never shown in status).
@@ -96,7 +116,8 @@ func (c *Conn) IsClosed() bool {
 	case <-c.closed:
 		return true
 	default:
-		return c.sess != nil && c.sess.IsClosed()
+		sess := c.sess.Load()
+		return sess != nil && sess.IsClosed()
 	}
 }
 
@@ -114,9 +135,12 @@ func (c *Conn) closeWith(err error) {
 	c.closeOnce.Do(func() {
 		c.errMu.Lock()
 		c.err = err
+		sess := c.sess.Load()
 		c.errMu.Unlock()
 		close(c.closed)
-		_ = c.sess.Close()
+		if sess != nil {
+			_ = sess.Close()
+		}
 		_ = c.raw.Close()
 	})
 }
@@ -135,9 +159,13 @@ func (c *Conn) OpenStream(ctx context.Context) (*Stream, error) {
 		return nil, ErrClosed
 	default:
 	}
-	s, err := c.sess.OpenStream()
+	sess := c.sess.Load()
+	if sess == nil {
+		return nil, fmt.Errorf("nodewire: open stream: %w", ErrClosed)
+	}
+	s, err := sess.OpenStream()
 	if err != nil {
-		if c.sess.IsClosed() {
+		if sess.IsClosed() {
 			return nil, fmt.Errorf("nodewire: open stream: %w", ErrClosed)
 		}
 		return nil, fmt.Errorf("nodewire: open stream: %w", err)
@@ -148,9 +176,13 @@ func (c *Conn) OpenStream(ctx context.Context) (*Stream, error) {
 
 // acceptStream waits for the peer's next stream.
 func (c *Conn) acceptStream(ctx context.Context) (*Stream, error) {
-	s, err := c.sess.AcceptStreamWithContext(ctx)
+	sess := c.sess.Load()
+	if sess == nil {
+		return nil, ErrClosed
+	}
+	s, err := sess.AcceptStreamWithContext(ctx)
 	if err != nil {
-		if c.sess.IsClosed() {
+		if sess.IsClosed() {
 			return nil, ErrClosed
 		}
 		return nil, fmt.Errorf("nodewire: accept stream: %w", err)
@@ -162,7 +194,9 @@ func (c *Conn) acceptStream(ctx context.Context) (*Stream, error) {
 // startHeartbeat runs the control stream after the handshake: one goroutine
 // sends a Heartbeat every interval, one reads the peer's and closes the
 // connection with ErrHeartbeatTimeout when nothing arrives for timeout.
-func (c *Conn) startHeartbeat(hb *iop.HeartbeatConfig) {
+// Any other control message goes to onControl: ok false (or a nil
+// onControl) makes it a protocol violation; a non-nil answer is sent back.
+func (c *Conn) startHeartbeat(hb *iop.HeartbeatConfig, onControl func(*iop.Envelope) (answer *iop.Envelope, ok bool)) {
 	interval, timeout := heartbeatDurations(hb)
 	c.hbOnce.Do(func() {
 		c.wg.Add(2)
@@ -175,7 +209,7 @@ func (c *Conn) startHeartbeat(hb *iop.HeartbeatConfig) {
 		// or a protocol violation; each of those closes the Conn.
 		go func() {
 			defer c.wg.Done()
-			c.recvHeartbeats(timeout)
+			c.recvHeartbeats(timeout, onControl)
 		}()
 	})
 }
@@ -215,7 +249,7 @@ func (c *Conn) sendHeartbeats(interval, timeout time.Duration) {
 	}
 }
 
-func (c *Conn) recvHeartbeats(timeout time.Duration) {
+func (c *Conn) recvHeartbeats(timeout time.Duration, onControl func(*iop.Envelope) (*iop.Envelope, bool)) {
 	for {
 		_ = c.ctrl.SetReadDeadline(time.Now().Add(timeout))
 		env, err := c.ctrl.Recv()
@@ -229,8 +263,24 @@ func (c *Conn) recvHeartbeats(timeout time.Duration) {
 			return
 		}
 		if env.GetHeartbeat() == nil {
-			c.closeWith(fmt.Errorf("%w: %T on control stream after handshake", ErrProtocol, env.Body))
-			return
+			var answer *iop.Envelope
+			ok := false
+			if onControl != nil {
+				answer, ok = onControl(env)
+			}
+			if !ok {
+				c.closeWith(fmt.Errorf("%w: %T on control stream after handshake", ErrProtocol, env.Body))
+				return
+			}
+			if answer != nil {
+				_ = c.ctrl.SetWriteDeadline(time.Now().Add(timeout))
+				if err := c.ctrl.Send(answer); err != nil {
+					c.closeWith(fmt.Errorf("nodewire: control answer: %w", err))
+					return
+				}
+			}
+			c.lastRecvNano.Store(time.Now().UnixNano())
+			continue
 		}
 		c.heartbeatsRecv.Add(1)
 		c.lastRecvNano.Store(time.Now().UnixNano())
@@ -248,11 +298,18 @@ type Stats struct {
 	LastReceived       time.Time `json:"last_heartbeat_received"`
 }
 
+func (c *Conn) numStreams() int {
+	if sess := c.sess.Load(); sess != nil {
+		return sess.NumStreams()
+	}
+	return 0
+}
+
 // Stats reports transport counters.
 func (c *Conn) Stats() Stats {
 	return Stats{
 		ConnectedAt:        c.connectedAt,
-		StreamsOpen:        c.sess.NumStreams(),
+		StreamsOpen:        c.numStreams(),
 		StreamsOpened:      c.streamsOpened.Load(),
 		StreamsAccepted:    c.streamsAccept.Load(),
 		HeartbeatsSent:     c.heartbeatsSent.Load(),

@@ -50,6 +50,8 @@ type fakeHandler struct {
 	regs    []*iop.RegisterRequest  // guarded by mu
 	readies []*iop.NodeReadyRequest // guarded by mu
 	closed  []closedCall            // guarded by mu
+	// activated is guarded by mu: every Activate call's conn.
+	activated []*Conn
 }
 
 func newFakeHandler() *fakeHandler {
@@ -80,6 +82,12 @@ func (h *fakeHandler) Ready(c *Conn, req *iop.NodeReadyRequest) *iop.NodeReadyRe
 		return h.ready(c, req)
 	}
 	return &iop.NodeReadyResponse{Ready: true}
+}
+
+func (h *fakeHandler) Activate(c *Conn) {
+	h.mu.Lock()
+	h.activated = append(h.activated, c)
+	h.mu.Unlock()
 }
 
 func (h *fakeHandler) Closed(c *Conn, err error) {

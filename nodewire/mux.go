@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -90,6 +91,13 @@ type muxSession struct {
 	spare   []byte        // guarded by wmu: the writer's last buffer, for reuse
 	drained chan struct{} // guarded by wmu: closed when the writer takes pending; nil while nobody waits
 	wake    chan struct{} // capacity 1: pending has frames
+	queued  int64         // guarded by wmu: bytes ever appended to pending
+
+	// written counts bytes the writer has written to the connection;
+	// progress (guarded by wmu; nil while nobody waits) is closed after
+	// each write, for waitWritten.
+	written  atomic.Int64
+	progress chan struct{}
 
 	accept    chan *muxStream
 	done      chan struct{} // closed once the session is closed
@@ -295,6 +303,42 @@ func (s *muxSession) appendLocked(typ byte, flags uint16, id, length uint32, pay
 	var hdr [muxHeaderLen]byte
 	putHeader(hdr[:], typ, flags, id, length)
 	s.pending = append(append(s.pending, hdr[:]...), payload...)
+	s.queued += int64(muxHeaderLen + len(payload))
+}
+
+// queuedMark is how many bytes have been queued so far: once written
+// reaches it, everything queued before the call is on the wire.
+func (s *muxSession) queuedMark() int64 {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.queued
+}
+
+// waitWritten blocks until the writer has written mark bytes, the session
+// closes or the deadline passes.
+func (s *muxSession) waitWritten(mark int64, deadline time.Time) error {
+	for {
+		if s.written.Load() >= mark {
+			return nil
+		}
+		s.wmu.Lock()
+		if s.written.Load() >= mark {
+			s.wmu.Unlock()
+			return nil
+		}
+		if s.progress == nil {
+			s.progress = make(chan struct{})
+		}
+		progress := s.progress
+		s.wmu.Unlock()
+		closed, err := waitSignal(progress, s.done, deadline)
+		if closed {
+			return s.err()
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // unlockPending releases wmu and wakes the writer.
@@ -361,6 +405,13 @@ func (s *muxSession) writeLoop() {
 			s.closeWith(fmt.Errorf("nodewire: write: %w", err))
 			return
 		}
+		s.written.Add(int64(len(buf)))
+		s.wmu.Lock()
+		if s.progress != nil {
+			close(s.progress)
+			s.progress = nil
+		}
+		s.wmu.Unlock()
 		if cap(buf) <= 2*muxMaxPending {
 			s.wmu.Lock()
 			s.spare = buf[:0]

@@ -17,12 +17,20 @@ import (
 
 // ServerHandler is the Edge's side of the lifecycle; the registry implements
 // it. Calls for one connection are made in order: Register, then (if
-// accepted) Ready, then Closed exactly once, even when Register rejected.
+// accepted) Ready and, once its answer was written, Activate; then Closed
+// exactly once, even when Register rejected. After Activate, a duplicate
+// NodeReadyRequest from the node goes to Ready again (its answer is sent
+// back; Activate is not called again).
 type ServerHandler interface {
-	// Register decides on a registration. It must not block on I/O.
+	// Register decides on a registration. It must not block on I/O. The
+	// multiplexer of c starts only if it accepts.
 	Register(c *Conn, req *iop.RegisterRequest) *iop.RegisterResponse
-	// Ready answers a NodeReadyRequest from c.
+	// Ready answers a NodeReadyRequest from c without acting on it.
 	Ready(c *Conn, req *iop.NodeReadyRequest) *iop.NodeReadyResponse
+	// Activate makes c's node dispatch-ready: called only after a ready=true
+	// answer was written to it. If that write fails, Activate is not called
+	// and Closed follows, so nothing was ever dispatched to c.
+	Activate(c *Conn)
 	// Closed reports that c is gone, and why.
 	Closed(c *Conn, err error)
 }
@@ -39,9 +47,31 @@ type ServerConfig struct {
 	ReadyTimeout time.Duration
 	// MaxFrameSize bounds frame payloads. Zero means DefaultMaxFrameSize.
 	MaxFrameSize int
-	Handler      ServerHandler
-	Logger       *zap.Logger
+	// MaxPendingHandshakes bounds connections that have not finished their
+	// registration (TLS, preface, RegisterRequest, the answer); beyond it a
+	// new connection is closed at once, unread. At most
+	// maxPendingPerSource of them may come from one source address. Zero
+	// means DefaultMaxPendingHandshakes; negative means no bound.
+	MaxPendingHandshakes int
+	// MaxConns bounds node connections of any state; beyond it a new
+	// connection is closed at once. Zero means DefaultMaxConns; negative
+	// means no bound.
+	MaxConns int
+	Handler  ServerHandler
+	Logger   *zap.Logger
 }
+
+// Listener defaults.
+const (
+	DefaultMaxPendingHandshakes = 64
+	DefaultMaxConns             = 1024
+	// maxPendingPerSource bounds one source address's share of the pending
+	// handshakes, so one host cannot hold them all and lock real nodes out.
+	maxPendingPerSource = 8
+	// maxRegisterFrame bounds the one frame an unauthenticated peer may
+	// send: the RegisterRequest (id, token, version strings).
+	maxRegisterFrame = 8 << 10
+)
 
 // Server accepts Node connections.
 type Server struct {
@@ -52,9 +82,13 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex
-	ln    net.Listener          // guarded by mu
-	conns map[net.Conn]struct{} // guarded by mu: raw connections being served
+	mu      sync.Mutex
+	ln      net.Listener          // guarded by mu
+	conns   map[net.Conn]struct{} // guarded by mu: raw connections being served
+	pending int                   // guarded by mu: connections still in the registration
+	perSrc  map[string]int        // guarded by mu: pending connections by source address
+
+	failures *failureDelays // failed-credential delays by node id and source
 }
 
 // NewServer returns a server; Serve starts it.
@@ -68,11 +102,18 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.MaxFrameSize <= 0 {
 		cfg.MaxFrameSize = DefaultMaxFrameSize
 	}
+	if cfg.MaxPendingHandshakes == 0 {
+		cfg.MaxPendingHandshakes = DefaultMaxPendingHandshakes
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	return &Server{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
+		perSrc: map[string]int{}, failures: newFailureDelays()}
 }
 
 // Serve accepts connections on ln until Close. It returns nil after Close.
@@ -113,9 +154,16 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		delay = 0
-		if !s.track(raw) {
+		src := sourceOf(raw)
+		switch s.track(raw, src) {
+		case trackClosed:
 			_ = raw.Close()
 			return nil
+		case trackOverLimit:
+			// Closed unread: a flood of connections costs a descriptor
+			// for a moment, never a goroutine or a buffer.
+			_ = raw.Close()
+			continue
 		}
 		s.wg.Add(1)
 		// Owner: the Server. Stops when the connection ends; Close ends every
@@ -123,25 +171,62 @@ func (s *Server) Serve(ln net.Listener) error {
 		go func() {
 			defer s.wg.Done()
 			defer s.untrack(raw)
-			s.serveConn(raw)
+			s.serveConn(raw, src)
 		}()
 	}
 }
 
-func (s *Server) track(raw net.Conn) bool {
+type trackResult int
+
+const (
+	trackOK        trackResult = iota
+	trackClosed                // the server is closing
+	trackOverLimit             // MaxConns or a pending-handshake bound
+)
+
+// track registers a new connection as pending, within the bounds.
+func (s *Server) track(raw net.Conn, src string) trackResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ctx.Err() != nil {
-		return false
+		return trackClosed
+	}
+	if s.cfg.MaxConns > 0 && len(s.conns) >= s.cfg.MaxConns {
+		return trackOverLimit
+	}
+	if s.cfg.MaxPendingHandshakes > 0 && (s.pending >= s.cfg.MaxPendingHandshakes || s.perSrc[src] >= maxPendingPerSource) {
+		return trackOverLimit
 	}
 	s.conns[raw] = struct{}{}
-	return true
+	s.pending++
+	s.perSrc[src]++
+	return trackOK
+}
+
+// registered ends raw's pending state (once; done by serveConn).
+func (s *Server) registered(src string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending--
+	if s.perSrc[src]--; s.perSrc[src] <= 0 {
+		delete(s.perSrc, src)
+	}
 }
 
 func (s *Server) untrack(raw net.Conn) {
 	s.mu.Lock()
 	delete(s.conns, raw)
 	s.mu.Unlock()
+}
+
+// sourceOf is the peer's address without its port (the unit of the
+// per-source bounds); "" when unknown.
+func sourceOf(c net.Conn) string {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+	return host
 }
 
 // Close stops accepting, closes every connection and waits for their
@@ -162,20 +247,29 @@ func (s *Server) Close() error {
 
 // serveConn runs one connection: the handshake as straight-line code under
 // deadlines, then waits for the connection to end.
-func (s *Server) serveConn(raw net.Conn) {
+//
+// The peer is authenticated before anything is multiplexed: the preface and
+// one bounded RegisterRequest frame are read from the raw connection, the
+// answer is written to it, and only an accepted node gets a multiplexer.
+// Before that, the edge reads at most len(preface)+4+maxRegisterFrame bytes
+// from the peer.
+func (s *Server) serveConn(raw net.Conn, src string) {
 	log := s.log.With(zap.String("remote", raw.RemoteAddr().String()))
-	c, req, err := s.handshakeRegister(raw)
-	if err != nil {
-		if c != nil {
-			_ = c.Close()
-		} else {
-			_ = raw.Close()
+	pending := true
+	defer func() {
+		if pending {
+			s.registered(src)
 		}
+	}()
+	deadline := time.Now().Add(s.cfg.HandshakeTimeout)
+	raw, req, err := s.readRegister(raw, deadline)
+	if err != nil {
+		_ = raw.Close()
 		log.Info("node handshake failed", zap.Error(err))
 		return
 	}
 	log = log.With(zap.String("node_id", req.GetNodeId()))
-
+	c := newConn(raw, s.cfg.MaxFrameSize, s.log)
 	resp := s.cfg.Handler.Register(c, req)
 	ready := false
 	defer func() {
@@ -187,16 +281,31 @@ func (s *Server) serveConn(raw net.Conn) {
 		s.cfg.Handler.Closed(c, cause)
 	}()
 
-	deadline := time.Now().Add(s.cfg.HandshakeTimeout)
-	_ = c.ctrl.SetWriteDeadline(deadline)
-	// A rejection is the close cause even if its Send reports an error: the
+	failKey := req.GetNodeId() + "\x00" + src
+	if !resp.GetAccepted() {
+		switch resp.GetRejectCode() {
+		case iop.RejectCode_REJECT_CODE_CREDENTIALS, iop.RejectCode_REJECT_CODE_UNKNOWN_NODE:
+			// Slow down guessing, per node id and source: a third party
+			// elsewhere never delays the real node.
+			if d := s.failures.fail(failKey); d > 0 {
+				select {
+				case <-time.After(min(d, time.Until(deadline))):
+				case <-s.ctx.Done():
+				}
+			}
+		}
+	} else {
+		s.failures.forget(failKey)
+	}
+	_ = raw.SetWriteDeadline(deadline)
+	// A rejection is the close cause even if its write reports an error: the
 	// peer may hang up right after reading it.
-	serr := c.ctrl.Send(&iop.Envelope{Body: &iop.Envelope_RegisterResponse{RegisterResponse: resp}})
+	serr := WriteFrame(raw, &iop.Envelope{Body: &iop.Envelope_RegisterResponse{RegisterResponse: resp}}, s.cfg.MaxFrameSize)
 	if !resp.GetAccepted() {
 		err = &RejectedError{Code: resp.GetRejectCode(), Reason: resp.GetReason()}
 		log.Info("node registration rejected", zap.Stringer("code", resp.GetRejectCode()), zap.String("reason", resp.GetReason()))
 		if serr == nil {
-			c.lingerClose()
+			lingerRaw(raw)
 		}
 		return
 	}
@@ -204,10 +313,27 @@ func (s *Server) serveConn(raw net.Conn) {
 		log.Info("node handshake failed", zap.Error(err))
 		return
 	}
+	_ = raw.SetDeadline(time.Time{}) // the multiplexer's own deadlines take over
+	if err = c.startMux(false); err != nil {
+		return
+	}
+	s.registered(src)
+	pending = false
 
 	// Ready exchange: the Node applies its config first, so this waits up
-	// to ReadyTimeout.
-	_ = c.ctrl.SetReadDeadline(time.Now().Add(s.cfg.ReadyTimeout))
+	// to ReadyTimeout for its control stream and ready request.
+	readyBy := time.Now().Add(s.cfg.ReadyTimeout)
+	ctx, cancel := context.WithDeadline(s.ctx, readyBy)
+	ys, aerr := c.sess.Load().AcceptStreamWithContext(ctx)
+	cancel()
+	if aerr != nil {
+		err = fmt.Errorf("nodewire: waiting for the control stream: %w", aerr)
+		log.Info("node handshake failed", zap.Error(err))
+		return
+	}
+	c.ctrl = newStream(ys, c.maxFrame)
+	c.streamsAccept.Add(1)
+	_ = c.ctrl.SetReadDeadline(readyBy)
 	env, rerr := c.ctrl.Recv()
 	if rerr != nil {
 		err = fmt.Errorf("nodewire: waiting for ready: %w", rerr)
@@ -221,8 +347,8 @@ func (s *Server) serveConn(raw net.Conn) {
 		return
 	}
 	rresp := s.cfg.Handler.Ready(c, rreq)
-	_ = c.ctrl.SetWriteDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
-	serr = c.ctrl.Send(&iop.Envelope{Body: &iop.Envelope_NodeReadyResponse{NodeReadyResponse: rresp}})
+	// Written, not just queued, before the node is activated.
+	serr = c.ctrl.SendWritten(&iop.Envelope{Body: &iop.Envelope_NodeReadyResponse{NodeReadyResponse: rresp}}, time.Now().Add(s.cfg.HandshakeTimeout))
 	if !rresp.GetReady() { // the cause even if Send reports an error (above)
 		err = fmt.Errorf("%w: %s", ErrNotReady, rresp.GetReason())
 		if serr == nil {
@@ -231,63 +357,74 @@ func (s *Server) serveConn(raw net.Conn) {
 		return
 	}
 	if err = serr; err != nil {
+		// Nothing was activated: requests keep waiting for a node that
+		// heard its answer.
 		log.Info("node handshake failed", zap.Error(err))
 		return
 	}
+	// The answer is out: only now is the node dispatch-ready.
+	s.cfg.Handler.Activate(c)
 	ready = true
 	_ = c.ctrl.SetDeadline(time.Time{})
-	c.startHeartbeat(resp.GetConfig().GetHeartbeat())
+	c.startHeartbeat(resp.GetConfig().GetHeartbeat(), func(env *iop.Envelope) (*iop.Envelope, bool) {
+		// A duplicate ready from the ready owner is answered (ready=true),
+		// never treated as a violation.
+		if r := env.GetNodeReadyRequest(); r != nil {
+			return &iop.Envelope{Body: &iop.Envelope_NodeReadyResponse{NodeReadyResponse: s.cfg.Handler.Ready(c, r)}}, true
+		}
+		return nil, false
+	})
 	select {
 	case <-c.Done():
 	case <-s.ctx.Done():
 	}
 }
 
-// handshakeRegister performs TLS, the preface, the multiplexer start and
-// reads the RegisterRequest, all under HandshakeTimeout. It returns a Conn
-// whenever the multiplexer started, so the caller can close it.
-func (s *Server) handshakeRegister(raw net.Conn) (*Conn, *iop.RegisterRequest, error) {
-	deadline := time.Now().Add(s.cfg.HandshakeTimeout)
+// readRegister performs TLS and reads the preface and the RegisterRequest
+// from the raw connection, all before deadline, reading at most
+// len(preface)+4+maxRegisterFrame bytes. It returns the connection to use
+// (TLS-wrapped when configured).
+func (s *Server) readRegister(raw net.Conn, deadline time.Time) (net.Conn, *iop.RegisterRequest, error) {
 	_ = raw.SetDeadline(deadline)
 	if s.cfg.TLS != nil {
 		tc := tls.Server(raw, s.cfg.TLS)
 		if err := tc.HandshakeContext(s.ctx); err != nil {
-			return nil, nil, fmt.Errorf("nodewire: tls: %w", err)
+			return raw, nil, fmt.Errorf("nodewire: tls: %w", err)
 		}
 		raw = tc
 	}
 	var got [len(preface)]byte
 	if _, err := io.ReadFull(raw, got[:]); err != nil {
-		return nil, nil, fmt.Errorf("nodewire: read preface: %w", err)
+		return raw, nil, fmt.Errorf("nodewire: read preface: %w", err)
 	}
 	if got != preface {
-		return nil, nil, ErrBadPreface
+		return raw, nil, ErrBadPreface
 	}
-	_ = raw.SetDeadline(time.Time{}) // the multiplexer's own deadlines take over
-	sess := muxServer(raw)
-	ctx, cancel := context.WithDeadline(s.ctx, deadline)
-	defer cancel()
-	ys, err := sess.AcceptStreamWithContext(ctx)
+	env, err := ReadFrame(raw, maxRegisterFrame)
 	if err != nil {
-		_ = sess.Close()
-		return nil, nil, fmt.Errorf("nodewire: accept control stream: %w", err)
-	}
-	c := newConn(raw, sess, ys, s.cfg.MaxFrameSize, s.log)
-	_ = c.ctrl.SetReadDeadline(deadline)
-	env, err := c.ctrl.Recv()
-	if err != nil {
-		return c, nil, fmt.Errorf("nodewire: read register: %w", err)
+		return raw, nil, fmt.Errorf("nodewire: read register: %w", err)
 	}
 	req := env.GetRegisterRequest()
 	if req == nil {
-		return c, nil, fmt.Errorf("%w: want RegisterRequest, got %T", ErrProtocol, env.Body)
+		return raw, nil, fmt.Errorf("%w: want RegisterRequest, got %T", ErrProtocol, env.Body)
 	}
-	return c, req, nil
+	return raw, req, nil
+}
+
+// lingerRaw half-closes a connection after a final answer (a rejection)
+// and waits briefly for the peer to hang up, so the answer reaches it
+// before the socket closes. It reads (and drops) at most a few KiB.
+func lingerRaw(raw net.Conn) {
+	if cw, ok := raw.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = raw.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_, _ = io.CopyN(io.Discard, raw, maxRegisterFrame)
 }
 
 // lingerClose half-closes the control stream and waits briefly for the peer
-// to hang up, so a final answer (a rejection, ready=false) reaches it before
-// the socket closes.
+// to hang up, so a final answer (ready=false) reaches it before the socket
+// closes.
 func (c *Conn) lingerClose() {
 	_ = c.ctrl.CloseWrite()
 	_ = c.ctrl.SetReadDeadline(time.Now().Add(2 * time.Second))

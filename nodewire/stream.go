@@ -57,6 +57,19 @@ func (st *Stream) Send(env *iop.Envelope) error {
 	return st.flushLocked()
 }
 
+// SendWritten is Send that returns only once the frame has been written to
+// the connection (not merely queued for the writer), or fails by
+// deadline: for answers whose delivery the caller acts on (the ready
+// acknowledgement is sent before the node is activated).
+func (st *Stream) SendWritten(env *iop.Envelope, deadline time.Time) error {
+	_ = st.SetWriteDeadline(deadline)
+	if err := st.Send(env); err != nil {
+		return err
+	}
+	sess := st.s.sess
+	return sess.waitWritten(sess.queuedMark(), deadline)
+}
+
 // queueFlushAt is how much Queue buffers before it writes anyway.
 const queueFlushAt = 64 << 10
 
