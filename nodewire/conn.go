@@ -85,7 +85,13 @@ func (c *Conn) startMux(client bool) error {
 		c.errMu.Unlock()
 		return ErrClosed
 	}
-	sess := newMuxSession(c.raw, client)
+	var sess *muxSession
+	if client {
+		sess = muxClient(c.raw)
+	} else {
+		// The edge: a node opens only its control stream.
+		sess = newMuxSession(c.raw, false, 1)
+	}
 	c.sess.Store(sess)
 	c.errMu.Unlock()
 	c.wg.Add(1)

@@ -62,7 +62,27 @@ const (
 	muxMaxPending = 1 << 20
 	// muxAcceptBacklog is how many opened streams may wait for Accept;
 	// beyond it a new stream is reset.
-	muxAcceptBacklog = 4096
+	muxAcceptBacklog = 1024
+	// muxMaxBuffered bounds the bytes received and not yet read across all
+	// streams of a session (each stream is also bounded by its window):
+	// beyond it, the stream whose frame overflows is reset and the frame
+	// dropped, never buffered.
+	muxMaxBuffered = 128 << 20
+)
+
+
+// Bounds on a peer that does not read (variables only so tests can shrink
+// them).
+var (
+	// muxMaxControlPending bounds frames queued for a peer that does not
+	// read: control frames (window updates, resets) never wait, so a peer
+	// that floods opens and never reads would grow the queue forever;
+	// beyond this the session is closed.
+	muxMaxControlPending = 4 * muxMaxPending
+	// muxWriteTimeout bounds one write to the connection: a peer that stops
+	// reading is dropped (and, for a node, fenced) once the writer has been
+	// stuck this long.
+	muxWriteTimeout = 10 * time.Second
 )
 
 var (
@@ -79,11 +99,18 @@ var (
 type muxSession struct {
 	conn   net.Conn
 	client bool
+	// peerOpens bounds the streams the peer may open over the session's
+	// life (the edge lets a node open only its control stream); every
+	// later open is reset on arrival without buffering. Negative: no bound.
+	peerOpens int
+	// buffered counts received bytes not yet read, across all streams.
+	buffered atomic.Int64
 
 	mu       sync.Mutex
 	streams  map[uint32]*muxStream // guarded by mu: open streams by id
 	nextID   uint32                // guarded by mu: next id this side opens
 	maxPeer  uint32                // guarded by mu: highest id the peer opened
+	opened   int                   // guarded by mu: streams the peer opened
 	closeErr error                 // guarded by mu: why the session closed
 
 	wmu     sync.Mutex
@@ -105,10 +132,11 @@ type muxSession struct {
 	wg        sync.WaitGroup // reader and writer
 }
 
-func newMuxSession(conn net.Conn, client bool) *muxSession {
+func newMuxSession(conn net.Conn, client bool, peerOpens int) *muxSession {
 	s := &muxSession{
-		conn:    conn,
-		client:  client,
+		conn:      conn,
+		client:    client,
+		peerOpens: peerOpens,
 		streams: make(map[uint32]*muxStream),
 		nextID:  2,
 		wake:    make(chan struct{}, 1),
@@ -133,11 +161,13 @@ func newMuxSession(conn net.Conn, client bool) *muxSession {
 	return s
 }
 
-// muxClient starts the dialing side's session on conn.
-func muxClient(conn net.Conn) *muxSession { return newMuxSession(conn, true) }
+// muxClient starts the dialing side's session on conn: the edge opens any
+// number of streams to it.
+func muxClient(conn net.Conn) *muxSession { return newMuxSession(conn, true, -1) }
 
-// muxServer starts the accepting side's session on conn.
-func muxServer(conn net.Conn) *muxSession { return newMuxSession(conn, false) }
+// muxServer starts the accepting side's session on conn, accepting any
+// number of peer streams (the edge itself bounds them: Conn.startMux).
+func muxServer(conn net.Conn) *muxSession { return newMuxSession(conn, false, -1) }
 
 // OpenStream returns a new stream. Nothing is sent, and it has no id, until
 // its first write or close, which carries the SYN.
@@ -217,11 +247,19 @@ func (s *muxSession) closeWith(cause error) {
 	})
 }
 
-// forget drops a stream that is finished in both directions or reset.
+// forget drops a stream that is finished in both directions or reset. Its
+// unread bytes stop counting against the session's bound: they belong to
+// whoever still holds the stream, and go with it.
 func (s *muxSession) forget(id uint32) {
 	s.mu.Lock()
+	st := s.streams[id]
 	delete(s.streams, id)
 	s.mu.Unlock()
+	if st != nil {
+		st.mu.Lock()
+		st.uncountLocked()
+		st.mu.Unlock()
+	}
 }
 
 // putHeader encodes a frame header into b.
@@ -240,6 +278,13 @@ func putHeader(b []byte, typ byte, flags uint16, id, length uint32) {
 func (s *muxSession) enqueue(typ byte, flags uint16, id uint32, length uint32, payload []byte, wait bool, deadline time.Time) error {
 	if err := s.lockPending(wait, deadline); err != nil {
 		return err
+	}
+	if !wait && len(s.pending) >= muxMaxControlPending {
+		// The peer has not read for a long while and keeps making us
+		// answer: drop it rather than buffer without bound.
+		s.wmu.Unlock()
+		s.closeWith(fmt.Errorf("%w: peer does not read (%d bytes queued)", ErrProtocol, muxMaxControlPending))
+		return s.err()
 	}
 	s.appendLocked(typ, flags, id, length, payload)
 	s.unlockPending()
@@ -266,8 +311,20 @@ func (s *muxSession) announce(st *muxStream, flags uint16, payload []byte, wait 
 		s.wmu.Unlock()
 		return fmt.Errorf("nodewire: stream ids exhausted: %w", errSessionClosed)
 	}
+	// A stream reset before its first frame is never announced; one
+	// announced here is seen as announced by a Reset that follows (both
+	// under st.mu), which then resets it on the wire.
+	st.mu.Lock()
+	if err := st.err; err != nil {
+		st.mu.Unlock()
+		s.mu.Unlock()
+		s.wmu.Unlock()
+		return err
+	}
 	s.nextID += 2
 	st.id.Store(id)
+	st.synSent.Store(true)
+	st.mu.Unlock()
 	s.streams[id] = st
 	s.mu.Unlock()
 	s.appendLocked(muxTypeData, flags, id, uint32(len(payload)), payload)
@@ -401,6 +458,7 @@ func (s *muxSession) writeLoop() {
 		if len(buf) == 0 {
 			continue
 		}
+		_ = s.conn.SetWriteDeadline(time.Now().Add(muxWriteTimeout))
 		if _, err := s.conn.Write(buf); err != nil {
 			s.closeWith(fmt.Errorf("nodewire: write: %w", err))
 			return
@@ -507,6 +565,12 @@ func (s *muxSession) streamFor(flags uint16, id uint32) (st *muxStream, refused 
 	if s.closeErr != nil {
 		return nil, false, nil
 	}
+	if s.peerOpens >= 0 && s.opened >= s.peerOpens {
+		// A stream this side never accepts from this peer: reset on
+		// arrival, its payload dropped.
+		return nil, true, nil
+	}
+	s.opened++
 	st = newMuxStream(s, id)
 	st.synSent.Store(true) // the peer opened it: nothing to announce
 	select {

@@ -30,6 +30,9 @@ type muxStream struct {
 	err       error     // guarded by mu: reset or session failure; ends both directions
 	rdeadline time.Time // guarded by mu
 	wdeadline time.Time // guarded by mu
+	// uncounted is guarded by mu: the stream left the session table, so
+	// its unread bytes no longer count in sess.buffered.
+	uncounted bool
 
 	rnotify chan struct{} // capacity 1: data, FIN, failure or a new read deadline
 	wnotify chan struct{} // capacity 1: window credit, failure or a new write deadline
@@ -63,6 +66,9 @@ func (st *muxStream) Read(p []byte) (int, error) {
 		if st.roff < len(st.rbuf) {
 			n := copy(p, st.rbuf[st.roff:])
 			st.roff += n
+			if !st.uncounted {
+				st.sess.buffered.Add(-int64(n))
+			}
 			if st.roff == len(st.rbuf) {
 				// Drop the buffer once drained: a held stream keeps no
 				// memory while it waits.
@@ -147,6 +153,10 @@ func (st *muxStream) Write(p []byte) (int, error) {
 		st.sendWin -= uint32(n)
 		st.mu.Unlock()
 		if err := st.sendLocked(p[written:written+n], 0); err != nil {
+			// Nothing of it was queued: the credit is still ours.
+			st.mu.Lock()
+			st.sendWin += uint32(n)
+			st.mu.Unlock()
 			return written, err
 		}
 		written += n
@@ -166,9 +176,6 @@ func (st *muxStream) sendLocked(payload []byte, flags uint16) error {
 	var err error
 	if !st.synSent.Load() {
 		err = st.sess.announce(st, flags|flagSYN, payload, wait, deadline)
-		if err == nil {
-			st.synSent.Store(true)
-		}
 	} else {
 		err = st.sess.enqueue(muxTypeData, flags, st.id.Load(), uint32(len(payload)), payload, wait, deadline)
 	}
@@ -214,13 +221,37 @@ func (st *muxStream) Reset() {
 		return
 	}
 	st.err = errStreamReset
-	st.rbuf, st.roff = nil, 0
+	st.dropLocked()
+	// Read under mu: announce sets both under mu, so a stream is either
+	// never announced (its first write now fails) or reset on the wire.
+	announced, id := st.synSent.Load(), st.id.Load()
 	st.mu.Unlock()
 	notify(st.rnotify)
 	notify(st.wnotify)
-	st.sess.forget(st.id.Load())
-	if st.synSent.Load() {
-		_ = st.sess.enqueue(muxTypeData, flagRST, st.id.Load(), 0, nil, false, time.Time{})
+	if id != 0 {
+		st.sess.forget(id)
+	}
+	if announced {
+		_ = st.sess.enqueue(muxTypeData, flagRST, id, 0, nil, false, time.Time{})
+	}
+}
+
+// dropLocked discards unread data (st.mu held), returning its bytes to
+// the session's buffer bound.
+func (st *muxStream) dropLocked() {
+	st.uncountLocked()
+	st.rbuf, st.roff = nil, 0
+}
+
+// uncountLocked takes the stream's unread bytes out of the session's count
+// for good (st.mu held).
+func (st *muxStream) uncountLocked() {
+	if st.uncounted {
+		return
+	}
+	st.uncounted = true
+	if unread := len(st.rbuf) - st.roff; unread > 0 {
+		st.sess.buffered.Add(-int64(unread))
 	}
 }
 
@@ -232,7 +263,7 @@ func (st *muxStream) deliver(payload []byte, flags uint16) error {
 	if flags&flagRST != 0 {
 		if st.err == nil {
 			st.err = errStreamReset
-			st.rbuf, st.roff = nil, 0
+			st.dropLocked()
 		}
 		st.mu.Unlock()
 		notify(st.rnotify)
@@ -249,11 +280,24 @@ func (st *muxStream) deliver(payload []byte, flags uint16) error {
 		st.mu.Unlock()
 		return fmt.Errorf("%w: stream %d sent data after FIN", ErrProtocol, st.id.Load())
 	}
+	overflow := false
 	if st.err == nil && len(payload) > 0 {
-		if st.roff > 0 && st.roff == len(st.rbuf) {
-			st.rbuf, st.roff = st.rbuf[:0], 0
+		if st.sess.buffered.Add(int64(len(payload))) > muxMaxBuffered {
+			// The session holds too much unread data: this stream's
+			// frame is dropped and the stream reset, never buffered.
+			st.sess.buffered.Add(-int64(len(payload)))
+			overflow = true
+		} else {
+			if st.roff > 0 && st.roff == len(st.rbuf) {
+				st.rbuf, st.roff = st.rbuf[:0], 0
+			}
+			st.rbuf = append(st.rbuf, payload...)
 		}
-		st.rbuf = append(st.rbuf, payload...)
+	}
+	if overflow {
+		st.mu.Unlock()
+		st.Reset()
+		return nil
 	}
 	finished := false
 	if flags&flagFIN != 0 {
@@ -287,6 +331,8 @@ func (st *muxStream) fail(err error) {
 	if st.err == nil {
 		st.err = err
 	}
+	// Data received before the failure stays readable (the peer may have
+	// sent its last frame and hung up).
 	st.mu.Unlock()
 	notify(st.rnotify)
 	notify(st.wnotify)

@@ -1,0 +1,172 @@
+package nodewire
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+)
+
+// After registering, a node may open only its control stream: every other
+// stream it opens is reset on arrival and nothing of it is buffered, however
+// many it opens and however much it sends.
+func TestEdgeResetsNodeOpenedStreams(t *testing.T) {
+	h := newFakeHandler()
+	ts := startServer(t, h, ServerConfig{})
+	cc, sc := readyPair(t, ts, "n1")
+	payload := make([]byte, muxMaxData)
+	var refused int
+	for range 2000 {
+		st, err := cc.OpenStream(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = st.SetWriteDeadline(time.Now().Add(time.Second))
+		// The first frame rides with the open; the reset comes back.
+		if _, err := st.s.Write(payload); err != nil {
+			refused++
+		}
+		st.s.Reset()
+	}
+	sess := sc.sess.Load()
+	waitFor(t, "the edge to hold no node-opened stream", func() bool { return sess.NumStreams() <= 1 })
+	if b := sess.buffered.Load(); b != 0 {
+		t.Fatalf("the edge buffers %d bytes of streams it never accepts", b)
+	}
+	if cc.IsClosed() || sc.IsClosed() {
+		t.Fatalf("the session ended: %v / %v", cc.Err(), sc.Err())
+	}
+}
+
+// A send that fails after its window was debited gives the credit back:
+// the stream's window stays exact for the bytes that were queued.
+func TestWindowCreditedBackOnFailedSend(t *testing.T) {
+	c, s := tcpPair(t)
+	client := muxClient(c)
+	t.Cleanup(func() { _ = client.Close() })
+	_ = s // the peer never reads: its socket and then our queue fill up
+	payload := make([]byte, muxWindow)
+	var failed *muxStream
+	var queued int
+	for i := 0; i < 64 && failed == nil; i++ {
+		st, _ := client.OpenStream()
+		_ = st.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+		n, err := st.Write(payload)
+		if err != nil {
+			failed, queued = st, n
+		}
+	}
+	if failed == nil {
+		t.Fatal("no send ever failed against a peer that never reads")
+	}
+	failed.mu.Lock()
+	win := failed.sendWin
+	failed.mu.Unlock()
+	if int(win) != muxWindow-queued {
+		t.Fatalf("window %d after a failed send of which %d bytes were queued, want %d", win, queued, muxWindow-queued)
+	}
+}
+
+// A peer that opens streams the other side resets, and never reads the
+// resets, is dropped: once the queued control frames pass their bound, or
+// once the writer has been stuck past its write deadline, whichever comes
+// first.
+func TestControlQueueBounded(t *testing.T) {
+	oldPending, oldTimeout := muxMaxControlPending, muxWriteTimeout
+	muxMaxControlPending, muxWriteTimeout = 64<<10, 2*time.Second
+	t.Cleanup(func() { muxMaxControlPending, muxWriteTimeout = oldPending, oldTimeout })
+	c, s := tcpPair(t)
+	_ = s.(*net.TCPConn).SetWriteBuffer(4096)
+	// The edge side: a node may open one stream, so every other open is
+	// answered with a reset.
+	edge := newMuxSession(s, false, 1)
+	t.Cleanup(func() { _ = edge.Close() })
+	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	done := make(chan struct{})
+	// Owner: the test; ends when the edge closes the connection.
+	go func() {
+		defer close(done)
+		for id := uint32(1); ; id += 2 {
+			_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.Write(append(rawHeader(muxTypeData, flagSYN, id, 1), 'x')); err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-edge.CloseChan():
+	case <-time.After(20 * time.Second):
+		t.Fatal("a peer that never reads its resets was never dropped")
+	}
+	if err := edge.err(); !errors.Is(err, ErrProtocol) && !errors.Is(err, errTimeout) {
+		t.Fatalf("closed for %v", err)
+	}
+	t.Logf("dropped: %v", edge.err())
+	_ = c.Close()
+	<-done
+}
+
+// A stream reset before its first write is never announced: the write
+// fails and the peer sees no stream; done concurrently, every race ends
+// with both sides holding no stream.
+func TestResetBeforeFirstWrite(t *testing.T) {
+	client, server := muxPair(t)
+	st, _ := client.OpenStream()
+	st.Reset()
+	if _, err := st.Write([]byte("late")); err == nil {
+		t.Fatal("a write after Reset succeeded")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if got, err := server.AcceptStreamWithContext(ctx); err == nil {
+		t.Fatalf("the peer saw stream %d of a reset stream", got.StreamID())
+	}
+	// Racing Reset and the first Write.
+	var wg sync.WaitGroup
+	for range 200 {
+		st, _ := client.OpenStream()
+		wg.Add(2)
+		go func() { defer wg.Done(); _, _ = st.Write([]byte("x")) }()
+		go func() { defer wg.Done(); st.Reset() }()
+	}
+	wg.Wait()
+	// Owner: the test; ends when the server session closes at cleanup.
+	go func() {
+		for {
+			st, err := server.AcceptStreamWithContext(context.Background())
+			if err != nil {
+				return
+			}
+			st.Reset()
+		}
+	}()
+	waitFor(t, "both sides to drop every raced stream", func() bool {
+		return client.NumStreams() == 0 && server.NumStreams() == 0
+	})
+}
+
+// The session bounds what it buffers across streams nobody reads: beyond
+// the bound the overflowing stream is reset, not buffered.
+func TestSessionBufferBound(t *testing.T) {
+	client, server := muxPair(t)
+	payload := make([]byte, muxWindow)
+	streams := muxMaxBuffered/muxWindow + 8
+	for range streams {
+		st, err := client.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = st.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		_, _ = st.Write(payload)
+	}
+	waitFor(t, "the server to take every frame", func() bool {
+		return server.buffered.Load() >= muxMaxBuffered-muxWindow
+	})
+	time.Sleep(100 * time.Millisecond)
+	if b := server.buffered.Load(); b > muxMaxBuffered {
+		t.Fatalf("server buffers %d bytes, bound %d", b, muxMaxBuffered)
+	}
+}
