@@ -70,7 +70,6 @@ const (
 	muxMaxBuffered = 128 << 20
 )
 
-
 // Bounds on a peer that does not read (variables only so tests can shrink
 // them).
 var (
@@ -137,11 +136,11 @@ func newMuxSession(conn net.Conn, client bool, peerOpens int) *muxSession {
 		conn:      conn,
 		client:    client,
 		peerOpens: peerOpens,
-		streams: make(map[uint32]*muxStream),
-		nextID:  2,
-		wake:    make(chan struct{}, 1),
-		accept:  make(chan *muxStream, muxAcceptBacklog),
-		done:    make(chan struct{}),
+		streams:   make(map[uint32]*muxStream),
+		nextID:    2,
+		wake:      make(chan struct{}, 1),
+		accept:    make(chan *muxStream, muxAcceptBacklog),
+		done:      make(chan struct{}),
 	}
 	if client {
 		s.nextID = 1

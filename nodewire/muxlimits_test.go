@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
 )
 
 // After registering, a node may open only its control stream: every other
@@ -89,9 +88,16 @@ func TestControlQueueBounded(t *testing.T) {
 	// Owner: the test; ends when the edge closes the connection.
 	go func() {
 		defer close(done)
-		for id := uint32(1); ; id += 2 {
+		// Opens in batches, so that filling every socket buffer between
+		// the two ends takes little time.
+		for id := uint32(1); ; {
+			var batch []byte
+			for range 4096 {
+				batch = append(append(batch, rawHeader(muxTypeData, flagSYN, id, 1)...), 'x')
+				id += 2
+			}
 			_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-			if _, err := c.Write(append(rawHeader(muxTypeData, flagSYN, id, 1), 'x')); err != nil {
+			if _, err := c.Write(batch); err != nil {
 				return
 			}
 		}

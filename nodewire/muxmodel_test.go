@@ -195,4 +195,3 @@ func TestMuxModel(t *testing.T) {
 		m.finish(rt)
 	})
 }
-
