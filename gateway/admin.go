@@ -87,7 +87,11 @@ func (s *Server) nodeError(c *gin.Context, op string, err error) {
 		c.Abort()
 		return
 	}
-	s.log.Warn("admin node request failed", append(fields, zap.Error(err))...)
+	if code == dispatch.CodeNodeNotFound || code == dispatch.CodeNodeNotReady {
+		s.log.Info("admin node request refused", append(fields, zap.Error(err))...)
+	} else {
+		s.log.Warn("admin node request failed", append(fields, zap.Error(err))...)
+	}
 	switch code {
 	case dispatch.CodeNodeNotFound:
 		adminError(c, http.StatusNotFound, code, "No node with this id is configured.")

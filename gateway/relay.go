@@ -36,6 +36,9 @@ import (
 // (SDK telemetry: client OS, runtime and retry count, of no use to a
 // model server), X-Request-Id and traceparent (they travel as run
 // metadata) and X-IOP-Session-Id (the edge's own header).
+//
+// Names are in canonical form (http.CanonicalHeaderKey), as net/http keys
+// them.
 var forwardedRequestHeaders = [...]string{
 	// The body's media type: the upstream parses by it.
 	"Content-Type",
@@ -44,9 +47,10 @@ var forwardedRequestHeaders = [...]string{
 	// Identifies the client software in the upstream's logs; carries no
 	// credential.
 	"User-Agent",
-	// Opts into beta API behaviour (e.g. "assistants=v2"); without it a
-	// passthrough request would mean something else upstream.
-	"OpenAI-Beta",
+	// OpenAI-Beta: opts into beta API behaviour (e.g. "assistants=v2");
+	// without it a passthrough request would mean something else
+	// upstream.
+	"Openai-Beta",
 }
 
 func forwardHeaders(h http.Header) []*iop.Header {
