@@ -267,15 +267,23 @@ type cancelState struct {
 
 // cancel records reason (first wins) and cancels x.
 func (cs *cancelState) cancel(x canceller, reason string) {
-	cs.mu.Lock()
-	first := cs.reason == ""
-	if first {
-		cs.reason = reason
-	}
-	cs.mu.Unlock()
-	if first {
+	if cs.record(reason) {
 		x.Cancel(reason)
 	}
+}
+
+// record records reason (first wins) without cancelling anything yet, and
+// reports whether it was the first. The timeouts use it: the exchange's
+// Finish sends the CancelRequest after the client's answer, so that a node
+// that does not read its stream cannot hold that answer back.
+func (cs *cancelState) record(reason string) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.reason != "" {
+		return false
+	}
+	cs.reason = reason
+	return true
 }
 
 // get returns the recorded reason, or "".

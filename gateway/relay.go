@@ -276,7 +276,8 @@ func (t *tunnelExchange) head() bool {
 	c := t.c
 	first, err := t.ts.RecvBy(t.deadline)
 	if errors.Is(err, dispatch.ErrRecvTimeout) {
-		t.cs.cancel(t.ts, CancelTimeout)
+		// The CancelRequest goes out in Finish, after the answer.
+		t.cs.record(CancelTimeout)
 	}
 	if err == nil && t.cs.get() != "" {
 		// Cancelled: frames still in flight are not to be relayed.
@@ -462,7 +463,8 @@ func (t *tunnelExchange) writeHeld() dispatch.ReleaseReason {
 //go:noinline
 func (t *tunnelExchange) failed(err error) dispatch.ReleaseReason {
 	if errors.Is(err, dispatch.ErrRecvTimeout) {
-		t.cs.cancel(t.ts, CancelTimeout)
+		// The CancelRequest goes out in Finish, after the error event.
+		t.cs.record(CancelTimeout)
 		if t.cs.get() == CancelTimeout {
 			return t.idleTimedOut()
 		}
@@ -480,7 +482,7 @@ func (t *tunnelExchange) failed(err error) dispatch.ReleaseReason {
 }
 
 // idleTimedOut ends a started answer after the stream idle timeout (the
-// upstream is cancelled already): an SSE error event, a 502 for a held
+// upstream is cancelled right after, by Finish): an SSE error event, a 502 for a held
 // answer, an aborted connection for any other body. Never a clean end.
 func (t *tunnelExchange) idleTimedOut() dispatch.ReleaseReason {
 	reason := t.s.cancelled(t.in, CancelTimeout)

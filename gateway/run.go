@@ -119,7 +119,8 @@ func (r *runExchange) close() {
 
 // recv returns the next event: bounded by the response timeout until the
 // first delta, then by the stream idle timeout between two events. A
-// timeout cancels the run (reason timeout) and returns the error.
+// timeout records the cancellation (reason timeout; Finish sends it after
+// the client's answer) and returns the error.
 func (r *runExchange) recv() (*iop.RunEvent, error) {
 	deadline := r.deadline
 	if r.started {
@@ -130,7 +131,7 @@ func (r *runExchange) recv() (*iop.RunEvent, error) {
 	}
 	ev, err := r.rs.RecvBy(deadline)
 	if errors.Is(err, dispatch.ErrRecvTimeout) {
-		r.cs.cancel(r.rs, CancelTimeout)
+		r.cs.record(CancelTimeout)
 	}
 	if err == nil && r.cs.get() != "" {
 		// Cancelled: what still arrives (the node's CANCELLED terminal) is
