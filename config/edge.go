@@ -129,7 +129,7 @@ type NodeSpec struct {
 type ProviderSpec struct {
 	// Name is the AdapterConfig.name and the provider_id.
 	Name string `mapstructure:"name"`
-	// Type: openai_compat | vllm | ollama | cli | mock.
+	// Type: openai_compat | vllm | llamacpp | ollama | cli | mock.
 	Type string `mapstructure:"type"`
 	// Category: api | cli | local_inference. Default from Type.
 	Category  string `mapstructure:"category"`
@@ -223,7 +223,7 @@ type ModelProvider struct {
 
 // Provider types and categories.
 var (
-	ProviderTypes = []string{"openai_compat", "vllm", "ollama", "cli", "mock"}
+	ProviderTypes = []string{"openai_compat", "vllm", "llamacpp", "ollama", "cli", "mock"}
 	Categories    = []string{"api", "cli", "local_inference"}
 	ToolModes     = []string{"auto", "native", "text"}
 )
@@ -234,7 +234,7 @@ func DefaultCategory(typ string) string {
 	switch typ {
 	case "cli":
 		return "cli"
-	case "vllm", "ollama":
+	case "vllm", "llamacpp", "ollama":
 		return "local_inference"
 	default:
 		return "api"
@@ -436,7 +436,7 @@ func (pr *ProviderSpec) normalize(p *problems, where string) {
 		p.add("%s.timeout_sec must not be negative", where)
 	}
 	switch pr.Type {
-	case "openai_compat", "vllm", "ollama":
+	case "openai_compat", "vllm", "llamacpp", "ollama":
 		if pr.BaseURL == "" {
 			p.add("%s.base_url is required for type %s", where, pr.Type)
 		} else if u, err := url.Parse(pr.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -240,4 +241,15 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// NodeTransport returns the transport counters of node id's ready
+// connection (for tests and diagnostics; never part of the status
+// document), or false when the node is not ready.
+func (d *Dispatcher) NodeTransport(id string) (nodewire.Stats, bool) {
+	c, err := d.nodeConn(id)
+	if err != nil {
+		return nodewire.Stats{}, false
+	}
+	return c.Stats(), true
 }

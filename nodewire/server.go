@@ -86,19 +86,31 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.mu.Unlock()
 	var delay time.Duration
+	var lastLog time.Time
 	for {
 		raw, err := ln.Accept()
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("nodewire: accept: %w", err)
 			}
-			return fmt.Errorf("nodewire: accept: %w", err)
+			// Anything else — out of descriptors (EMFILE, ENFILE), a
+			// connection aborted before it was accepted, a timeout — is
+			// a condition of the moment: back off and keep accepting, as
+			// net/http does. A listener never dies of load.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			if time.Since(lastLog) >= 5*time.Second {
+				lastLog = time.Now()
+				s.log.Warn("node listener: accept failed; retrying", zap.Error(err), zap.Duration("backoff", delay))
+			}
+			select {
+			case <-time.After(delay):
+			case <-s.ctx.Done():
+				return nil
+			}
+			continue
 		}
 		delay = 0
 		if !s.track(raw) {

@@ -94,12 +94,13 @@ models:
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
+	gone := make(chan struct{})
 	// Owner: the test. Stops when the child exits (SIGTERM below, or the
 	// cleanup's kill).
-	go func() { exited <- cmd.Wait() }()
+	go func() { exited <- cmd.Wait(); close(gone) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-exited
+		<-gone
 	})
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	deadline := time.Now().Add(15 * time.Second)

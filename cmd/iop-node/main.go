@@ -20,10 +20,7 @@ import (
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/nodeagent"
 	"github.com/iop-gateway/iop/nodeagent/adapter"
-	"github.com/iop-gateway/iop/nodeagent/cli"
-	"github.com/iop-gateway/iop/nodeagent/mock"
-	"github.com/iop-gateway/iop/nodeagent/ollama"
-	"github.com/iop-gateway/iop/nodeagent/openaicompat"
+	"github.com/iop-gateway/iop/nodeagent/adapters"
 	"github.com/iop-gateway/iop/nodewire"
 	"github.com/iop-gateway/iop/tracing"
 )
@@ -60,13 +57,7 @@ func run() int {
 			return 1
 		}
 	}
-	agent := nodeagent.NewAgent(map[string]adapter.Factory{
-		"openai_compat": openaicompat.New,
-		"vllm":          openaicompat.NewVLLM,
-		"ollama":        ollama.New,
-		"cli":           cli.New,
-		"mock":          mock.New,
-	}, adapter.Env{StoreDir: cfg.StoreDir, WorkspaceRoot: cfg.WorkspaceRoot, Logger: log})
+	agent := nodeagent.NewAgent(adapters.Factories(), adapter.Env{StoreDir: cfg.StoreDir, WorkspaceRoot: cfg.WorkspaceRoot, Logger: log})
 	defer agent.Close()
 	tp, shutdownTracing, err := tracing.Setup(context.Background(), cfg.Tracing, "iop-node")
 	if err != nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
-	"golang.org/x/net/netutil"
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/dispatch"
@@ -120,7 +119,7 @@ func New(cfg *config.Edge, opts Options) (*Edge, error) {
 	if n := cfg.Listen.MaxHTTPConns; n > 0 {
 		// Beyond the cap, connections wait in the kernel's accept backlog
 		// instead of costing descriptors and goroutines here.
-		httpLn = netutil.LimitListener(httpLn, n)
+		httpLn = newLimitListener(httpLn, n)
 	}
 
 	bus := dispatch.NewChanBus(opts.BusSize)

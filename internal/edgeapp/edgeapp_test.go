@@ -94,3 +94,34 @@ func TestBindFailure(t *testing.T) {
 }
 
 func newReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
+
+// The connection cap keeps CloseWrite on accepted TCP connections (net/http
+// needs it to half-close before closing after an early answer), and frees
+// a slot exactly once per connection however often it is closed.
+func TestLimitListenerKeepsCloseWrite(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := newLimitListener(inner, 1)
+	defer ln.Close()
+	for range 3 { // a slot freed by each close lets the next one in
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := sc.(interface{ CloseWrite() error }); !ok {
+			t.Fatalf("%T hides CloseWrite", sc)
+		}
+		_ = sc.Close()
+		_ = sc.Close()
+		_ = c.Close()
+	}
+	if got := len(ln.(*limitListener).sem); got != 0 {
+		t.Fatalf("%d slots held after every connection closed", got)
+	}
+}

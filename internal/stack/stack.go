@@ -22,23 +22,12 @@ import (
 	"github.com/iop-gateway/iop/internal/edgeapp"
 	"github.com/iop-gateway/iop/nodeagent"
 	"github.com/iop-gateway/iop/nodeagent/adapter"
-	"github.com/iop-gateway/iop/nodeagent/cli"
-	"github.com/iop-gateway/iop/nodeagent/mock"
-	"github.com/iop-gateway/iop/nodeagent/ollama"
-	"github.com/iop-gateway/iop/nodeagent/openaicompat"
+	"github.com/iop-gateway/iop/nodeagent/adapters"
 	"github.com/iop-gateway/iop/nodewire"
 )
 
 // Factories are the adapter factories iop-node registers.
-func Factories() map[string]adapter.Factory {
-	return map[string]adapter.Factory{
-		"openai_compat": openaicompat.New,
-		"vllm":          openaicompat.NewVLLM,
-		"ollama":        ollama.New,
-		"cli":           cli.New,
-		"mock":          mock.New,
-	}
-}
+func Factories() map[string]adapter.Factory { return adapters.Factories() }
 
 // Edge is a running edge, wired exactly as iop-edge wires it (edgeapp).
 type Edge struct {

@@ -1,0 +1,26 @@
+// Package adapters is the one registry of the adapter types a node can run:
+// iop-node and every test stack build their agent from Factories, so adding
+// an adapter is one package and one line here.
+package adapters
+
+import (
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+	"github.com/iop-gateway/iop/nodeagent/cli"
+	"github.com/iop-gateway/iop/nodeagent/llamacpp"
+	"github.com/iop-gateway/iop/nodeagent/mock"
+	"github.com/iop-gateway/iop/nodeagent/ollama"
+	"github.com/iop-gateway/iop/nodeagent/openaicompat"
+)
+
+// Factories returns the factory of every adapter type, by the type name
+// providers use in the edge config (nodes[].providers[].type).
+func Factories() map[string]adapter.Factory {
+	return map[string]adapter.Factory{
+		"openai_compat": openaicompat.New,
+		"vllm":          openaicompat.NewVLLM,
+		"ollama":        ollama.New,
+		"cli":           cli.New,
+		"llamacpp":      llamacpp.New,
+		"mock":          mock.New,
+	}
+}
