@@ -129,7 +129,7 @@ func (d *deadlineWriter) Flush() error {
 // frame written and flushed the moment it arrives (a whole, non-streamed
 // answer is held until its END, see head). It releases the lease.
 //
-// A held stream parks its handler goroutine here, in ts.Recv, under
+// A held stream parks its handler goroutine here, in ts.RecvBy, under
 // net/http, gin and the middlewares, for as long as the stream lasts. So
 // this frame (and those above it) is kept small: the setup, the first
 // frame and each later frame are handled in separate calls, and the
