@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -15,14 +16,46 @@ import (
 // ErrStreamEnded is returned by Recv after the terminal event or frame.
 var ErrStreamEnded = errors.New("dispatch: stream ended")
 
+// ErrRecvTimeout is returned by RecvBy when its deadline passed before the
+// next event or frame arrived. The exchange is still open: the caller
+// decides (cancel, answer the client) without waiting for the node.
+var ErrRecvTimeout = errors.New("dispatch: no answer from the node before the deadline")
+
+// cancelSendTimeout bounds sending a CancelRequest: a node that does not
+// read its stream must not hold the canceller.
+const cancelSendTimeout = time.Second
+
 // exchange is one Edge-opened stream carrying a run or a tunnel.
+//
+// Read deadlines are how the edge stops waiting on a node that does not
+// answer: Recv sets the caller's deadline, Cancel moves it to now (the
+// pending Recv returns at once, whatever the node does) and Drain sets its
+// grace. They are set under mu so that a later one never loses to an
+// earlier one: after Cancel no Recv extends the deadline, and once Drain
+// owns it nothing moves it but a failed cancel.
 type exchange struct {
-	st     *nodewire.Stream
-	runID  string
-	mu     sync.Mutex
-	done   bool // guarded by mu: terminal seen, cancelled or closed
-	cancel bool // guarded by mu: a CancelRequest was sent
+	st    *nodewire.Stream
+	runID string
+	mu    sync.Mutex
+	// done is guarded by mu: terminal seen, drained or closed.
+	done bool
+	// cancel is guarded by mu: Cancel ran (a CancelRequest was or is being
+	// sent).
+	cancel bool
+	// cancelFailed is guarded by mu: the CancelRequest could not be sent,
+	// so no terminal message will answer it.
+	cancelFailed bool
+	// draining is guarded by mu: Drain owns the read deadline.
+	draining bool
+	// closed is guarded by mu: Close ran.
+	closed bool
+	// rdl is guarded by mu: the read deadline recv last set.
+	rdl time.Time
 }
+
+// maxRecvSlack bounds how much later than asked a recv deadline may pass
+// (see setRecvDeadlineLocked).
+const maxRecvSlack = 250 * time.Millisecond
 
 func (d *Dispatcher) openExchange(ctx context.Context, l *Lease, runID string, first *iop.Envelope) (*exchange, error) {
 	d.mu.Lock()
@@ -38,20 +71,55 @@ func (d *Dispatcher) openExchange(ctx context.Context, l *Lease, runID string, f
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNodeLost, err)
 	}
-	if err := st.Send(first); err != nil {
+	// A request body larger than the stream window waits for the node to
+	// grant credit; a node that never reads would hold it forever. The
+	// send is bounded by ctx: its deadline (the caller's response timeout)
+	// and its cancellation (the client went away).
+	if dl, ok := ctx.Deadline(); ok {
+		_ = st.SetWriteDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = st.SetWriteDeadline(time.Now()) })
+	err = st.Send(first)
+	stop()
+	if err != nil {
 		st.Abort()
 		if errors.Is(err, nodewire.ErrEncode) {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 		}
+		if cerr := ctxErr(ctx, err); cerr != nil {
+			return nil, fmt.Errorf("dispatch: send request: %w", cerr)
+		}
 		return nil, fmt.Errorf("%w: send request: %w", ErrNodeLost, err)
 	}
+	// Cancel sets its own write deadline; this one must not cut it short.
+	_ = st.SetWriteDeadline(time.Time{})
 	// The Edge sends nothing more than an optional CancelRequest, so the
 	// write side stays open for it; the Node closes its side after the
 	// terminal message.
 	return &exchange{st: st, runID: runID}, nil
 }
 
-func (x *exchange) recv() (*iop.Envelope, error) {
+// ctxErr is ctx's error when err is (or was caused by) ctx ending: the
+// stream deadline taken from ctx can pass a moment before ctx's own timer
+// marks it done.
+func ctxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if dl, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// recv reads the next envelope, waiting until deadline at most (zero: no
+// bound).
+func (x *exchange) recv(deadline time.Time) (*iop.Envelope, error) {
+	x.mu.Lock()
+	if !x.cancel && !x.draining {
+		x.setRecvDeadlineLocked(deadline)
+	}
+	x.mu.Unlock()
 	env, err := x.st.Recv()
 	if err != nil {
 		x.mu.Lock()
@@ -63,17 +131,42 @@ func (x *exchange) recv() (*iop.Envelope, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%w: stream closed before its terminal message", ErrNodeLost)
 		}
+		if !deadline.IsZero() && (errors.Is(err, os.ErrDeadlineExceeded) || !time.Now().Before(deadline)) {
+			return nil, ErrRecvTimeout
+		}
 		return nil, fmt.Errorf("%w: %w", ErrNodeLost, err)
 	}
 	return env, nil
 }
 
+// setRecvDeadlineLocked makes deadline the stream's read deadline, or a
+// moment later: a deadline that moves with every frame (an idle timeout)
+// is pushed a sixteenth of its window further (at most maxRecvSlack), so
+// that a fast stream moves it (a lock, a wake-up of the reader) a few
+// times a second instead of once per frame. x.mu must be held.
+func (x *exchange) setRecvDeadlineLocked(deadline time.Time) {
+	if deadline.IsZero() {
+		if !x.rdl.IsZero() {
+			x.rdl = time.Time{}
+			_ = x.st.SetReadDeadline(time.Time{})
+		}
+		return
+	}
+	slack := max(min(time.Until(deadline)/16, maxRecvSlack), 0)
+	if x.rdl.IsZero() || x.rdl.Before(deadline) || x.rdl.After(deadline.Add(slack)) {
+		x.rdl = deadline.Add(slack)
+		_ = x.st.SetReadDeadline(x.rdl)
+	}
+}
+
 // Cancel sends CancelRequest(CANCEL_RUN) for the exchange's run. reason is
-// one of client_disconnect, timeout, write_error, admin. The stream stays
-// readable so the caller can Drain the Node's terminal message (which
-// arrives once the Node has stopped the run and freed its slot) before it
-// releases the lease. Safe to call more than once and after completion
-// (then a no-op), and concurrently with Recv.
+// one of client_disconnect, timeout, write_error, admin. A Recv pending in
+// another goroutine returns at once (context.Canceled): the caller ends
+// its request now, not when the node answers. The stream stays readable
+// so that Drain can wait (bounded) for the Node's terminal message, which
+// arrives once the Node has stopped the run and freed its slot. Safe to
+// call more than once and after completion (then a no-op), and
+// concurrently with Recv.
 func (x *exchange) Cancel(reason string) {
 	x.mu.Lock()
 	if x.done || x.cancel {
@@ -81,13 +174,23 @@ func (x *exchange) Cancel(reason string) {
 		return
 	}
 	x.cancel = true
-	x.mu.Unlock()
-	_ = x.st.SetWriteDeadline(time.Now().Add(time.Second))
-	if err := x.st.Send(&iop.Envelope{Body: &iop.Envelope_CancelRequest{CancelRequest: &iop.CancelRequest{
-		Kind: iop.CancelKind_CANCEL_KIND_CANCEL_RUN, RunId: x.runID, Reason: reason,
-	}}}); err != nil {
-		// The stream is unusable; unblock any reader.
+	if !x.draining {
 		_ = x.st.SetReadDeadline(time.Now())
+	}
+	x.mu.Unlock()
+	_ = x.st.SetWriteDeadline(time.Now().Add(cancelSendTimeout))
+	err := x.st.Send(&iop.Envelope{Body: &iop.Envelope_CancelRequest{CancelRequest: &iop.CancelRequest{
+		Kind: iop.CancelKind_CANCEL_KIND_CANCEL_RUN, RunId: x.runID, Reason: reason,
+	}}})
+	if err != nil {
+		// No terminal will answer a cancel the node never got: a drain
+		// need not wait for one.
+		x.mu.Lock()
+		x.cancelFailed = true
+		if x.draining {
+			_ = x.st.SetReadDeadline(time.Now())
+		}
+		x.mu.Unlock()
 	}
 }
 
@@ -96,34 +199,36 @@ func (x *exchange) Cancel(reason string) {
 // the lease is released only once the Node has let go of the run.
 func (x *exchange) Drain(timeout time.Duration, terminal func(*iop.Envelope) bool) {
 	x.mu.Lock()
-	done := x.done
-	x.mu.Unlock()
-	if done {
+	if x.done {
+		x.mu.Unlock()
 		return
 	}
+	x.draining = true
+	failed := x.cancelFailed
 	_ = x.st.SetReadDeadline(time.Now().Add(timeout))
-	for {
+	x.mu.Unlock()
+	for !failed {
 		env, err := x.st.Recv()
 		if err != nil || terminal(env) {
 			break
 		}
 	}
 	x.markDone()
-	_ = x.st.CloseWrite()
 }
 
-// Close releases the stream after the terminal message, or aborts it
-// (without a CancelRequest) before. Idempotent.
+// Close releases the stream. After the terminal message as before it, it
+// aborts the stream: half-close, discard what the node still sends, reset
+// after a short linger. A node that never half-closes its side of a
+// finished exchange therefore holds no stream (nor its buffers) on the
+// edge. Idempotent.
 func (x *exchange) Close() {
 	x.mu.Lock()
-	wasDone := x.done
-	x.done = true
+	closed := x.closed
+	x.closed, x.done = true, true
 	x.mu.Unlock()
-	if !wasDone {
+	if !closed {
 		x.st.Abort()
-		return
 	}
-	_ = x.st.CloseWrite()
 }
 
 func (x *exchange) markDone() {
@@ -169,6 +274,7 @@ func tunnelTerminal(f *iop.ProviderTunnelFrame) bool {
 }
 
 // OpenRun sends req on the lease's node and returns its event stream.
+// Sending is bounded by ctx (see OpenTunnel).
 func (l *Lease) OpenRun(ctx context.Context, req *iop.RunRequest) (*RunStream, error) {
 	req.Adapter, req.Target = l.ProviderID, l.Target
 	x, err := l.d.openExchange(ctx, l, req.GetRunId(), &iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: req}})
@@ -179,6 +285,9 @@ func (l *Lease) OpenRun(ctx context.Context, req *iop.RunRequest) (*RunStream, e
 }
 
 // OpenTunnel sends req on the lease's node and returns its frame stream.
+// Sending is bounded by ctx: when ctx ends first (its deadline, or a
+// cancellation) the stream is aborted and the error wraps ctx's error
+// (context.DeadlineExceeded or context.Canceled) instead of ErrNodeLost.
 func (l *Lease) OpenTunnel(ctx context.Context, req *iop.ProviderTunnelRequest) (*TunnelStream, error) {
 	req.Adapter, req.Target = l.ProviderID, l.Target
 	x, err := l.d.openExchange(ctx, l, req.GetRunId(), &iop.Envelope{Body: &iop.Envelope_ProviderTunnelRequest{ProviderTunnelRequest: req}})
@@ -188,10 +297,16 @@ func (l *Lease) OpenTunnel(ctx context.Context, req *iop.ProviderTunnelRequest) 
 	return &TunnelStream{x: x, unwrap: tunnelFrame, terminal: tunnelTerminal}, nil
 }
 
-// Recv returns the next event or frame. After the terminal one (run:
+// Recv returns the next event or frame, waiting as long as it takes. See
+// RecvBy.
+func (s *Stream[T]) Recv() (T, error) { return s.RecvBy(time.Time{}) }
+
+// RecvBy returns the next event or frame, or ErrRecvTimeout once deadline
+// (zero: none) has passed without one. After the terminal one (run:
 // complete, error, cancelled; tunnel: END or ERROR) it returns
-// ErrStreamEnded. A lost node yields ErrNodeLost.
-func (s *Stream[T]) Recv() (T, error) {
+// ErrStreamEnded. A lost node yields ErrNodeLost; after Cancel, a failed
+// read is context.Canceled.
+func (s *Stream[T]) RecvBy(deadline time.Time) (T, error) {
 	var zero T
 	s.x.mu.Lock()
 	done := s.x.done
@@ -199,7 +314,7 @@ func (s *Stream[T]) Recv() (T, error) {
 	if done {
 		return zero, ErrStreamEnded
 	}
-	env, err := s.x.recv()
+	env, err := s.x.recv(deadline)
 	if err != nil {
 		return zero, err
 	}
@@ -213,7 +328,8 @@ func (s *Stream[T]) Recv() (T, error) {
 	return v, nil
 }
 
-// Cancel aborts the exchange upstream (CancelRequest CANCEL_RUN).
+// Cancel aborts the exchange upstream (CancelRequest CANCEL_RUN); a
+// pending Recv returns at once.
 func (s *Stream[T]) Cancel(reason string) { s.x.Cancel(reason) }
 
 // Drain waits (bounded) for the terminal message after a Cancel.
@@ -227,8 +343,42 @@ func (s *Stream[T]) Drain(timeout time.Duration) {
 // Close frees the stream. Idempotent.
 func (s *Stream[T]) Close() { s.x.Close() }
 
+// Finish ends the exchange and releases its lease l with reason.
+// cancelled is why the caller cancelled the exchange ("" if it did not).
+//
+// An exchange cancelled before its terminal message is drained first, for
+// grace at most, so that the lease goes back only once the Node has
+// stopped the run and freed its own capacity slot (the next waiter handed
+// that slot would otherwise be refused by the Node's gate). That drain runs
+// in the background: the caller (an HTTP handler that has written its
+// answer) returns at once, and a Node that never answers costs the lease
+// grace, no more. Otherwise the stream is closed and the lease released
+// before Finish returns.
+func (s *Stream[T]) Finish(l *Lease, reason ReleaseReason, cancelled string, grace time.Duration) {
+	x := s.x
+	x.mu.Lock()
+	pending := cancelled != "" && !x.done
+	x.mu.Unlock()
+	if !pending {
+		x.Close()
+		l.Release(reason)
+		return
+	}
+	// Owner: the lease's holder hands the lease to this goroutine. Stops
+	// after grace at the latest: Drain's read deadline bounds it, Cancel's
+	// send is bounded by cancelSendTimeout.
+	go func() {
+		// Usually a no-op: whoever recorded the cancellation sent it. It
+		// covers the moment between recording and sending.
+		x.Cancel(cancelled)
+		s.Drain(grace)
+		x.Close()
+		l.Release(reason)
+	}()
+}
+
 // request performs a one-shot exchange with a ready node: send req, read
-// one response envelope.
+// one response envelope, both bounded by ctx.
 func (d *Dispatcher) request(ctx context.Context, nodeID string, req *iop.Envelope) (*iop.Envelope, error) {
 	conn, err := d.nodeConn(nodeID)
 	if err != nil {
@@ -245,16 +395,57 @@ func (d *Dispatcher) request(ctx context.Context, nodeID string, req *iop.Envelo
 	stop := context.AfterFunc(ctx, func() { _ = st.SetDeadline(time.Now()) })
 	defer stop()
 	if err := st.Send(req); err != nil {
+		if cerr := ctxErr(ctx, err); cerr != nil {
+			return nil, fmt.Errorf("dispatch: send to node: %w", cerr)
+		}
 		return nil, fmt.Errorf("%w: %w", ErrNodeLost, err)
 	}
 	env, err := st.Recv()
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		if cerr := ctxErr(ctx, err); cerr != nil {
+			return nil, fmt.Errorf("dispatch: wait for node: %w", cerr)
 		}
 		return nil, fmt.Errorf("%w: %w", ErrNodeLost, err)
 	}
 	return env, nil
+}
+
+// Error codes for a failed node operation (NodeErrorCode). They are what
+// the admin API shows: fixed words, never transport text, addresses or OS
+// errors.
+const (
+	CodeNodeNotFound = "node_not_found"
+	CodeNodeNotReady = "node_not_ready"
+	CodeNodeLost     = "node_lost"
+	CodeTimeout      = "timeout"
+	CodeCancelled    = "cancelled"
+	CodeProtocol     = "protocol_error"
+	CodeNodeError    = "node_error"
+)
+
+// NodeErrorCode classifies an error of NodeCommand, RefreshNode,
+// TerminateSession or a stream as one of the Code* constants, for answers
+// that must not carry the error's own text (which can name addresses,
+// ports and OS errors).
+func NodeErrorCode(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrUnknownNode):
+		return CodeNodeNotFound
+	case errors.Is(err, ErrNodeNotReady):
+		return CodeNodeNotReady
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrRecvTimeout):
+		return CodeTimeout
+	case errors.Is(err, context.Canceled):
+		return CodeCancelled
+	case errors.Is(err, nodewire.ErrProtocol):
+		return CodeProtocol
+	case errors.Is(err, ErrNodeLost), errors.Is(err, nodewire.ErrClosed):
+		return CodeNodeLost
+	default:
+		return CodeNodeError
+	}
 }
 
 // NodeCommand runs a query command (usage, capabilities, sessions,
@@ -288,7 +479,7 @@ func (d *Dispatcher) TerminateSession(ctx context.Context, sessionID string) (in
 	for _, c := range conns {
 		st, err := c.OpenStream(ctx)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("%w: %w", ErrNodeLost, err))
 			continue
 		}
 		_ = st.SetWriteDeadline(time.Now().Add(5 * time.Second))
@@ -297,7 +488,7 @@ func (d *Dispatcher) TerminateSession(ctx context.Context, sessionID string) (in
 		}}})
 		st.Abort()
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("%w: %w", ErrNodeLost, err))
 			continue
 		}
 		reached++

@@ -3,12 +3,13 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.uber.org/zap"
 
 	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/gateway/openaiapi"
@@ -20,7 +21,8 @@ const adminTimeout = 15 * time.Second
 // ReloadReport is the answer of POST /admin/reload.
 type ReloadReport struct {
 	// Nodes maps each affected ready node to its refresh result: applied,
-	// restart_required, failed, or "error: …" when it could not be reached.
+	// restart_required, failed, or "error: <code>" when it could not be
+	// reached (the answer shows only the code: see refreshShown).
 	Nodes map[string]string `json:"nodes"`
 }
 
@@ -42,17 +44,67 @@ func (s *Server) adminReload(c *gin.Context) {
 		adminError(c, http.StatusBadRequest, "invalid_config", err.Error())
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "reloaded", "nodes": rep.Nodes})
+	nodes := make(map[string]string, len(rep.Nodes))
+	for id, result := range rep.Nodes {
+		nodes[id] = refreshShown(result)
+		if nodes[id] != result {
+			s.log.Warn("config refresh failed", zap.String("request_id", info(c).requestID), zap.String("node_id", id), zap.String("result", result))
+		}
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "reloaded", "nodes": nodes})
 }
 
-func (s *Server) nodeError(c *gin.Context, err error) {
-	switch {
-	case errors.Is(err, dispatch.ErrUnknownNode):
-		adminError(c, http.StatusNotFound, "node_not_found", err.Error())
-	case errors.Is(err, dispatch.ErrNodeNotReady):
-		adminError(c, http.StatusConflict, "node_not_ready", err.Error())
+// refreshShown is a node's refresh result as /admin/reload shows it:
+// applied, restart_required, failed, or "error: <code>" with a code of
+// dispatch.NodeErrorCode. Any other text (a transport error's, which can
+// name addresses, ports and OS errors) becomes "error: node_error"; the
+// caller logs it.
+func refreshShown(result string) string {
+	switch result {
+	case "applied", "restart_required", "failed":
+		return result
+	}
+	if code, ok := strings.CutPrefix(result, "error: "); ok && nodeErrorCodes[code] {
+		return result
+	}
+	return "error: " + dispatch.CodeNodeError
+}
+
+var nodeErrorCodes = map[string]bool{
+	dispatch.CodeNodeNotFound: true, dispatch.CodeNodeNotReady: true, dispatch.CodeNodeLost: true,
+	dispatch.CodeTimeout: true, dispatch.CodeCancelled: true, dispatch.CodeProtocol: true, dispatch.CodeNodeError: true,
+}
+
+// nodeError answers a failed node round trip with a code and a fixed
+// message; the error itself (transport text, addresses) is only logged.
+func (s *Server) nodeError(c *gin.Context, op string, err error) {
+	code := dispatch.NodeErrorCode(err)
+	fields := []zap.Field{zap.String("request_id", info(c).requestID), zap.String("node_id", c.Param("id")),
+		zap.String("op", op), zap.String("code", code)}
+	if code == dispatch.CodeCancelled {
+		// The admin client went away: nothing to answer, nothing wrong.
+		s.log.Debug("admin node request abandoned", fields...)
+		c.Abort()
+		return
+	}
+	if code == dispatch.CodeNodeNotFound || code == dispatch.CodeNodeNotReady {
+		s.log.Info("admin node request refused", append(fields, zap.Error(err))...)
+	} else {
+		s.log.Warn("admin node request failed", append(fields, zap.Error(err))...)
+	}
+	switch code {
+	case dispatch.CodeNodeNotFound:
+		adminError(c, http.StatusNotFound, code, "No node with this id is configured.")
+	case dispatch.CodeNodeNotReady:
+		adminError(c, http.StatusConflict, code, "The node is not connected and ready.")
+	case dispatch.CodeTimeout:
+		adminError(c, http.StatusGatewayTimeout, code, "The node did not answer in time.")
+	case dispatch.CodeNodeLost:
+		adminError(c, http.StatusBadGateway, code, "The connection to the node was lost before it answered.")
+	case dispatch.CodeProtocol:
+		adminError(c, http.StatusBadGateway, code, "The node answered out of protocol.")
 	default:
-		adminError(c, http.StatusBadGateway, "node_error", err.Error())
+		adminError(c, http.StatusBadGateway, dispatch.CodeNodeError, "The node request failed.")
 	}
 }
 
@@ -61,7 +113,7 @@ func (s *Server) adminRefresh(c *gin.Context) {
 	defer cancel()
 	resp, err := s.d.RefreshNode(ctx, c.Param("id"))
 	if err != nil {
-		s.nodeError(c, err)
+		s.nodeError(c, "refresh", err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"node": c.Param("id"), "status": dispatch.RefreshResult(resp, nil), "reason": resp.GetReason()})
@@ -79,7 +131,7 @@ func (s *Server) adminCommand(c *gin.Context) {
 	defer cancel()
 	resp, err := s.d.NodeCommand(ctx, c.Param("id"), typ)
 	if err != nil {
-		s.nodeError(c, err)
+		s.nodeError(c, "command "+typ, err)
 		return
 	}
 	if resp.GetError() != "" {
@@ -103,7 +155,10 @@ func (s *Server) adminTerminate(c *gin.Context) {
 	s.metrics.cancelled(CancelAdmin)
 	out := gin.H{"session_id": c.Param("session_id"), "nodes_reached": n}
 	if err != nil {
-		out["error"] = err.Error()
+		// The code only: the error's text can name node addresses.
+		out["error"] = dispatch.NodeErrorCode(err)
+		s.log.Warn("terminate session: not every node was reached", zap.String("request_id", info(c).requestID),
+			zap.Int("nodes_reached", n), zap.Error(err))
 	}
 	c.JSON(http.StatusOK, out)
 }

@@ -1,16 +1,21 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/gateway"
 	"github.com/iop-gateway/iop/internal/stack"
+	"github.com/iop-gateway/iop/nodewire"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // /v1/models and /v1/models/{id} through the SDK: the configured external
@@ -278,4 +283,73 @@ func TestAdminNodeOperations(t *testing.T) {
 	}
 	// This edge was started without a config file.
 	assertError(t, admin(t, s, http.MethodPost, "/admin/reload"), http.StatusNotImplemented, "reload_unavailable")
+}
+
+// A node whose connection fails in the middle of an admin round trip:
+// the answers carry a code and a fixed message, never transport text
+// (addresses, ports, OS errors); the reload result likewise.
+func TestAdminNodeFailureHidesTransport(t *testing.T) {
+	cfg := fakeNodeConfig(t)
+	cfg.Auth.AdminToken = "adm-secret"
+	var e *stack.Edge
+	next := fakeNodeConfig(t)
+	next.Auth.AdminToken = "adm-secret"
+	next.Nodes[0].Providers[1].Capacity = 7 // the node's payload changes: reload pushes it
+	if err := next.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	e = stack.StartEdge(t, cfg, stack.EdgeOptions{Reload: func() (*gateway.ReloadReport, error) {
+		return &gateway.ReloadReport{Nodes: e.Dispatcher.ReloadAndRefresh(context.Background(), next, 5*time.Second)}, nil
+	}})
+	s := &stackT{Edge: e}
+	// dies drops the whole connection as soon as a command or refresh
+	// arrives.
+	dies := func(n *fakeNode, ctx context.Context, st *nodewire.Stream, first *iop.Envelope) {
+		n.record(first)
+		_ = n.cc.Close()
+	}
+	leaks := func(body []byte) bool {
+		for _, s := range []string{"127.0.0.1", "tcp", "nodewire", "dispatch:", "EOF", "reset", "closed", e.NodeAddr} {
+			if strings.Contains(string(body), s) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, path := range []string{"/admin/nodes/gpu-a/commands/usage", "/admin/nodes/gpu-a/refresh"} {
+		startFakeNode(t, e, dies)
+		method := http.MethodGet
+		if strings.HasSuffix(path, "refresh") {
+			method = http.MethodPost
+		}
+		r := admin(t, s, method, path)
+		assertError(t, r, http.StatusBadGateway, "node_lost")
+		if leaks(r.Body) {
+			t.Errorf("%s: transport detail in the answer: %s", path, r.Body)
+		}
+	}
+
+	startFakeNode(t, e, dies)
+	r := admin(t, s, http.MethodPost, "/admin/reload")
+	var rep struct {
+		Status string            `json:"status"`
+		Nodes  map[string]string `json:"nodes"`
+	}
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &rep) != nil || rep.Status != "reloaded" {
+		t.Fatalf("reload: %d %s", r.Status, r.Body)
+	}
+	if res := rep.Nodes[nodeID]; !strings.HasPrefix(res, "error: ") || leaks(r.Body) {
+		t.Errorf("reload result %q: want a code, no transport detail (%s)", res, r.Body)
+	}
+
+	// A node answering out of protocol.
+	startFakeNode(t, e, func(n *fakeNode, ctx context.Context, st *nodewire.Stream, first *iop.Envelope) {
+		_ = st.Send(&iop.Envelope{Body: &iop.Envelope_RunEvent{RunEvent: &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA}}})
+		_ = st.CloseWrite()
+	})
+	r = admin(t, s, http.MethodGet, "/admin/nodes/gpu-a/commands/usage")
+	assertError(t, r, http.StatusBadGateway, "protocol_error")
+	if leaks(r.Body) {
+		t.Errorf("protocol error answer: %s", r.Body)
+	}
 }

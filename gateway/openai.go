@@ -148,21 +148,21 @@ func (s *Server) responsesCall(c *gin.Context) *call {
 
 // dispatch takes a lease for the call's model and sends the call down the
 // path the chosen provider's capability decides. The lease is released
-// exactly once, with the outcome as reason. Acquiring and the non-tunnel
-// routes are separate calls, so that this frame, parked under tunnelled
-// streams, stays small.
+// exactly once, with the outcome as reason, by the route that served the
+// call: after a cancellation that may be after this handler returned (see
+// dispatch.Stream.Finish). Acquiring and the non-tunnel routes are
+// separate calls, so that this frame, parked under tunnelled streams,
+// stays small.
 func (s *Server) dispatch(c *gin.Context, k *call) {
 	lease, route := s.acquire(c, k)
 	if lease == nil {
 		return
 	}
-	reason := dispatch.ReasonError
-	defer func() { lease.Release(reason) }()
 	if route == routeTunnel {
-		reason = s.tunnel(c, lease, k)
+		s.tunnel(c, lease, k)
 		return
 	}
-	reason = s.runRoute(c, lease, k)
+	s.runRoute(c, lease, k)
 }
 
 // acquire checks the call's model and session id and takes a lease, and
@@ -200,21 +200,22 @@ func (s *Server) acquire(c *gin.Context, k *call) (*dispatch.Lease, string) {
 }
 
 // runRoute serves a call whose provider is not tunnelled: a normalized run,
-// or a refusal when a run cannot serve it.
+// or a refusal when a run cannot serve it. It releases the lease.
 //
 //go:noinline
-func (s *Server) runRoute(c *gin.Context, lease *dispatch.Lease, k *call) dispatch.ReleaseReason {
+func (s *Server) runRoute(c *gin.Context, lease *dispatch.Lease, k *call) {
 	switch {
 	case k.op == opResponses:
+		defer lease.Release(dispatch.ReasonError)
 		writeError(c, openaiapi.InvalidRequest("Model '"+k.model+"' is not served by an OpenAI-compatible provider; /v1/responses is passthrough only.", "model"))
 	case k.runCheck != nil && k.runCheck.RunSupported() != nil:
 		// A normalized run renders one choice; n > 1 and batched prompts
 		// are only served by the tunnel.
+		defer lease.Release(dispatch.ReasonError)
 		writeError(c, apiError(k.runCheck.RunSupported(), k.model))
 	default:
-		return s.run(c, lease, k)
+		s.run(c, lease, k)
 	}
-	return dispatch.ReasonError
 }
 
 // chooseRoute decides tunnel or run from the provider the lease is on:
@@ -266,15 +267,23 @@ type cancelState struct {
 
 // cancel records reason (first wins) and cancels x.
 func (cs *cancelState) cancel(x canceller, reason string) {
-	cs.mu.Lock()
-	first := cs.reason == ""
-	if first {
-		cs.reason = reason
-	}
-	cs.mu.Unlock()
-	if first {
+	if cs.record(reason) {
 		x.Cancel(reason)
 	}
+}
+
+// record records reason (first wins) without cancelling anything yet, and
+// reports whether it was the first. The timeouts use it: the exchange's
+// Finish sends the CancelRequest after the client's answer, so that a node
+// that does not read its stream cannot hold that answer back.
+func (cs *cancelState) record(reason string) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.reason != "" {
+		return false
+	}
+	cs.reason = reason
+	return true
 }
 
 // get returns the recorded reason, or "".
@@ -291,26 +300,12 @@ func (cs *cancelState) watch(ctx context.Context, x canceller) func() bool {
 }
 
 // cancelDrainTimeout bounds how long a cancelled exchange waits for the
-// node's terminal message before its lease is released anyway.
+// node's terminal message before its lease is released anyway. The node's
+// own capacity gate stays its backend's protection: a node that has not
+// stopped the run by then refuses the next request it cannot take, which
+// the client sees as an error instead of waiting on a node that does not
+// answer.
 const cancelDrainTimeout = 2 * time.Second
-
-// exchange is a run or tunnel stream.
-type exchange interface {
-	canceller
-	Drain(timeout time.Duration)
-	Close()
-}
-
-// closeExchange ends an exchange. A cancelled one is drained first, so the
-// lease (released after this) goes back only once the node has stopped the
-// run and freed its own capacity slot; otherwise the next waiter handed
-// that slot could be refused by the node's gate.
-func closeExchange(cs *cancelState, x exchange) {
-	if cs.get() != "" {
-		x.Drain(cancelDrainTimeout)
-	}
-	x.Close()
-}
 
 // validSessionID accepts an absent id, or up to 256 bytes of valid UTF-8
 // without control characters (it travels on the wire and names CLI state).

@@ -6,58 +6,100 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.uber.org/zap"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/gateway/openaiapi"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
-// hopHeaders never cross the edge in either direction; Authorization never
-// goes upstream (the node adds the provider's own key).
-var hopHeaders = map[string]bool{
-	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
-	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
-	"Content-Length": true, "Host": true, "Authorization": true, "Cookie": true,
-	"X-Iop-Session-Id": true,
+// forwardedRequestHeaders is the allow list of client request headers a
+// tunnel carries to the upstream; every other header stays at the edge. An
+// allow list rather than a deny list: a header nobody thought of (a new
+// credential scheme, a proxy's X-Forwarded-*) must not leak by default.
+//
+// Deliberately absent: Authorization, Api-Key, X-Api-Key, Cookie (client
+// credentials; the node adds the provider's own key), OpenAI-Organization
+// and OpenAI-Project (they name the client's OpenAI account, not the
+// node's), X-Forwarded-*, Forwarded, X-Real-Ip (the client's address is
+// not the upstream's business), Proxy-* and hop-by-hop headers, Host and
+// Content-Length (the node's HTTP client sets them), Accept-Encoding (the
+// node's HTTP client negotiates compression itself and hands the relay
+// decoded bodies, which it can split into events, count usage in and
+// which a client that asked for no compression can read), X-Stainless-*
+// (SDK telemetry: client OS, runtime and retry count, of no use to a
+// model server), X-Request-Id and traceparent (they travel as run
+// metadata) and X-IOP-Session-Id (the edge's own header).
+//
+// Names are in canonical form (http.CanonicalHeaderKey), as net/http keys
+// them.
+var forwardedRequestHeaders = [...]string{
+	// The body's media type: the upstream parses by it.
+	"Content-Type",
+	// What the client accepts back (JSON or an event stream).
+	"Accept",
+	// Identifies the client software in the upstream's logs; carries no
+	// credential.
+	"User-Agent",
+	// OpenAI-Beta: opts into beta API behaviour (e.g. "assistants=v2");
+	// without it a passthrough request would mean something else
+	// upstream.
+	"Openai-Beta",
 }
 
 func forwardHeaders(h http.Header) []*iop.Header {
-	// Headers named by Connection are hop-by-hop too (RFC 9110 7.6.1).
-	conn := map[string]bool{}
-	for _, v := range h.Values("Connection") {
-		for _, f := range strings.Split(v, ",") {
-			conn[http.CanonicalHeaderKey(strings.TrimSpace(f))] = true
-		}
-	}
 	// The headers are allocated together, in one block, rather than one
 	// by one.
 	n := 0
-	for name, vals := range h {
-		if !hopHeaders[name] && !conn[name] {
-			n += len(vals)
-		}
+	for _, name := range forwardedRequestHeaders {
+		n += len(h[name])
 	}
 	if n == 0 {
 		return nil
 	}
 	out := make([]*iop.Header, 0, n)
 	block := make([]iop.Header, n)
-	for name, vals := range h {
-		if hopHeaders[name] || conn[name] {
-			continue
-		}
-		for _, v := range vals {
+	for _, name := range forwardedRequestHeaders {
+		for _, v := range h[name] {
 			hd := &block[len(out)]
 			hd.Name, hd.Value = name, v
 			out = append(out, hd)
 		}
 	}
 	return out
+}
+
+// Bounds on the response head a node relays: a hostile or broken node (or
+// upstream) must not make the edge hold or send an unbounded header block.
+const (
+	maxResponseHeaders     = 64
+	maxResponseHeaderBytes = 16 << 10 // names + values
+)
+
+// Messages of the timeouts' errors.
+const (
+	msgNoAnswer = "The provider did not answer in time."
+	msgIdle     = "The provider stopped sending for longer than the stream idle timeout."
+)
+
+// maxHeldBody bounds the whole (non-streamed) answer the relay holds until
+// its END; a larger one is relayed as it comes.
+const maxHeldBody = 16 << 20
+
+// droppedResponseHeaders never reach the client: hop-by-hop headers, the
+// framing the edge sets itself, the node's request id (the edge has its
+// own), and cookies (an upstream must not set cookies on the edge's
+// domain).
+var droppedResponseHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Content-Length": true, "X-Request-Id": true, "Set-Cookie": true,
 }
 
 // deadlineWriter bounds every write to the client by the write timeout, so a
@@ -84,10 +126,10 @@ func (d *deadlineWriter) Flush() error {
 }
 
 // tunnel relays a raw provider exchange: status and headers, then each body
-// frame written and flushed the moment it arrives. It returns the lease's
-// release reason.
+// frame written and flushed the moment it arrives (a whole, non-streamed
+// answer is held until its END, see head). It releases the lease.
 //
-// A held stream parks its handler goroutine here, in ts.Recv, under
+// A held stream parks its handler goroutine here, in ts.RecvBy, under
 // net/http, gin and the middlewares, for as long as the stream lasts. So
 // this frame (and those above it) is kept small: the setup, the first
 // frame and each later frame are handled in separate calls, and the
@@ -96,22 +138,21 @@ func (d *deadlineWriter) Flush() error {
 // more than a quarter of 16 KB while parked, is never shrunk back: 8 KB
 // more per held stream. Taking only what the relay needs from k also lets
 // the request body and the parsed request be collected once sent.
-func (s *Server) tunnel(c *gin.Context, lease *dispatch.Lease, k *call) dispatch.ReleaseReason {
-	t := s.openTunnel(c, lease, k)
-	if t == nil {
-		return dispatch.ReasonError
-	}
+func (s *Server) tunnel(c *gin.Context, lease *dispatch.Lease, k *call) {
+	t := &tunnelExchange{s: s, c: c, lease: lease, reason: dispatch.ReasonError}
 	defer t.close()
-	if reason, ok := t.head(); !ok {
-		return reason
+	if !t.open(k) || !t.head() {
+		return
 	}
 	for {
-		f, err := t.ts.Recv()
+		f, err := t.ts.RecvBy(t.idleDeadline())
 		if err != nil {
-			return t.s.failedAfterFirstByte(t.c, &t.cs, &t.w, t.sse, err)
+			t.reason = t.failed(err)
+			return
 		}
 		if reason, done := t.frame(f); done {
-			return reason
+			t.reason = reason
+			return
 		}
 	}
 }
@@ -121,74 +162,130 @@ type tunnelExchange struct {
 	s         *Server
 	c         *gin.Context
 	in        *reqInfo
+	lease     *dispatch.Lease
 	ts        *dispatch.TunnelStream
 	model     string
 	start     time.Time
+	deadline  time.Time     // the response timeout: the first frame by then
+	idle      time.Duration // limits.stream_idle_timeout_sec; 0: none
 	stopWatch func() bool
 	cs        cancelState
 	w         deadlineWriter
-	stream    bool // the client asked for a stream
-	sse       bool // the provider answered with an event stream
+	reason    dispatch.ReleaseReason // the lease's release reason (also on a panic)
+	stream    bool                   // the client asked for a stream
+	sse       bool                   // the provider answered with an event stream
 	wroteBody bool
+	// A whole answer held until END (see head): its status frame and the
+	// body so far. Nothing has been written to the client while hold is
+	// set.
+	hold   bool
+	status *iop.ProviderTunnelFrame
+	body   []byte
 }
 
-// openTunnel rewrites the body for the lease's target and opens the tunnel;
-// on failure it writes the error response and returns nil.
+// open rewrites the body for the lease's target and opens the tunnel; on
+// failure it writes the error response and returns false.
 //
 //go:noinline
-func (s *Server) openTunnel(c *gin.Context, lease *dispatch.Lease, k *call) *tunnelExchange {
-	in := info(c)
+func (t *tunnelExchange) open(k *call) bool {
+	c, lease := t.c, t.lease
+	t.in = info(c)
+	t.model, t.stream = k.model, k.stream
 	ctx := c.Request.Context()
-	start := time.Now()
+	t.start = time.Now()
+	limits := t.s.limits.Load()
+	t.deadline = t.start.Add(time.Duration(limits.ResponseTimeoutSec) * time.Second)
+	t.idle = limits.StreamIdleTimeout()
+	t.w = deadlineWriter{w: c.Writer, rc: *http.NewResponseController(c.Writer), timeout: time.Duration(limits.WriteTimeoutSec) * time.Second}
 	body, err := openaiapi.RewriteModel(k.body, lease.Target)
 	if err != nil {
 		writeError(c, apiError(err, k.model))
-		return nil
+		return false
 	}
 	path := k.path
 	if q := c.Request.URL.RawQuery; q != "" {
 		path += "?" + q
 	}
-	ts, err := lease.OpenTunnel(ctx, &iop.ProviderTunnelRequest{
+	// Sending the request counts against the response timeout too: a node
+	// that grants no window for a large body is cut off with the rest.
+	sctx, cancel := context.WithDeadline(ctx, t.deadline)
+	ts, err := lease.OpenTunnel(sctx, &iop.ProviderTunnelRequest{
 		RunId: newID("run_"), Method: http.MethodPost, Path: path, Headers: forwardHeaders(c.Request.Header),
 		Body: body, Stream: k.stream, SessionId: lease.SessionID,
-		Metadata: wireMetadata(ctx, in.requestID),
+		Metadata: wireMetadata(ctx, t.in.requestID),
 	})
+	cancel()
 	if err != nil {
-		writeError(c, apiError(err, k.model))
-		return nil
+		t.reason = t.s.openFailed(c, err, k.model)
+		return false
 	}
-	t := &tunnelExchange{s: s, c: c, in: in, ts: ts, model: k.model, start: start, stream: k.stream}
+	t.ts = ts
 	t.stopWatch = t.cs.watch(ctx, ts)
-	return t
+	return true
 }
 
-// close ends the exchange, last thing in tunnel (also on a panic).
+// openFailed answers a run or tunnel that could not be sent: the client
+// went away (nothing to answer), the response timeout passed while the
+// node took no request bytes, or the node failed.
+func (s *Server) openFailed(c *gin.Context, err error, model string) dispatch.ReleaseReason {
+	switch {
+	case c.Request.Context().Err() != nil:
+		c.Abort()
+		return s.cancelled(info(c), CancelClientDisconnect)
+	case errors.Is(err, context.DeadlineExceeded):
+		writeError(c, openaiapi.UpstreamError(msgNoAnswer))
+		return s.cancelled(info(c), CancelTimeout)
+	}
+	writeError(c, apiError(err, model))
+	return dispatch.ReasonError
+}
+
+// close ends the exchange and hands the lease back (see Finish), last
+// thing in tunnel (also on a panic).
 func (t *tunnelExchange) close() {
+	if t.ts == nil {
+		t.lease.Release(t.reason)
+		return
+	}
 	// Usage frames carry the latest cumulative figures; they are counted
 	// once, when the exchange ends.
 	t.s.metrics.usage(t.model, t.in.prompt, t.in.completion)
 	t.stopWatch()
-	closeExchange(&t.cs, t.ts)
+	t.ts.Finish(t.lease, t.reason, t.cs.get(), cancelDrainTimeout)
+}
+
+// idleDeadline bounds the wait for the next frame once the answer has
+// started: limits.stream_idle_timeout_sec from now (zero: none).
+func (t *tunnelExchange) idleDeadline() time.Time {
+	if t.idle <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(t.idle)
 }
 
 // head waits (bounded by the response timeout) for the first frame and
-// relays the provider's status and headers. When the exchange ends there
-// instead, ok is false and reason is the lease's release reason.
+// checks the provider's status and headers. It relays them at once, except
+// for a whole answer (no event stream, and either not asked as a stream or
+// an error status), which is held until its END: a body cut short then
+// becomes a proper 502 instead of a truncated reply, and an error body can
+// be normalized. When the exchange ends here instead, it returns false
+// with the error answered.
 //
 //go:noinline
-func (t *tunnelExchange) head() (reason dispatch.ReleaseReason, ok bool) {
+func (t *tunnelExchange) head() bool {
 	c := t.c
-	limits := t.s.limits.Load()
-	wait := time.AfterFunc(time.Duration(limits.ResponseTimeoutSec)*time.Second, func() { t.cs.cancel(t.ts, CancelTimeout) })
-	first, err := t.ts.Recv()
-	wait.Stop()
+	first, err := t.ts.RecvBy(t.deadline)
+	if errors.Is(err, dispatch.ErrRecvTimeout) {
+		// The CancelRequest goes out in Finish, after the answer.
+		t.cs.record(CancelTimeout)
+	}
 	if err == nil && t.cs.get() != "" {
 		// Cancelled: frames still in flight are not to be relayed.
 		err = context.Canceled
 	}
 	if err != nil {
-		return t.s.failedBeforeFirstByte(c, &t.cs, err, t.model), false
+		t.reason = t.s.failedBeforeFirstByte(c, &t.cs, err, t.model)
+		return false
 	}
 	if first.GetKind() != iop.TunnelFrameKind_TUNNEL_FRAME_KIND_STATUS {
 		if first.GetKind() == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR {
@@ -196,26 +293,69 @@ func (t *tunnelExchange) head() (reason dispatch.ReleaseReason, ok bool) {
 		} else {
 			writeError(c, openaiapi.UpstreamError("The provider answered out of order."))
 		}
-		return dispatch.ReasonError, false
+		return false
 	}
-	h := c.Writer.Header()
+	if problem := checkHead(first); problem != "" {
+		t.s.log.Warn("tunnel answer refused", zap.String("request_id", t.in.requestID), zap.String("node_id", t.lease.NodeID),
+			zap.String("provider", t.lease.ProviderID), zap.String("problem", problem))
+		writeError(c, openaiapi.UpstreamError("The provider's answer could not be relayed ("+problem+")."))
+		return false
+	}
+	t.status = first
 	for _, hd := range first.GetHeaders() {
-		name := http.CanonicalHeaderKey(hd.GetName())
-		if hopHeaders[name] || name == "X-Request-Id" {
-			continue
-		}
-		h.Add(name, hd.GetValue())
-		if name == "Content-Type" && strings.HasPrefix(hd.GetValue(), "text/event-stream") {
+		if http.CanonicalHeaderKey(hd.GetName()) == "Content-Type" && strings.HasPrefix(hd.GetValue(), "text/event-stream") {
 			t.sse = true
 		}
 	}
-	if t.sse {
-		h.Set("X-Accel-Buffering", "no")
+	t.hold = !t.sse && (!t.stream || first.GetStatusCode() >= 400)
+	if !t.hold {
+		t.writeHead(int(first.GetStatusCode()))
 	}
-	c.Status(int(first.GetStatusCode()))
-	c.Writer.WriteHeaderNow()
-	t.w = *newDeadlineWriter(c.Writer, time.Duration(limits.WriteTimeoutSec)*time.Second)
-	return "", true
+	return true
+}
+
+// checkHead names what makes a status frame unfit to relay, or "".
+func checkHead(f *iop.ProviderTunnelFrame) string {
+	if !openaiapi.ValidStatus(f.GetStatusCode()) {
+		// net/http panics on codes outside 100–999; anything outside
+		// 100–599 is not HTTP.
+		return "invalid status " + strconv.Itoa(int(f.GetStatusCode()))
+	}
+	hs := f.GetHeaders()
+	if len(hs) > maxResponseHeaders {
+		return "too many headers"
+	}
+	size := 0
+	for _, hd := range hs {
+		size += len(hd.GetName()) + len(hd.GetValue())
+	}
+	if size > maxResponseHeaderBytes {
+		return "headers too large"
+	}
+	return ""
+}
+
+// writeHead relays the provider's headers with status.
+func (t *tunnelExchange) writeHead(status int) {
+	t.copyHeaders()
+	if t.sse {
+		t.c.Writer.Header().Set("X-Accel-Buffering", "no")
+	}
+	t.c.Status(status)
+	t.c.Writer.WriteHeaderNow()
+}
+
+// copyHeaders copies the provider's headers that may reach the client
+// (none that net/http would refuse or mangle) without committing a status.
+func (t *tunnelExchange) copyHeaders() {
+	h := t.c.Writer.Header()
+	for _, hd := range t.status.GetHeaders() {
+		name := http.CanonicalHeaderKey(hd.GetName())
+		if droppedResponseHeaders[name] || !httpguts.ValidHeaderFieldName(name) || !httpguts.ValidHeaderFieldValue(hd.GetValue()) {
+			continue
+		}
+		h.Add(name, hd.GetValue())
+	}
 }
 
 // frame relays one frame after the first. done reports that the exchange
@@ -228,12 +368,26 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 	case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY:
 		if t.cs.get() != "" {
 			// Cancelled: body still in flight is not relayed.
-			return t.s.failedAfterFirstByte(t.c, &t.cs, &t.w, t.sse, context.Canceled), true
+			return t.failed(context.Canceled), true
 		}
 		if !t.wroteBody {
 			t.wroteBody = true
 			in.ttft = time.Since(t.start)
 			t.s.metrics.firstToken(t.model, routeTunnel, in.ttft)
+		}
+		if t.hold {
+			if len(t.body)+len(f.GetBody()) <= maxHeldBody {
+				t.body = append(t.body, f.GetBody()...)
+				return "", false
+			}
+			// Too large to hold: relay the rest as it comes.
+			t.hold = false
+			t.writeHead(int(t.status.GetStatusCode()))
+			held := t.body
+			t.body = nil
+			if _, err := t.w.Write(held); err != nil {
+				return t.s.writeFailed(in, &t.cs, t.ts, err), true
+			}
 		}
 		if _, err := t.w.Write(f.GetBody()); err != nil {
 			return t.s.writeFailed(in, &t.cs, t.ts, err), true
@@ -262,11 +416,88 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 	case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_METADATA:
 		t.s.logMetadata(in, f)
 	case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END:
+		if t.hold {
+			return t.writeHeld(), true
+		}
 		return dispatch.ReasonCompleted, true
 	case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR:
-		return t.s.failedAfterFirstByte(t.c, &t.cs, &t.w, t.sse, errTunnel(f.GetError())), true
+		return t.failed(errTunnel(f.GetError())), true
 	}
 	return "", false
+}
+
+// writeHeld answers with the whole held response once its END arrived. An
+// error answer is normalized to the OpenAI envelope (upstream 401/403
+// become 502: the node's provider key failed, not the client's).
+//
+//go:noinline
+func (t *tunnelExchange) writeHeld() dispatch.ReleaseReason {
+	status, body := int(t.status.GetStatusCode()), t.body
+	t.body = nil
+	t.copyHeaders()
+	h := t.c.Writer.Header()
+	if status >= 400 {
+		ns, nb := openaiapi.NormalizeUpstreamError(status, h.Get("Content-Type"), body)
+		if ns != status || !bytes.Equal(nb, body) {
+			h.Set("Content-Type", "application/json")
+			h.Del("Content-Encoding")
+			if ns != status {
+				h.Del("Www-Authenticate")
+			}
+			status, body = ns, nb
+		}
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	t.c.Status(status)
+	t.c.Writer.WriteHeaderNow()
+	if _, err := t.w.Write(body); err != nil {
+		return t.s.writeFailed(t.in, &t.cs, t.ts, err)
+	}
+	return dispatch.ReasonCompleted
+}
+
+// failed ends an exchange whose next frame did not come: the node failed
+// or sent an ERROR frame, the client left, or the stream went silent for
+// longer than the stream idle timeout.
+//
+//go:noinline
+func (t *tunnelExchange) failed(err error) dispatch.ReleaseReason {
+	if errors.Is(err, dispatch.ErrRecvTimeout) {
+		// The CancelRequest goes out in Finish, after the error event.
+		t.cs.record(CancelTimeout)
+		if t.cs.get() == CancelTimeout {
+			return t.idleTimedOut()
+		}
+	}
+	if t.hold {
+		// Nothing was written yet: a cut body is a 502, never a
+		// truncated reply.
+		if t.cs.get() == "" {
+			err = openaiapi.UpstreamError("The provider's answer ended before it was complete.")
+		}
+		return t.s.failedBeforeFirstByte(t.c, &t.cs, err, t.model)
+	}
+	t.reason = dispatch.ReasonError // for the abort below
+	return t.s.failedAfterFirstByte(t.c, &t.cs, &t.w, t.sse, err)
+}
+
+// idleTimedOut ends a started answer after the stream idle timeout (the
+// upstream is cancelled right after, by Finish): an SSE error event, a 502 for a held
+// answer, an aborted connection for any other body. Never a clean end.
+func (t *tunnelExchange) idleTimedOut() dispatch.ReleaseReason {
+	reason := t.s.cancelled(t.in, CancelTimeout)
+	e := openaiapi.UpstreamError(msgIdle)
+	switch {
+	case t.hold:
+		writeError(t.c, e)
+	case t.sse:
+		_, _ = t.w.Write(openaiapi.SSEErrorEvent(e))
+		_ = t.w.Flush()
+	default:
+		t.reason = reason
+		panic(http.ErrAbortHandler)
+	}
+	return reason
 }
 
 // logMetadata logs a tunnel's metadata frame (apart from frame, whose own
@@ -313,7 +544,7 @@ func (s *Server) failedBeforeFirstByte(c *gin.Context, cs *cancelState, err erro
 	if reason := cs.get(); reason != "" {
 		rr := s.cancelled(info(c), reason)
 		if reason == CancelTimeout {
-			writeError(c, openaiapi.UpstreamError("The provider did not answer in time."))
+			writeError(c, openaiapi.UpstreamError(msgNoAnswer))
 		} else {
 			c.Abort()
 		}
@@ -332,7 +563,8 @@ func (s *Server) failedAfterFirstByte(c *gin.Context, cs *cancelState, w *deadli
 	}
 	if sse {
 		msg := "The provider stream failed."
-		if te, ok := err.(tunnelError); ok && te.re.GetMessage() != "" {
+		var te tunnelError
+		if errors.As(err, &te) && te.re.GetMessage() != "" {
 			msg = te.re.GetMessage()
 		}
 		_, _ = w.Write(openaiapi.SSEErrorEvent(openaiapi.UpstreamError(msg)))

@@ -31,22 +31,23 @@ type aggregator interface {
 	Usage() (openaiapi.Usage, bool)
 }
 
-// run sends a normalized RunRequest and renders its events. It returns the
-// lease's release reason.
+// run sends a normalized RunRequest and renders its events. It releases
+// the lease.
 //
 // Like tunnel (see there), it keeps the frames parked under a held stream
 // small: the setup, the whole-response and the streamed rendering are
 // separate calls, sharing one heap object as their state.
-func (s *Server) run(c *gin.Context, lease *dispatch.Lease, k *call) dispatch.ReleaseReason {
-	r := s.openRun(c, lease, k)
-	if r == nil {
-		return dispatch.ReasonError
-	}
+func (s *Server) run(c *gin.Context, lease *dispatch.Lease, k *call) {
+	r := &runExchange{s: s, c: c, k: k, lease: lease, reason: dispatch.ReasonError}
 	defer r.close()
-	if !k.stream {
-		return r.whole()
+	if !r.open() {
+		return
 	}
-	return r.stream()
+	if !k.stream {
+		r.reason = r.whole()
+		return
+	}
+	r.reason = r.stream()
 }
 
 // runExchange is the state of one run (see run).
@@ -55,53 +56,97 @@ type runExchange struct {
 	c         *gin.Context
 	in        *reqInfo
 	k         *call
+	lease     *dispatch.Lease
 	rs        *dispatch.RunStream
 	limits    *config.EdgeLimits
 	start     time.Time
-	wait      *time.Timer
+	deadline  time.Time // the response timeout: the first delta by then
+	started   bool      // a delta arrived: from now on the idle timeout applies
 	stopWatch func() bool
 	cs        cancelState
+	reason    dispatch.ReleaseReason // the lease's release reason (also on a panic)
 }
 
-// openRun converts the call and opens the run; on failure it writes the
-// error response and returns nil.
+// open converts the call and opens the run; on failure it writes the
+// error response and returns false.
 //
 //go:noinline
-func (s *Server) openRun(c *gin.Context, lease *dispatch.Lease, k *call) *runExchange {
-	in := info(c)
+func (r *runExchange) open() bool {
+	s, c, k, lease := r.s, r.c, r.k, r.lease
+	r.in = info(c)
 	ctx := c.Request.Context()
-	start := time.Now()
+	r.start = time.Now()
+	r.limits = s.limits.Load()
+	r.deadline = r.start.Add(time.Duration(r.limits.ResponseTimeoutSec) * time.Second)
+	// One model, one `model` value whatever the route: the tunnel relays
+	// the upstream's own answer, which names the provider's target (as
+	// OpenAI names the dated snapshot that served a request), so a run
+	// renders the target too. Rewriting tunnelled bodies instead would
+	// cost every streamed event a parse.
+	k.render.Model, k.embed.Model = lease.Target, lease.Target
 	input, err := openaiapi.RunInput(k.body)
 	if err != nil {
 		writeError(c, apiError(err, k.model))
-		return nil
+		return false
 	}
-	rs, err := lease.OpenRun(ctx, &iop.RunRequest{
+	// Sending counts against the response timeout (see tunnel's open).
+	sctx, cancel := context.WithDeadline(ctx, r.deadline)
+	rs, err := lease.OpenRun(sctx, &iop.RunRequest{
 		RunId: newID("run_"), Workspace: lease.Workspace, Input: input, Operation: k.op,
 		Stream: k.stream, SessionId: lease.SessionID,
-		Metadata: wireMetadata(ctx, in.requestID),
+		Metadata: wireMetadata(ctx, r.in.requestID),
 	})
+	cancel()
 	if err != nil {
-		writeError(c, apiError(err, k.model))
-		return nil
+		r.reason = s.openFailed(c, err, k.model)
+		return false
 	}
-	r := &runExchange{s: s, c: c, in: in, k: k, rs: rs, limits: s.limits.Load(), start: start}
+	r.rs = rs
 	r.stopWatch = r.cs.watch(ctx, rs)
-	r.wait = time.AfterFunc(time.Duration(r.limits.ResponseTimeoutSec)*time.Second, func() { r.cs.cancel(r.rs, CancelTimeout) })
-	return r
+	return true
 }
 
-// close ends the run, last thing in run (also on a panic).
+// close ends the run and hands the lease back (see dispatch
+// Stream.Finish), last thing in run (also on a panic).
 func (r *runExchange) close() {
-	r.wait.Stop()
+	if r.rs == nil {
+		r.lease.Release(r.reason)
+		return
+	}
 	r.stopWatch()
-	closeExchange(&r.cs, r.rs)
+	r.rs.Finish(r.lease, r.reason, r.cs.get(), cancelDrainTimeout)
+}
+
+// recv returns the next event: bounded by the response timeout until the
+// first delta, then by the stream idle timeout between two events. A
+// timeout records the cancellation (reason timeout; Finish sends it after
+// the client's answer) and returns the error.
+func (r *runExchange) recv() (*iop.RunEvent, error) {
+	deadline := r.deadline
+	if r.started {
+		deadline = time.Time{}
+		if idle := r.limits.StreamIdleTimeout(); idle > 0 {
+			deadline = time.Now().Add(idle)
+		}
+	}
+	ev, err := r.rs.RecvBy(deadline)
+	if errors.Is(err, dispatch.ErrRecvTimeout) {
+		r.cs.record(CancelTimeout)
+	}
+	if err == nil && r.cs.get() != "" {
+		// Cancelled: what still arrives (the node's CANCELLED terminal) is
+		// not the run's answer.
+		err = context.Canceled
+	}
+	if ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
+		r.started = true
+	}
+	return ev, err
 }
 
 // firstToken records the time to the first token, once.
 func (r *runExchange) firstToken() {
 	if r.in.ttft == 0 {
-		r.wait.Stop()
 		r.in.ttft = time.Since(r.start)
 		r.s.metrics.firstToken(r.k.model, routeRun, r.in.ttft)
 	}
@@ -122,12 +167,7 @@ func (r *runExchange) whole() dispatch.ReleaseReason {
 		agg = openaiapi.NewChatAggregator(k.render)
 	}
 	for {
-		ev, err := r.rs.Recv()
-		if err == nil && cs.get() != "" {
-			// Cancelled: what still arrives (the node's CANCELLED
-			// terminal) is not the run's answer.
-			err = context.Canceled
-		}
+		ev, err := r.recv()
 		if err != nil {
 			return s.failedBeforeFirstByte(c, cs, err, k.model)
 		}
@@ -155,10 +195,7 @@ func (r *runExchange) whole() dispatch.ReleaseReason {
 func (r *runExchange) stream() dispatch.ReleaseReason {
 	sw := r.streamWriter()
 	for !sw.Done() {
-		ev, err := r.rs.Recv()
-		if err == nil && r.cs.get() != "" {
-			err = context.Canceled // see whole
-		}
+		ev, err := r.recv()
 		if err != nil {
 			return r.streamFailed(sw, err)
 		}
@@ -203,6 +240,15 @@ func (r *runExchange) streamFailed(sw streamRenderer, err error) dispatch.Releas
 		return r.s.failedBeforeFirstByte(r.c, &r.cs, err, r.k.model)
 	}
 	if reason := r.cs.get(); reason != "" {
+		if reason == CancelTimeout {
+			// Silent too long: the client is told, never given a clean
+			// end.
+			msg := msgNoAnswer
+			if r.started {
+				msg = msgIdle
+			}
+			_ = sw.Abort(openaiapi.UpstreamError(msg))
+		}
 		return r.s.cancelled(r.in, reason)
 	}
 	_ = sw.Abort(apiError(err, r.k.model))

@@ -34,7 +34,9 @@ func TestRunMockNonStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Object != "chat.completion" || resp.Model != "demo" || !strings.HasPrefix(resp.ID, "chatcmpl-") {
+	// The response names the provider's target (what served it), as the
+	// tunnel route does.
+	if resp.Object != "chat.completion" || resp.Model != "mock-echo" || !strings.HasPrefix(resp.ID, "chatcmpl-") {
 		t.Errorf("envelope: object %q model %q id %q", resp.Object, resp.Model, resp.ID)
 	}
 	if len(resp.Choices) != 1 {
@@ -88,7 +90,7 @@ func TestRunMockStream(t *testing.T) {
 		if err := json.Unmarshal([]byte(ev), &c); err != nil {
 			t.Fatalf("event %q: %v", ev, err)
 		}
-		if c.Object != "chat.completion.chunk" || c.Model != "demo" || (len(chunks) > 0 && c.ID != chunks[0].ID) {
+		if c.Object != "chat.completion.chunk" || c.Model != "mock-echo" || (len(chunks) > 0 && c.ID != chunks[0].ID) {
 			t.Errorf("chunk envelope %q", ev)
 		}
 		chunks = append(chunks, c)

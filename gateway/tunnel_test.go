@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -32,7 +33,8 @@ func tunnelStack(t *testing.T, u *upstream, mut ...func(*config.Edge)) *stackT {
 
 // The non-streamed answer is the upstream's bytes; the upstream sees the
 // request with only "model" rewritten, the node's own key instead of the
-// client's, and no hop-by-hop header.
+// client's, and only the allow-listed headers (no custom, credential,
+// forwarding or hop-by-hop header).
 func TestTunnelChatNonStreamBytes(t *testing.T) {
 	u := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Upstream-Trace", "trace-1")
@@ -87,10 +89,7 @@ func TestTunnelChatNonStreamBytes(t *testing.T) {
 	if got := up.Header.Get("Authorization"); got != "Bearer "+upstreamKey {
 		t.Errorf("upstream Authorization %q, want the node-local key", got)
 	}
-	if got := up.Header.Get("X-Custom-Pass"); got != "yes" {
-		t.Errorf("end-to-end header X-Custom-Pass %q, want yes", got)
-	}
-	for _, h := range []string{"X-Client-Hop", "Keep-Alive", "Proxy-Authorization", "X-Iop-Session-Id", "Cookie"} {
+	for _, h := range []string{"X-Custom-Pass", "X-Client-Hop", "Keep-Alive", "Proxy-Authorization", "X-Iop-Session-Id", "Cookie"} {
 		if v := up.Header.Get(h); v != "" {
 			t.Errorf("hop-by-hop header %s reached the upstream: %q", h, v)
 		}
@@ -284,17 +283,28 @@ func weatherTool() openai.Tool {
 	}}
 }
 
-// Upstream errors pass through on the tunnel path: status, content type and
-// body untouched.
-func TestTunnelUpstreamErrorPassthrough(t *testing.T) {
+// Upstream errors on the tunnel path keep their status; a body already in
+// the OpenAI envelope passes untouched, any other is wrapped in it (the
+// upstream's message kept) so that every SDK decodes a typed API error.
+func TestTunnelUpstreamErrorNormalized(t *testing.T) {
 	cases := []struct {
 		name, ctype, body string
 		status            int
+		want              string // "" : the body unchanged
+		code, msg         string
 	}{
-		{"vllm 400", "application/json", `{"error":{"message":"This model's maximum context length is 32768 tokens. However, you requested 40000 tokens. Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}}`, http.StatusBadRequest},
-		{"vllm 404", "application/json", `{"error":{"message":"The model ` + "`" + `nope` + "`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}}`, http.StatusNotFound},
-		{"plain 503", "text/plain; charset=utf-8", "upstream overloaded\n", http.StatusServiceUnavailable},
-		{"500 empty", "application/json", ``, http.StatusInternalServerError},
+		{name: "openai envelope", ctype: "application/json", status: http.StatusBadRequest,
+			body: `{"error":{"message":"Invalid 'messages': empty array.","type":"invalid_request_error","param":"messages","code":"empty_array"}}`},
+		{name: "vllm 400 numeric code", ctype: "application/json", status: http.StatusBadRequest,
+			body: `{"error":{"message":"This model's maximum context length is 32768 tokens. However, you requested 40000 tokens. Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}}`,
+			code: "invalid_request", msg: "This model's maximum context length is 32768 tokens. However, you requested 40000 tokens. Please reduce the length of the messages or completion."},
+		{name: "old vllm", ctype: "application/json", status: http.StatusNotFound,
+			body: `{"object":"error","message":"The model ` + "`" + `nope` + "`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`,
+			code: "invalid_request", msg: "The model `nope` does not exist."},
+		{name: "plain 503", ctype: "text/plain; charset=utf-8", body: "upstream overloaded\n", status: http.StatusServiceUnavailable,
+			code: "upstream_error", msg: "upstream overloaded"},
+		{name: "500 empty", ctype: "application/json", body: ``, status: http.StatusInternalServerError,
+			code: "upstream_error", msg: "The provider answered HTTP 500."},
 	}
 	var cur atomic.Int32
 	u := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
@@ -307,8 +317,22 @@ func TestTunnelUpstreamErrorPassthrough(t *testing.T) {
 	for i, c := range cases {
 		cur.Store(int32(i)) // requests are sequential
 		r := post(t, s.Edge, "/v1/chat/completions", `{"model":"qwen-7b","messages":[{"role":"user","content":"x"}]}`)
-		if r.Status != c.status || string(r.Body) != c.body || r.Header.Get("Content-Type") != c.ctype {
-			t.Errorf("%s: got %d %q %q, want %d %q %q", c.name, r.Status, r.Header.Get("Content-Type"), r.Body, c.status, c.ctype, c.body)
+		if c.code == "" {
+			if r.Status != c.status || string(r.Body) != c.body || r.Header.Get("Content-Type") != c.ctype {
+				t.Errorf("%s: got %d %q %q, want it unchanged", c.name, r.Status, r.Header.Get("Content-Type"), r.Body)
+			}
+			continue
+		}
+		assertError(t, r, c.status, c.code)
+		var env struct {
+			Error struct{ Message string } `json:"error"`
+		}
+		_ = json.Unmarshal(r.Body, &env)
+		if env.Error.Message != c.msg {
+			t.Errorf("%s: message %q, want %q", c.name, env.Error.Message, c.msg)
+		}
+		if cl := r.Header.Get("Content-Length"); cl != strconv.Itoa(len(r.Body)) {
+			t.Errorf("%s: Content-Length %q for %d bytes", c.name, cl, len(r.Body))
 		}
 	}
 	waitReleased(t, s.Edge, "vllm-main")
