@@ -243,6 +243,10 @@ func errCancelled() *Error { return UpstreamError("The run was cancelled before 
 // (e.g. the node was lost) becomes.
 func errNoTerminal() *Error { return UpstreamError("The provider stream ended unexpectedly.") }
 
+// errEmptyRun is what a run that completed with no text, tool calls,
+// output or usage becomes (see runState.failure).
+func errEmptyRun() *Error { return UpstreamError("The provider returned an empty response.") }
+
 // truncateForMessage bounds caller-supplied text echoed into messages so a
 // huge `model` value cannot bloat error responses.
 func truncateForMessage(s string) string {

@@ -131,10 +131,10 @@ func RunInput(body []byte) ([]byte, error) {
 
 // member locates one top-level object member in the body.
 type member struct {
-	keyStart int // index of the key's opening quote
-	keyEnd   int // one past the key's closing quote
-	valStart int // first byte of the value
-	valEnd   int // one past the value's last byte
+	keyStart int  // index of the key's opening quote
+	keyEnd   int  // one past the key's closing quote
+	valStart int  // first byte of the value
+	valEnd   int  // one past the value's last byte
 	isModel  bool // the key folds to "model" (see keyFoldsToModel)
 	isExact  bool // the key decodes to exactly "model"
 }
