@@ -205,6 +205,9 @@ const (
 //   - 429 → 429 upstream_error (type rate_limit_error) with Retry-After from
 //     retry_after_sec (at least 1): the provider rate limits; SDKs retry
 //     429s after the header's delay, which is what the provider asked for.
+//   - 401 / 403 → 502 upstream_error "The provider rejected the node's
+//     credentials.", whatever the node's message: the upstream refused the
+//     node's key, not the caller's.
 //   - 503 with retry_after_sec > 0 → 503 no_provider_available with
 //     Retry-After: the provider is briefly unavailable and said when to
 //     come back. A 503 without that hint stays a 502 below.
@@ -238,6 +241,11 @@ func FromRunError(re *iop.RunError) *Error {
 		e := newError(http.StatusTooManyRequests, TypeRateLimit, CodeUpstreamError, msg, "")
 		e.RetryAfter = max(retryAfter, 1)
 		return e
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		// The provider refused the node's credentials. The caller's key was
+		// fine, so never a 401/403: SDKs would tell the app to check its
+		// own key (and some would not retry a fault of the operator's).
+		return UpstreamError(msgUpstreamCredentials)
 	case status == http.StatusServiceUnavailable && retryAfter > 0:
 		if msg == "" {
 			msg = "The provider is temporarily unavailable; retry later."
@@ -263,6 +271,10 @@ func FromRunError(re *iop.RunError) *Error {
 		return UpstreamError(msg)
 	}
 }
+
+// msgUpstreamCredentials is adapter.MsgUpstreamCredentials (a test keeps
+// them equal).
+const msgUpstreamCredentials = "The provider rejected the node's credentials."
 
 // maxRetryAfter bounds a Retry-After relayed from a node (the node clamps
 // too; the edge does not rely on it).

@@ -64,3 +64,18 @@ func TestRateLimitBeforeFirstByte(t *testing.T) {
 		t.Fatalf("stream: %v %q", err, raw)
 	}
 }
+
+func TestFromRunErrorUpstreamCredentials(t *testing.T) {
+	for _, re := range []*iop.RunError{
+		{Code: "upstream_error", Message: "The provider rejected the node's credentials.", HttpStatus: 401},
+		{Code: "upstream_error", Message: "Unauthorized", HttpStatus: 401},
+		{Code: "invalid_request", Message: "Incorrect API key provided: sk-…", HttpStatus: 401},
+		{Code: "upstream_error", HttpStatus: 403, RetryAfterSec: 5},
+	} {
+		e := FromRunError(re)
+		if e.Status != http.StatusBadGateway || e.Code != CodeUpstreamError || e.Type != TypeServer ||
+			e.Message != "The provider rejected the node's credentials." || e.RetryAfter != 0 {
+			t.Errorf("%v → %d %s %q", re, e.Status, e.Code, e.Message)
+		}
+	}
+}

@@ -132,6 +132,12 @@ const (
 	CodeInternal         = "internal"
 )
 
+// MsgUpstreamCredentials is the message of a run failing because the
+// upstream refused the node's own credentials (401/403). The API caller's
+// key was fine, so the upstream's text (often "Unauthorized" or "invalid
+// api key") must not reach them: it would read as a fault of theirs.
+const MsgUpstreamCredentials = "The provider rejected the node's credentials."
+
 // Bounds of a Retry-After value carried to the Edge: at least a second (a
 // zero would invite an immediate retry storm) and at most an hour (a longer
 // hint is more likely a broken upstream than a plan).

@@ -41,3 +41,20 @@ func TestRateLimitKeepsRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+func TestUpstreamCredentialsRejected(t *testing.T) {
+	for _, status := range []int{401, 403} {
+		f := newFake(t)
+		f.handle("/api/chat", jsonStatus(status, `{"error":"unauthorized"}`))
+		f.handle("/api/embed", jsonStatus(status, `{"error":"unauthorized"}`))
+		inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
+		_, _, err := runChat(t, inst, simpleChat)
+		_, err2 := runEmbedding(t, inst, `{"input":"x"}`)
+		for _, err := range []error{err, err2} {
+			var ae *adapter.Error
+			if !errors.As(err, &ae) || ae.Code != adapter.CodeUpstream || ae.HTTPStatus != status || ae.Message != adapter.MsgUpstreamCredentials {
+				t.Fatalf("%d: err = %+v", status, err)
+			}
+		}
+	}
+}

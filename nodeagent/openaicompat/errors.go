@@ -130,7 +130,9 @@ func readUpstreamError(resp *http.Response) upstreamError {
 
 // adapterError turns an upstream error into the failure a run returns. A
 // rate limit (429) or a brief unavailability (503) keeps the upstream's
-// Retry-After so the Edge can answer with the same status and header.
+// Retry-After so the Edge can answer with the same status and header. A
+// refusal of the node's credentials (401/403) gets a fixed message: the
+// upstream's would blame the API caller's key (it stays in Err for logs).
 func (ue upstreamError) adapterError() *adapter.Error {
 	ae := &adapter.Error{
 		Code:       adapter.CodeUpstream,
@@ -143,6 +145,9 @@ func (ue upstreamError) adapterError() *adapter.Error {
 		ae.Code = adapter.CodeInvalidRequest
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		ae.RetryAfterSec = ue.retryAfter
+	case http.StatusUnauthorized, http.StatusForbidden:
+		ae.Message = adapter.MsgUpstreamCredentials
+		ae.Err = fmt.Errorf("openaicompat: upstream status %d: %s", ue.status, ue.message)
 	}
 	return ae
 }

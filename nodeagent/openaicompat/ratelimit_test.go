@@ -50,3 +50,27 @@ func TestRunRateLimitKeepsRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+func TestRunUpstreamCredentialsRejected(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		body   string
+	}{
+		// OpenAI / vLLM --api-key / LiteLLM style refusals.
+		{401, `{"error":{"message":"Incorrect API key provided: sk-wrong. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`},
+		{401, `{"error":"Unauthorized"}`},
+		{403, `{"detail":"Not authenticated"}`},
+	} {
+		for _, op := range []string{adapter.OpChat, adapter.OpEmbedding} {
+			_, _, err := runOnce(t, op, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.status)
+				_, _ = io.WriteString(w, tc.body)
+			})
+			ae := asAdapterError(t, err)
+			if ae.Code != adapter.CodeUpstream || ae.HTTPStatus != tc.status || ae.Message != adapter.MsgUpstreamCredentials {
+				t.Fatalf("%d %s: error %+v", tc.status, op, ae)
+			}
+		}
+	}
+}
