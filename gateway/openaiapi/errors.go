@@ -70,7 +70,8 @@ type Error struct {
 	Message string  // envelope `message`; safe to show to the caller
 	Param   *string // envelope `param`: the offending request field, or nil
 	// RetryAfter, when > 0, is the number of seconds the handler should put
-	// in a Retry-After header (queue_full).
+	// in a Retry-After header (queue_full, an upstream rate limit or brief
+	// unavailability).
 	RetryAfter int
 }
 
@@ -198,7 +199,20 @@ const (
 	runCodeUnsupported      = "unsupported"
 )
 
-// FromRunError maps a run's ERROR event to what the caller sees:
+// FromRunError maps a run's ERROR event to what the caller sees. The
+// upstream status the node reports (http_status) is looked at first:
+//
+//   - 429 → 429 upstream_error (type rate_limit_error) with Retry-After from
+//     retry_after_sec (at least 1): the provider rate limits; SDKs retry
+//     429s after the header's delay, which is what the provider asked for.
+//   - 401 / 403 → 502 upstream_error "The provider rejected the node's
+//     credentials.", whatever the node's message: the upstream refused the
+//     node's key, not the caller's.
+//   - 503 with retry_after_sec > 0 → 503 no_provider_available with
+//     Retry-After: the provider is briefly unavailable and said when to
+//     come back. A 503 without that hint stays a 502 below.
+//
+// then the node's code:
 //
 //   - invalid_request → 400 invalid_request: the adapter (or the upstream it
 //     classified) rejected the request itself; retrying cannot help, so a 5xx
@@ -218,6 +232,28 @@ func FromRunError(re *iop.RunError) *Error {
 		return UpstreamError("")
 	}
 	msg := re.GetMessage()
+	retryAfter := clampRetryAfter(int(re.GetRetryAfterSec()))
+	switch status := re.GetHttpStatus(); {
+	case status == http.StatusTooManyRequests:
+		if msg == "" {
+			msg = "The provider is rate limiting; retry later."
+		}
+		e := newError(http.StatusTooManyRequests, TypeRateLimit, CodeUpstreamError, msg, "")
+		e.RetryAfter = max(retryAfter, 1)
+		return e
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		// The provider refused the node's credentials. The caller's key was
+		// fine, so never a 401/403: SDKs would tell the app to check its
+		// own key (and some would not retry a fault of the operator's).
+		return UpstreamError(msgUpstreamCredentials)
+	case status == http.StatusServiceUnavailable && retryAfter > 0:
+		if msg == "" {
+			msg = "The provider is temporarily unavailable; retry later."
+		}
+		e := newError(http.StatusServiceUnavailable, TypeServer, CodeNoProviderAvailable, msg, "")
+		e.RetryAfter = retryAfter
+		return e
+	}
 	switch re.GetCode() {
 	case runCodeInvalidRequest, runCodeUnsupported:
 		if msg == "" {
@@ -229,11 +265,24 @@ func FromRunError(re *iop.RunError) *Error {
 		if msg == "" {
 			e.Message = "The provider is at capacity; retry later."
 		}
+		e.RetryAfter = retryAfter
 		return e
 	default:
 		return UpstreamError(msg)
 	}
 }
+
+// msgUpstreamCredentials is adapter.MsgUpstreamCredentials (a test keeps
+// them equal).
+const msgUpstreamCredentials = "The provider rejected the node's credentials."
+
+// maxRetryAfter bounds a Retry-After relayed from a node (the node clamps
+// too; the edge does not rely on it).
+const maxRetryAfter = 3600
+
+// clampRetryAfter bounds a node-reported retry_after_sec to
+// [0, maxRetryAfter]; 0 means "no hint".
+func clampRetryAfter(sec int) int { return min(max(sec, 0), maxRetryAfter) }
 
 // errCancelled is what a CANCELLED terminal becomes: the run did not finish,
 // which from the caller's side is a provider-side failure.
@@ -242,6 +291,10 @@ func errCancelled() *Error { return UpstreamError("The run was cancelled before 
 // errNoTerminal is what a run stream that ended without a terminal event
 // (e.g. the node was lost) becomes.
 func errNoTerminal() *Error { return UpstreamError("The provider stream ended unexpectedly.") }
+
+// errEmptyRun is what a run that completed with no text, tool calls,
+// output or usage becomes (see runState.failure).
+func errEmptyRun() *Error { return UpstreamError("The provider returned an empty response.") }
 
 // truncateForMessage bounds caller-supplied text echoed into messages so a
 // huge `model` value cannot bloat error responses.

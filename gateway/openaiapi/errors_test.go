@@ -130,6 +130,7 @@ func TestConstantsMatchAdapter(t *testing.T) {
 		{runCodeInvalidRequest, adapter.CodeInvalidRequest},
 		{runCodeCapacityExceeded, adapter.CodeCapacityExceeded},
 		{runCodeUnsupported, adapter.CodeUnsupported},
+		{msgUpstreamCredentials, adapter.MsgUpstreamCredentials},
 	}
 	for _, p := range pairs {
 		if p[0] != p[1] {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 )
 
 // ErrNotJSONObject is returned by RewriteModel and RunInput for a body that
@@ -17,9 +19,12 @@ var ErrNotJSONObject = errors.New("openaiapi: body is not a JSON object")
 // promise. Re-marshalling would reorder keys and reformat numbers, so the
 // value's byte span is located by scanning and spliced instead.
 //
-// Every duplicate top-level "model" is rewritten so that no JSON parser
-// upstream (first-wins or last-wins) can see the external name. A body
-// without a top-level "model" gets one inserted before its first member.
+// Every duplicate top-level "model", and every key a case-insensitive parser
+// would take for it ("MODEL", "Model", escaped spellings), is rewritten so
+// that no JSON parser upstream (first-wins, last-wins or case-folding) can
+// see the external name. A body without an exact top-level "model" gets one
+// inserted before its first member. Parse* refuses case variants and
+// duplicates outright (see modelKeyError); this is the second line.
 func RewriteModel(body []byte, target string) ([]byte, error) {
 	open, members, err := scanTopLevel(body)
 	if err != nil {
@@ -27,13 +32,32 @@ func RewriteModel(body []byte, target string) ([]byte, error) {
 	}
 	value := encodeString(target)
 	var models []member
+	exact := false
 	for _, m := range members {
 		if m.isModel {
 			models = append(models, m)
+			exact = exact || m.isExact
 		}
 	}
-	if len(models) == 0 {
+	if !exact {
+		if len(models) > 0 {
+			// Parse* refuses such bodies; a caller that skipped it still
+			// never forwards a case variant's value.
+			body = replaceValues(body, models, value)
+			if _, members, err = scanValidTopLevel(body); err != nil {
+				return nil, err
+			}
+		}
 		return insertModel(body, open, members, value), nil
+	}
+	return replaceValues(body, models, value), nil
+}
+
+// replaceValues returns body with the value of each member in models
+// (in body order) replaced by value.
+func replaceValues(body []byte, models []member, value []byte) []byte {
+	if len(models) == 0 {
+		return body
 	}
 	grow := len(body)
 	for _, m := range models {
@@ -46,7 +70,7 @@ func RewriteModel(body []byte, target string) ([]byte, error) {
 		out = append(out, value...)
 		prev = m.valEnd
 	}
-	return append(out, body[prev:]...), nil
+	return append(out, body[prev:]...)
 }
 
 func insertModel(body []byte, open int, members []member, value []byte) []byte {
@@ -107,10 +131,12 @@ func RunInput(body []byte) ([]byte, error) {
 
 // member locates one top-level object member in the body.
 type member struct {
-	keyStart int // index of the key's opening quote
-	valStart int // first byte of the value
-	valEnd   int // one past the value's last byte
-	isModel  bool
+	keyStart int  // index of the key's opening quote
+	keyEnd   int  // one past the key's closing quote
+	valStart int  // first byte of the value
+	valEnd   int  // one past the value's last byte
+	isModel  bool // the key folds to "model" (see keyFoldsToModel)
+	isExact  bool // the key decodes to exactly "model"
 }
 
 // scanTopLevel validates body and returns the index of the top-level '{' and
@@ -120,6 +146,13 @@ func scanTopLevel(body []byte) (open int, members []member, err error) {
 	if !json.Valid(body) {
 		return 0, nil, ErrNotJSONObject
 	}
+	return scanValidTopLevel(body)
+}
+
+// scanValidTopLevel is scanTopLevel for a body already known to be valid
+// JSON (e.g. one json.Unmarshal accepted), skipping the second validation
+// pass over a possibly multi-MiB body.
+func scanValidTopLevel(body []byte) (open int, members []member, err error) {
 	i := skipWS(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return 0, nil, ErrNotJSONObject
@@ -137,9 +170,11 @@ func scanTopLevel(body []byte) (open int, members []member, err error) {
 		valEnd := skipValue(body, valStart)
 		members = append(members, member{
 			keyStart: keyStart,
+			keyEnd:   keyEnd,
 			valStart: valStart,
 			valEnd:   valEnd,
-			isModel:  keyIsModel(body[keyStart:keyEnd]),
+			isModel:  keyFoldsToModel(body[keyStart:keyEnd]),
+			isExact:  keyIsModel(body[keyStart:keyEnd]),
 		})
 		i = skipWS(body, valEnd)
 		if body[i] == '}' {
@@ -149,14 +184,62 @@ func scanTopLevel(body []byte) (open int, members []member, err error) {
 	}
 }
 
-// keyIsModel reports whether a raw JSON string literal decodes to "model";
-// an escaped spelling such as "\u006dodel" is the same key to every parser.
+// keyIsModel reports whether a raw JSON string literal decodes to exactly
+// "model".
 func keyIsModel(raw []byte) bool {
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw) == `"model"`
+	k, ok := decodeKey(raw)
+	return ok && k == "model"
+}
+
+// keyFoldsToModel reports whether a raw JSON string literal is a key that
+// some upstream parser would take for "model": after decoding escapes
+// ("\u006dodel" is the same key to every parser) it equals "model" under
+// Unicode simple case folding, which is how Go's encoding/json (Ollama,
+// LocalAI, many OpenAI-style servers) matches keys to struct fields.
+func keyFoldsToModel(raw []byte) bool {
+	k, ok := decodeKey(raw)
+	return ok && strings.EqualFold(k, "model")
+}
+
+// decodeKey decodes a raw JSON string literal cut from a valid document.
+func decodeKey(raw []byte) (string, bool) {
+	if bytes.IndexByte(raw, '\\') < 0 && len(raw) >= 2 {
+		return string(raw[1 : len(raw)-1]), true
 	}
 	var s string
-	return json.Unmarshal(raw, &s) == nil && s == "model"
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// modelKeyError reports a top-level key that folds to "model" but is not
+// exactly "model", or a second exact "model". Either would let a client
+// smuggle a model name past RewriteModel: the edge routes by one spelling
+// while a case-insensitive or last-wins parser upstream reads another, and
+// the model → target mapping is an access boundary. body must be valid JSON
+// whose top level is an object.
+func modelKeyError(body []byte) *Error {
+	_, members, err := scanValidTopLevel(body)
+	if err != nil {
+		return nil // not an object; the caller reports that
+	}
+	exact := 0
+	for _, m := range members {
+		if !m.isModel {
+			continue
+		}
+		k, _ := decodeKey(body[m.keyStart:m.keyEnd])
+		if k != "model" {
+			return InvalidRequest(fmt.Sprintf(
+				"The request has a key %s that differs from 'model' only in case or spelling; send the model only as 'model'.",
+				quoteValue(k)), k)
+		}
+		if exact++; exact > 1 {
+			return InvalidRequest("The request has more than one 'model' key; send the model exactly once.", "model")
+		}
+	}
+	return nil
 }
 
 func skipWS(b []byte, i int) int {

@@ -68,6 +68,7 @@ type runState struct {
 	output   []byte
 	terminal iop.RunEventType // UNSPECIFIED until a terminal event
 	runErr   *iop.RunError
+	sawText  bool // a DELTA with non-empty text arrived
 }
 
 // observe merges ev and reports whether it was the terminal event. Events
@@ -86,6 +87,8 @@ func (s *runState) observe(ev *iop.RunEvent) (terminal bool) {
 		s.usage = u
 	}
 	switch t := ev.GetType(); t {
+	case iop.RunEventType_RUN_EVENT_TYPE_DELTA:
+		s.sawText = s.sawText || ev.GetDelta() != ""
 	case iop.RunEventType_RUN_EVENT_TYPE_COMPLETE:
 		s.finish = ev.GetFinishReason()
 		s.output = ev.GetOutput()
@@ -107,9 +110,24 @@ func (s *runState) done() bool {
 func (s *runState) textFallback() bool { return s.meta[MetaTextToolFallback] == "true" }
 
 // failure is the caller-facing error of a run that did not complete, or nil.
+//
+// The empty-run rule: a run that ended COMPLETE without any text (no DELTA
+// with content), without tool calls (metadata openai_tool_calls), without
+// output (embeddings) and without usage is an upstream_error, not a
+// success. Nothing in it shows the provider produced an answer: it is what
+// a garbage or truncated upstream body looks like once an adapter failed to
+// notice, and rendering it as 200 {"content":"","finish_reason":"stop"}
+// would hide the fault from the caller. A provider that legitimately
+// generated nothing still reports usage, so its empty answer stands. Every
+// aggregator and stream renderer goes through here, so the rule holds on
+// every run route; a stream writer reports it before the first byte (a
+// plain 502) because an empty run never writes anything earlier.
 func (s *runState) failure() *Error {
 	switch s.terminal {
 	case iop.RunEventType_RUN_EVENT_TYPE_COMPLETE:
+		if s.empty() {
+			return errEmptyRun()
+		}
 		return nil
 	case iop.RunEventType_RUN_EVENT_TYPE_ERROR:
 		return FromRunError(s.runErr)
@@ -118,6 +136,11 @@ func (s *runState) failure() *Error {
 	default:
 		return errNoTerminal()
 	}
+}
+
+// empty reports a completed run with nothing to show for it (see failure).
+func (s *runState) empty() bool {
+	return !s.sawText && s.meta[MetaToolCalls] == "" && len(s.output) == 0 && s.usage == nil
 }
 
 // finalUsage is the usage to report: the provider's when it reported any,

@@ -20,7 +20,9 @@ type object = map[string]json.RawMessage
 
 // decodeTopLevel checks that body is valid UTF-8 JSON whose top level is an
 // object and returns that object's members (a later duplicate key wins, as
-// with every mainstream JSON parser).
+// with every mainstream JSON parser). A top-level key that an upstream parser
+// could read as "model" other than the one exact "model" is refused (see
+// modelKeyError).
 func decodeTopLevel(body []byte) (object, *Error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
@@ -43,6 +45,11 @@ func decodeTopLevel(body []byte) (object, *Error) {
 	}
 	if obj == nil { // the literal null
 		return nil, InvalidRequest("The request body must be a JSON object, but got null.", "")
+	}
+	// The map above keeps only the last of duplicate keys and distinguishes
+	// "MODEL" from "model"; upstream parsers may do neither.
+	if e := modelKeyError(trimmed); e != nil {
+		return nil, e
 	}
 	return obj, nil
 }

@@ -18,6 +18,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -102,7 +105,12 @@ type Error struct {
 	Code       string // one of the Code* constants
 	Message    string // safe to show to the API caller; never a secret
 	HTTPStatus int    // upstream status when the failure came from one; 0 otherwise
-	Err        error  // underlying cause, for logs
+	// RetryAfterSec is the upstream's Retry-After (see ParseRetryAfter) when
+	// it rate limited (429) or was briefly unavailable (503); 0 otherwise.
+	// It travels as iop.RunError.retry_after_sec so the Edge keeps the
+	// status and the header.
+	RetryAfterSec int
+	Err           error // underlying cause, for logs
 }
 
 func (e *Error) Error() string {
@@ -123,6 +131,52 @@ const (
 	CodeUnsupported      = "unsupported"
 	CodeInternal         = "internal"
 )
+
+// MsgUpstreamCredentials is the message of a run failing because the
+// upstream refused the node's own credentials (401/403). The API caller's
+// key was fine, so the upstream's text (often "Unauthorized" or "invalid
+// api key") must not reach them: it would read as a fault of theirs.
+const MsgUpstreamCredentials = "The provider rejected the node's credentials."
+
+// Bounds of a Retry-After value carried to the Edge: at least a second (a
+// zero would invite an immediate retry storm) and at most an hour (a longer
+// hint is more likely a broken upstream than a plan).
+const (
+	MinRetryAfterSec = 1
+	MaxRetryAfterSec = 3600
+)
+
+// ParseRetryAfter reads an HTTP Retry-After header value, either
+// delta-seconds or an HTTP-date (taken relative to now), and returns the
+// wait in whole seconds clamped to [MinRetryAfterSec, MaxRetryAfterSec]. It
+// returns 0 when v is empty or unparsable: no hint, not "retry at once".
+func ParseRetryAfter(v string, now time.Time) int {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	var secs int64
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		secs = n
+	} else if t, err := http.ParseTime(v); err == nil {
+		d := t.Sub(now)
+		secs = int64((d + time.Second - 1) / time.Second) // round up: never early
+	} else if isAllDigits(v) {
+		secs = MaxRetryAfterSec // a delta overflowing int64 is still "a long time"
+	} else {
+		return 0
+	}
+	return int(min(max(secs, MinRetryAfterSec), MaxRetryAfterSec))
+}
+
+func isAllDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
 
 // ErrUnsupported is returned by adapters for an operation they do not serve.
 var ErrUnsupported = errors.New("adapter: operation not supported")

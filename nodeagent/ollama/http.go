@@ -128,10 +128,22 @@ func statusError(resp *http.Response) error {
 			msg = text
 		}
 	}
-	return &adapter.Error{
+	ae := &adapter.Error{
 		Code:       code,
 		Message:    msg,
 		HTTPStatus: resp.StatusCode,
 		Err:        fmt.Errorf("ollama: http status %d", resp.StatusCode),
 	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		// Ollama answers 503 when its queue (OLLAMA_MAX_QUEUE) is full; it
+		// and any proxy in front may say when to come back.
+		ae.RetryAfterSec = adapter.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	case http.StatusUnauthorized, http.StatusForbidden:
+		// A proxy in front of Ollama refused the node's key; its text would
+		// blame the API caller's (it stays in Err for logs).
+		ae.Message = adapter.MsgUpstreamCredentials
+		ae.Err = fmt.Errorf("ollama: http status %d: %s", resp.StatusCode, msg)
+	}
+	return ae
 }

@@ -24,6 +24,10 @@ var (
 	// ErrStreamTruncated is wrapped when the stream ends before an object
 	// with "done": true.
 	ErrStreamTruncated = errors.New("ollama: stream ended before done")
+	// ErrNoAnswer is wrapped when a stream finished without any line
+	// carrying the endpoint's answer (message for chat, response for
+	// generate).
+	ErrNoAnswer = errors.New("ollama: stream finished without an answer")
 )
 
 // chunk is one line of /api/chat or /api/generate output. Chat carries text
@@ -31,7 +35,7 @@ var (
 // plus the statistics; a failure mid-stream is a line {"error": "..."}.
 type chunk struct {
 	Message    *chunkMessage `json:"message"`
-	Response   string        `json:"response"`
+	Response   *string       `json:"response"`
 	Done       bool          `json:"done"`
 	DoneReason string        `json:"done_reason"`
 	// Pointers: Ollama omits zero counts, and absent on every line means

@@ -20,24 +20,35 @@ type streamOutcome struct {
 }
 
 // textOf picks the generated text out of a chunk: message.content for
-// /api/chat, response for /api/generate.
-type textOf func(*chunk) string
+// /api/chat, response for /api/generate. ok reports whether the chunk
+// carried that field at all: a stream none of whose lines did is not an
+// answer from that endpoint (e.g. a proxy's JSON, or another API).
+type textOf func(*chunk) (text string, ok bool)
 
-func chatText(c *chunk) string {
+func chatText(c *chunk) (string, bool) {
 	if c.Message == nil {
-		return ""
+		return "", false
 	}
-	return c.Message.Content
+	return c.Message.Content, true
 }
 
-func generateText(c *chunk) string { return c.Response }
+func generateText(c *chunk) (string, bool) {
+	if c.Response == nil {
+		return "", false
+	}
+	return *c.Response, true
+}
 
 // readStream relays the text of each line to sink until the line with
-// "done": true. Tool calls are collected from every line: Ollama streams
+// "done": true. Anything else is an upstream error, never a short success:
+// a body that ends (or breaks) before that line, a line that is not a JSON
+// object, or a stream that finished without any line carrying the
+// endpoint's answer field. Tool calls are collected from every line: Ollama streams
 // each call whole, in a line of its own, before the final one.
 func readStream(body io.Reader, text textOf, sink adapter.RunSink) (*streamOutcome, error) {
 	lines := newLineReader(body, MaxLineBytes)
 	var out streamOutcome
+	answered := false
 	for {
 		line, err := lines.next()
 		switch {
@@ -57,7 +68,9 @@ func readStream(body io.Reader, text textOf, sink adapter.RunSink) (*streamOutco
 		if msg := c.errorText(); msg != "" {
 			return nil, &adapter.Error{Code: adapter.CodeUpstream, Message: msg, Err: errors.New("ollama: error line in stream")}
 		}
-		if t := text(c); t != "" {
+		t, ok := text(c)
+		answered = answered || ok
+		if t != "" {
 			if err := sink.Delta(t); err != nil {
 				return nil, fmt.Errorf("ollama: send delta: %w", err)
 			}
@@ -66,6 +79,9 @@ func readStream(body io.Reader, text textOf, sink adapter.RunSink) (*streamOutco
 			out.toolCalls = append(out.toolCalls, c.Message.ToolCalls...)
 		}
 		if c.Done {
+			if !answered {
+				return nil, &adapter.Error{Code: adapter.CodeUpstream, Message: "ollama's response contained no answer", Err: ErrNoAnswer}
+			}
 			out.doneReason = c.DoneReason
 			out.usage = usageOf(c)
 			return &out, nil

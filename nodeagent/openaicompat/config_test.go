@@ -134,7 +134,7 @@ func TestModelsUpstreamError(t *testing.T) {
 	})
 	in := newTestInstance(t, TypeOpenAICompat, testConfig(srv.URL))
 	_, err := in.Models(context.Background())
-	if ae := asAdapterError(t, err); ae.Code != adapter.CodeUpstream || ae.HTTPStatus != 401 || ae.Message != "Unauthorized" {
+	if ae := asAdapterError(t, err); ae.Code != adapter.CodeUpstream || ae.HTTPStatus != 401 || ae.Message != adapter.MsgUpstreamCredentials {
 		t.Fatalf("error %+v", ae)
 	}
 }

@@ -23,9 +23,10 @@ const (
 
 // upstreamError is the structured reading of a non-2xx upstream body.
 type upstreamError struct {
-	status  int
-	message string // extracted message, or the truncated body
-	typ     string // e.g. "BadRequestError"
+	status     int
+	message    string // extracted message, or the truncated body
+	typ        string // e.g. "BadRequestError"
+	retryAfter int    // the Retry-After header in seconds (adapter.ParseRetryAfter); 0 if none
 }
 
 // parseUpstreamError reads an error body in any of the shapes OpenAI-style
@@ -122,22 +123,33 @@ func truncate(s string, n int) string {
 // readUpstreamError reads and parses a non-2xx response body.
 func readUpstreamError(resp *http.Response) upstreamError {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	return parseUpstreamError(resp.StatusCode, bytes.TrimSpace(body))
+	ue := parseUpstreamError(resp.StatusCode, bytes.TrimSpace(body))
+	ue.retryAfter = adapter.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	return ue
 }
 
-// adapterError turns an upstream error into the failure a run returns.
+// adapterError turns an upstream error into the failure a run returns. A
+// rate limit (429) or a brief unavailability (503) keeps the upstream's
+// Retry-After so the Edge can answer with the same status and header. A
+// refusal of the node's credentials (401/403) gets a fixed message: the
+// upstream's would blame the API caller's key (it stays in Err for logs).
 func (ue upstreamError) adapterError() *adapter.Error {
-	code := adapter.CodeUpstream
-	switch ue.status {
-	case http.StatusBadRequest, http.StatusUnprocessableEntity:
-		code = adapter.CodeInvalidRequest
-	}
-	return &adapter.Error{
-		Code:       code,
+	ae := &adapter.Error{
+		Code:       adapter.CodeUpstream,
 		Message:    ue.message,
 		HTTPStatus: ue.status,
 		Err:        fmt.Errorf("openaicompat: upstream status %d", ue.status),
 	}
+	switch ue.status {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		ae.Code = adapter.CodeInvalidRequest
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		ae.RetryAfterSec = ue.retryAfter
+	case http.StatusUnauthorized, http.StatusForbidden:
+		ae.Message = adapter.MsgUpstreamCredentials
+		ae.Err = fmt.Errorf("openaicompat: upstream status %d: %s", ue.status, ue.message)
+	}
+	return ae
 }
 
 // transportError classifies a failure to talk to the upstream at all.

@@ -3,6 +3,7 @@ package openaicompat
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -198,8 +199,11 @@ func (r *run) embedding(body map[string]json.RawMessage) (*adapter.Result, error
 		return nil, &adapter.Error{Code: adapter.CodeUpstream, Message: "embeddings response too large"}
 	}
 	out, usage, err := embeddingOutput(data)
+	if errors.Is(err, errNoChoices) {
+		return nil, badAnswer(msgNoChoices, err)
+	}
 	if err != nil {
-		return nil, &adapter.Error{Code: adapter.CodeUpstream, Message: "upstream sent an unreadable embeddings response", HTTPStatus: resp.StatusCode, Err: err}
+		return nil, badAnswer(msgUnreadableBody, fmt.Errorf("%w: %w", errUnreadableBody, err))
 	}
 	return &adapter.Result{FinishReason: "stop", Usage: usage.proto(), Output: out}, nil
 }

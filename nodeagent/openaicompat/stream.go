@@ -31,6 +31,35 @@ type streamState struct {
 	finish string
 	usage  *usageJSON
 	calls  []*toolCall // in order of first appearance
+	// terminal is set once the answer is known to be complete: "[DONE]", a
+	// chunk with a finish_reason, or a whole non-streamed document.
+	terminal bool
+	// answered is set once a choice of index 0 arrived; an answer without
+	// one is not an answer, however it ended.
+	answered bool
+}
+
+// Messages of the failures a 2xx answer can still be. They reach the API
+// caller, so they describe the fault without quoting the upstream's bytes.
+const (
+	msgUnreadableBody   = "The provider's response could not be read."
+	msgUnreadableChunk  = "The provider's stream carried an unreadable chunk."
+	msgStreamIncomplete = "The provider's stream ended before the answer was complete."
+	msgNoChoices        = "The provider's response contained no answer."
+)
+
+// Sentinels behind those failures, for errors.Is in logs and tests.
+var (
+	errUnreadableBody   = errors.New("openaicompat: unreadable response body")
+	errUnreadableChunk  = errors.New("openaicompat: unreadable stream chunk")
+	errStreamIncomplete = errors.New("openaicompat: stream ended without its terminal event")
+	errNoChoices        = errors.New("openaicompat: response without choices")
+)
+
+// badAnswer is the failure of a 2xx answer that is not a usable one: the
+// run must not turn it into an empty success.
+func badAnswer(msg string, err error) *adapter.Error {
+	return &adapter.Error{Code: adapter.CodeUpstream, Message: msg, Err: err}
 }
 
 type toolCall struct {
@@ -83,11 +112,23 @@ func (st *streamState) consume(resp *http.Response) error {
 		if err != nil {
 			return err
 		}
-		return st.apply(data)
+		if !json.Valid(data) {
+			return badAnswer(msgUnreadableBody, errUnreadableBody)
+		}
+		if err := st.apply(data); err != nil {
+			return err
+		}
+		st.terminal = true // a whole document is complete by itself
+		return nil
 	}
 	err := readEvents(resp.Body, st.event)
 	if errors.Is(err, errStreamDone) {
 		return nil
+	}
+	if err == nil && !st.terminal {
+		// EOF without "[DONE]" or a finish_reason: the server died or a
+		// proxy cut the stream (or it was never SSE, e.g. an HTML page).
+		return badAnswer(msgStreamIncomplete, errStreamIncomplete)
 	}
 	return err
 }
@@ -96,19 +137,26 @@ func (st *streamState) consume(resp *http.Response) error {
 func (st *streamState) event(data []byte) error {
 	data = bytes.TrimSpace(data)
 	if bytes.Equal(data, []byte("[DONE]")) {
+		st.terminal = true
 		return errStreamDone
 	}
 	if len(data) == 0 || data[0] != '{' {
 		return nil
 	}
+	if !json.Valid(data) {
+		// A chunk that does not parse lost part of the answer (text or a
+		// tool call); passing the rest off as the whole would be a lie.
+		return badAnswer(msgUnreadableChunk, errUnreadableChunk)
+	}
 	return st.apply(data)
 }
 
+// apply handles one chunk or whole document, already known to be valid JSON.
 func (st *streamState) apply(data []byte) error {
 	var ch chunk
 	if err := json.Unmarshal(data, &ch); err != nil {
-		// A malformed chunk is skipped rather than failing a long answer.
-		return nil
+		// Valid JSON of the wrong shape (e.g. "choices" not an array).
+		return badAnswer(msgUnreadableBody, fmt.Errorf("%w: %w", errUnreadableBody, err))
 	}
 	if ch.Object == "error" || (len(ch.Error) > 0 && string(ch.Error) != "null") {
 		ue := parseUpstreamError(0, data)
@@ -121,6 +169,7 @@ func (st *streamState) apply(data []byte) error {
 		if c.Index != 0 {
 			continue // a run carries one choice
 		}
+		st.answered = true
 		var text *string
 		var calls []toolCallDelta
 		switch {
@@ -141,6 +190,7 @@ func (st *streamState) apply(data []byte) error {
 		}
 		if c.FinishReason != nil && *c.FinishReason != "" {
 			st.finish = *c.FinishReason
+			st.terminal = true
 		}
 	}
 	return nil
@@ -193,6 +243,9 @@ func (st *streamState) addToolCall(d toolCallDelta) {
 
 // result builds the run result once the stream ended.
 func (st *streamState) result() (*adapter.Result, error) {
+	if !st.answered {
+		return nil, badAnswer(msgNoChoices, errNoChoices)
+	}
 	res := &adapter.Result{FinishReason: st.finish, Usage: st.usage.proto()}
 	if len(st.calls) == 0 {
 		return res, nil
@@ -254,6 +307,10 @@ func embeddingOutput(data []byte) ([]byte, *usageJSON, error) {
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, nil, fmt.Errorf("openaicompat: decode embeddings: %w", err)
+	}
+	if len(doc.Data) == 0 {
+		// Every embeddings request has at least one input.
+		return nil, nil, errNoChoices
 	}
 	slices.SortStableFunc(doc.Data, func(a, b struct {
 		Index     int             `json:"index"`

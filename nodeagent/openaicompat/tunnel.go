@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -24,17 +25,68 @@ const (
 	maxUsageTail = 4 << 20
 )
 
-// Request headers the tunnel never forwards besides hop-by-hop ones: the
-// caller's credentials (the Node adds the provider's own key), those the
-// HTTP client computes itself, and Accept-Encoding, so that the upstream
-// answers in identity encoding: only then can SSE be split at event
-// boundaries and usage be observed. The Edge compresses for its own
-// clients if it wants to.
+// Request headers the tunnel never forwards besides hop-by-hop ones, even
+// if the Edge sent them:
+//   - the caller's credentials in every spelling providers accept
+//     (Authorization, Azure's Api-Key, X-Api-Key) and cookies: the upstream
+//     key lives on the Node, which sets its own after this filter, and a
+//     client's key must never reach a provider it was not issued for;
+//   - the client's address (X-Forwarded-*, Forwarded, X-Real-Ip): the
+//     upstream has no use for it and it would leak the caller to it;
+//   - those the HTTP client computes itself, and Accept-Encoding, so that
+//     the upstream answers in identity encoding: only then can SSE be split
+//     at event boundaries and usage be observed. The Edge compresses for
+//     its own clients if it wants to.
 var tunnelDropRequest = map[string]bool{
-	"Authorization":   true,
-	"Host":            true,
-	"Content-Length":  true,
-	"Accept-Encoding": true,
+	"Authorization":       true,
+	"Api-Key":             true,
+	"X-Api-Key":           true,
+	"Cookie":              true,
+	"Proxy-Authorization": true,
+	"X-Forwarded-For":     true,
+	"X-Forwarded-Host":    true,
+	"X-Forwarded-Proto":   true,
+	"Forwarded":           true,
+	"X-Real-Ip":           true,
+	"Host":                true,
+	"Content-Length":      true,
+	"Accept-Encoding":     true,
+}
+
+// Bounds of the upstream response headers relayed to the Edge: they end up
+// in a wire frame and in the API caller's response, and no OpenAI-style
+// server needs more than a few dozen short ones. Counted after hop-by-hop
+// headers are dropped, one per value (a header line), names plus values.
+const (
+	maxRelayHeaders     = 64
+	maxRelayHeaderBytes = 16 << 10
+	// maxResponseHeaderBytes is the transport's own read bound. Headers
+	// between the relay bound and it fail with errHeadersTooLarge; beyond
+	// it the transport refuses to read them at all.
+	maxResponseHeaderBytes = 256 << 10
+)
+
+// errHeadersTooLarge is the cause of a tunnel failed by maxRelayHeaders or
+// maxRelayHeaderBytes.
+var errHeadersTooLarge = errors.New("openaicompat: upstream response headers exceed the relay bounds")
+
+// checkRelayHeaders enforces the relay bounds on headers about to be sent.
+func checkRelayHeaders(h http.Header) error {
+	count, size := 0, 0
+	for k, vs := range h {
+		for _, v := range vs {
+			count++
+			size += len(k) + len(v)
+		}
+	}
+	if count > maxRelayHeaders || size > maxRelayHeaderBytes {
+		return &adapter.Error{
+			Code:    adapter.CodeUpstream,
+			Message: "The provider's response headers exceed the relay's bounds.",
+			Err:     fmt.Errorf("%w: %d headers, %d bytes", errHeadersTooLarge, count, size),
+		}
+	}
+	return nil
 }
 
 // Tunnel performs a raw provider request and relays the response unaltered.
@@ -54,7 +106,11 @@ func (in *Instance) Tunnel(ctx context.Context, treq *iop.ProviderTunnelRequest,
 	}
 	defer resp.Body.Close()
 
-	if err := sink.Status(resp.StatusCode, responseHeaders(resp.Header)); err != nil {
+	header := responseHeaders(resp.Header)
+	if err := checkRelayHeaders(header); err != nil {
+		return err
+	}
+	if err := sink.Status(resp.StatusCode, header); err != nil {
 		return sinkError("tunnel status", err)
 	}
 	err = relayBody(resp, sink)
