@@ -36,7 +36,14 @@ func (s *Server) readDeadline(c *gin.Context) {
 	}
 	b := &deadlineBody{ReadCloser: r.Body, rc: rc}
 	r.Body = b
-	info(c).body = b
+	in := info(c)
+	in.body = b
+	c.Next()
+	// After the handlers and the access log: an early answer is logged
+	// before its connection lingers.
+	if in.linger {
+		b.linger(c)
+	}
 }
 
 // deadlineBody clears the connection's read deadline once the body has been

@@ -41,10 +41,11 @@ func apiError(err error, model string) *openaiapi.Error {
 // A request whose body is still unread closes its connection after the
 // answer (see deadlineBody.abandon).
 func writeError(c *gin.Context, e *openaiapi.Error) {
-	var body *deadlineBody
 	if v, ok := c.Get(infoKey); ok {
-		if b := v.(*reqInfo).body; b != nil && b.abandon(c) {
-			body = b
+		in := v.(*reqInfo)
+		if b := in.body; b != nil && b.abandon(c) {
+			// readDeadline lingers once the request is logged.
+			in.linger = true
 		}
 	}
 	if e.RetryAfter > 0 {
@@ -52,7 +53,4 @@ func writeError(c *gin.Context, e *openaiapi.Error) {
 	}
 	c.Data(e.Status, "application/json", e.Envelope())
 	c.Abort()
-	if body != nil {
-		body.linger(c)
-	}
 }

@@ -229,6 +229,9 @@ type reqInfo struct {
 	cancelReason string
 	// body is the request body's deadline guard; nil without a body.
 	body *deadlineBody
+	// linger: the answer came before the body was read; the connection
+	// lingers briefly before it closes (deadlineBody.linger).
+	linger bool
 }
 
 const infoKey = "iop.reqinfo"

@@ -223,7 +223,7 @@ func toRunError(err error, ctx context.Context) *iop.RunError {
 	var ae *adapter.Error
 	switch {
 	case errors.As(err, &ae):
-		return &iop.RunError{Code: ae.Code, Message: ae.Message, HttpStatus: int32(ae.HTTPStatus)}
+		return &iop.RunError{Code: ae.Code, Message: ae.Message, HttpStatus: int32(ae.HTTPStatus), RetryAfterSec: int32(ae.RetryAfterSec)}
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return &iop.RunError{Code: adapter.CodeTimeout, Message: "run timed out"}
 	case errors.Is(err, adapter.ErrUnsupported):

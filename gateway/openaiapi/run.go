@@ -20,8 +20,9 @@ const (
 // The Parse* results offer a RenderOptions() method that fills the
 // request-derived fields.
 type RenderOptions struct {
-	// Model is the EXTERNAL model name echoed in responses (never the
-	// upstream target).
+	// Model is the `model` a rendered response carries: the provider's
+	// target, as the tunnel route's responses carry it from the upstream,
+	// so one model answers with one value whatever the route.
 	Model string
 	// ID is the response id; empty means a fresh "chatcmpl-…" / "cmpl-…".
 	ID string
