@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
+	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -295,5 +298,66 @@ func TestDuplicateReadyKeepsTheSession(t *testing.T) {
 	defer h.mu.Unlock()
 	if len(h.activated) != 1 {
 		t.Fatalf("activated %d times", len(h.activated))
+	}
+}
+
+// rssBytes is the process's resident set size (Linux; 0 elsewhere).
+func rssBytes() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	var size, resident int64
+	if _, err := fmt.Sscan(string(b), &size, &resident); err != nil {
+		return 0
+	}
+	return resident * int64(os.Getpagesize())
+}
+
+// The stream bomb of the issue, 64 connections at once, each sending the
+// preface and then 4,095 streams of 256 KiB without registering: the edge's
+// memory does not grow with it (goal: < 64 MB of RSS).
+func TestStreamBombMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a memory measurement")
+	}
+	h := newFakeHandler()
+	_, addr := startCounting(t, h, ServerConfig{HandshakeTimeout: 5 * time.Second, MaxPendingHandshakes: -1, MaxConns: -1}, 0)
+	runtime.GC()
+	before := rssBytes()
+	var wg sync.WaitGroup
+	var sent atomic.Int64
+	payload := make([]byte, muxMaxData)
+	for range 64 {
+		wg.Add(1)
+		// Owner: the test; ends when the edge closes the connection.
+		go func() {
+			defer wg.Done()
+			raw, err := net.Dial("tcp", addr)
+			if err != nil {
+				return
+			}
+			defer raw.Close()
+			_, _ = raw.Write(preface[:])
+			for id := uint32(1); id < 2*4095; id += 2 {
+				for range 8 {
+					_ = raw.SetWriteDeadline(time.Now().Add(2 * time.Second))
+					n, err := raw.Write(muxFrame(id, payload))
+					sent.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	growth := rssBytes() - before
+	t.Logf("stream bomb: 64 connections sent %.1f MB before the edge dropped them; edge RSS growth %.1f MB", float64(sent.Load())/(1<<20), float64(growth)/(1<<20))
+	if growth > 64<<20 {
+		t.Fatalf("RSS grew by %.1f MB under the stream bomb (goal < 64 MB)", float64(growth)/(1<<20))
+	}
+	if regs, _, _ := h.counts(); regs != 0 {
+		t.Fatalf("%d registrations", regs)
 	}
 }
