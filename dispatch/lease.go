@@ -1,8 +1,10 @@
 package dispatch
 
 import (
+	"strconv"
 	"time"
 
+	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/nodewire"
 )
 
@@ -41,9 +43,32 @@ type Lease struct {
 	SessionID    string
 	Long         bool
 	AcquiredAt   time.Time
+	// CancelGrace is how long a cancelled exchange on this lease waits for
+	// the node's terminal message (sent once the node has stopped the run
+	// and freed its capacity slot) before the lease returns anyway: longer
+	// than the time the provider's adapter may take to stop a run, so the
+	// next waiter handed the slot is not refused by the node's gate.
+	CancelGrace time.Duration
 
 	released bool          // guarded by d.mu
 	reason   ReleaseReason // guarded by d.mu
+}
+
+// Cancel grace: the base, and the margin over an adapter's configured kill
+// grace (CLI providers' kill_grace_ms: SIGTERM, then SIGKILL after it).
+const (
+	baseCancelGrace   = 5 * time.Second
+	cancelGraceMargin = 3 * time.Second
+	maxCancelGrace    = 2 * time.Minute
+)
+
+// cancelGrace is the CancelGrace of a lease on a provider with spec.
+func cancelGrace(spec config.ProviderSpec) time.Duration {
+	grace := baseCancelGrace
+	if ms, err := strconv.Atoi(spec.Settings()["kill_grace_ms"]); err == nil && ms > 0 {
+		grace = max(grace, time.Duration(ms)*time.Millisecond+cancelGraceMargin)
+	}
+	return min(grace, maxCancelGrace)
 }
 
 // Release returns the lease with reason. Only the first call (or fencing)

@@ -259,7 +259,7 @@ func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session stri
 		NodeID: r.key.node, ProviderID: r.key.provider, ProviderType: r.spec.Type,
 		Category: r.spec.Category, ToolMode: r.spec.ToolMode, Target: c.target,
 		Model: m.name, Workspace: m.spec.Workspace, Long: long, SessionID: session,
-		AcquiredAt: time.Now(),
+		AcquiredAt: time.Now(), CancelGrace: cancelGrace(r.spec),
 	}
 	r.leases[l] = struct{}{}
 	if session != "" {

@@ -13,9 +13,10 @@ import (
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
-// cancelGrace is the gateway's cancelDrainTimeout: how long a cancelled
-// exchange waits for the node's terminal message before its lease returns.
-const cancelGrace = 2 * time.Second
+// cancelGrace is a lease's CancelGrace for providers without a kill grace
+// (dispatch's base): how long a cancelled exchange waits for the node's
+// terminal message before its lease returns.
+const cancelGrace = 5 * time.Second
 
 // deadlineRoute is one way a request reaches a node.
 type deadlineRoute struct {

@@ -115,11 +115,10 @@ func TestErrorQueueFull(t *testing.T) {
 	if got := waitFor(t, first, waitLong, "the held request to finish"); got.Status != http.StatusOK || string(got.Body) != vllmChatJSON {
 		t.Errorf("held request: %d %s", got.Status, got.Body)
 	}
-	// The queued one is handed the freed slot. The node may still count the
-	// previous exchange against its own gate for a moment (see
-	// TestKnownBugHandoffNodeGate); that race is not what this test is about.
-	if got := waitFor(t, second, waitLong, "the queued request to finish"); got.Status != http.StatusOK &&
-		!(got.Status == http.StatusServiceUnavailable && strings.Contains(string(got.Body), "at capacity")) {
+	// The queued one is handed the freed slot: the node frees its own gate
+	// slot before the terminal frame that returns the lease, so it is never
+	// refused "at capacity".
+	if got := waitFor(t, second, waitLong, "the queued request to finish"); got.Status != http.StatusOK {
 		t.Errorf("queued request: %d %s", got.Status, got.Body)
 	}
 	waitReleased(t, e, "vllm-main")

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -299,13 +298,15 @@ func (cs *cancelState) watch(ctx context.Context, x canceller) func() bool {
 	return context.AfterFunc(ctx, func() { cs.cancel(x, CancelClientDisconnect) })
 }
 
-// cancelDrainTimeout bounds how long a cancelled exchange waits for the
-// node's terminal message before its lease is released anyway. The node's
-// own capacity gate stays its backend's protection: a node that has not
-// stopped the run by then refuses the next request it cannot take, which
-// the client sees as an error instead of waiting on a node that does not
-// answer.
-const cancelDrainTimeout = 2 * time.Second
+// A cancelled exchange waits (in the background) up to its lease's
+// CancelGrace for the node's terminal message before the lease returns
+// anyway. The node frees its capacity slot before it sends that terminal,
+// so the next waiter gets the slot rather than a refusal; the grace is
+// longer than the adapter's own time to stop a run (dispatch.cancelGrace).
+// After it, the node's capacity gate stays its backend's protection: a node
+// that has not stopped the run refuses the next request it cannot take,
+// which the client sees as an error instead of waiting on a node that does
+// not answer.
 
 // validSessionID accepts an absent id, or up to 256 bytes of valid UTF-8
 // without control characters (it travels on the wire and names CLI state).

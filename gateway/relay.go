@@ -251,7 +251,7 @@ func (t *tunnelExchange) close() {
 	// once, when the exchange ends.
 	t.s.metrics.usage(t.model, t.in.prompt, t.in.completion)
 	t.stopWatch()
-	t.ts.Finish(t.lease, t.reason, t.cs.get(), cancelDrainTimeout)
+	t.ts.Finish(t.lease, t.reason, t.cs.get(), t.lease.CancelGrace)
 }
 
 // idleDeadline bounds the wait for the next frame once the answer has

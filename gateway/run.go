@@ -114,7 +114,7 @@ func (r *runExchange) close() {
 		return
 	}
 	r.stopWatch()
-	r.rs.Finish(r.lease, r.reason, r.cs.get(), cancelDrainTimeout)
+	r.rs.Finish(r.lease, r.reason, r.cs.get(), r.lease.CancelGrace)
 }
 
 // recv returns the next event: bounded by the response timeout until the
