@@ -175,7 +175,7 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 		if !seenNodes[id] {
 			if n.owner != nil {
 				c := n.owner
-				d.transitionLocked(n, evClosed, c)
+				d.transitionLocked(n, evClosed, c, "removed from the config")
 				delete(d.connNode, c)
 				go func() { _ = c.Close() }() // Owner: none needed; Close is bounded.
 			}

@@ -10,6 +10,9 @@ const (
 	EventNodeConnected    = "node.connected"
 	EventNodeDisconnected = "node.disconnected"
 	EventNodeSuperseded   = "node.superseded"
+	// EventNodeRejected: a registration was refused (bad token, unknown
+	// id, protocol version); NodeID is set only for a configured node.
+	EventNodeRejected = "node.rejected"
 )
 
 // Event is a node lifecycle notification. Events are informational: no

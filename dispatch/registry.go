@@ -3,7 +3,10 @@ package dispatch
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -83,7 +86,10 @@ type outcome struct {
 // correctness step of the lifecycle (ownership, generation fencing, lease
 // return, resource (de)activation, queue pumping) happens here, under d.mu,
 // in the same step; events and metrics are only reported from it.
-func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.Conn) outcome {
+//
+// why is the reason the lifecycle events of this step carry (evClosed:
+// why the connection ended, e.g. "heartbeat timeout"); "" for none.
+func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.Conn, why string) outcome {
 	var out outcome
 	switch kind {
 	case evRegister:
@@ -97,7 +103,7 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 				out.closeOld, out.fenced = true, true
 			}
 			d.metrics.sessions(n.id, "superseded")
-			d.publish(Event{Type: EventNodeSuperseded, NodeID: n.id})
+			d.publish(Event{Type: EventNodeSuperseded, NodeID: n.id, Reason: "a newer registration of the same node id"})
 		}
 		d.genCounter++
 		n.owner, n.gen, n.state = c, d.genCounter, statePending
@@ -132,7 +138,7 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 			d.fenceLocked(n, "lost")
 			out.fenced = true
 			d.metrics.sessions(n.id, "lost")
-			d.publish(Event{Type: EventNodeDisconnected, NodeID: n.id})
+			d.publish(Event{Type: EventNodeDisconnected, NodeID: n.id, Reason: why})
 		}
 		n.owner, n.state = nil, stateOffline
 		// Without a session the node runs nothing; its next registration
@@ -147,9 +153,14 @@ func (d *Dispatcher) Register(c *nodewire.Conn, req *iop.RegisterRequest) *iop.R
 	reject := func(code iop.RejectCode, reason string) *iop.RegisterResponse {
 		d.log.Info("node registration rejected", zap.String("node_id", req.GetNodeId()), zap.Stringer("code", code))
 		d.mu.Lock()
+		// The event names a configured node only: an unknown id is the
+		// peer's own text and stays out of the status page.
+		id := ""
 		if n := d.nodes[req.GetNodeId()]; n != nil {
 			d.metrics.sessions(n.id, "rejected")
+			id = n.id
 		}
+		d.publish(Event{Type: EventNodeRejected, NodeID: id, Reason: rejectReason(code)})
 		d.mu.Unlock()
 		return &iop.RegisterResponse{Accepted: false, Reason: reason, RejectCode: code, ProtocolVersion: nodewire.ProtocolVersion}
 	}
@@ -173,7 +184,7 @@ func (d *Dispatcher) Register(c *nodewire.Conn, req *iop.RegisterRequest) *iop.R
 		d.mu.Unlock()
 		return reject(iop.RejectCode_REJECT_CODE_CREDENTIALS, "invalid node token")
 	}
-	out := d.transitionLocked(n, evRegister, c)
+	out := d.transitionLocked(n, evRegister, c, "")
 	payload := NodePayload(d.cfg.Node(n.id))
 	d.mu.Unlock()
 
@@ -198,7 +209,7 @@ func (d *Dispatcher) Ready(c *nodewire.Conn, req *iop.NodeReadyRequest) *iop.Nod
 		d.log.Info("node ready refused", zap.String("node_id", req.GetNodeId()), zap.String("reason", "stale connection"))
 		return &iop.NodeReadyResponse{Ready: false, Reason: "stale, superseded or unknown connection for this node id"}
 	}
-	out := d.transitionLocked(n, evReady, c)
+	out := d.transitionLocked(n, evReady, c, "")
 	d.mu.Unlock()
 	if !out.ready {
 		d.log.Info("node ready refused", zap.String("node_id", n.id), zap.String("reason", out.reason))
@@ -215,7 +226,7 @@ func (d *Dispatcher) Activate(c *nodewire.Conn) {
 	n := d.connNode[c]
 	var out outcome
 	if n != nil {
-		out = d.transitionLocked(n, evActivate, c)
+		out = d.transitionLocked(n, evActivate, c, "")
 	}
 	d.mu.Unlock()
 	if out.activated {
@@ -230,7 +241,7 @@ func (d *Dispatcher) Closed(c *nodewire.Conn, err error) {
 	delete(d.connNode, c)
 	var out outcome
 	if n != nil {
-		out = d.transitionLocked(n, evClosed, c)
+		out = d.transitionLocked(n, evClosed, c, closeReason(err))
 	}
 	d.mu.Unlock()
 	if out.fenced {
@@ -291,4 +302,39 @@ func (d *Dispatcher) publish(e Event) {
 	}
 	d.bus.Publish(e)
 	d.recordEvent(e)
+}
+
+// rejectReason is a refused registration's event reason (never the token).
+func rejectReason(code iop.RejectCode) string {
+	switch code {
+	case iop.RejectCode_REJECT_CODE_CREDENTIALS:
+		return "invalid node token"
+	case iop.RejectCode_REJECT_CODE_UNKNOWN_NODE:
+		return "unknown node id"
+	case iop.RejectCode_REJECT_CODE_PROTOCOL_VERSION:
+		return "unsupported protocol version"
+	case iop.RejectCode_REJECT_CODE_UNAVAILABLE:
+		return "edge shutting down"
+	}
+	return "rejected"
+}
+
+// closeReason says in a few fixed words why a node's connection ended
+// (event reasons: no addresses or OS error text).
+func closeReason(err error) string {
+	switch {
+	case err == nil:
+		return "connection closed"
+	case errors.Is(err, nodewire.ErrHeartbeatTimeout):
+		return "heartbeat timeout"
+	case errors.Is(err, nodewire.ErrClosed):
+		return "closed by the edge"
+	case errors.Is(err, nodewire.ErrProtocol):
+		return "protocol violation"
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return "node stopped reading"
+	case errors.Is(err, io.EOF):
+		return "closed by the node"
+	}
+	return "connection lost"
 }

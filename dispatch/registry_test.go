@@ -215,11 +215,17 @@ func TestLifecycleTransitions(t *testing.T) {
 			if f.d.Dispatchable() != tc.wantConnected {
 				t.Fatalf("Dispatchable = %v", f.d.Dispatchable())
 			}
-			if got := f.bus.types(); !slices.Equal(got, tc.wantEvents) {
-				t.Fatalf("events = %v, want %v", got, tc.wantEvents)
+			// Refused registrations have their own event (tested in
+			// TestRejectedRegistrationEvent); the lifecycle is the rest.
+			lifecycle := slices.DeleteFunc(f.bus.types(), func(typ string) bool { return typ == EventNodeRejected })
+			if !slices.Equal(lifecycle, tc.wantEvents) {
+				t.Fatalf("events = %v, want %v", lifecycle, tc.wantEvents)
 			}
 			var ring []string
 			for _, e := range f.d.RecentEvents() {
+				if e.Type == EventNodeRejected {
+					continue
+				}
 				ring = append(ring, e.Type)
 				if e.NodeID != "n1" || e.Time.IsZero() {
 					t.Fatalf("event %+v", e)
@@ -487,11 +493,11 @@ func busScenario(t *testing.T, bus Bus) (snaps []Status, outcomes []any) {
 func TestDroppingBusChangesNoOutcome(t *testing.T) {
 	rec := &recBus{}
 	wantSnaps, wantOut := busScenario(t, rec)
-	if got := rec.types(); !slices.Equal(got, []string{EventNodeConnected, EventNodeDisconnected, EventNodeConnected, EventNodeDisconnected}) {
+	if got := rec.types(); !slices.Equal(got, []string{EventNodeConnected, EventNodeDisconnected, EventNodeConnected, EventNodeRejected, EventNodeDisconnected}) {
 		t.Fatalf("recorded events = %v", got)
 	}
 	// The scenario's answers themselves (independent of the bus).
-	const want = "[[true] [true false] [true node_lost] [true node_lost] [false] [false] [true true] [REJECT_CODE_CREDENTIALS] [true false] [true cancelled] [true node_lost] [0] [1] [0] [3] [4] [[node.connected node.disconnected node.connected node.disconnected]]]"
+	const want = "[[true] [true false] [true node_lost] [true node_lost] [false] [false] [true true] [REJECT_CODE_CREDENTIALS] [true false] [true cancelled] [true node_lost] [0] [1] [0] [3] [4] [[node.connected node.disconnected node.connected node.rejected node.disconnected]]]"
 	if got := fmt.Sprint(wantOut); got != want {
 		t.Fatalf("outcomes:\n got %s\nwant %s", got, want)
 	}
@@ -505,7 +511,25 @@ func TestDroppingBusChangesNoOutcome(t *testing.T) {
 			t.Fatalf("%s: outcomes differ:\n got %v\nwant %v", name, out, wantOut)
 		}
 	}
-	if full.Dropped() != 4 {
-		t.Fatalf("chan bus dropped %d events, want 4", full.Dropped())
+	if full.Dropped() != 5 {
+		t.Fatalf("chan bus dropped %d events, want 5", full.Dropped())
+	}
+}
+
+// A refused registration is an event with its reason; it names the node
+// only when the id is configured, and never carries the token.
+func TestRejectedRegistrationEvent(t *testing.T) {
+	f := newFixture(t, buildCfg(t, oneNodeCfg(t, 2), oneNodeModels), nil)
+	f.d.Register(new(nodewire.Conn), regReq("n1", "wrong-secret"))
+	f.d.Register(new(nodewire.Conn), regReq("intruder-<script>", testToken))
+	ev := f.d.RecentEvents()
+	if len(ev) != 2 {
+		t.Fatalf("events %+v", ev)
+	}
+	if ev[0].Type != EventNodeRejected || ev[0].NodeID != "n1" || ev[0].Reason != "invalid node token" {
+		t.Fatalf("wrong token: %+v", ev[0])
+	}
+	if ev[1].Type != EventNodeRejected || ev[1].NodeID != "" || ev[1].Reason != "unknown node id" {
+		t.Fatalf("unknown id: %+v", ev[1])
 	}
 }

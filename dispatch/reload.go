@@ -145,7 +145,7 @@ func (d *Dispatcher) restartNode(nodeID string) {
 		return
 	}
 	c := n.owner
-	d.transitionLocked(n, evClosed, c)
+	d.transitionLocked(n, evClosed, c, "restarting its session for a new config")
 	delete(d.connNode, c)
 	d.mu.Unlock()
 	d.log.Info("node restarts its session for the new config", zap.String("node_id", nodeID))

@@ -253,3 +253,17 @@ func (d *Dispatcher) NodeTransport(id string) (nodewire.Stats, bool) {
 	}
 	return c.Stats(), true
 }
+
+// FirstCandidate returns the provider type and tool mode of model's first
+// candidate (for labelling requests refused before a lease), or false for
+// an unknown model or one without candidates.
+func (d *Dispatcher) FirstCandidate(model string) (typ, toolMode string, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := d.models[model]
+	if m == nil || len(m.cands) == 0 {
+		return "", "", false
+	}
+	spec := m.cands[0].res.spec
+	return spec.Type, spec.ToolMode, true
+}

@@ -190,6 +190,11 @@ func (s *Server) acquire(c *gin.Context, k *call) (*dispatch.Lease, string) {
 			c.Abort()
 			return nil, ""
 		}
+		// Counted (and timed) under the route the request would have
+		// taken on the model's first candidate.
+		if typ, toolMode, ok := s.d.FirstCandidate(k.model); ok {
+			in.route = routeFor(typ, toolMode, k)
+		}
 		writeError(c, apiError(err, k.model))
 		return nil, ""
 	}
@@ -221,10 +226,13 @@ func (s *Server) runRoute(c *gin.Context, lease *dispatch.Lease, k *call) {
 // OpenAI-compatible providers tunnel, except chat requests with tools when
 // the provider's tool_mode allows the text fallback (auto, text), which run
 // so the adapter can fall back. No client-supplied selector exists.
-func chooseRoute(l *dispatch.Lease, k *call) string {
-	switch l.ProviderType {
-	case "openai_compat", "vllm":
-		if k.op == opChat && k.hasTools && l.ToolMode != "native" {
+func chooseRoute(l *dispatch.Lease, k *call) string { return routeFor(l.ProviderType, l.ToolMode, k) }
+
+// routeFor is chooseRoute for a provider of type typ and tool mode.
+func routeFor(typ, toolMode string, k *call) string {
+	switch typ {
+	case "openai_compat", "vllm", "llamacpp":
+		if k.op == opChat && k.hasTools && toolMode != "native" {
 			return routeRun
 		}
 		return routeTunnel

@@ -559,8 +559,12 @@ func (s *Server) failedBeforeFirstByte(c *gin.Context, cs *cancelState, err erro
 // is aborted so the client cannot mistake a truncated body for a whole one.
 func (s *Server) failedAfterFirstByte(c *gin.Context, cs *cancelState, w *deadlineWriter, sse bool, err error) dispatch.ReleaseReason {
 	if reason := cs.get(); reason != "" {
+		if reason == CancelTimeout {
+			info(c).outcome = http.StatusBadGateway // the stream went silent: a provider failure
+		}
 		return s.cancelled(info(c), reason)
 	}
+	info(c).outcome = http.StatusBadGateway
 	if sse {
 		msg := "The provider stream failed."
 		var te tunnelError

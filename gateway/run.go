@@ -247,11 +247,14 @@ func (r *runExchange) streamFailed(sw streamRenderer, err error) dispatch.Releas
 			if r.started {
 				msg = msgIdle
 			}
+			r.in.outcome = http.StatusBadGateway
 			_ = sw.Abort(openaiapi.UpstreamError(msg))
 		}
 		return r.s.cancelled(r.in, reason)
 	}
-	_ = sw.Abort(apiError(err, r.k.model))
+	ae := apiError(err, r.k.model)
+	r.in.outcome = ae.Status
+	_ = sw.Abort(ae)
 	return dispatch.ReasonError
 }
 
@@ -264,6 +267,8 @@ func (r *runExchange) streamEnd(sw streamRenderer) dispatch.ReleaseReason {
 	if f := sw.Failure(); f != nil {
 		if !sw.Started() {
 			writeError(r.c, f)
+		} else {
+			r.in.outcome = f.Status
 		}
 		return dispatch.ReasonError
 	}

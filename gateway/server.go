@@ -229,6 +229,9 @@ type reqInfo struct {
 	cancelReason string
 	// body is the request body's deadline guard; nil without a body.
 	body *deadlineBody
+	// outcome is the status a failure after the first byte maps to (the
+	// response itself went out as 200): 0 when there was none.
+	outcome int
 	// linger: the answer came before the body was read; the connection
 	// lingers briefly before it closes (deadlineBody.linger).
 	linger bool
@@ -271,8 +274,10 @@ func newID(prefix string) string {
 // instead of 16 KB (see the parked chain in tunnel).
 func (s *Server) accessLog(c *gin.Context) {
 	start := time.Now()
+	// Deferred: a response aborted mid-body (a panic with
+	// http.ErrAbortHandler) is counted and logged too.
+	defer s.logRequest(c, start)
 	c.Next()
-	s.logRequest(c, start)
 }
 
 // logRequest counts and logs a finished request (accessLog).
@@ -312,8 +317,15 @@ func (s *Server) logRequest(c *gin.Context, start time.Time) {
 	s.log.Info("request", fields...)
 }
 
+// statusCode is a request's outcome for iop_requests_total{code}: the
+// status a failure after the first byte maps to (the stream's error event,
+// an aborted body), "cancelled" when the client went away or stopped
+// reading, else the response status (a timeout answered 502 is a 502).
 func statusCode(status int, in *reqInfo) string {
-	if in.cancelReason != "" {
+	switch {
+	case in.outcome != 0:
+		return itoa(in.outcome)
+	case in.cancelReason != "" && in.cancelReason != CancelTimeout:
 		return "cancelled"
 	}
 	return itoa(status)

@@ -27,6 +27,8 @@ import (
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/internal/stack"
+	"github.com/iop-gateway/iop/nodewire"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 const pageAdminToken = "adm-page-token-4d2e"
@@ -353,5 +355,30 @@ func TestStatusPageHead(t *testing.T) {
 	r := do(t, httpClient(t), http.MethodHead, e.URL+"/admin", "", nil)
 	if r.Status != http.StatusOK || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("HEAD /admin: %d %q", r.Status, r.Header.Get("Content-Type"))
+	}
+}
+
+// Events carry their reason: a refused registration (its reason, never the
+// token) and a node's disconnection.
+func TestAdminEventsReasons(t *testing.T) {
+	e, n := pageStackNode(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	_, _, err := nodewire.Dial(ctx, nodewire.DialConfig{Address: e.NodeAddr}, &iop.RegisterRequest{
+		ProtocolVersion: nodewire.ProtocolVersion, NodeId: nodeID, Token: "wrong-token-9z"})
+	if err == nil {
+		t.Fatal("a wrong token was accepted")
+	}
+	n.Stop()
+	stack.WaitFor(t, waitLong, "the disconnection", func() bool { return !e.Dispatcher.Status().Nodes[0].Connected })
+	r := do(t, httpClient(t), http.MethodGet, e.URL+"/admin/events", "", map[string]string{"Authorization": "Bearer " + pageAdminToken})
+	body := string(r.Body)
+	for _, want := range []string{`"type":"node.rejected","node_id":"` + nodeID + `","reason":"invalid node token"`, `"type":"node.disconnected","node_id":"` + nodeID + `","reason":"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("events lack %s:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "wrong-token-9z") {
+		t.Error("an event shows the token")
 	}
 }
