@@ -67,6 +67,9 @@ var contractMetrics = []contractMetric{
 		map[string][]string{"reason": {"client_disconnect", "timeout", "write_error", "admin"}}},
 	{"iop_node_sessions_total", counter, []string{"node", "outcome"},
 		map[string][]string{"outcome": {"ready", "rejected", "superseded", "lost"}}},
+	// Beyond CONTRACT §6 (added, none renamed): which nodes run an old
+	// config after a reload.
+	{"iop_node_config_current", gauge, []string{"node"}, nil},
 }
 
 const failPrompt = "please fail right now"
