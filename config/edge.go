@@ -228,6 +228,18 @@ var (
 	ToolModes     = []string{"auto", "native", "text"}
 )
 
+// Tunnels reports whether providers of type typ are OpenAI-compatible
+// servers the edge reaches through the raw tunnel (any OpenAI endpoint,
+// several choices, /v1/responses), besides the normalized run. Types not
+// listed serve only the normalized run. This is the one table of it.
+func Tunnels(typ string) bool {
+	switch typ {
+	case "openai_compat", "vllm", "llamacpp":
+		return true
+	}
+	return false
+}
+
 // DefaultCategory is the resource kind a provider type has when the config
 // does not say.
 func DefaultCategory(typ string) string {

@@ -51,6 +51,10 @@ func (r *resource) fits(long bool) bool {
 	return !long || r.longInFlight < r.spec.LongCapacity
 }
 
+// serves reports whether the resource can serve a request that needs the
+// tunnel (see Request.NeedsTunnel) at all.
+func (r *resource) serves(tunnel bool) bool { return !tunnel || config.Tunnels(r.spec.Type) }
+
 // dying reports whether the resource's connection has already closed: the
 // registry fences it a moment later, and until then none of its slots may
 // be handed out (a waiter given one would fail instead of moving on).
@@ -72,27 +76,33 @@ type model struct {
 	spec    config.ModelSpec
 	cands   []candidate // preference order
 	pending int         // waiters in queues
-	// queues holds this model's waiters by kind (queueNormal, queueLong),
-	// oldest first, so a freed slot finds its waiter without walking the
-	// waiters of models that cannot use it.
-	queues [2]*list.List
+	// queues holds this model's waiters by kind (queueOf: long or not,
+	// needing the tunnel or not), oldest first, so a freed slot finds its
+	// waiter without walking waiters that cannot use it: within one queue
+	// every waiter fits a resource alike.
+	queues [4]*list.List
 }
-
-const (
-	queueNormal = 0
-	queueLong   = 1
-)
 
 func newModel(name string) *model {
-	return &model{name: name, queues: [2]*list.List{list.New(), list.New()}}
+	return &model{name: name, queues: [4]*list.List{list.New(), list.New(), list.New(), list.New()}}
 }
 
-func queueOf(long bool) int {
+// queueOf is the queue kind of a waiter: bit 0 long, bit 1 needs the
+// tunnel.
+func queueOf(long, tunnel bool) int {
+	k := 0
 	if long {
-		return queueLong
+		k |= 1
 	}
-	return queueNormal
+	if tunnel {
+		k |= 2
+	}
+	return k
 }
+
+// kindLong and kindTunnel read a queue kind back.
+func kindLong(k int) bool   { return k&1 != 0 }
+func kindTunnel(k int) bool { return k&2 != 0 }
 
 // Request is what the gateway knows about a request when it asks for a
 // lease.
@@ -104,6 +114,11 @@ type Request struct {
 	// SessionID (X-IOP-Session-Id): prefer the provider that served the
 	// session last while it has room.
 	SessionID string
+	// NeedsTunnel: only a provider reached through the tunnel can serve the
+	// request (/v1/responses, several choices or prompts): no other
+	// candidate is ever chosen for it, however idle; and when the model has
+	// no such candidate at all it fails at once with ErrNoCapableProvider.
+	NeedsTunnel bool
 }
 
 type waitResult struct {
@@ -116,9 +131,10 @@ type waitResult struct {
 type waiter struct {
 	model   *model
 	long    bool
+	tunnel  bool // needs the tunnel
 	session string
 	seq     uint64          // arrival order across all models
-	qelem   *list.Element   // in model.queues[queueOf(long)]; nil once removed
+	qelem   *list.Element   // in model.queues[queueOf(long, tunnel)]; nil once removed
 	result  chan waitResult // buffered 1: the settling side never blocks
 }
 
@@ -138,17 +154,22 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		return nil, ErrDispatcherShutdown
 	}
 	long := m.spec.LongContextTokens > 0 && req.PromptTokens >= m.spec.LongContextTokens
-	if !m.couldServe(long) {
+	tunnel := req.NeedsTunnel
+	if !m.couldServe(long, false) {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("%w: model %s has no candidate that can take this request", ErrNoProvider, req.Model)
 	}
-	if c := d.pickLocked(m, long, req.SessionID); c != nil {
+	if !m.couldServe(long, tunnel) {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("%w: model %s", ErrNoCapableProvider, req.Model)
+	}
+	if c := d.pickLocked(m, long, tunnel, req.SessionID); c != nil {
 		l := d.grantLocked(m, c, long, req.SessionID)
 		d.mu.Unlock()
 		d.metrics.queueWait(m.name, time.Since(start))
 		return l, nil
 	}
-	if grace := m.spec.OfflineGrace(); grace > 0 && !m.liveWithin(start, grace, long) {
+	if grace := m.spec.OfflineGrace(); grace > 0 && !m.liveWithin(start, grace, long, tunnel) {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("%w: model %s has had no live candidate for %s", ErrNoProvider, req.Model, grace)
 	}
@@ -157,8 +178,8 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		return nil, fmt.Errorf("%w: model %s", ErrQueueFull, req.Model)
 	}
 	d.waiterSeq++
-	w := &waiter{model: m, long: long, session: req.SessionID, seq: d.waiterSeq, result: make(chan waitResult, 1)}
-	w.qelem = m.queues[queueOf(long)].PushBack(w)
+	w := &waiter{model: m, long: long, tunnel: tunnel, session: req.SessionID, seq: d.waiterSeq, result: make(chan waitResult, 1)}
+	w.qelem = m.queues[queueOf(long, tunnel)].PushBack(w)
 	m.pending++
 	timeout := time.Duration(m.spec.QueueTimeoutSec * float64(time.Second))
 	d.mu.Unlock()
@@ -196,9 +217,9 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 
 // couldServe reports whether any candidate could ever take a request of
 // this kind (it may not be live now).
-func (m *model) couldServe(long bool) bool {
+func (m *model) couldServe(long, tunnel bool) bool {
 	for _, c := range m.cands {
-		if c.res.referenced && c.res.spec.Capacity > 0 && (!long || c.res.spec.LongCapacity > 0) {
+		if c.res.referenced && c.res.spec.Capacity > 0 && (!long || c.res.spec.LongCapacity > 0) && c.res.serves(tunnel) {
 			return true
 		}
 	}
@@ -209,10 +230,10 @@ func (m *model) couldServe(long bool) bool {
 // this kind is live, or stopped being live less than grace before now:
 // only then is queueing worth it (a node that just dropped usually
 // reconnects within seconds; one gone for longer is not waited for).
-func (m *model) liveWithin(now time.Time, grace time.Duration, long bool) bool {
+func (m *model) liveWithin(now time.Time, grace time.Duration, long, tunnel bool) bool {
 	for _, c := range m.cands {
 		r := c.res
-		if !r.referenced || r.spec.Capacity <= 0 || (long && r.spec.LongCapacity <= 0) {
+		if !r.referenced || r.spec.Capacity <= 0 || (long && r.spec.LongCapacity <= 0) || !r.serves(tunnel) {
 			continue
 		}
 		if r.live || now.Sub(r.downSince) < grace {
@@ -225,11 +246,11 @@ func (m *model) liveWithin(now time.Time, grace time.Duration, long bool) bool {
 // pickLocked chooses among live candidates with room: the session's last
 // provider while it has room, else the least loaded relative to capacity,
 // ties by configured order.
-func (d *Dispatcher) pickLocked(m *model, long bool, session string) *candidate {
+func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, session string) *candidate {
 	if session != "" {
 		if key, ok := d.affinity.get(session); ok {
 			for i := range m.cands {
-				if c := &m.cands[i]; c.res.key == key && c.res.fits(long) {
+				if c := &m.cands[i]; c.res.key == key && c.res.fits(long) && c.res.serves(tunnel) {
 					return c
 				}
 			}
@@ -238,7 +259,7 @@ func (d *Dispatcher) pickLocked(m *model, long bool, session string) *candidate 
 	var best *candidate
 	for i := range m.cands {
 		c := &m.cands[i]
-		if !c.res.fits(long) {
+		if !c.res.fits(long) || !c.res.serves(tunnel) {
 			continue
 		}
 		if best == nil || c.res.load() < best.res.load() {
@@ -270,7 +291,7 @@ func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session stri
 }
 
 func (d *Dispatcher) removeWaiterLocked(w *waiter) {
-	w.model.queues[queueOf(w.long)].Remove(w.qelem)
+	w.model.queues[queueOf(w.long, w.tunnel)].Remove(w.qelem)
 	w.qelem = nil
 	w.model.pending--
 }
@@ -301,10 +322,11 @@ func (d *Dispatcher) failWaitersLocked(m *model, err error) {
 func (d *Dispatcher) pumpLocked(r *resource) {
 	for r.fits(false) {
 		longFits := r.fits(true)
+		tunnels := r.serves(true)
 		var best *waiter
 		for _, m := range r.models {
 			for kind, q := range m.queues {
-				if kind == queueLong && !longFits {
+				if (kindLong(kind) && !longFits) || (kindTunnel(kind) && !tunnels) {
 					continue
 				}
 				if e := q.Front(); e != nil {

@@ -87,17 +87,28 @@ func (d *Dispatcher) statusLocked() Status {
 	queued := map[*resource][2]int{}
 	waiting := map[*resource]int{}
 	for _, m := range d.models {
-		normal, long := m.queues[queueNormal].Len(), m.queues[queueLong].Len()
 		for _, c := range m.cands {
 			if !c.res.referenced {
 				continue
 			}
-			waiting[c.res] += normal + long
+			// Waiters a candidate could never serve (they need the
+			// tunnel) are not counted against it.
+			var all, long int
+			for kind, q := range m.queues {
+				if kindTunnel(kind) && !c.res.serves(true) {
+					continue
+				}
+				all += q.Len()
+				if kindLong(kind) {
+					long += q.Len()
+				}
+			}
+			waiting[c.res] += all
 			if !c.res.live {
 				continue
 			}
 			q := queued[c.res]
-			q[0] += normal + long
+			q[0] += all
 			q[1] += long
 			queued[c.res] = q
 		}

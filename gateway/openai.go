@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/gateway/openaiapi"
 )
@@ -183,7 +184,7 @@ func (s *Server) acquire(c *gin.Context, k *call) (*dispatch.Lease, string) {
 		return nil, ""
 	}
 	ctx := c.Request.Context()
-	lease, err := s.d.Acquire(ctx, dispatch.Request{Model: k.model, PromptTokens: k.tokens, SessionID: session})
+	lease, err := s.d.Acquire(ctx, dispatch.Request{Model: k.model, PromptTokens: k.tokens, SessionID: session, NeedsTunnel: needsTunnel(k)})
 	if err != nil {
 		if ctx.Err() != nil {
 			in.cancelReason = CancelClientDisconnect
@@ -230,14 +231,20 @@ func chooseRoute(l *dispatch.Lease, k *call) string { return routeFor(l.Provider
 
 // routeFor is chooseRoute for a provider of type typ and tool mode.
 func routeFor(typ, toolMode string, k *call) string {
-	switch typ {
-	case "openai_compat", "vllm", "llamacpp":
-		if k.op == opChat && k.hasTools && toolMode != "native" {
-			return routeRun
-		}
-		return routeTunnel
+	if !config.Tunnels(typ) {
+		return routeRun
 	}
-	return routeRun
+	if k.op == opChat && k.hasTools && toolMode != "native" {
+		return routeRun
+	}
+	return routeTunnel
+}
+
+// needsTunnel reports whether only a tunnelled provider can serve k:
+// /v1/responses, or a request a normalized run cannot render (several
+// choices, batched prompts).
+func needsTunnel(k *call) bool {
+	return k.op == opResponses || (k.runCheck != nil && k.runCheck.RunSupported() != nil)
 }
 
 func (s *Server) knownModel(name string) bool {
