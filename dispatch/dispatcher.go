@@ -21,11 +21,11 @@ import (
 
 // Errors the gateway maps to its HTTP surface.
 var (
-	ErrModelNotFound      = errors.New("dispatch: model not found")
-	ErrNoProvider         = errors.New("dispatch: no provider available")
+	ErrModelNotFound = errors.New("dispatch: model not found")
+	ErrNoProvider    = errors.New("dispatch: no provider available")
 	// ErrNoCapableProvider: none of the model's candidates can serve this
 	// kind of request at all (it needs the tunnel; they are all run-only).
-	ErrNoCapableProvider = errors.New("dispatch: no provider of the model can serve this request")
+	ErrNoCapableProvider  = errors.New("dispatch: no provider of the model can serve this request")
 	ErrQueueFull          = errors.New("dispatch: queue full")
 	ErrQueueTimeout       = errors.New("dispatch: queue wait timed out")
 	ErrNodeLost           = errors.New("dispatch: node lost")
