@@ -47,6 +47,7 @@ const (
 	evRegister lifecycleKind = iota + 1 // an accepted registration
 	evReady                             // the connection sent NodeReadyRequest: decide only
 	evActivate                          // its ready=true answer was written: activate
+	evApplied                           // the ready node applied the edge's current config (refresh APPLIED)
 	evClosed                            // the connection closed or timed out
 )
 
@@ -130,6 +131,14 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 		d.activateLocked(n)
 		d.metrics.sessions(n.id, "ready")
 		d.publish(Event{Type: EventNodeConnected, NodeID: n.id})
+	case evApplied:
+		if n.owner != c || n.state != stateReady {
+			return out // gone or superseded meanwhile
+		}
+		// The node runs the edge's current config now: resources take its
+		// values, providers it added go live, larger capacities pump.
+		d.setRunningLocked(n, d.cfg.Node(n.id))
+		d.activateLocked(n)
 	case evClosed:
 		if n.owner != c {
 			return out // a stale connection's callback changes nothing
@@ -267,12 +276,13 @@ func (d *Dispatcher) fenceLocked(n *node, why string) {
 	_ = why
 }
 
-// activateLocked makes n's resources live for its current generation and
-// hands free slots to waiters at once.
+// activateLocked makes n's resources that are not live yet (all of them at
+// the ready transition; those a refresh added later) live for its current
+// generation, and hands free slots to waiters at once.
 func (d *Dispatcher) activateLocked(n *node) {
 	for _, r := range n.resources {
-		if !r.onNode {
-			continue // not in the config the node runs
+		if !r.onNode || r.live {
+			continue // not in the config the node runs, or already live
 		}
 		r.live, r.gen, r.conn = true, n.gen, n.owner
 		r.inFlight, r.longInFlight, r.health = 0, 0, ""

@@ -111,28 +111,19 @@ func (d *Dispatcher) RefreshNode(ctx context.Context, nodeID string) (*iop.NodeC
 	return resp, nil
 }
 
-// applied records that nodeID's session now runs spec: its resources take
-// spec's values, and providers spec added go live.
+// applied records that nodeID's session now runs spec, through the
+// registry's transition function.
 func (d *Dispatcher) applied(nodeID string, spec *config.NodeSpec) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n := d.nodes[nodeID]
-	if n == nil || n.state != stateReady || d.cfg.Node(nodeID) != spec {
+	if n == nil || d.cfg.Node(nodeID) != spec {
 		// Gone, or another reload replaced the config meanwhile: what the
 		// node applied is no longer the edge's config; the newer reload
 		// pushes again.
 		return
 	}
-	d.setRunningLocked(n, spec)
-	for _, r := range n.resources {
-		if r.onNode && !r.live {
-			r.live, r.gen, r.conn = true, n.gen, n.owner
-			r.inFlight, r.longInFlight = 0, 0
-		}
-		if r.live {
-			d.pumpLocked(r) // a larger capacity has room now
-		}
-	}
+	d.transitionLocked(n, evApplied, n.owner, "")
 }
 
 // restartNode ends nodeID's session so that it re-registers and receives
