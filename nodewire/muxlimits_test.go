@@ -1,8 +1,10 @@
 package nodewire
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -174,5 +176,32 @@ func TestSessionBufferBound(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if b := server.buffered.Load(); b > muxMaxBuffered {
 		t.Fatalf("server buffers %d bytes, bound %d", b, muxMaxBuffered)
+	}
+}
+
+// A reset that arrives after the peer's FIN keeps what the peer sent
+// readable: the tail of an answer a slow consumer has not read yet is not
+// lost when the peer gives up on the stream.
+func TestResetAfterFINKeepsData(t *testing.T) {
+	client, server := muxPair(t)
+	st, _ := client.OpenStream()
+	if _, err := st.Write([]byte("request")); err != nil {
+		t.Fatal(err)
+	}
+	peer := acceptWithin(t, server)
+	answer := bytes.Repeat([]byte("a"), 100<<10)
+	if _, err := peer.Write(answer); err != nil {
+		t.Fatal(err)
+	}
+	_ = peer.Close() // FIN
+	peer.Reset()     // and then gives up on it
+	waitFor(t, "the reset to arrive", func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.err != nil
+	})
+	got, err := io.ReadAll(st)
+	if len(got) != len(answer) {
+		t.Fatalf("read %d of %d bytes after the reset (%v)", len(got), len(answer), err)
 	}
 }

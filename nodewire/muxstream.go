@@ -33,6 +33,9 @@ type muxStream struct {
 	// uncounted is guarded by mu: the stream left the session table, so
 	// its unread bytes no longer count in sess.buffered.
 	uncounted bool
+	// discard is guarded by mu: the owner gave up on the stream (abort);
+	// whatever the peer still sends is dropped and its credit returned.
+	discard bool
 
 	rnotify chan struct{} // capacity 1: data, FIN, failure or a new read deadline
 	wnotify chan struct{} // capacity 1: window credit, failure or a new write deadline
@@ -216,7 +219,7 @@ func (st *muxStream) Close() error {
 // on it fail. Unread data is discarded.
 func (st *muxStream) Reset() {
 	st.mu.Lock()
-	if st.err != nil {
+	if st.err != nil || (st.rclosed && st.wclosed) {
 		st.mu.Unlock()
 		return
 	}
@@ -263,7 +266,14 @@ func (st *muxStream) deliver(payload []byte, flags uint16) error {
 	if flags&flagRST != 0 {
 		if st.err == nil {
 			st.err = errStreamReset
-			st.dropLocked()
+			if st.rclosed {
+				// The peer had finished sending: what it sent stays
+				// readable (a slow consumer may not have read an answer's
+				// tail yet); only writing fails.
+				st.uncountLocked()
+			} else {
+				st.dropLocked()
+			}
 		}
 		st.mu.Unlock()
 		notify(st.rnotify)
@@ -280,8 +290,13 @@ func (st *muxStream) deliver(payload []byte, flags uint16) error {
 		st.mu.Unlock()
 		return fmt.Errorf("%w: stream %d sent data after FIN", ErrProtocol, st.id.Load())
 	}
-	overflow := false
-	if st.err == nil && len(payload) > 0 {
+	overflow, credited := false, uint32(0)
+	if st.discard && len(payload) > 0 {
+		// Nobody reads an aborted stream: drop the bytes and hand their
+		// credit back, so the peer's writer never blocks on it.
+		credited = uint32(len(payload))
+		st.credit += credited
+	} else if st.err == nil && len(payload) > 0 {
 		if st.sess.buffered.Add(int64(len(payload))) > muxMaxBuffered {
 			// The session holds too much unread data: this stream's
 			// frame is dropped and the stream reset, never buffered.
@@ -298,6 +313,9 @@ func (st *muxStream) deliver(payload []byte, flags uint16) error {
 		st.mu.Unlock()
 		st.Reset()
 		return nil
+	}
+	if credited > 0 {
+		_ = st.sess.enqueue(muxTypeWindow, 0, st.id.Load(), credited, nil, false, time.Time{})
 	}
 	finished := false
 	if flags&flagFIN != 0 {
@@ -363,4 +381,24 @@ func (st *muxStream) setDeadline(d *time.Time, t time.Time, wake chan struct{}) 
 func (st *muxStream) SetDeadline(t time.Time) error {
 	_ = st.SetReadDeadline(t)
 	return st.SetWriteDeadline(t)
+}
+
+// abort gives up on the stream after its owner half-closed it: unread data
+// is dropped, whatever the peer still sends is discarded (deliver), the
+// stream is forgotten at the peer's FIN, and reset after linger if the peer
+// never sends one. No goroutine waits for it: a timer does.
+func (st *muxStream) abort(linger time.Duration) {
+	st.mu.Lock()
+	if st.err != nil || st.discard {
+		st.mu.Unlock()
+		return
+	}
+	st.discard = true
+	st.dropLocked()
+	done := st.rclosed && st.wclosed
+	st.mu.Unlock()
+	if done {
+		return // both sides closed: already forgotten
+	}
+	time.AfterFunc(linger, st.Reset)
 }

@@ -4,16 +4,15 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
-// drainTimeout bounds how long an abandoned stream is drained after Abort;
-// a peer that has not closed its side by then gets the stream reset.
-const drainTimeout = 10 * time.Second
+// abortLinger is how long an aborted stream waits for the peer's FIN
+// before it is reset.
+const abortLinger = 3 * time.Second
 
 // Stream is one multiplexed exchange (a run, a tunnel, a command, a refresh,
 // or the control stream). Send is safe for concurrent use; Recv must be
@@ -25,7 +24,7 @@ type Stream struct {
 
 	wmu    sync.Mutex // serialises Send so frames never interleave
 	queued []byte     // guarded by wmu: frames encoded by Queue, not yet written
-	rmu    sync.Mutex // serialises Recv and the drain started by Abort (guards br)
+	rmu    sync.Mutex // serialises Recv (guards br)
 
 	closeOnce sync.Once
 }
@@ -139,23 +138,19 @@ func (st *Stream) CloseWrite() error {
 	return nil
 }
 
-// Abort gives up on the stream: it half-closes it and discards whatever the
-// peer still sends until the peer closes too, so the peer's writes never
-// block on a window nobody drains. It returns at once.
+// Abort gives up on the stream and returns at once, whatever the peer
+// does: frames queued here go out only as far as they can without waiting,
+// the stream is half-closed, unread data is dropped, and whatever the peer
+// still sends is discarded (its window credited back, so the peer's writes
+// never block) until the peer's FIN; a peer that never sends one gets the
+// stream reset after abortLinger. No goroutine is started. Safe to call
+// more than once, and after the exchange has finished.
 func (st *Stream) Abort() {
+	// A Send blocked on window credit would hold wmu: wake it, and make
+	// the flush below give up rather than wait.
+	_ = st.s.SetWriteDeadline(time.Now())
 	_ = st.CloseWrite()
-	_ = st.s.SetReadDeadline(time.Now().Add(drainTimeout))
-	// Owner: the stream itself. Stops at the peer's EOF, a stream reset, or
-	// drainTimeout, whichever comes first. It takes rmu, so a Recv still
-	// blocked in another goroutine finishes first (the deadline bounds it).
-	go func() {
-		st.rmu.Lock()
-		defer st.rmu.Unlock()
-		if _, err := io.Copy(io.Discard, st.br); err != nil {
-			// Deadline or failure: free the stream on both sides.
-			st.s.Reset()
-		}
-	}()
+	st.s.abort(abortLinger)
 }
 
 // SetDeadline bounds both Send and Recv; zero clears it.
