@@ -43,6 +43,9 @@ type Lease struct {
 	SessionID    string
 	Long         bool
 	AcquiredAt   time.Time
+	// Tunnel: the provider is reached through the tunnel (as its adapter
+	// declared); otherwise only normalized runs reach it.
+	Tunnel bool
 	// CancelGrace is how long a cancelled exchange on this lease waits for
 	// the node's terminal message (sent once the node has stopped the run
 	// and freed its capacity slot) before the lease returns anyway: longer

@@ -8,6 +8,7 @@ import (
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/nodewire"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 type resKey struct{ node, provider string }
@@ -25,6 +26,9 @@ type resource struct {
 	// for one never live); meaningful only while live is false. The
 	// no-provider fast path (models[].offline_grace_sec) reads it.
 	downSince time.Time
+	// caps is what the provider's adapter declared it can serve (nil until
+	// its node reported; config.Tunnels of its type stands in until then).
+	caps *iop.AdapterCapabilities
 	// onNode is true when the config the node runs (node.running, or the
 	// edge's config while the node has no session) has this provider:
 	// only then may it go live. spec is that config's version of it.
@@ -51,9 +55,19 @@ func (r *resource) fits(long bool) bool {
 	return !long || r.longInFlight < r.spec.LongCapacity
 }
 
+// tunnels reports whether the provider is reached through the tunnel: as
+// its adapter declared, or, before its node ever reported, as providers of
+// its type are.
+func (r *resource) tunnels() bool {
+	if r.caps != nil {
+		return r.caps.GetTunnel()
+	}
+	return config.Tunnels(r.spec.Type)
+}
+
 // serves reports whether the resource can serve a request that needs the
 // tunnel (see Request.NeedsTunnel) at all.
-func (r *resource) serves(tunnel bool) bool { return !tunnel || config.Tunnels(r.spec.Type) }
+func (r *resource) serves(tunnel bool) bool { return !tunnel || r.tunnels() }
 
 // dying reports whether the resource's connection has already closed: the
 // registry fences it a moment later, and until then none of its slots may
@@ -280,7 +294,7 @@ func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session stri
 		NodeID: r.key.node, ProviderID: r.key.provider, ProviderType: r.spec.Type,
 		Category: r.spec.Category, ToolMode: r.spec.ToolMode, Target: c.target,
 		Model: m.name, Workspace: m.spec.Workspace, Long: long, SessionID: session,
-		AcquiredAt: time.Now(), CancelGrace: cancelGrace(r.spec),
+		AcquiredAt: time.Now(), CancelGrace: cancelGrace(r.spec), Tunnel: r.tunnels(),
 	}
 	r.leases[l] = struct{}{}
 	if session != "" {

@@ -70,6 +70,11 @@ type node struct {
 	// not the edge's newest config, so the edge never routes by a config
 	// the node does not run.
 	running *config.NodeSpec
+	// caps is what each adapter instance of the running config declared it
+	// can serve (by provider name), from the node's ready request or its
+	// last applied refresh. Kept while the node is away: it is the best
+	// knowledge of what the provider will serve when it comes back.
+	caps map[string]*iop.AdapterCapabilities
 }
 
 // outcome reports what a transition decided, for the caller to act on after
@@ -219,6 +224,10 @@ func (d *Dispatcher) Ready(c *nodewire.Conn, req *iop.NodeReadyRequest) *iop.Nod
 		return &iop.NodeReadyResponse{Ready: false, Reason: "stale, superseded or unknown connection for this node id"}
 	}
 	out := d.transitionLocked(n, evReady, c, "")
+	if out.ready && n.state == statePending {
+		// What the node says it can serve applies from its activation on.
+		d.setCapsLocked(n, req.GetAdapters())
+	}
 	d.mu.Unlock()
 	if !out.ready {
 		d.log.Info("node ready refused", zap.String("node_id", n.id), zap.String("reason", out.reason))
@@ -347,4 +356,16 @@ func closeReason(err error) string {
 		return "closed by the node"
 	}
 	return "connection lost"
+}
+
+// setCapsLocked records what n's adapter instances declared and gives each
+// resource its own declaration (nil: none reported).
+func (d *Dispatcher) setCapsLocked(n *node, caps []*iop.AdapterCapabilities) {
+	n.caps = make(map[string]*iop.AdapterCapabilities, len(caps))
+	for _, c := range caps {
+		n.caps[c.GetAdapter()] = c
+	}
+	for name, r := range n.resources {
+		r.caps = n.caps[name]
+	}
 }

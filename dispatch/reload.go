@@ -101,7 +101,7 @@ func (d *Dispatcher) RefreshNode(ctx context.Context, nodeID string) (*iop.NodeC
 	}
 	switch resp.GetStatus() {
 	case iop.RefreshStatus_REFRESH_STATUS_APPLIED:
-		d.applied(nodeID, spec)
+		d.applied(nodeID, spec, resp.GetAdapters())
 	case iop.RefreshStatus_REFRESH_STATUS_RESTART_REQUIRED:
 		d.restartNode(nodeID)
 	default:
@@ -113,7 +113,7 @@ func (d *Dispatcher) RefreshNode(ctx context.Context, nodeID string) (*iop.NodeC
 
 // applied records that nodeID's session now runs spec, through the
 // registry's transition function.
-func (d *Dispatcher) applied(nodeID string, spec *config.NodeSpec) {
+func (d *Dispatcher) applied(nodeID string, spec *config.NodeSpec, caps []*iop.AdapterCapabilities) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n := d.nodes[nodeID]
@@ -122,6 +122,9 @@ func (d *Dispatcher) applied(nodeID string, spec *config.NodeSpec) {
 		// node applied is no longer the edge's config; the newer reload
 		// pushes again.
 		return
+	}
+	if caps != nil {
+		d.setCapsLocked(n, caps)
 	}
 	d.transitionLocked(n, evApplied, n.owner, "")
 }

@@ -265,16 +265,30 @@ func (d *Dispatcher) NodeTransport(id string) (nodewire.Stats, bool) {
 	return c.Stats(), true
 }
 
-// FirstCandidate returns the provider type and tool mode of model's first
-// candidate (for labelling requests refused before a lease), or false for
+// FirstCandidate says whether model's first candidate is tunnelled and its
+// tool mode (for labelling requests refused before a lease), or false for
 // an unknown model or one without candidates.
-func (d *Dispatcher) FirstCandidate(model string) (typ, toolMode string, ok bool) {
+func (d *Dispatcher) FirstCandidate(model string) (tunnel bool, toolMode string, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	m := d.models[model]
 	if m == nil || len(m.cands) == 0 {
-		return "", "", false
+		return false, "", false
 	}
-	spec := m.cands[0].res.spec
-	return spec.Type, spec.ToolMode, true
+	r := m.cands[0].res
+	return r.tunnels(), r.spec.ToolMode, true
+}
+
+// Capabilities returns what node id's adapter instances declared they can
+// serve, by provider name (empty before the node ever reported).
+func (d *Dispatcher) Capabilities(id string) map[string]*iop.AdapterCapabilities {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]*iop.AdapterCapabilities{}
+	if n := d.nodes[id]; n != nil {
+		for k, v := range n.caps {
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/gateway/openaiapi"
 )
@@ -193,8 +192,8 @@ func (s *Server) acquire(c *gin.Context, k *call) (*dispatch.Lease, string) {
 		}
 		// Counted (and timed) under the route the request would have
 		// taken on the model's first candidate.
-		if typ, toolMode, ok := s.d.FirstCandidate(k.model); ok {
-			in.route = routeFor(typ, toolMode, k)
+		if tunnel, toolMode, ok := s.d.FirstCandidate(k.model); ok {
+			in.route = routeFor(tunnel, toolMode, k)
 		}
 		writeError(c, apiError(err, k.model))
 		return nil, ""
@@ -227,11 +226,12 @@ func (s *Server) runRoute(c *gin.Context, lease *dispatch.Lease, k *call) {
 // OpenAI-compatible providers tunnel, except chat requests with tools when
 // the provider's tool_mode allows the text fallback (auto, text), which run
 // so the adapter can fall back. No client-supplied selector exists.
-func chooseRoute(l *dispatch.Lease, k *call) string { return routeFor(l.ProviderType, l.ToolMode, k) }
+func chooseRoute(l *dispatch.Lease, k *call) string { return routeFor(l.Tunnel, l.ToolMode, k) }
 
-// routeFor is chooseRoute for a provider of type typ and tool mode.
-func routeFor(typ, toolMode string, k *call) string {
-	if !config.Tunnels(typ) {
+// routeFor is chooseRoute for a provider that is tunnelled or not (as its
+// adapter declared), with its tool mode.
+func routeFor(tunnel bool, toolMode string, k *call) string {
+	if !tunnel {
 		return routeRun
 	}
 	if k.op == opChat && k.hasTools && toolMode != "native" {

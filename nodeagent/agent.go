@@ -229,6 +229,23 @@ func (a *Agent) instance(name string) *instance {
 	return a.instances[name]
 }
 
+// Capabilities lists what each adapter instance can serve, as the node
+// reports it to the Edge.
+func (a *Agent) Capabilities() []*iop.AdapterCapabilities {
+	var out []*iop.AdapterCapabilities
+	for _, in := range a.snapshotInstances() {
+		var c *iop.AdapterCapabilities
+		if r, ok := in.impl.(adapter.CapabilityReporter); ok {
+			c = r.Capabilities()
+		} else {
+			c = adapter.DefaultCapabilities()
+		}
+		c.Adapter = in.name
+		out = append(out, c)
+	}
+	return out
+}
+
 func (a *Agent) snapshotInstances() []*instance {
 	a.mu.RLock()
 	defer a.mu.RUnlock()

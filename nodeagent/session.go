@@ -41,6 +41,9 @@ func (a *Agent) HandleStream(ctx context.Context, st *nodewire.Stream, first *io
 	case *iop.Envelope_NodeConfigRefreshRequest:
 		status, err := a.Apply(body.NodeConfigRefreshRequest.GetConfig(), false)
 		resp := &iop.NodeConfigRefreshResponse{Status: status}
+		if status == iop.RefreshStatus_REFRESH_STATUS_APPLIED {
+			resp.Adapters = a.Capabilities()
+		}
 		if err != nil {
 			resp.Reason = err.Error()
 			a.log.Warn("config refresh not applied", zap.Stringer("status", status), zap.Error(err))

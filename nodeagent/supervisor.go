@@ -123,7 +123,7 @@ func (s *Supervisor) session(ctx context.Context, attempt int) (bool, error) {
 		s.note("failed", attempt, err)
 		return false, err
 	}
-	if err := conn.Ready(ctx, resp.GetNodeId()); err != nil {
+	if err := conn.ReadyWith(ctx, &iop.NodeReadyRequest{NodeId: resp.GetNodeId(), Adapters: s.agent.Capabilities()}); err != nil {
 		s.note("failed", attempt, err)
 		return false, err
 	}

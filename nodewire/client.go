@@ -149,6 +149,11 @@ func ctxErr(ctx context.Context, err error) error {
 // Edge refused (stale or superseded connection): close and redial. On
 // success heartbeats start.
 func (c *ClientConn) Ready(ctx context.Context, nodeID string) error {
+	return c.ReadyWith(ctx, &iop.NodeReadyRequest{NodeId: nodeID})
+}
+
+// ReadyWith is Ready with the whole request (the adapters' capabilities).
+func (c *ClientConn) ReadyWith(ctx context.Context, req *iop.NodeReadyRequest) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.HandshakeTimeout)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { c.closeWith(fmt.Errorf("nodewire: ready: %w", ctx.Err())) })
@@ -158,7 +163,7 @@ func (c *ClientConn) Ready(ctx context.Context, nodeID string) error {
 	// A failed exchange leaves the control stream unusable: close. (The
 	// AfterFunc alone does not suffice: the stream deadline can fire first
 	// and stop below then wins over ctx's timer.)
-	if err := c.ctrl.Send(&iop.Envelope{Body: &iop.Envelope_NodeReadyRequest{NodeReadyRequest: &iop.NodeReadyRequest{NodeId: nodeID}}}); err != nil {
+	if err := c.ctrl.Send(&iop.Envelope{Body: &iop.Envelope_NodeReadyRequest{NodeReadyRequest: req}}); err != nil {
 		err = fmt.Errorf("nodewire: send ready: %w", ctxErr(ctx, err))
 		c.closeWith(err)
 		return err

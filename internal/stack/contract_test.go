@@ -32,6 +32,12 @@ type nodeStream struct {
 
 func startFakeNode(t *testing.T, addr, id, token string) *fakeNode {
 	t.Helper()
+	return startFakeNodeWith(t, addr, id, token, nil)
+}
+
+// startFakeNodeWith is startFakeNode declaring caps in its ready request.
+func startFakeNodeWith(t *testing.T, addr, id, token string, caps []*iop.AdapterCapabilities) *fakeNode {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	c, resp, err := nodewire.Dial(ctx, nodewire.DialConfig{Address: addr, HandshakeTimeout: 5 * time.Second},
 		&iop.RegisterRequest{ProtocolVersion: nodewire.ProtocolVersion, NodeId: id, Token: token})
@@ -39,7 +45,7 @@ func startFakeNode(t *testing.T, addr, id, token string) *fakeNode {
 		cancel()
 		t.Fatalf("register: %v %v", err, resp)
 	}
-	if err := c.Ready(ctx, id); err != nil {
+	if err := c.ReadyWith(ctx, &iop.NodeReadyRequest{NodeId: id, Adapters: caps}); err != nil {
 		cancel()
 		t.Fatalf("ready: %v", err)
 	}

@@ -208,6 +208,22 @@ type Reconfigurer interface {
 	Reconfigure(cfg *iop.AdapterConfig) error
 }
 
+// CapabilityReporter declares what an instance can serve; the node reports
+// it to the Edge (with its ready request and after a refresh), which routes
+// by it. An instance that does not implement it serves the normalized
+// run's chat and completion only (DefaultCapabilities).
+type CapabilityReporter interface {
+	Capabilities() *iop.AdapterCapabilities
+}
+
+// DefaultCapabilities are those of an instance that declares none.
+func DefaultCapabilities() *iop.AdapterCapabilities {
+	return &iop.AdapterCapabilities{RunOperations: []iop.RunOperation{iop.RunOperation_RUN_OPERATION_CHAT, iop.RunOperation_RUN_OPERATION_COMPLETION}}
+}
+
+// AllRunOperations is chat, completion and embedding.
+var AllRunOperations = []iop.RunOperation{iop.RunOperation_RUN_OPERATION_CHAT, iop.RunOperation_RUN_OPERATION_COMPLETION, iop.RunOperation_RUN_OPERATION_EMBEDDING}
+
 // HealthReporter reports backend health and load for snapshots.
 type HealthReporter interface {
 	Health(ctx context.Context) Health

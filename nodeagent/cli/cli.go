@@ -170,6 +170,14 @@ func (a *instance) Tunnel(context.Context, *iop.ProviderTunnelRequest, adapter.T
 // persist on disk.
 func (a *instance) Close() error { return nil }
 
+// Capabilities: a CLI agent serves chat and completion as normalized runs,
+// its stdout streamed as deltas.
+func (a *instance) Capabilities() *iop.AdapterCapabilities {
+	c := adapter.DefaultCapabilities()
+	c.Streaming = true
+	return c
+}
+
 // Run executes one CLI run. See the package documentation.
 func (a *instance) Run(ctx context.Context, req *iop.RunRequest, sink adapter.RunSink) (*adapter.Result, error) {
 	cfg := a.config()

@@ -52,11 +52,20 @@ type Instance struct {
 }
 
 var (
-	_ adapter.Instance       = (*Instance)(nil)
-	_ adapter.Reconfigurer   = (*Instance)(nil)
-	_ adapter.HealthReporter = (*Instance)(nil)
-	_ adapter.ModelLister    = (*Instance)(nil)
+	_ adapter.Instance           = (*Instance)(nil)
+	_ adapter.Reconfigurer       = (*Instance)(nil)
+	_ adapter.HealthReporter     = (*Instance)(nil)
+	_ adapter.ModelLister        = (*Instance)(nil)
+	_ adapter.CapabilityReporter = (*Instance)(nil)
 )
+
+// Capabilities: those of any OpenAI-compatible server, with llama-server's
+// own health and load source.
+func (in *Instance) Capabilities() *iop.AdapterCapabilities {
+	c := in.Instance.Capabilities()
+	c.HealthSource = "llama-server /health + /slots or /metrics"
+	return c
+}
 
 // New builds a llamacpp instance.
 func New(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {

@@ -225,3 +225,8 @@ func (m *Instance) Health(context.Context) adapter.Health {
 
 // Close has nothing to release.
 func (m *Instance) Close() error { return nil }
+
+// Capabilities: the mock answers chat, completion and embedding runs.
+func (m *Instance) Capabilities() *iop.AdapterCapabilities {
+	return &iop.AdapterCapabilities{RunOperations: adapter.AllRunOperations, Streaming: true}
+}

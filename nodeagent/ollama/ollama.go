@@ -82,6 +82,13 @@ func (o *Instance) Reconfigure(cfg *iop.AdapterConfig) error {
 	return nil
 }
 
+// Capabilities: Ollama's native API serves chat (with tools), completion
+// and embedding as normalized runs; it has no tunnel.
+func (o *Instance) Capabilities() *iop.AdapterCapabilities {
+	return &iop.AdapterCapabilities{RunOperations: adapter.AllRunOperations, NativeTools: true, Streaming: true,
+		HealthSource: "ollama reachability"}
+}
+
 // Run executes one chat, completion or embedding request against Ollama.
 func (o *Instance) Run(ctx context.Context, req *iop.RunRequest, sink adapter.RunSink) (*adapter.Result, error) {
 	cfg := o.cfg.Load()

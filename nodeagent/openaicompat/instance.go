@@ -57,6 +57,28 @@ type VLLMInstance struct{ *Instance }
 
 var _ adapter.HealthReporter = VLLMInstance{}
 
+var (
+	_ adapter.CapabilityReporter = (*Instance)(nil)
+	_ adapter.CapabilityReporter = VLLMInstance{}
+)
+
+// Capabilities: an OpenAI-compatible server takes any endpoint through
+// the tunnel, and chat, completion and embedding as normalized runs; tools
+// go to it natively unless tool_mode is text.
+func (in *Instance) Capabilities() *iop.AdapterCapabilities {
+	return &iop.AdapterCapabilities{
+		Tunnel: true, RunOperations: adapter.AllRunOperations, Streaming: true,
+		NativeTools: in.cfg.Load().toolMode != "text",
+	}
+}
+
+// Capabilities adds vLLM's health and load source.
+func (v VLLMInstance) Capabilities() *iop.AdapterCapabilities {
+	c := v.Instance.Capabilities()
+	c.HealthSource = "vllm /health + /metrics"
+	return c
+}
+
 // New builds an openai_compat instance.
 func New(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
 	return newInstance(cfg, env, TypeOpenAICompat)

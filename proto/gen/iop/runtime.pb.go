@@ -95,6 +95,59 @@ func (RejectCode) EnumDescriptor() ([]byte, []int) {
 	return file_iop_runtime_proto_rawDescGZIP(), []int{0}
 }
 
+// A normalized run operation (RunRequest.operation).
+type RunOperation int32
+
+const (
+	RunOperation_RUN_OPERATION_UNSPECIFIED RunOperation = 0
+	RunOperation_RUN_OPERATION_CHAT        RunOperation = 1
+	RunOperation_RUN_OPERATION_COMPLETION  RunOperation = 2
+	RunOperation_RUN_OPERATION_EMBEDDING   RunOperation = 3
+)
+
+// Enum value maps for RunOperation.
+var (
+	RunOperation_name = map[int32]string{
+		0: "RUN_OPERATION_UNSPECIFIED",
+		1: "RUN_OPERATION_CHAT",
+		2: "RUN_OPERATION_COMPLETION",
+		3: "RUN_OPERATION_EMBEDDING",
+	}
+	RunOperation_value = map[string]int32{
+		"RUN_OPERATION_UNSPECIFIED": 0,
+		"RUN_OPERATION_CHAT":        1,
+		"RUN_OPERATION_COMPLETION":  2,
+		"RUN_OPERATION_EMBEDDING":   3,
+	}
+)
+
+func (x RunOperation) Enum() *RunOperation {
+	p := new(RunOperation)
+	*p = x
+	return p
+}
+
+func (x RunOperation) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RunOperation) Descriptor() protoreflect.EnumDescriptor {
+	return file_iop_runtime_proto_enumTypes[1].Descriptor()
+}
+
+func (RunOperation) Type() protoreflect.EnumType {
+	return &file_iop_runtime_proto_enumTypes[1]
+}
+
+func (x RunOperation) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RunOperation.Descriptor instead.
+func (RunOperation) EnumDescriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{1}
+}
+
 type RunEventType int32
 
 const (
@@ -140,11 +193,11 @@ func (x RunEventType) String() string {
 }
 
 func (RunEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_iop_runtime_proto_enumTypes[1].Descriptor()
+	return file_iop_runtime_proto_enumTypes[2].Descriptor()
 }
 
 func (RunEventType) Type() protoreflect.EnumType {
-	return &file_iop_runtime_proto_enumTypes[1]
+	return &file_iop_runtime_proto_enumTypes[2]
 }
 
 func (x RunEventType) Number() protoreflect.EnumNumber {
@@ -153,7 +206,7 @@ func (x RunEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RunEventType.Descriptor instead.
 func (RunEventType) EnumDescriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{1}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{2}
 }
 
 type TunnelFrameKind int32
@@ -207,11 +260,11 @@ func (x TunnelFrameKind) String() string {
 }
 
 func (TunnelFrameKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_iop_runtime_proto_enumTypes[2].Descriptor()
+	return file_iop_runtime_proto_enumTypes[3].Descriptor()
 }
 
 func (TunnelFrameKind) Type() protoreflect.EnumType {
-	return &file_iop_runtime_proto_enumTypes[2]
+	return &file_iop_runtime_proto_enumTypes[3]
 }
 
 func (x TunnelFrameKind) Number() protoreflect.EnumNumber {
@@ -220,7 +273,7 @@ func (x TunnelFrameKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TunnelFrameKind.Descriptor instead.
 func (TunnelFrameKind) EnumDescriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{2}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{3}
 }
 
 type CancelKind int32
@@ -258,11 +311,11 @@ func (x CancelKind) String() string {
 }
 
 func (CancelKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_iop_runtime_proto_enumTypes[3].Descriptor()
+	return file_iop_runtime_proto_enumTypes[4].Descriptor()
 }
 
 func (CancelKind) Type() protoreflect.EnumType {
-	return &file_iop_runtime_proto_enumTypes[3]
+	return &file_iop_runtime_proto_enumTypes[4]
 }
 
 func (x CancelKind) Number() protoreflect.EnumNumber {
@@ -271,7 +324,7 @@ func (x CancelKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CancelKind.Descriptor instead.
 func (CancelKind) EnumDescriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{3}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{4}
 }
 
 type RefreshStatus int32
@@ -314,11 +367,11 @@ func (x RefreshStatus) String() string {
 }
 
 func (RefreshStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_iop_runtime_proto_enumTypes[4].Descriptor()
+	return file_iop_runtime_proto_enumTypes[5].Descriptor()
 }
 
 func (RefreshStatus) Type() protoreflect.EnumType {
-	return &file_iop_runtime_proto_enumTypes[4]
+	return &file_iop_runtime_proto_enumTypes[5]
 }
 
 func (x RefreshStatus) Number() protoreflect.EnumNumber {
@@ -327,7 +380,7 @@ func (x RefreshStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RefreshStatus.Descriptor instead.
 func (RefreshStatus) EnumDescriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{4}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{5}
 }
 
 // Envelope is the unit of the wire: exactly one body per frame.
@@ -1111,7 +1164,10 @@ func (x *HeartbeatConfig) GetTimeoutMs() uint32 {
 type NodeReadyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The node_id returned in RegisterResponse.
-	NodeId        string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// What each adapter instance of the applied config can serve. The Edge
+	// routes by these, never by a provider's type name.
+	Adapters      []*AdapterCapabilities `protobuf:"bytes,2,rep,name=adapters,proto3" json:"adapters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1153,6 +1209,107 @@ func (x *NodeReadyRequest) GetNodeId() string {
 	return ""
 }
 
+func (x *NodeReadyRequest) GetAdapters() []*AdapterCapabilities {
+	if x != nil {
+		return x.Adapters
+	}
+	return nil
+}
+
+// AdapterCapabilities is what one adapter instance declares it can serve.
+type AdapterCapabilities struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The instance name (AdapterConfig.name; its type when that is empty).
+	Adapter string `protobuf:"bytes,1,opt,name=adapter,proto3" json:"adapter,omitempty"`
+	// Reachable through ProviderTunnelRequest: an OpenAI-compatible server
+	// that takes any OpenAI endpoint as is (several choices, /v1/responses).
+	Tunnel bool `protobuf:"varint,2,opt,name=tunnel,proto3" json:"tunnel,omitempty"`
+	// The normalized run operations it serves.
+	RunOperations []RunOperation `protobuf:"varint,3,rep,packed,name=run_operations,json=runOperations,proto3,enum=iop.runtime.v1.RunOperation" json:"run_operations,omitempty"`
+	// Sends tools to its backend as native tools on the run path (otherwise
+	// tool calls, if any, come from the text fallback).
+	NativeTools bool `protobuf:"varint,4,opt,name=native_tools,json=nativeTools,proto3" json:"native_tools,omitempty"`
+	// Streams deltas as the backend produces them (otherwise one delta).
+	Streaming bool `protobuf:"varint,5,opt,name=streaming,proto3" json:"streaming,omitempty"`
+	// What its health and load figures come from ("" when it reports none),
+	// e.g. "vllm /health + /metrics".
+	HealthSource  string `protobuf:"bytes,6,opt,name=health_source,json=healthSource,proto3" json:"health_source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdapterCapabilities) Reset() {
+	*x = AdapterCapabilities{}
+	mi := &file_iop_runtime_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdapterCapabilities) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdapterCapabilities) ProtoMessage() {}
+
+func (x *AdapterCapabilities) ProtoReflect() protoreflect.Message {
+	mi := &file_iop_runtime_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdapterCapabilities.ProtoReflect.Descriptor instead.
+func (*AdapterCapabilities) Descriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AdapterCapabilities) GetAdapter() string {
+	if x != nil {
+		return x.Adapter
+	}
+	return ""
+}
+
+func (x *AdapterCapabilities) GetTunnel() bool {
+	if x != nil {
+		return x.Tunnel
+	}
+	return false
+}
+
+func (x *AdapterCapabilities) GetRunOperations() []RunOperation {
+	if x != nil {
+		return x.RunOperations
+	}
+	return nil
+}
+
+func (x *AdapterCapabilities) GetNativeTools() bool {
+	if x != nil {
+		return x.NativeTools
+	}
+	return false
+}
+
+func (x *AdapterCapabilities) GetStreaming() bool {
+	if x != nil {
+		return x.Streaming
+	}
+	return false
+}
+
+func (x *AdapterCapabilities) GetHealthSource() string {
+	if x != nil {
+		return x.HealthSource
+	}
+	return ""
+}
+
 // NodeReadyResponse acknowledges readiness.
 type NodeReadyResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1168,7 +1325,7 @@ type NodeReadyResponse struct {
 
 func (x *NodeReadyResponse) Reset() {
 	*x = NodeReadyResponse{}
-	mi := &file_iop_runtime_proto_msgTypes[8]
+	mi := &file_iop_runtime_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1337,7 @@ func (x *NodeReadyResponse) String() string {
 func (*NodeReadyResponse) ProtoMessage() {}
 
 func (x *NodeReadyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[8]
+	mi := &file_iop_runtime_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1350,7 @@ func (x *NodeReadyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeReadyResponse.ProtoReflect.Descriptor instead.
 func (*NodeReadyResponse) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{8}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *NodeReadyResponse) GetReady() bool {
@@ -1221,7 +1378,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_iop_runtime_proto_msgTypes[9]
+	mi := &file_iop_runtime_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1390,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[9]
+	mi := &file_iop_runtime_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1403,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{9}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Heartbeat) GetSequence() uint64 {
@@ -1296,7 +1453,7 @@ type RunRequest struct {
 
 func (x *RunRequest) Reset() {
 	*x = RunRequest{}
-	mi := &file_iop_runtime_proto_msgTypes[10]
+	mi := &file_iop_runtime_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1465,7 @@ func (x *RunRequest) String() string {
 func (*RunRequest) ProtoMessage() {}
 
 func (x *RunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[10]
+	mi := &file_iop_runtime_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1478,7 @@ func (x *RunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunRequest.ProtoReflect.Descriptor instead.
 func (*RunRequest) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{10}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RunRequest) GetRunId() string {
@@ -1406,7 +1563,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_iop_runtime_proto_msgTypes[11]
+	mi := &file_iop_runtime_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1575,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[11]
+	mi := &file_iop_runtime_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1588,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{11}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Usage) GetPromptTokens() int64 {
@@ -1473,7 +1630,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_iop_runtime_proto_msgTypes[12]
+	mi := &file_iop_runtime_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1642,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[12]
+	mi := &file_iop_runtime_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1655,7 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{12}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RunError) GetCode() string {
@@ -1558,7 +1715,7 @@ type RunEvent struct {
 
 func (x *RunEvent) Reset() {
 	*x = RunEvent{}
-	mi := &file_iop_runtime_proto_msgTypes[13]
+	mi := &file_iop_runtime_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +1727,7 @@ func (x *RunEvent) String() string {
 func (*RunEvent) ProtoMessage() {}
 
 func (x *RunEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[13]
+	mi := &file_iop_runtime_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +1740,7 @@ func (x *RunEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
 func (*RunEvent) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{13}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RunEvent) GetRunId() string {
@@ -1660,7 +1817,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_iop_runtime_proto_msgTypes[14]
+	mi := &file_iop_runtime_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1829,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[14]
+	mi := &file_iop_runtime_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1842,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{14}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Header) GetName() string {
@@ -1733,7 +1890,7 @@ type ProviderTunnelRequest struct {
 
 func (x *ProviderTunnelRequest) Reset() {
 	*x = ProviderTunnelRequest{}
-	mi := &file_iop_runtime_proto_msgTypes[15]
+	mi := &file_iop_runtime_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1902,7 @@ func (x *ProviderTunnelRequest) String() string {
 func (*ProviderTunnelRequest) ProtoMessage() {}
 
 func (x *ProviderTunnelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[15]
+	mi := &file_iop_runtime_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1915,7 @@ func (x *ProviderTunnelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderTunnelRequest.ProtoReflect.Descriptor instead.
 func (*ProviderTunnelRequest) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{15}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ProviderTunnelRequest) GetAdapter() string {
@@ -1860,7 +2017,7 @@ type ProviderTunnelFrame struct {
 
 func (x *ProviderTunnelFrame) Reset() {
 	*x = ProviderTunnelFrame{}
-	mi := &file_iop_runtime_proto_msgTypes[16]
+	mi := &file_iop_runtime_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +2029,7 @@ func (x *ProviderTunnelFrame) String() string {
 func (*ProviderTunnelFrame) ProtoMessage() {}
 
 func (x *ProviderTunnelFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[16]
+	mi := &file_iop_runtime_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +2042,7 @@ func (x *ProviderTunnelFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderTunnelFrame.ProtoReflect.Descriptor instead.
 func (*ProviderTunnelFrame) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{16}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ProviderTunnelFrame) GetKind() TunnelFrameKind {
@@ -1971,7 +2128,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_iop_runtime_proto_msgTypes[17]
+	mi := &file_iop_runtime_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1983,7 +2140,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[17]
+	mi := &file_iop_runtime_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1996,7 +2153,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{17}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelRequest) GetKind() CancelKind {
@@ -2039,7 +2196,7 @@ type NodeCommandRequest struct {
 
 func (x *NodeCommandRequest) Reset() {
 	*x = NodeCommandRequest{}
-	mi := &file_iop_runtime_proto_msgTypes[18]
+	mi := &file_iop_runtime_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2208,7 @@ func (x *NodeCommandRequest) String() string {
 func (*NodeCommandRequest) ProtoMessage() {}
 
 func (x *NodeCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[18]
+	mi := &file_iop_runtime_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2221,7 @@ func (x *NodeCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCommandRequest.ProtoReflect.Descriptor instead.
 func (*NodeCommandRequest) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{18}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NodeCommandRequest) GetType() string {
@@ -2089,7 +2246,7 @@ type NodeCommandResponse struct {
 
 func (x *NodeCommandResponse) Reset() {
 	*x = NodeCommandResponse{}
-	mi := &file_iop_runtime_proto_msgTypes[19]
+	mi := &file_iop_runtime_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2258,7 @@ func (x *NodeCommandResponse) String() string {
 func (*NodeCommandResponse) ProtoMessage() {}
 
 func (x *NodeCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[19]
+	mi := &file_iop_runtime_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2271,7 @@ func (x *NodeCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCommandResponse.ProtoReflect.Descriptor instead.
 func (*NodeCommandResponse) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{19}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NodeCommandResponse) GetType() string {
@@ -2154,7 +2311,7 @@ type NodeConfigRefreshRequest struct {
 
 func (x *NodeConfigRefreshRequest) Reset() {
 	*x = NodeConfigRefreshRequest{}
-	mi := &file_iop_runtime_proto_msgTypes[20]
+	mi := &file_iop_runtime_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2166,7 +2323,7 @@ func (x *NodeConfigRefreshRequest) String() string {
 func (*NodeConfigRefreshRequest) ProtoMessage() {}
 
 func (x *NodeConfigRefreshRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[20]
+	mi := &file_iop_runtime_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2179,7 +2336,7 @@ func (x *NodeConfigRefreshRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeConfigRefreshRequest.ProtoReflect.Descriptor instead.
 func (*NodeConfigRefreshRequest) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{20}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NodeConfigRefreshRequest) GetConfig() *NodeConfigPayload {
@@ -2190,16 +2347,18 @@ func (x *NodeConfigRefreshRequest) GetConfig() *NodeConfigPayload {
 }
 
 type NodeConfigRefreshResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Status        RefreshStatus          `protobuf:"varint,1,opt,name=status,proto3,enum=iop.runtime.v1.RefreshStatus" json:"status,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Status RefreshStatus          `protobuf:"varint,1,opt,name=status,proto3,enum=iop.runtime.v1.RefreshStatus" json:"status,omitempty"`
+	Reason string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// With APPLIED: the capabilities of the adapter instances now running.
+	Adapters      []*AdapterCapabilities `protobuf:"bytes,3,rep,name=adapters,proto3" json:"adapters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeConfigRefreshResponse) Reset() {
 	*x = NodeConfigRefreshResponse{}
-	mi := &file_iop_runtime_proto_msgTypes[21]
+	mi := &file_iop_runtime_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2370,7 @@ func (x *NodeConfigRefreshResponse) String() string {
 func (*NodeConfigRefreshResponse) ProtoMessage() {}
 
 func (x *NodeConfigRefreshResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[21]
+	mi := &file_iop_runtime_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2383,7 @@ func (x *NodeConfigRefreshResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeConfigRefreshResponse.ProtoReflect.Descriptor instead.
 func (*NodeConfigRefreshResponse) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{21}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NodeConfigRefreshResponse) GetStatus() RefreshStatus {
@@ -2239,6 +2398,13 @@ func (x *NodeConfigRefreshResponse) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *NodeConfigRefreshResponse) GetAdapters() []*AdapterCapabilities {
+	if x != nil {
+		return x.Adapters
+	}
+	return nil
 }
 
 // ProviderSnapshot (legacy name) is the state snapshot of one resource /
@@ -2274,7 +2440,7 @@ type ProviderSnapshot struct {
 
 func (x *ProviderSnapshot) Reset() {
 	*x = ProviderSnapshot{}
-	mi := &file_iop_runtime_proto_msgTypes[22]
+	mi := &file_iop_runtime_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2286,7 +2452,7 @@ func (x *ProviderSnapshot) String() string {
 func (*ProviderSnapshot) ProtoMessage() {}
 
 func (x *ProviderSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[22]
+	mi := &file_iop_runtime_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2299,7 +2465,7 @@ func (x *ProviderSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSnapshot.ProtoReflect.Descriptor instead.
 func (*ProviderSnapshot) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{22}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ProviderSnapshot) GetNodeId() string {
@@ -2476,9 +2642,17 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
 	"intervalMs\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x02 \x01(\rR\ttimeoutMs\"+\n" +
+	"timeout_ms\x18\x02 \x01(\rR\ttimeoutMs\"l\n" +
 	"\x10NodeReadyRequest\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"A\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12?\n" +
+	"\badapters\x18\x02 \x03(\v2#.iop.runtime.v1.AdapterCapabilitiesR\badapters\"\xf2\x01\n" +
+	"\x13AdapterCapabilities\x12\x18\n" +
+	"\aadapter\x18\x01 \x01(\tR\aadapter\x12\x16\n" +
+	"\x06tunnel\x18\x02 \x01(\bR\x06tunnel\x12C\n" +
+	"\x0erun_operations\x18\x03 \x03(\x0e2\x1c.iop.runtime.v1.RunOperationR\rrunOperations\x12!\n" +
+	"\fnative_tools\x18\x04 \x01(\bR\vnativeTools\x12\x1c\n" +
+	"\tstreaming\x18\x05 \x01(\bR\tstreaming\x12#\n" +
+	"\rhealth_source\x18\x06 \x01(\tR\fhealthSource\"A\n" +
 	"\x11NodeReadyResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"M\n" +
@@ -2577,10 +2751,11 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"\fpayload_json\x18\x03 \x01(\fR\vpayloadJson\x12>\n" +
 	"\tproviders\x18\x04 \x03(\v2 .iop.runtime.v1.ProviderSnapshotR\tproviders\"U\n" +
 	"\x18NodeConfigRefreshRequest\x129\n" +
-	"\x06config\x18\x01 \x01(\v2!.iop.runtime.v1.NodeConfigPayloadR\x06config\"j\n" +
+	"\x06config\x18\x01 \x01(\v2!.iop.runtime.v1.NodeConfigPayloadR\x06config\"\xab\x01\n" +
 	"\x19NodeConfigRefreshResponse\x125\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1d.iop.runtime.v1.RefreshStatusR\x06status\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xe1\x03\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12?\n" +
+	"\badapters\x18\x03 \x03(\v2#.iop.runtime.v1.AdapterCapabilitiesR\badapters\"\xe1\x03\n" +
 	"\x10ProviderSnapshot\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1f\n" +
 	"\vprovider_id\x18\x02 \x01(\tR\n" +
@@ -2606,7 +2781,12 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"\x17REJECT_CODE_CREDENTIALS\x10\x01\x12\x1c\n" +
 	"\x18REJECT_CODE_UNKNOWN_NODE\x10\x02\x12 \n" +
 	"\x1cREJECT_CODE_PROTOCOL_VERSION\x10\x03\x12\x1b\n" +
-	"\x17REJECT_CODE_UNAVAILABLE\x10\x04*\xb7\x01\n" +
+	"\x17REJECT_CODE_UNAVAILABLE\x10\x04*\x80\x01\n" +
+	"\fRunOperation\x12\x1d\n" +
+	"\x19RUN_OPERATION_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12RUN_OPERATION_CHAT\x10\x01\x12\x1c\n" +
+	"\x18RUN_OPERATION_COMPLETION\x10\x02\x12\x1b\n" +
+	"\x17RUN_OPERATION_EMBEDDING\x10\x03*\xb7\x01\n" +
 	"\fRunEventType\x12\x1e\n" +
 	"\x1aRUN_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14RUN_EVENT_TYPE_START\x10\x01\x12\x18\n" +
@@ -2645,87 +2825,92 @@ func file_iop_runtime_proto_rawDescGZIP() []byte {
 	return file_iop_runtime_proto_rawDescData
 }
 
-var file_iop_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_iop_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_iop_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_iop_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_iop_runtime_proto_goTypes = []any{
 	(RejectCode)(0),                   // 0: iop.runtime.v1.RejectCode
-	(RunEventType)(0),                 // 1: iop.runtime.v1.RunEventType
-	(TunnelFrameKind)(0),              // 2: iop.runtime.v1.TunnelFrameKind
-	(CancelKind)(0),                   // 3: iop.runtime.v1.CancelKind
-	(RefreshStatus)(0),                // 4: iop.runtime.v1.RefreshStatus
-	(*Envelope)(nil),                  // 5: iop.runtime.v1.Envelope
-	(*RegisterRequest)(nil),           // 6: iop.runtime.v1.RegisterRequest
-	(*RegisterResponse)(nil),          // 7: iop.runtime.v1.RegisterResponse
-	(*NodeConfigPayload)(nil),         // 8: iop.runtime.v1.NodeConfigPayload
-	(*AdapterConfig)(nil),             // 9: iop.runtime.v1.AdapterConfig
-	(*NodeRuntimeConfig)(nil),         // 10: iop.runtime.v1.NodeRuntimeConfig
-	(*HeartbeatConfig)(nil),           // 11: iop.runtime.v1.HeartbeatConfig
-	(*NodeReadyRequest)(nil),          // 12: iop.runtime.v1.NodeReadyRequest
-	(*NodeReadyResponse)(nil),         // 13: iop.runtime.v1.NodeReadyResponse
-	(*Heartbeat)(nil),                 // 14: iop.runtime.v1.Heartbeat
-	(*RunRequest)(nil),                // 15: iop.runtime.v1.RunRequest
-	(*Usage)(nil),                     // 16: iop.runtime.v1.Usage
-	(*RunError)(nil),                  // 17: iop.runtime.v1.RunError
-	(*RunEvent)(nil),                  // 18: iop.runtime.v1.RunEvent
-	(*Header)(nil),                    // 19: iop.runtime.v1.Header
-	(*ProviderTunnelRequest)(nil),     // 20: iop.runtime.v1.ProviderTunnelRequest
-	(*ProviderTunnelFrame)(nil),       // 21: iop.runtime.v1.ProviderTunnelFrame
-	(*CancelRequest)(nil),             // 22: iop.runtime.v1.CancelRequest
-	(*NodeCommandRequest)(nil),        // 23: iop.runtime.v1.NodeCommandRequest
-	(*NodeCommandResponse)(nil),       // 24: iop.runtime.v1.NodeCommandResponse
-	(*NodeConfigRefreshRequest)(nil),  // 25: iop.runtime.v1.NodeConfigRefreshRequest
-	(*NodeConfigRefreshResponse)(nil), // 26: iop.runtime.v1.NodeConfigRefreshResponse
-	(*ProviderSnapshot)(nil),          // 27: iop.runtime.v1.ProviderSnapshot
-	nil,                               // 28: iop.runtime.v1.AdapterConfig.HeadersEntry
-	nil,                               // 29: iop.runtime.v1.AdapterConfig.SettingsEntry
-	nil,                               // 30: iop.runtime.v1.RunRequest.MetadataEntry
-	nil,                               // 31: iop.runtime.v1.RunEvent.MetadataEntry
-	nil,                               // 32: iop.runtime.v1.ProviderTunnelRequest.MetadataEntry
-	nil,                               // 33: iop.runtime.v1.ProviderTunnelFrame.MetadataEntry
+	(RunOperation)(0),                 // 1: iop.runtime.v1.RunOperation
+	(RunEventType)(0),                 // 2: iop.runtime.v1.RunEventType
+	(TunnelFrameKind)(0),              // 3: iop.runtime.v1.TunnelFrameKind
+	(CancelKind)(0),                   // 4: iop.runtime.v1.CancelKind
+	(RefreshStatus)(0),                // 5: iop.runtime.v1.RefreshStatus
+	(*Envelope)(nil),                  // 6: iop.runtime.v1.Envelope
+	(*RegisterRequest)(nil),           // 7: iop.runtime.v1.RegisterRequest
+	(*RegisterResponse)(nil),          // 8: iop.runtime.v1.RegisterResponse
+	(*NodeConfigPayload)(nil),         // 9: iop.runtime.v1.NodeConfigPayload
+	(*AdapterConfig)(nil),             // 10: iop.runtime.v1.AdapterConfig
+	(*NodeRuntimeConfig)(nil),         // 11: iop.runtime.v1.NodeRuntimeConfig
+	(*HeartbeatConfig)(nil),           // 12: iop.runtime.v1.HeartbeatConfig
+	(*NodeReadyRequest)(nil),          // 13: iop.runtime.v1.NodeReadyRequest
+	(*AdapterCapabilities)(nil),       // 14: iop.runtime.v1.AdapterCapabilities
+	(*NodeReadyResponse)(nil),         // 15: iop.runtime.v1.NodeReadyResponse
+	(*Heartbeat)(nil),                 // 16: iop.runtime.v1.Heartbeat
+	(*RunRequest)(nil),                // 17: iop.runtime.v1.RunRequest
+	(*Usage)(nil),                     // 18: iop.runtime.v1.Usage
+	(*RunError)(nil),                  // 19: iop.runtime.v1.RunError
+	(*RunEvent)(nil),                  // 20: iop.runtime.v1.RunEvent
+	(*Header)(nil),                    // 21: iop.runtime.v1.Header
+	(*ProviderTunnelRequest)(nil),     // 22: iop.runtime.v1.ProviderTunnelRequest
+	(*ProviderTunnelFrame)(nil),       // 23: iop.runtime.v1.ProviderTunnelFrame
+	(*CancelRequest)(nil),             // 24: iop.runtime.v1.CancelRequest
+	(*NodeCommandRequest)(nil),        // 25: iop.runtime.v1.NodeCommandRequest
+	(*NodeCommandResponse)(nil),       // 26: iop.runtime.v1.NodeCommandResponse
+	(*NodeConfigRefreshRequest)(nil),  // 27: iop.runtime.v1.NodeConfigRefreshRequest
+	(*NodeConfigRefreshResponse)(nil), // 28: iop.runtime.v1.NodeConfigRefreshResponse
+	(*ProviderSnapshot)(nil),          // 29: iop.runtime.v1.ProviderSnapshot
+	nil,                               // 30: iop.runtime.v1.AdapterConfig.HeadersEntry
+	nil,                               // 31: iop.runtime.v1.AdapterConfig.SettingsEntry
+	nil,                               // 32: iop.runtime.v1.RunRequest.MetadataEntry
+	nil,                               // 33: iop.runtime.v1.RunEvent.MetadataEntry
+	nil,                               // 34: iop.runtime.v1.ProviderTunnelRequest.MetadataEntry
+	nil,                               // 35: iop.runtime.v1.ProviderTunnelFrame.MetadataEntry
 }
 var file_iop_runtime_proto_depIdxs = []int32{
-	6,  // 0: iop.runtime.v1.Envelope.register_request:type_name -> iop.runtime.v1.RegisterRequest
-	7,  // 1: iop.runtime.v1.Envelope.register_response:type_name -> iop.runtime.v1.RegisterResponse
-	12, // 2: iop.runtime.v1.Envelope.node_ready_request:type_name -> iop.runtime.v1.NodeReadyRequest
-	13, // 3: iop.runtime.v1.Envelope.node_ready_response:type_name -> iop.runtime.v1.NodeReadyResponse
-	14, // 4: iop.runtime.v1.Envelope.heartbeat:type_name -> iop.runtime.v1.Heartbeat
-	15, // 5: iop.runtime.v1.Envelope.run_request:type_name -> iop.runtime.v1.RunRequest
-	18, // 6: iop.runtime.v1.Envelope.run_event:type_name -> iop.runtime.v1.RunEvent
-	20, // 7: iop.runtime.v1.Envelope.provider_tunnel_request:type_name -> iop.runtime.v1.ProviderTunnelRequest
-	21, // 8: iop.runtime.v1.Envelope.provider_tunnel_frame:type_name -> iop.runtime.v1.ProviderTunnelFrame
-	22, // 9: iop.runtime.v1.Envelope.cancel_request:type_name -> iop.runtime.v1.CancelRequest
-	23, // 10: iop.runtime.v1.Envelope.node_command_request:type_name -> iop.runtime.v1.NodeCommandRequest
-	24, // 11: iop.runtime.v1.Envelope.node_command_response:type_name -> iop.runtime.v1.NodeCommandResponse
-	25, // 12: iop.runtime.v1.Envelope.node_config_refresh_request:type_name -> iop.runtime.v1.NodeConfigRefreshRequest
-	26, // 13: iop.runtime.v1.Envelope.node_config_refresh_response:type_name -> iop.runtime.v1.NodeConfigRefreshResponse
-	8,  // 14: iop.runtime.v1.RegisterResponse.config:type_name -> iop.runtime.v1.NodeConfigPayload
+	7,  // 0: iop.runtime.v1.Envelope.register_request:type_name -> iop.runtime.v1.RegisterRequest
+	8,  // 1: iop.runtime.v1.Envelope.register_response:type_name -> iop.runtime.v1.RegisterResponse
+	13, // 2: iop.runtime.v1.Envelope.node_ready_request:type_name -> iop.runtime.v1.NodeReadyRequest
+	15, // 3: iop.runtime.v1.Envelope.node_ready_response:type_name -> iop.runtime.v1.NodeReadyResponse
+	16, // 4: iop.runtime.v1.Envelope.heartbeat:type_name -> iop.runtime.v1.Heartbeat
+	17, // 5: iop.runtime.v1.Envelope.run_request:type_name -> iop.runtime.v1.RunRequest
+	20, // 6: iop.runtime.v1.Envelope.run_event:type_name -> iop.runtime.v1.RunEvent
+	22, // 7: iop.runtime.v1.Envelope.provider_tunnel_request:type_name -> iop.runtime.v1.ProviderTunnelRequest
+	23, // 8: iop.runtime.v1.Envelope.provider_tunnel_frame:type_name -> iop.runtime.v1.ProviderTunnelFrame
+	24, // 9: iop.runtime.v1.Envelope.cancel_request:type_name -> iop.runtime.v1.CancelRequest
+	25, // 10: iop.runtime.v1.Envelope.node_command_request:type_name -> iop.runtime.v1.NodeCommandRequest
+	26, // 11: iop.runtime.v1.Envelope.node_command_response:type_name -> iop.runtime.v1.NodeCommandResponse
+	27, // 12: iop.runtime.v1.Envelope.node_config_refresh_request:type_name -> iop.runtime.v1.NodeConfigRefreshRequest
+	28, // 13: iop.runtime.v1.Envelope.node_config_refresh_response:type_name -> iop.runtime.v1.NodeConfigRefreshResponse
+	9,  // 14: iop.runtime.v1.RegisterResponse.config:type_name -> iop.runtime.v1.NodeConfigPayload
 	0,  // 15: iop.runtime.v1.RegisterResponse.reject_code:type_name -> iop.runtime.v1.RejectCode
-	9,  // 16: iop.runtime.v1.NodeConfigPayload.adapters:type_name -> iop.runtime.v1.AdapterConfig
-	10, // 17: iop.runtime.v1.NodeConfigPayload.runtime:type_name -> iop.runtime.v1.NodeRuntimeConfig
-	11, // 18: iop.runtime.v1.NodeConfigPayload.heartbeat:type_name -> iop.runtime.v1.HeartbeatConfig
-	28, // 19: iop.runtime.v1.AdapterConfig.headers:type_name -> iop.runtime.v1.AdapterConfig.HeadersEntry
-	29, // 20: iop.runtime.v1.AdapterConfig.settings:type_name -> iop.runtime.v1.AdapterConfig.SettingsEntry
-	30, // 21: iop.runtime.v1.RunRequest.metadata:type_name -> iop.runtime.v1.RunRequest.MetadataEntry
-	1,  // 22: iop.runtime.v1.RunEvent.type:type_name -> iop.runtime.v1.RunEventType
-	17, // 23: iop.runtime.v1.RunEvent.error:type_name -> iop.runtime.v1.RunError
-	31, // 24: iop.runtime.v1.RunEvent.metadata:type_name -> iop.runtime.v1.RunEvent.MetadataEntry
-	16, // 25: iop.runtime.v1.RunEvent.usage:type_name -> iop.runtime.v1.Usage
-	19, // 26: iop.runtime.v1.ProviderTunnelRequest.headers:type_name -> iop.runtime.v1.Header
-	32, // 27: iop.runtime.v1.ProviderTunnelRequest.metadata:type_name -> iop.runtime.v1.ProviderTunnelRequest.MetadataEntry
-	2,  // 28: iop.runtime.v1.ProviderTunnelFrame.kind:type_name -> iop.runtime.v1.TunnelFrameKind
-	19, // 29: iop.runtime.v1.ProviderTunnelFrame.headers:type_name -> iop.runtime.v1.Header
-	17, // 30: iop.runtime.v1.ProviderTunnelFrame.error:type_name -> iop.runtime.v1.RunError
-	16, // 31: iop.runtime.v1.ProviderTunnelFrame.usage:type_name -> iop.runtime.v1.Usage
-	33, // 32: iop.runtime.v1.ProviderTunnelFrame.metadata:type_name -> iop.runtime.v1.ProviderTunnelFrame.MetadataEntry
-	3,  // 33: iop.runtime.v1.CancelRequest.kind:type_name -> iop.runtime.v1.CancelKind
-	27, // 34: iop.runtime.v1.NodeCommandResponse.providers:type_name -> iop.runtime.v1.ProviderSnapshot
-	8,  // 35: iop.runtime.v1.NodeConfigRefreshRequest.config:type_name -> iop.runtime.v1.NodeConfigPayload
-	4,  // 36: iop.runtime.v1.NodeConfigRefreshResponse.status:type_name -> iop.runtime.v1.RefreshStatus
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	10, // 16: iop.runtime.v1.NodeConfigPayload.adapters:type_name -> iop.runtime.v1.AdapterConfig
+	11, // 17: iop.runtime.v1.NodeConfigPayload.runtime:type_name -> iop.runtime.v1.NodeRuntimeConfig
+	12, // 18: iop.runtime.v1.NodeConfigPayload.heartbeat:type_name -> iop.runtime.v1.HeartbeatConfig
+	30, // 19: iop.runtime.v1.AdapterConfig.headers:type_name -> iop.runtime.v1.AdapterConfig.HeadersEntry
+	31, // 20: iop.runtime.v1.AdapterConfig.settings:type_name -> iop.runtime.v1.AdapterConfig.SettingsEntry
+	14, // 21: iop.runtime.v1.NodeReadyRequest.adapters:type_name -> iop.runtime.v1.AdapterCapabilities
+	1,  // 22: iop.runtime.v1.AdapterCapabilities.run_operations:type_name -> iop.runtime.v1.RunOperation
+	32, // 23: iop.runtime.v1.RunRequest.metadata:type_name -> iop.runtime.v1.RunRequest.MetadataEntry
+	2,  // 24: iop.runtime.v1.RunEvent.type:type_name -> iop.runtime.v1.RunEventType
+	19, // 25: iop.runtime.v1.RunEvent.error:type_name -> iop.runtime.v1.RunError
+	33, // 26: iop.runtime.v1.RunEvent.metadata:type_name -> iop.runtime.v1.RunEvent.MetadataEntry
+	18, // 27: iop.runtime.v1.RunEvent.usage:type_name -> iop.runtime.v1.Usage
+	21, // 28: iop.runtime.v1.ProviderTunnelRequest.headers:type_name -> iop.runtime.v1.Header
+	34, // 29: iop.runtime.v1.ProviderTunnelRequest.metadata:type_name -> iop.runtime.v1.ProviderTunnelRequest.MetadataEntry
+	3,  // 30: iop.runtime.v1.ProviderTunnelFrame.kind:type_name -> iop.runtime.v1.TunnelFrameKind
+	21, // 31: iop.runtime.v1.ProviderTunnelFrame.headers:type_name -> iop.runtime.v1.Header
+	19, // 32: iop.runtime.v1.ProviderTunnelFrame.error:type_name -> iop.runtime.v1.RunError
+	18, // 33: iop.runtime.v1.ProviderTunnelFrame.usage:type_name -> iop.runtime.v1.Usage
+	35, // 34: iop.runtime.v1.ProviderTunnelFrame.metadata:type_name -> iop.runtime.v1.ProviderTunnelFrame.MetadataEntry
+	4,  // 35: iop.runtime.v1.CancelRequest.kind:type_name -> iop.runtime.v1.CancelKind
+	29, // 36: iop.runtime.v1.NodeCommandResponse.providers:type_name -> iop.runtime.v1.ProviderSnapshot
+	9,  // 37: iop.runtime.v1.NodeConfigRefreshRequest.config:type_name -> iop.runtime.v1.NodeConfigPayload
+	5,  // 38: iop.runtime.v1.NodeConfigRefreshResponse.status:type_name -> iop.runtime.v1.RefreshStatus
+	14, // 39: iop.runtime.v1.NodeConfigRefreshResponse.adapters:type_name -> iop.runtime.v1.AdapterCapabilities
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_iop_runtime_proto_init() }
@@ -2754,8 +2939,8 @@ func file_iop_runtime_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_iop_runtime_proto_rawDesc), len(file_iop_runtime_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   29,
+			NumEnums:      6,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
