@@ -1,7 +1,6 @@
 package nodewire
 
 import (
-	"context"
 	"io"
 	"net"
 	"testing"
@@ -22,50 +21,14 @@ func FuzzMuxClientSession(f *testing.F) {
 	f.Add(rawHeader(muxTypeData, flagSYN, 1, 0)) // wrong parity for an edge
 	f.Add(rawHeader(muxTypeWindow, 0, 1, 1<<31))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, s := net.Pipe()
-		node := muxClient(s)
-		// The node's control stream exists, as after a handshake.
-		ctrl, _ := node.OpenStream()
-		_ = ctrl.SetWriteDeadline(time.Now().Add(time.Second))
-		drained := make(chan struct{})
-		go func() { // Owner: the fuzz case; ends when c is closed below.
-			defer close(drained)
-			_, _ = io.Copy(io.Discard, c)
-		}()
-		go func() { _, _ = ctrl.Write([]byte("hello")) }() // Owner: the fuzz case; ends with the session.
-		readers := make(chan struct{})
-		go func() { // Owner: the fuzz case; ends when the session closes.
-			defer close(readers)
-			for {
-				st, err := node.AcceptStreamWithContext(context.Background())
-				if err != nil {
-					return
-				}
-				buf := make([]byte, 4096)
-				for {
-					st.mu.Lock()
-					buffered := len(st.rbuf) - st.roff
-					st.mu.Unlock()
-					if buffered > muxWindow {
-						t.Errorf("stream %d buffers %d bytes, beyond its window", st.StreamID(), buffered)
-					}
-					if _, err := st.Read(buf); err != nil {
-						break
-					}
-				}
-			}
-		}()
-		_ = c.SetWriteDeadline(time.Now().Add(2 * time.Second))
-		_, _ = c.Write(data)
-		_ = c.Close()
-		select {
-		case <-node.CloseChan():
-		case <-time.After(2 * time.Second):
-			t.Fatal("session still open after its peer closed")
-		}
-		_ = node.Close()
-		<-drained
-		<-readers
+		fuzzSession(t, func(c net.Conn) *muxSession {
+			node := muxClient(c)
+			// The node's control stream exists, as after a handshake.
+			ctrl, _ := node.OpenStream()
+			_ = ctrl.SetWriteDeadline(time.Now().Add(time.Second))
+			go func() { _, _ = ctrl.Write([]byte("hello")) }() // Owner: the fuzz case; ends with the session.
+			return node
+		}, data)
 	})
 }
 

@@ -426,48 +426,53 @@ func FuzzMuxSession(f *testing.F) {
 	f.Add(append(append([]byte{}, open...), append(rawHeader(muxTypeData, flagSYN|flagFIN, 3, 1), 'z')...))
 	f.Add(rawHeader(muxTypeData, flagSYN, 2, 0))
 	f.Add([]byte{1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		c, s := net.Pipe()
-		server := muxServer(s)
-		drained := make(chan struct{})
-		go func() { // Owner: the fuzz case; ends when c is closed below.
-			defer close(drained)
-			_, _ = io.Copy(io.Discard, c)
-		}()
-		readers := make(chan struct{})
-		go func() { // Owner: the fuzz case; ends when the session closes.
-			defer close(readers)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzSession(t, muxServer, data) })
+}
+
+// fuzzSession feeds data, as the peer, to a session started by start over
+// a pipe: the session never panics, never buffers a stream beyond its
+// window, and ends when the peer hangs up.
+func fuzzSession(t *testing.T, start func(net.Conn) *muxSession, data []byte) {
+	c, s := net.Pipe()
+	sess := start(s)
+	drained := make(chan struct{})
+	go func() { // Owner: the fuzz case; ends when c is closed below.
+		defer close(drained)
+		_, _ = io.Copy(io.Discard, c)
+	}()
+	readers := make(chan struct{})
+	go func() { // Owner: the fuzz case; ends when the session closes.
+		defer close(readers)
+		for {
+			st, err := sess.AcceptStreamWithContext(context.Background())
+			if err != nil {
+				return
+			}
+			buf := make([]byte, 4096)
 			for {
-				st, err := server.AcceptStreamWithContext(context.Background())
-				if err != nil {
-					return
+				st.mu.Lock()
+				buffered := len(st.rbuf) - st.roff
+				st.mu.Unlock()
+				if buffered > muxWindow {
+					t.Errorf("stream %d buffers %d bytes, beyond its window", st.StreamID(), buffered)
 				}
-				buf := make([]byte, 4096)
-				for {
-					st.mu.Lock()
-					buffered := len(st.rbuf) - st.roff
-					st.mu.Unlock()
-					if buffered > muxWindow {
-						t.Errorf("stream %d buffers %d bytes, beyond its window", st.StreamID(), buffered)
-					}
-					if _, err := st.Read(buf); err != nil {
-						break
-					}
+				if _, err := st.Read(buf); err != nil {
+					break
 				}
 			}
-		}()
-		_ = c.SetWriteDeadline(time.Now().Add(2 * time.Second))
-		_, _ = c.Write(data)
-		_ = c.Close()
-		select {
-		case <-server.CloseChan():
-		case <-time.After(2 * time.Second):
-			t.Fatal("session still open after its peer closed")
 		}
-		_ = server.Close()
-		<-drained
-		<-readers
-	})
+	}()
+	_ = c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	_, _ = c.Write(data)
+	_ = c.Close()
+	select {
+	case <-sess.CloseChan():
+	case <-time.After(2 * time.Second):
+		t.Fatal("session still open after its peer closed")
+	}
+	_ = sess.Close()
+	<-drained
+	<-readers
 }
 
 // Finished exchanges leave nothing behind: after many request/response
