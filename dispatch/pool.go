@@ -65,6 +65,13 @@ func (r *resource) tunnels() bool {
 	return config.Tunnels(r.spec.Type)
 }
 
+// couldTake reports whether the resource could ever take a request of this
+// kind (it may not be live now): dispatched to, with slots of the kind, and
+// able to serve it.
+func (r *resource) couldTake(long, tunnel bool) bool {
+	return r.referenced && r.spec.Capacity > 0 && (!long || r.spec.LongCapacity > 0) && r.serves(tunnel)
+}
+
 // serves reports whether the resource can serve a request that needs the
 // tunnel (see Request.NeedsTunnel) at all.
 func (r *resource) serves(tunnel bool) bool { return !tunnel || r.tunnels() }
@@ -233,7 +240,7 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 // this kind (it may not be live now).
 func (m *model) couldServe(long, tunnel bool) bool {
 	for _, c := range m.cands {
-		if c.res.referenced && c.res.spec.Capacity > 0 && (!long || c.res.spec.LongCapacity > 0) && c.res.serves(tunnel) {
+		if c.res.couldTake(long, tunnel) {
 			return true
 		}
 	}
@@ -247,7 +254,7 @@ func (m *model) couldServe(long, tunnel bool) bool {
 func (m *model) liveWithin(now time.Time, grace time.Duration, long, tunnel bool) bool {
 	for _, c := range m.cands {
 		r := c.res
-		if !r.referenced || r.spec.Capacity <= 0 || (long && r.spec.LongCapacity <= 0) || !r.serves(tunnel) {
+		if !r.couldTake(long, tunnel) {
 			continue
 		}
 		if r.live || now.Sub(r.downSince) < grace {

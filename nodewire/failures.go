@@ -73,10 +73,3 @@ func (f *failureDelays) forget(key string) {
 		delete(f.byKey, key)
 	}
 }
-
-// size is the number of keys held (tests).
-func (f *failureDelays) size() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.order.Len()
-}
