@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // Edge is the iop-edge configuration (CONTRACT §3).
@@ -227,6 +229,22 @@ var (
 	Categories    = []string{"api", "cli", "local_inference"}
 	ToolModes     = []string{"auto", "native", "text"}
 )
+
+// toolModes is the one mapping of tool_mode names to the wire's enum.
+var toolModes = map[string]iop.ToolMode{
+	"auto":   iop.ToolMode_TOOL_MODE_AUTO,
+	"native": iop.ToolMode_TOOL_MODE_NATIVE,
+	"text":   iop.ToolMode_TOOL_MODE_TEXT,
+}
+
+// WireToolMode is the provider's tool_mode as the wire's enum (auto when
+// unset).
+func (p *ProviderSpec) WireToolMode() iop.ToolMode {
+	if m, ok := toolModes[p.ToolMode]; ok {
+		return m
+	}
+	return iop.ToolMode_TOOL_MODE_AUTO
+}
 
 // Tunnels reports whether providers of type typ are OpenAI-compatible
 // servers the edge reaches through the raw tunnel (any OpenAI endpoint,
@@ -461,7 +479,7 @@ func (pr *ProviderSpec) normalize(p *problems, where string) {
 	}
 	if pr.ToolMode == "" {
 		pr.ToolMode = "auto"
-	} else if !slices.Contains(ToolModes, pr.ToolMode) {
+	} else if _, ok := toolModes[pr.ToolMode]; !ok {
 		p.add("%s.tool_mode %q is not one of %v", where, pr.ToolMode, ToolModes)
 	}
 }

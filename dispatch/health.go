@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // pollHealth asks every ready node for its providers' snapshots each
@@ -29,7 +31,7 @@ func (d *Dispatcher) pollHealth(interval time.Duration) {
 				}
 				continue
 			}
-			health := map[string]string{}
+			health := map[string]iop.HealthState{}
 			for _, p := range resp.GetProviders() {
 				health[p.GetProviderId()] = p.GetHealth()
 			}
@@ -50,9 +52,26 @@ func (d *Dispatcher) readyNodes() []string {
 	return out
 }
 
+// healthNames is the one mapping of health states to the status API's
+// names. Unknown shows as ok: a backend not yet probed is dispatched to.
+var healthNames = map[iop.HealthState]string{
+	iop.HealthState_HEALTH_STATE_UNSPECIFIED: "ok",
+	iop.HealthState_HEALTH_STATE_OK:          "ok",
+	iop.HealthState_HEALTH_STATE_DEGRADED:    "degraded",
+	iop.HealthState_HEALTH_STATE_OFFLINE:     "offline",
+}
+
+// HealthName is the status API's name of a health state.
+func HealthName(h iop.HealthState) string {
+	if n, ok := healthNames[h]; ok {
+		return n
+	}
+	return "ok"
+}
+
 // setHealth records reported health for node id's providers; a provider
 // that comes back from offline hands its slots to waiters at once.
-func (d *Dispatcher) setHealth(id string, health map[string]string) {
+func (d *Dispatcher) setHealth(id string, health map[string]iop.HealthState) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n := d.nodes[id]
@@ -66,12 +85,23 @@ func (d *Dispatcher) setHealth(id string, health map[string]string) {
 		}
 		was := r.health
 		r.health = h
-		if was == "" && h == "ok" {
+		if was == iop.HealthState_HEALTH_STATE_UNSPECIFIED && h == iop.HealthState_HEALTH_STATE_OK {
 			continue // the first report of a healthy backend is not news
 		}
-		d.log.Info("provider health changed", zap.String("node_id", id), zap.String("provider", name), zap.String("from", was), zap.String("to", h))
-		if was == "offline" {
+		d.log.Info("provider health changed", zap.String("node_id", id), zap.String("provider", name), zap.String("from", HealthName(was)), zap.String("to", HealthName(h)))
+		if was == iop.HealthState_HEALTH_STATE_OFFLINE {
 			d.pumpLocked(r)
 		}
 	}
+}
+
+// healthState reads a status API health name back (HealthName's inverse;
+// "ok" reads as OK).
+func healthState(name string) iop.HealthState {
+	for h, n := range healthNames {
+		if n == name && h != iop.HealthState_HEALTH_STATE_UNSPECIFIED {
+			return h
+		}
+	}
+	return iop.HealthState_HEALTH_STATE_UNSPECIFIED
 }

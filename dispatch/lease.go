@@ -6,6 +6,7 @@ import (
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/nodewire"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // ReleaseReason is why a lease returned (the reason label of
@@ -36,7 +37,7 @@ type Lease struct {
 	ProviderID   string
 	ProviderType string
 	Category     string
-	ToolMode     string
+	ToolMode     iop.ToolMode
 	Target       string
 	Model        string
 	Workspace    string

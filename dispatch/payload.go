@@ -32,7 +32,7 @@ func NodePayload(spec *config.NodeSpec) *iop.NodeConfigPayload {
 			BaseUrl:      pr.BaseURL,
 			ApiKeyEnv:    pr.APIKeyEnv,
 			TimeoutSec:   int32(pr.TimeoutSec),
-			ToolMode:     pr.ToolMode,
+			ToolMode:     pr.WireToolMode(),
 			Command:      pr.Command,
 			Headers:      pr.Headers,
 			Settings:     pr.Settings(),

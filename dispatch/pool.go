@@ -41,15 +41,14 @@ type resource struct {
 	// once), rebuilt with the config: the queues pumpLocked looks at.
 	models []*model
 
-	// health is the backend health its node last reported: "" (unknown,
-	// treated as ok), ok, degraded or offline. Reset when the node's
-	// generation changes.
-	health string
+	// health is the backend health its node last reported (unknown is
+	// treated as ok). Reset when the node's generation changes.
+	health iop.HealthState
 }
 
 // fits reports whether the resource has a slot for a request now.
 func (r *resource) fits(long bool) bool {
-	if !r.live || !r.referenced || r.health == "offline" || r.inFlight >= r.spec.Capacity || r.dying() {
+	if !r.live || !r.referenced || r.health == iop.HealthState_HEALTH_STATE_OFFLINE || r.inFlight >= r.spec.Capacity || r.dying() {
 		return false
 	}
 	return !long || r.longInFlight < r.spec.LongCapacity
@@ -299,7 +298,7 @@ func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session stri
 	l := &Lease{
 		d: d, res: r, gen: r.gen, conn: r.conn,
 		NodeID: r.key.node, ProviderID: r.key.provider, ProviderType: r.spec.Type,
-		Category: r.spec.Category, ToolMode: r.spec.ToolMode, Target: c.target,
+		Category: r.spec.Category, ToolMode: r.spec.WireToolMode(), Target: c.target,
 		Model: m.name, Workspace: m.spec.Workspace, Long: long, SessionID: session,
 		AcquiredAt: time.Now(), CancelGrace: cancelGrace(r.spec), Tunnel: r.tunnels(),
 	}

@@ -294,7 +294,7 @@ func (d *Dispatcher) activateLocked(n *node) {
 			continue // not in the config the node runs, or already live
 		}
 		r.live, r.gen, r.conn = true, n.gen, n.owner
-		r.inFlight, r.longInFlight, r.health = 0, 0, ""
+		r.inFlight, r.longInFlight, r.health = 0, 0, iop.HealthState_HEALTH_STATE_UNSPECIFIED
 	}
 	for _, r := range n.resources {
 		d.pumpLocked(r)

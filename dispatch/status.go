@@ -62,7 +62,7 @@ type ProviderStatus struct {
 func (p *ProviderStatus) Snapshot() *iop.ProviderSnapshot {
 	return &iop.ProviderSnapshot{
 		NodeId: p.NodeId, ProviderId: p.ProviderId, Type: p.Type, Category: p.Category,
-		Status: p.Status, Health: p.Health, Capacity: p.Capacity, LongCapacity: p.LongCapacity,
+		Status: p.Status, Health: healthState(p.Health), Capacity: p.Capacity, LongCapacity: p.LongCapacity,
 		InFlight: p.InFlight, LongInFlight: p.LongInFlight, Queued: p.Queued, LongQueued: p.LongQueued,
 	}
 }
@@ -139,14 +139,11 @@ func (d *Dispatcher) statusLocked() Status {
 			}
 			if r.live {
 				// An unreferenced provider is listed but never dispatched to.
-				snap.Status, snap.Health = "available", "ok"
-				if r.health != "" {
-					snap.Health = r.health
-				}
+				snap.Status, snap.Health = "available", HealthName(r.health)
 				switch {
 				case !r.referenced:
 					snap.Status = "disabled"
-				case r.health == "offline":
+				case r.health == iop.HealthState_HEALTH_STATE_OFFLINE:
 					snap.Status = "unavailable"
 				}
 				snap.Capacity, snap.LongCapacity = int32(ps.Capacity), int32(ps.LongCapacity)
@@ -173,7 +170,7 @@ func (d *Dispatcher) Dispatchable() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, r := range d.resources {
-		if r.live && r.referenced && r.health != "offline" {
+		if r.live && r.referenced && r.health != iop.HealthState_HEALTH_STATE_OFFLINE {
 			return true
 		}
 	}
@@ -268,15 +265,15 @@ func (d *Dispatcher) NodeTransport(id string) (nodewire.Stats, bool) {
 // FirstCandidate says whether model's first candidate is tunnelled and its
 // tool mode (for labelling requests refused before a lease), or false for
 // an unknown model or one without candidates.
-func (d *Dispatcher) FirstCandidate(model string) (tunnel bool, toolMode string, ok bool) {
+func (d *Dispatcher) FirstCandidate(model string) (tunnel bool, toolMode iop.ToolMode, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	m := d.models[model]
 	if m == nil || len(m.cands) == 0 {
-		return false, "", false
+		return false, iop.ToolMode_TOOL_MODE_UNSPECIFIED, false
 	}
 	r := m.cands[0].res
-	return r.tunnels(), r.spec.ToolMode, true
+	return r.tunnels(), r.spec.WireToolMode(), true
 }
 
 // Capabilities returns what node id's adapter instances declared they can

@@ -75,7 +75,7 @@ func silentNode(n *wireNode, ctx context.Context, st *nodewire.Stream, first *io
 }
 
 func runReq() *iop.RunRequest {
-	return &iop.RunRequest{RunId: "run_1", Operation: "chat", Input: []byte(`{}`)}
+	return &iop.RunRequest{RunId: "run_1", Operation: iop.RunOperation_RUN_OPERATION_CHAT, Input: &iop.RunInput{}}
 }
 
 func runEnv(typ iop.RunEventType) *iop.Envelope {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/gateway/openaiapi"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // Operations (RunRequest.operation).
@@ -230,11 +231,11 @@ func chooseRoute(l *dispatch.Lease, k *call) string { return routeFor(l.Tunnel, 
 
 // routeFor is chooseRoute for a provider that is tunnelled or not (as its
 // adapter declared), with its tool mode.
-func routeFor(tunnel bool, toolMode string, k *call) string {
+func routeFor(tunnel bool, toolMode iop.ToolMode, k *call) string {
 	if !tunnel {
 		return routeRun
 	}
-	if k.op == opChat && k.hasTools && toolMode != "native" {
+	if k.op == opChat && k.hasTools && toolMode != iop.ToolMode_TOOL_MODE_NATIVE {
 		return routeRun
 	}
 	return routeTunnel

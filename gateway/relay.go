@@ -513,7 +513,7 @@ var sseDone = []byte("data: [DONE]")
 type tunnelError struct{ re *iop.RunError }
 
 func (e tunnelError) Error() string {
-	return "gateway: tunnel error: " + e.re.GetCode() + ": " + e.re.GetMessage()
+	return "gateway: tunnel error: " + e.re.GetCode().String() + ": " + e.re.GetMessage()
 }
 
 func errTunnel(re *iop.RunError) error { return tunnelError{re: re} }

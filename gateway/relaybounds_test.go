@@ -222,7 +222,7 @@ func TestTunnelWholeAnswerCutShort(t *testing.T) {
 	e := startEdge(t, fakeNodeConfig(t))
 	startFakeNode(t, e, answering(func(*iop.ProviderTunnelRequest) []*iop.ProviderTunnelFrame {
 		return []*iop.ProviderTunnelFrame{statusFrame(200, jsonType), bodyFrame(vllmChatJSON[:100]),
-			{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR, End: true, Error: &iop.RunError{Code: "upstream_error", Message: "read: connection reset"}}}
+			{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR, End: true, Error: &iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "read: connection reset"}}}
 	}))
 	r = post(t, e, "/v1/chat/completions", `{"model":"qwen-7b","messages":[{"role":"user","content":"hi"}]}`)
 	assertError(t, r, http.StatusBadGateway, "upstream_error")

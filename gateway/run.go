@@ -84,7 +84,7 @@ func (r *runExchange) open() bool {
 	// renders the target too. Rewriting tunnelled bodies instead would
 	// cost every streamed event a parse.
 	k.render.Model, k.embed.Model = lease.Target, lease.Target
-	input, err := openaiapi.RunInput(k.body)
+	input, op, err := normalizedInput(k)
 	if err != nil {
 		writeError(c, apiError(err, k.model))
 		return false
@@ -92,7 +92,7 @@ func (r *runExchange) open() bool {
 	// Sending counts against the response timeout (see tunnel's open).
 	sctx, cancel := context.WithDeadline(ctx, r.deadline)
 	rs, err := lease.OpenRun(sctx, &iop.RunRequest{
-		RunId: newID("run_"), Workspace: lease.Workspace, Input: input, Operation: k.op,
+		RunId: newID("run_"), Workspace: lease.Workspace, Input: input, Operation: op,
 		Stream: k.stream, SessionId: lease.SessionID,
 		Metadata: wireMetadata(ctx, r.in.requestID),
 	})
@@ -104,6 +104,22 @@ func (r *runExchange) open() bool {
 	r.rs = rs
 	r.stopWatch = r.cs.watch(ctx, rs)
 	return true
+}
+
+// normalizedInput is the run input of the call, normalized once here
+// whatever the surface it came from, and its operation.
+func normalizedInput(k *call) (*iop.RunInput, iop.RunOperation, error) {
+	switch k.op {
+	case opCompletion:
+		in, err := openaiapi.NormalizeCompletion(k.body)
+		return in, iop.RunOperation_RUN_OPERATION_COMPLETION, err
+	case opEmbedding:
+		in, err := openaiapi.NormalizeEmbedding(k.body)
+		return in, iop.RunOperation_RUN_OPERATION_EMBEDDING, err
+	default:
+		in, err := openaiapi.NormalizeChat(k.body)
+		return in, iop.RunOperation_RUN_OPERATION_CHAT, err
+	}
 }
 
 // close ends the run and hands the lease back (see dispatch

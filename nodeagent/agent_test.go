@@ -37,9 +37,8 @@ func fullAgent(t *testing.T) *Agent {
 	return a
 }
 
-func chatInput(text string) []byte {
-	b, _ := json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": text}}})
-	return b
+func chatInput(text string) *iop.RunInput {
+	return &iop.RunInput{Messages: []*iop.ChatMessage{{Role: iop.ChatRole_CHAT_ROLE_USER, Content: []*iop.ContentPart{{Part: &iop.ContentPart_Text{Text: text}}}}}}
 }
 
 func terminal(envs []*iop.Envelope) *iop.RunEvent {
@@ -53,7 +52,7 @@ func TestRunStreamsStartDeltasComplete(t *testing.T) {
 	fe := startFakeEdge(t, mockPayload(4), nil)
 	c := startNode(t, fe, fullAgent(t))
 	envs := exchange(t, c, &iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{
-		RunId: "r1", Adapter: "m", Target: "x", Operation: "chat", Input: chatInput("one two three"),
+		RunId: "r1", Adapter: "m", Target: "x", Operation: iop.RunOperation_RUN_OPERATION_CHAT, Input: chatInput("one two three"),
 	}}})
 	if len(envs) != 5 {
 		t.Fatalf("got %d events, want start + 3 deltas + complete", len(envs))
@@ -113,7 +112,7 @@ func TestCapacityGateSharedByTunnelAndRun(t *testing.T) {
 		t.Fatal("tunnel never reached the upstream")
 	}
 	envs := exchange(t, c, &iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{
-		RunId: "r1", Adapter: "oa", Target: "m", Operation: "chat", Input: chatInput("hi"),
+		RunId: "r1", Adapter: "oa", Target: "m", Operation: iop.RunOperation_RUN_OPERATION_CHAT, Input: chatInput("hi"),
 	}}})
 	if ev := terminal(envs); ev.GetType() != iop.RunEventType_RUN_EVENT_TYPE_ERROR || ev.GetError().GetCode() != adapter.CodeCapacityExceeded {
 		t.Fatalf("run while tunnel holds the slot: %v, want capacity_exceeded", ev)
@@ -140,7 +139,7 @@ func TestCancelRunOnStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = st.Send(&iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{
-		RunId: "r1", Adapter: "slow", Operation: "chat", Stream: true, Input: chatInput("a b c d e f g h i j"),
+		RunId: "r1", Adapter: "slow", Operation: iop.RunOperation_RUN_OPERATION_CHAT, Stream: true, Input: chatInput("a b c d e f g h i j"),
 	}}})
 	_ = st.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var types []iop.RunEventType
@@ -219,7 +218,7 @@ func TestRefreshAppliedRestartRequiredFailed(t *testing.T) {
 	if snaps := agent.Snapshots(context.Background()); snaps[0].GetCapacity() != 5 || snaps[0].GetType() != "mock" {
 		t.Fatalf("failed refresh changed the config: %v", snaps)
 	}
-	envs := exchange(t, c, &iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{RunId: "r", Adapter: "m", Input: chatInput("still here")}}})
+	envs := exchange(t, c, &iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{RunId: "r", Adapter: "m", Operation: iop.RunOperation_RUN_OPERATION_CHAT, Input: chatInput("still here")}}})
 	if ev := terminal(envs); ev.GetType() != iop.RunEventType_RUN_EVENT_TYPE_COMPLETE {
 		t.Fatalf("old config stopped serving: %v", ev)
 	}
@@ -234,7 +233,7 @@ func TestRefreshAppliedRestartRequiredFailed(t *testing.T) {
 func TestCommands(t *testing.T) {
 	fe := startFakeEdge(t, mockPayload(3), nil)
 	c := startNode(t, fe, fullAgent(t))
-	exchange(t, c, &iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{RunId: "r", Adapter: "m", Input: chatInput("a b")}}})
+	exchange(t, c, &iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{RunId: "r", Adapter: "m", Operation: iop.RunOperation_RUN_OPERATION_CHAT, Input: chatInput("a b")}}})
 	usage := command(t, c, CmdUsage)["adapters"].([]any)[0].(map[string]any)
 	if usage["requests"].(float64) != 1 || usage["completion_tokens"].(float64) != 2 {
 		t.Fatalf("usage = %v", usage)

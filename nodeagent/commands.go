@@ -130,15 +130,15 @@ func (a *Agent) Snapshots(ctx context.Context) []*iop.ProviderSnapshot {
 		capacity, inFlight := in.gate.state()
 		s := &iop.ProviderSnapshot{
 			NodeId: nodeID, ProviderId: in.name, Type: in.cfg.GetType(), Category: in.cfg.GetCategory(),
-			Status: "available", Health: "ok",
+			Status: "available", Health: adapter.HealthOK,
 			Capacity: int32(capacity), LongCapacity: in.cfg.GetLongCapacity(), InFlight: int32(inFlight),
 		}
 		if hr, ok := in.impl.(adapter.HealthReporter); ok {
 			h := hr.Health(ctx)
-			if h.Status != "" {
+			if h.Status != adapter.HealthUnknown {
 				s.Health = h.Status
 			}
-			if h.Status == "offline" {
+			if h.Status == adapter.HealthOffline {
 				s.Status = "unavailable"
 			}
 			s.BackendRunning, s.BackendWaiting, s.KvCacheUsage = h.Running, h.Waiting, h.KVCacheUsage

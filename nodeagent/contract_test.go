@@ -70,7 +70,7 @@ func TestEmptyAdapterNameIsTheTypeName(t *testing.T) {
 	fe := startFakeEdge(t, payload, nil)
 	c := startNode(t, fe, fullAgent(t))
 	envs := exchange(t, c, &iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{
-		RunId: "r-legacy", Adapter: "mock", Target: "x", Operation: "chat", Input: chatInput("legacy name"),
+		RunId: "r-legacy", Adapter: "mock", Target: "x", Operation: iop.RunOperation_RUN_OPERATION_CHAT, Input: chatInput("legacy name"),
 	}}})
 	if ev := terminal(envs); ev.GetType() != iop.RunEventType_RUN_EVENT_TYPE_COMPLETE {
 		t.Fatalf("run on the unnamed mock: %v", ev)

@@ -166,11 +166,11 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 		ev.RunId, ev.Sequence = req.GetRunId(), seq
 		return st.Send(runEvent(ev))
 	}
-	fail := func(code, msg string) {
+	fail := func(code iop.ErrorCode, msg string) {
 		_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: &iop.RunError{Code: code, Message: msg}})
 	}
 	ctx, span := a.tracer.Start(tracing.Extract(ctx, req.GetMetadata()), "iop.node.run", trace.WithAttributes(
-		attribute.String("iop.adapter", req.GetAdapter()), attribute.String("iop.run_id", req.GetRunId()), attribute.String("iop.operation", req.GetOperation())))
+		attribute.String("iop.adapter", req.GetAdapter()), attribute.String("iop.run_id", req.GetRunId()), attribute.String("iop.operation", req.GetOperation().String())))
 	defer span.End()
 	in := a.instance(req.GetAdapter())
 	if in == nil {
@@ -355,7 +355,7 @@ func (a *Agent) serveTunnel(ctx context.Context, st *nodewire.Stream, req *iop.P
 	in.stats.errors.Add(1)
 	re := toRunError(err, rctx)
 	if errors.Is(err, context.Canceled) && ctx.Err() == nil {
-		re = &iop.RunError{Code: "cancelled", Message: "tunnel cancelled"}
+		re = &iop.RunError{Code: iop.ErrorCode_ERROR_CODE_CANCELLED, Message: "tunnel cancelled"}
 	}
 	if re.Code == adapter.CodeInternal && ctx.Err() == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.ErrClosedPipe) {
 		a.log.Warn("tunnel failed", zap.String("run_id", req.GetRunId()), zap.Error(err))

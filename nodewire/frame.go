@@ -23,7 +23,7 @@ const (
 	// handshake. The multiplexer below it is versioned separately, by the
 	// preface's last byte: a peer speaking another multiplexer framing is
 	// refused before it can send a RegisterRequest.
-	ProtocolVersion = 2
+	ProtocolVersion = 3
 
 	// DefaultMaxFrameSize bounds one frame's payload. It must hold the
 	// largest request body the Edge accepts plus the envelope around it.

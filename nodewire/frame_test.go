@@ -27,8 +27,8 @@ func sampleEnvelopes() []*iop.Envelope {
 		{Body: &iop.Envelope_NodeReadyRequest{NodeReadyRequest: &iop.NodeReadyRequest{NodeId: "node-1"}}},
 		{Body: &iop.Envelope_Heartbeat{Heartbeat: &iop.Heartbeat{Sequence: 42, SentUnixNano: 1700000000000000000}}},
 		{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{
-			RunId: "run-1", Adapter: "local-vllm", Target: "llama", Input: []byte(`{"messages":[]}`),
-			Metadata: map[string]string{"request_id": "r1", "trace": "t"}, Stream: true, Operation: "chat",
+			RunId: "run-1", Adapter: "local-vllm", Target: "llama", Input: &iop.RunInput{},
+			Metadata: map[string]string{"request_id": "r1", "trace": "t"}, Stream: true, Operation: iop.RunOperation_RUN_OPERATION_CHAT,
 		}}},
 		smallDeltaEnvelope(),
 		tunnelBodyEnvelope(4 << 10),

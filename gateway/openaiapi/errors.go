@@ -191,14 +191,6 @@ func InternalError(msg string) *Error {
 	return newError(http.StatusInternalServerError, TypeServer, CodeInternalError, msg, "")
 }
 
-// Codes of iop.RunError.code that FromRunError treats specially (the node's
-// adapter.Code* values; repeated here so the edge does not import node code).
-const (
-	runCodeInvalidRequest   = "invalid_request"
-	runCodeCapacityExceeded = "capacity_exceeded"
-	runCodeUnsupported      = "unsupported"
-)
-
 // FromRunError maps a run's ERROR event to what the caller sees. The
 // upstream status the node reports (http_status) is looked at first:
 //
@@ -255,12 +247,12 @@ func FromRunError(re *iop.RunError) *Error {
 		return e
 	}
 	switch re.GetCode() {
-	case runCodeInvalidRequest, runCodeUnsupported:
+	case iop.ErrorCode_ERROR_CODE_INVALID_REQUEST, iop.ErrorCode_ERROR_CODE_UNSUPPORTED:
 		if msg == "" {
 			msg = "The provider rejected the request."
 		}
 		return InvalidRequest(msg, "")
-	case runCodeCapacityExceeded:
+	case iop.ErrorCode_ERROR_CODE_CAPACITY_EXCEEDED:
 		e := newError(http.StatusServiceUnavailable, TypeServer, CodeNoProviderAvailable, msg, "")
 		if msg == "" {
 			e.Message = "The provider is at capacity; retry later."

@@ -102,13 +102,13 @@ func TestFromRunError(t *testing.T) {
 		msg    string
 	}{
 		{nil, 502, CodeUpstreamError, "upstream provider failed"},
-		{&iop.RunError{Code: "upstream_error", Message: "vllm said no", HttpStatus: 500}, 502, CodeUpstreamError, "vllm said no"},
-		{&iop.RunError{Code: "invalid_request", Message: "context too long", HttpStatus: 400}, 400, CodeInvalidRequest, "context too long"},
-		{&iop.RunError{Code: "invalid_request"}, 400, CodeInvalidRequest, "rejected"},
-		{&iop.RunError{Code: "unsupported", Message: "no embeddings"}, 400, CodeInvalidRequest, "no embeddings"},
-		{&iop.RunError{Code: "capacity_exceeded"}, 503, CodeNoProviderAvailable, "capacity"},
-		{&iop.RunError{Code: "timeout", Message: "took too long"}, 502, CodeUpstreamError, "took too long"},
-		{&iop.RunError{Code: "internal", Message: ""}, 502, CodeUpstreamError, "failed"},
+		{&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "vllm said no", HttpStatus: 500}, 502, CodeUpstreamError, "vllm said no"},
+		{&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "context too long", HttpStatus: 400}, 400, CodeInvalidRequest, "context too long"},
+		{&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_INVALID_REQUEST}, 400, CodeInvalidRequest, "rejected"},
+		{&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UNSUPPORTED, Message: "no embeddings"}, 400, CodeInvalidRequest, "no embeddings"},
+		{&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_CAPACITY_EXCEEDED}, 503, CodeNoProviderAvailable, "capacity"},
+		{&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_TIMEOUT, Message: "took too long"}, 502, CodeUpstreamError, "took too long"},
+		{&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_INTERNAL, Message: ""}, 502, CodeUpstreamError, "failed"},
 	}
 	for _, c := range cases {
 		e := FromRunError(c.re)
@@ -121,15 +121,12 @@ func TestFromRunError(t *testing.T) {
 	}
 }
 
-// The metadata keys and run error codes are duplicated from the node's
+// The metadata keys and a message are duplicated from the node's
 // adapter package to keep the edge free of node code; this keeps them equal.
 func TestConstantsMatchAdapter(t *testing.T) {
 	pairs := [][2]string{
 		{MetaToolCalls, adapter.MetaToolCalls},
 		{MetaTextToolFallback, adapter.MetaTextToolFallback},
-		{runCodeInvalidRequest, adapter.CodeInvalidRequest},
-		{runCodeCapacityExceeded, adapter.CodeCapacityExceeded},
-		{runCodeUnsupported, adapter.CodeUnsupported},
 		{msgUpstreamCredentials, adapter.MsgUpstreamCredentials},
 	}
 	for _, p := range pairs {

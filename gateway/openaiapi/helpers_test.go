@@ -28,8 +28,14 @@ func evComplete(finish string, u *iop.Usage, meta map[string]string) *iop.RunEve
 	return &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_COMPLETE, FinishReason: finish, Usage: u, Metadata: meta}
 }
 
+// evError builds an ERROR event; code is the error code's lowercase name
+// (upstream, invalid_request, ...; "upstream_error" reads as upstream).
 func evError(code, msg string, status int32) *iop.RunEvent {
-	return &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: &iop.RunError{Code: code, Message: msg, HttpStatus: status}}
+	if code == "upstream_error" {
+		code = "upstream"
+	}
+	c := iop.ErrorCode(iop.ErrorCode_value["ERROR_CODE_"+strings.ToUpper(code)])
+	return &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: &iop.RunError{Code: c, Message: msg, HttpStatus: status}}
 }
 
 func evCancelled() *iop.RunEvent {

@@ -17,23 +17,23 @@ func TestFromRunErrorRateLimitAndRetryAfter(t *testing.T) {
 		msg        string
 		retryAfter int
 	}{
-		{"429 with hint", &iop.RunError{Code: "upstream_error", Message: "Rate limit reached for requests", HttpStatus: 429, RetryAfterSec: 7},
+		{"429 with hint", &iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "Rate limit reached for requests", HttpStatus: 429, RetryAfterSec: 7},
 			429, TypeRateLimit, CodeUpstreamError, "Rate limit reached for requests", 7},
-		{"429 without hint", &iop.RunError{Code: "upstream_error", HttpStatus: 429},
+		{"429 without hint", &iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, HttpStatus: 429},
 			429, TypeRateLimit, CodeUpstreamError, "The provider is rate limiting; retry later.", 1},
-		{"429 huge hint", &iop.RunError{Code: "upstream_error", Message: "slow down", HttpStatus: 429, RetryAfterSec: 1 << 30},
+		{"429 huge hint", &iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "slow down", HttpStatus: 429, RetryAfterSec: 1 << 30},
 			429, TypeRateLimit, CodeUpstreamError, "slow down", 3600},
-		{"429 negative hint", &iop.RunError{Code: "upstream_error", Message: "slow down", HttpStatus: 429, RetryAfterSec: -5},
+		{"429 negative hint", &iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "slow down", HttpStatus: 429, RetryAfterSec: -5},
 			429, TypeRateLimit, CodeUpstreamError, "slow down", 1},
-		{"503 with hint", &iop.RunError{Code: "upstream_error", Message: "server busy", HttpStatus: 503, RetryAfterSec: 4},
+		{"503 with hint", &iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "server busy", HttpStatus: 503, RetryAfterSec: 4},
 			503, TypeServer, CodeNoProviderAvailable, "server busy", 4},
-		{"503 with hint, no message", &iop.RunError{Code: "upstream_error", HttpStatus: 503, RetryAfterSec: 4},
+		{"503 with hint, no message", &iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, HttpStatus: 503, RetryAfterSec: 4},
 			503, TypeServer, CodeNoProviderAvailable, "The provider is temporarily unavailable; retry later.", 4},
-		{"503 without hint", &iop.RunError{Code: "upstream_error", Message: "server busy", HttpStatus: 503},
+		{"503 without hint", &iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "server busy", HttpStatus: 503},
 			502, TypeServer, CodeUpstreamError, "server busy", 0},
-		{"500 ignores a hint", &iop.RunError{Code: "upstream_error", Message: "boom", HttpStatus: 500, RetryAfterSec: 9},
+		{"500 ignores a hint", &iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "boom", HttpStatus: 500, RetryAfterSec: 9},
 			502, TypeServer, CodeUpstreamError, "boom", 0},
-		{"node capacity with hint", &iop.RunError{Code: "capacity_exceeded", RetryAfterSec: 2},
+		{"node capacity with hint", &iop.RunError{Code: iop.ErrorCode_ERROR_CODE_CAPACITY_EXCEEDED, RetryAfterSec: 2},
 			503, TypeServer, CodeNoProviderAvailable, "The provider is at capacity; retry later.", 2},
 	}
 	for _, tc := range cases {
@@ -67,10 +67,10 @@ func TestRateLimitBeforeFirstByte(t *testing.T) {
 
 func TestFromRunErrorUpstreamCredentials(t *testing.T) {
 	for _, re := range []*iop.RunError{
-		{Code: "upstream_error", Message: "The provider rejected the node's credentials.", HttpStatus: 401},
-		{Code: "upstream_error", Message: "Unauthorized", HttpStatus: 401},
-		{Code: "invalid_request", Message: "Incorrect API key provided: sk-…", HttpStatus: 401},
-		{Code: "upstream_error", HttpStatus: 403, RetryAfterSec: 5},
+		{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "The provider rejected the node's credentials.", HttpStatus: 401},
+		{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "Unauthorized", HttpStatus: 401},
+		{Code: iop.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "Incorrect API key provided: sk-…", HttpStatus: 401},
+		{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, HttpStatus: 403, RetryAfterSec: 5},
 	} {
 		e := FromRunError(re)
 		if e.Status != http.StatusBadGateway || e.Code != CodeUpstreamError || e.Type != TypeServer ||

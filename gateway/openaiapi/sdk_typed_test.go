@@ -44,17 +44,17 @@ func typedEdgeErrors(t *testing.T) map[string]*Error {
 		"internal":              InternalError(""),
 		"empty answer":          empty,
 		"run nil":               FromRunError(nil),
-		"run upstream 500":      FromRunError(&iop.RunError{Code: "upstream_error", Message: "EngineCore encountered an issue.", HttpStatus: 500}),
-		"run invalid":           FromRunError(&iop.RunError{Code: "invalid_request", Message: "This model's maximum context length is 4096 tokens.", HttpStatus: 400}),
-		"run unsupported":       FromRunError(&iop.RunError{Code: "unsupported", Message: "operation not supported by this provider"}),
-		"run capacity":          FromRunError(&iop.RunError{Code: "capacity_exceeded"}),
-		"run timeout":           FromRunError(&iop.RunError{Code: "timeout", Message: "run timed out"}),
-		"run internal":          FromRunError(&iop.RunError{Code: "internal", Message: "internal adapter error"}),
-		"run upstream 401":      FromRunError(&iop.RunError{Code: "upstream_error", Message: "Unauthorized", HttpStatus: 401}),
-		"run upstream 403":      FromRunError(&iop.RunError{Code: "upstream_error", Message: "Forbidden", HttpStatus: 403}),
-		"run upstream 429":      FromRunError(&iop.RunError{Code: "upstream_error", Message: "Rate limit reached for requests", HttpStatus: 429, RetryAfterSec: 20}),
-		"run upstream 429 bare": FromRunError(&iop.RunError{Code: "upstream_error", HttpStatus: 429}),
-		"run upstream 503":      FromRunError(&iop.RunError{Code: "upstream_error", Message: "server busy", HttpStatus: 503, RetryAfterSec: 5}),
+		"run upstream 500":      FromRunError(&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "EngineCore encountered an issue.", HttpStatus: 500}),
+		"run invalid":           FromRunError(&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_INVALID_REQUEST, Message: "This model's maximum context length is 4096 tokens.", HttpStatus: 400}),
+		"run unsupported":       FromRunError(&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UNSUPPORTED, Message: "operation not supported by this provider"}),
+		"run capacity":          FromRunError(&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_CAPACITY_EXCEEDED}),
+		"run timeout":           FromRunError(&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_TIMEOUT, Message: "run timed out"}),
+		"run internal":          FromRunError(&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_INTERNAL, Message: "internal adapter error"}),
+		"run upstream 401":      FromRunError(&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "Unauthorized", HttpStatus: 401}),
+		"run upstream 403":      FromRunError(&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "Forbidden", HttpStatus: 403}),
+		"run upstream 429":      FromRunError(&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "Rate limit reached for requests", HttpStatus: 429, RetryAfterSec: 20}),
+		"run upstream 429 bare": FromRunError(&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, HttpStatus: 429}),
+		"run upstream 503":      FromRunError(&iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "server busy", HttpStatus: 503, RetryAfterSec: 5}),
 	}
 }
 
@@ -135,7 +135,7 @@ func TestSDKsDecodeStreamError(t *testing.T) {
 	var buf bytes.Buffer
 	w := NewChatStreamWriter(&buf, nil, RenderOptions{Model: "m"})
 	_ = w.Add(evDelta("par"))
-	_ = w.Add(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: &iop.RunError{Code: "upstream_error", Message: "Rate limit reached", HttpStatus: 429, RetryAfterSec: 9}})
+	_ = w.Add(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: &iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "Rate limit reached", HttpStatus: 429, RetryAfterSec: 9}})
 	raw := buf.String()
 
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {

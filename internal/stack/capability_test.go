@@ -57,11 +57,11 @@ func TestRoutesByDeclaredCapability(t *testing.T) {
 		// End the exchange so the client is answered.
 		if r := ns.first.GetRunRequest(); r != nil {
 			_ = ns.st.Send(&iop.Envelope{Body: &iop.Envelope_RunEvent{RunEvent: &iop.RunEvent{RunId: r.GetRunId(), Sequence: 1,
-				Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: &iop.RunError{Code: "upstream_error", Message: "test"}}}})
+				Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: &iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "test"}}}})
 		} else {
 			_ = ns.st.Send(&iop.Envelope{Body: &iop.Envelope_ProviderTunnelFrame{ProviderTunnelFrame: &iop.ProviderTunnelFrame{
 				RunId: ns.first.GetProviderTunnelRequest().GetRunId(), Sequence: 1, Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR,
-				Error: &iop.RunError{Code: "upstream_error", Message: "test"}}}})
+				Error: &iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, Message: "test"}}}})
 		}
 		_ = ns.st.CloseWrite()
 		closeOnce(ns.done)

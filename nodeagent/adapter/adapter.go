@@ -93,16 +93,16 @@ const (
 
 // Operations a RunRequest may carry.
 const (
-	OpChat       = "chat"
-	OpCompletion = "completion"
-	OpEmbedding  = "embedding"
+	OpChat       = iop.RunOperation_RUN_OPERATION_CHAT
+	OpCompletion = iop.RunOperation_RUN_OPERATION_COMPLETION
+	OpEmbedding  = iop.RunOperation_RUN_OPERATION_EMBEDDING
 )
 
 // Error is a run or tunnel failure with a machine code the Edge maps to its
 // HTTP surface. Adapters return it (possibly wrapped) for failures they can
 // classify; any other error becomes code "internal".
 type Error struct {
-	Code       string // one of the Code* constants
+	Code       iop.ErrorCode // one of the Code* constants
 	Message    string // safe to show to the API caller; never a secret
 	HTTPStatus int    // upstream status when the failure came from one; 0 otherwise
 	// RetryAfterSec is the upstream's Retry-After (see ParseRetryAfter) when
@@ -115,21 +115,28 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Err != nil {
-		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+		return fmt.Sprintf("%s: %s: %v", CodeName(e.Code), e.Message, e.Err)
 	}
-	return e.Code + ": " + e.Message
+	return CodeName(e.Code) + ": " + e.Message
+}
+
+// CodeName is the lowercase name of an error code for logs ("upstream",
+// "invalid_request", ...).
+func CodeName(c iop.ErrorCode) string {
+	return strings.ToLower(strings.TrimPrefix(c.String(), "ERROR_CODE_"))
 }
 
 func (e *Error) Unwrap() error { return e.Err }
 
 // Error codes carried in iop.RunError.code.
 const (
-	CodeUpstream         = "upstream_error"
-	CodeInvalidRequest   = "invalid_request"
-	CodeCapacityExceeded = "capacity_exceeded"
-	CodeTimeout          = "timeout"
-	CodeUnsupported      = "unsupported"
-	CodeInternal         = "internal"
+	CodeUpstream         = iop.ErrorCode_ERROR_CODE_UPSTREAM
+	CodeInvalidRequest   = iop.ErrorCode_ERROR_CODE_INVALID_REQUEST
+	CodeCapacityExceeded = iop.ErrorCode_ERROR_CODE_CAPACITY_EXCEEDED
+	CodeTimeout          = iop.ErrorCode_ERROR_CODE_TIMEOUT
+	CodeUnsupported      = iop.ErrorCode_ERROR_CODE_UNSUPPORTED
+	CodeInternal         = iop.ErrorCode_ERROR_CODE_INTERNAL
+	CodeCancelled        = iop.ErrorCode_ERROR_CODE_CANCELLED
 )
 
 // MsgUpstreamCredentials is the message of a run failing because the
@@ -229,9 +236,17 @@ type HealthReporter interface {
 	Health(ctx context.Context) Health
 }
 
+// Health states an adapter reports.
+const (
+	HealthUnknown  = iop.HealthState_HEALTH_STATE_UNSPECIFIED
+	HealthOK       = iop.HealthState_HEALTH_STATE_OK
+	HealthDegraded = iop.HealthState_HEALTH_STATE_DEGRADED
+	HealthOffline  = iop.HealthState_HEALTH_STATE_OFFLINE
+)
+
 // Health is a backend's state. Zero values mean "unknown".
 type Health struct {
-	Status       string // ok | degraded | offline
+	Status       iop.HealthState
 	Running      float64
 	Waiting      float64
 	KVCacheUsage float64 // 0..1

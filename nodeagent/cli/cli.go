@@ -183,9 +183,9 @@ func (a *instance) Run(ctx context.Context, req *iop.RunRequest, sink adapter.Ru
 	cfg := a.config()
 	op := req.GetOperation()
 	switch op {
-	case "", adapter.OpChat, adapter.OpCompletion:
+	case adapter.OpChat, adapter.OpCompletion:
 	default:
-		return nil, &adapter.Error{Code: adapter.CodeUnsupported, Message: fmt.Sprintf("cli adapter does not support operation %q", op)}
+		return nil, &adapter.Error{Code: adapter.CodeUnsupported, Message: fmt.Sprintf("cli adapter does not support operation %s", op)}
 	}
 	in, err := parseInput(op, req.GetInput())
 	if err != nil {

@@ -5,7 +5,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -80,26 +79,17 @@ func script(t *testing.T, body string) string {
 // sq quotes s for a shell script.
 func sq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-func chatJSON(t *testing.T, msgs ...string) []byte {
+func chatJSON(t *testing.T, msgs ...string) *iop.RunInput {
 	t.Helper()
-	type msg struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
-	}
-	var doc struct {
-		Messages []msg `json:"messages"`
-	}
 	if len(msgs)%2 != 0 {
 		t.Fatal("chatJSON wants role, content pairs")
 	}
+	roles := map[string]iop.ChatRole{"system": iop.ChatRole_CHAT_ROLE_SYSTEM, "user": iop.ChatRole_CHAT_ROLE_USER, "assistant": iop.ChatRole_CHAT_ROLE_ASSISTANT, "tool": iop.ChatRole_CHAT_ROLE_TOOL}
+	in := &iop.RunInput{}
 	for i := 0; i < len(msgs); i += 2 {
-		doc.Messages = append(doc.Messages, msg{Role: msgs[i], Content: msgs[i+1]})
+		in.Messages = append(in.Messages, &iop.ChatMessage{Role: roles[msgs[i]], Content: []*iop.ContentPart{{Part: &iop.ContentPart_Text{Text: msgs[i+1]}}}})
 	}
-	b, err := json.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return in
 }
 
 func userRun(t *testing.T, text string) *iop.RunRequest {

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/iop-gateway/iop/nodeagent/adapter"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // Every run must leave no goroutine behind: readers, waiters and timers all
@@ -15,11 +16,11 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func errCode(err error) string {
+func errCode(err error) iop.ErrorCode {
 	if ae, ok := errors.AsType[*adapter.Error](err); ok {
 		return ae.Code
 	}
-	return ""
+	return iop.ErrorCode_ERROR_CODE_UNSPECIFIED
 }
 
 func errMessage(err error) string {

@@ -363,18 +363,18 @@ func TestRunRejectsUnsupportedOperationAndBadInput(t *testing.T) {
 	inst := r.instance(t, []string{script(t, "cat\n")}, nil)
 	for _, tc := range []struct {
 		req  *iop.RunRequest
-		code string
+		code iop.ErrorCode
 	}{
-		{&iop.RunRequest{Operation: adapter.OpEmbedding, Input: []byte(`{"input":"x"}`)}, adapter.CodeUnsupported},
-		{&iop.RunRequest{Operation: adapter.OpChat, Input: []byte(`not json`)}, adapter.CodeInvalidRequest},
-		{&iop.RunRequest{Operation: adapter.OpChat, Input: []byte(`{"messages":[]}`)}, adapter.CodeInvalidRequest},
+		{&iop.RunRequest{Operation: adapter.OpEmbedding, Input: &iop.RunInput{EmbedInputs: []string{"x"}}}, adapter.CodeUnsupported},
+		{&iop.RunRequest{Operation: adapter.OpChat}, adapter.CodeInvalidRequest},
+		{&iop.RunRequest{Operation: adapter.OpChat, Input: &iop.RunInput{}}, adapter.CodeInvalidRequest},
 	} {
 		_, err := runSync(t, inst, tc.req)
 		if errCode(err) != tc.code {
 			t.Errorf("%s %s: err = %v, want code %s", tc.req.Operation, tc.req.Input, err, tc.code)
 		}
 	}
-	got, err := runSync(t, inst, &iop.RunRequest{Operation: adapter.OpCompletion, Input: []byte(`{"prompt":"complete me"}`)})
+	got, err := runSync(t, inst, &iop.RunRequest{Operation: adapter.OpCompletion, Input: &iop.RunInput{Prompt: "complete me"}})
 	if err != nil || got != "complete me" {
 		t.Fatalf("completion = %q, %v", got, err)
 	}

@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"strings"
 
 	"github.com/iop-gateway/iop/nodeagent/adapter"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // Prompt rendering. A CLI agent takes one plain-text prompt on stdin, so the
@@ -19,67 +17,52 @@ import (
 //     shown as System, tool results as Tool).
 //   - chat continuing an established session: the CLI already holds the
 //     conversation, so only the text of the last user message is sent.
-//   - completion: the prompt string verbatim (an array holding one string is
-//     accepted too).
+//   - completion: the prompt string verbatim.
 //
-// Message content may be a string, null, or an array of parts; only text
-// parts are supported, anything else (images, audio) is rejected rather than
+// A message's text is adapter.MessageText; images are rejected rather than
 // silently dropped.
 
 // message is one rendered chat message.
 type message struct {
-	role string // as sent by the caller
+	role iop.ChatRole
 	text string
 }
 
-// runInput is the decoded run input, ready to render.
+// runInput is the run input, ready to render.
 type runInput struct {
 	completion bool
 	prompt     string    // completion
 	messages   []message // chat, messages with empty text removed
 }
 
-var roleLabels = map[string]string{
-	"system":    "System",
-	"developer": "System",
-	"user":      "User",
-	"assistant": "Assistant",
-	"tool":      "Tool",
+var roleLabels = map[iop.ChatRole]string{
+	iop.ChatRole_CHAT_ROLE_SYSTEM:    "System",
+	iop.ChatRole_CHAT_ROLE_DEVELOPER: "System",
+	iop.ChatRole_CHAT_ROLE_USER:      "User",
+	iop.ChatRole_CHAT_ROLE_ASSISTANT: "Assistant",
+	iop.ChatRole_CHAT_ROLE_TOOL:      "Tool",
 }
 
-// parseInput decodes and validates the run input of a chat or completion run.
-func parseInput(op string, input []byte) (*runInput, error) {
-	var doc struct {
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-		Prompt json.RawMessage `json:"prompt"`
-	}
-	if err := json.Unmarshal(input, &doc); err != nil {
-		return nil, invalidRequest("run input is not a valid JSON object")
-	}
+// parseInput validates the run input of a chat or completion run.
+func parseInput(op iop.RunOperation, input *iop.RunInput) (*runInput, error) {
 	if op == adapter.OpCompletion {
-		p, err := completionPrompt(doc.Prompt)
-		if err != nil {
-			return nil, err
-		}
-		return &runInput{completion: true, prompt: p}, nil
+		return &runInput{completion: true, prompt: input.GetPrompt()}, nil
 	}
-	if len(doc.Messages) == 0 {
+	if len(input.GetMessages()) == 0 {
 		return nil, invalidRequest("messages must not be empty")
 	}
 	in := &runInput{}
-	for i, m := range doc.Messages {
-		if _, ok := roleLabels[m.Role]; !ok {
-			return nil, invalidRequest("messages[%d]: unsupported role %q", i, m.Role)
+	for i, m := range input.GetMessages() {
+		if _, ok := roleLabels[m.GetRole()]; !ok {
+			return nil, invalidRequest("messages[%d]: unsupported role %s", i, m.GetRole())
 		}
-		text, err := contentText(m.Content)
-		if err != nil {
-			return nil, invalidRequest("messages[%d]: %s", i, err.Error())
+		if len(adapter.MessageImages(m)) > 0 {
+			// Dropping them silently would answer a question the caller
+			// did not ask.
+			return nil, invalidRequest("messages[%d]: only text content is supported by this provider", i)
 		}
-		if text != "" {
-			in.messages = append(in.messages, message{role: m.Role, text: text})
+		if text := adapter.MessageText(m); text != "" {
+			in.messages = append(in.messages, message{role: m.GetRole(), text: text})
 		}
 	}
 	if len(in.messages) == 0 {
@@ -96,13 +79,13 @@ func (in *runInput) render(resume bool) (string, error) {
 	}
 	if resume {
 		for i := len(in.messages) - 1; i >= 0; i-- {
-			if in.messages[i].role == "user" {
+			if in.messages[i].role == iop.ChatRole_CHAT_ROLE_USER {
 				return in.messages[i].text, nil
 			}
 		}
 		return "", invalidRequest("continuing a session needs a user message")
 	}
-	if len(in.messages) == 1 && in.messages[0].role == "user" {
+	if len(in.messages) == 1 && in.messages[0].role == iop.ChatRole_CHAT_ROLE_USER {
 		return in.messages[0].text, nil
 	}
 	var b strings.Builder
@@ -115,68 +98,4 @@ func (in *runInput) render(resume bool) (string, error) {
 		b.WriteString(m.text)
 	}
 	return b.String(), nil
-}
-
-// contentText flattens OpenAI message content: a string, null, or an array
-// of parts of which only text parts are supported. Its errors are safe to
-// show the caller.
-func contentText(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return "", nil
-	}
-	switch raw[0] {
-	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", errors.New("content is not a valid string")
-		}
-		return s, nil
-	case '[':
-		var parts []struct {
-			Type string  `json:"type"`
-			Text *string `json:"text"`
-		}
-		if err := json.Unmarshal(raw, &parts); err != nil {
-			return "", errors.New("content parts are malformed")
-		}
-		var b strings.Builder
-		for _, p := range parts {
-			if p.Type != "text" || p.Text == nil {
-				return "", errors.New("only text content parts are supported, got " + quoteType(p.Type))
-			}
-			// Parts are concatenated as-is: OpenAI treats them as one
-			// continuous text.
-			b.WriteString(*p.Text)
-		}
-		return b.String(), nil
-	default:
-		return "", errors.New("content must be a string or an array of text parts")
-	}
-}
-
-func quoteType(t string) string {
-	if t == "" {
-		return "a part without type"
-	}
-	b, _ := json.Marshal(t)
-	return string(b)
-}
-
-// completionPrompt accepts a string, or an array holding exactly one string
-// (several would ask for several completions, which one CLI run cannot give).
-func completionPrompt(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return "", invalidRequest("prompt is required")
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var arr []string
-	if err := json.Unmarshal(raw, &arr); err != nil || len(arr) != 1 {
-		return "", invalidRequest("prompt must be a string or an array of one string")
-	}
-	return arr[0], nil
 }

@@ -3,20 +3,21 @@ package cli
 import (
 	"testing"
 
+	"github.com/iop-gateway/iop/internal/testinput"
 	"github.com/iop-gateway/iop/nodeagent/adapter"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 func TestRenderPrompt(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		op     string
+		op     iop.RunOperation
 		input  string
 		resume bool
 		want   string
 	}{
 		{"single user", adapter.OpChat, `{"messages":[{"role":"user","content":"hello"}]}`, false, "hello"},
-		{"text parts", adapter.OpChat, `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}`, false, "ab"},
-		{"empty op is chat", "", `{"messages":[{"role":"user","content":"x"}]}`, false, "x"},
+		{"text parts", adapter.OpChat, `{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}`, false, "a\nb"},
 		{"transcript", adapter.OpChat, `{"messages":[
 			{"role":"system","content":"be brief"},
 			{"role":"user","content":"hi"},
@@ -39,7 +40,7 @@ func TestRenderPrompt(t *testing.T) {
 		{"completion array", adapter.OpCompletion, `{"prompt":["once upon"]}`, true, "once upon"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in, err := parseInput(tc.op, []byte(tc.input))
+			in, err := parseInput(tc.op, testinput.For(tc.op, tc.input))
 			if err != nil {
 				t.Fatalf("parseInput: %v", err)
 			}
@@ -55,22 +56,24 @@ func TestRenderPrompt(t *testing.T) {
 }
 
 func TestRenderPromptRejects(t *testing.T) {
+	user := func(parts ...*iop.ContentPart) *iop.ChatMessage {
+		return &iop.ChatMessage{Role: iop.ChatRole_CHAT_ROLE_USER, Content: parts}
+	}
+	text := func(s string) *iop.ContentPart { return &iop.ContentPart{Part: &iop.ContentPart_Text{Text: s}} }
 	for _, tc := range []struct {
-		name, op, input string
-		resume          bool
+		name   string
+		in     *iop.RunInput
+		resume bool
 	}{
-		{"not json", adapter.OpChat, `{`, false},
-		{"no messages", adapter.OpChat, `{}`, false},
-		{"unknown role", adapter.OpChat, `{"messages":[{"role":"wizard","content":"x"}]}`, false},
-		{"image part", adapter.OpChat, `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, false},
-		{"number content", adapter.OpChat, `{"messages":[{"role":"user","content":5}]}`, false},
-		{"no text at all", adapter.OpChat, `{"messages":[{"role":"user","content":""}]}`, false},
-		{"resume without user", adapter.OpChat, `{"messages":[{"role":"system","content":"s"}]}`, true},
-		{"completion without prompt", adapter.OpCompletion, `{}`, false},
-		{"completion batch", adapter.OpCompletion, `{"prompt":["a","b"]}`, false},
+		{"no input", nil, false},
+		{"no messages", &iop.RunInput{}, false},
+		{"unknown role", &iop.RunInput{Messages: []*iop.ChatMessage{{Role: iop.ChatRole(99), Content: []*iop.ContentPart{text("x")}}}}, false},
+		{"image part", &iop.RunInput{Messages: []*iop.ChatMessage{user(text("see"), &iop.ContentPart{Part: &iop.ContentPart_Image{Image: &iop.ImagePart{Url: "data:image/png;base64,AA=="}}})}}, false},
+		{"no text at all", &iop.RunInput{Messages: []*iop.ChatMessage{user(text(""))}}, false},
+		{"resume without user", &iop.RunInput{Messages: []*iop.ChatMessage{{Role: iop.ChatRole_CHAT_ROLE_SYSTEM, Content: []*iop.ContentPart{text("s")}}}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in, err := parseInput(tc.op, []byte(tc.input))
+			in, err := parseInput(adapter.OpChat, tc.in)
 			if err == nil {
 				_, err = in.render(tc.resume)
 			}

@@ -166,13 +166,13 @@ func (in *Instance) probe(ctx context.Context, root string) adapter.Health {
 	status, _, err := in.get(ctx, root+"/health")
 	switch {
 	case err != nil:
-		return adapter.Health{Status: openaicompat.HealthOffline, Detail: "llama-server does not answer /health"}
+		return adapter.Health{Status: adapter.HealthOffline, Detail: "llama-server does not answer /health"}
 	case status == http.StatusServiceUnavailable:
-		return adapter.Health{Status: openaicompat.HealthOffline, Detail: "llama-server is loading its model"}
+		return adapter.Health{Status: adapter.HealthOffline, Detail: "llama-server is loading its model"}
 	case status != http.StatusOK:
-		return adapter.Health{Status: openaicompat.HealthOffline, Detail: "llama-server /health answered HTTP " + strconv.Itoa(status)}
+		return adapter.Health{Status: adapter.HealthOffline, Detail: "llama-server /health answered HTTP " + strconv.Itoa(status)}
 	}
-	h := adapter.Health{Status: openaicompat.HealthOK}
+	h := adapter.Health{Status: adapter.HealthOK}
 	if status, body, err := in.get(ctx, root+"/slots"); err == nil && status == http.StatusOK {
 		var slots []struct {
 			IsProcessing bool `json:"is_processing"`
@@ -187,7 +187,7 @@ func (in *Instance) probe(ctx context.Context, root string) adapter.Health {
 			h.Running = float64(busy)
 			h.Detail = fmt.Sprintf("%d of %d slots processing", busy, len(slots))
 			if busy == len(slots) {
-				h.Status = openaicompat.HealthDegraded
+				h.Status = adapter.HealthDegraded
 			}
 			return h
 		}
@@ -197,7 +197,7 @@ func (in *Instance) probe(ctx context.Context, root string) adapter.Health {
 		h.Running, h.Waiting, h.KVCacheUsage = m["llamacpp:requests_processing"], m["llamacpp:requests_deferred"], m["llamacpp:kv_cache_usage_ratio"]
 		h.Detail = fmt.Sprintf("%g processing, %g deferred", h.Running, h.Waiting)
 		if h.Waiting > 0 {
-			h.Status = openaicompat.HealthDegraded
+			h.Status = adapter.HealthDegraded
 		}
 	}
 	return h

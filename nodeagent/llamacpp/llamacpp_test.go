@@ -13,7 +13,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/iop-gateway/iop/nodeagent/adapter"
-	"github.com/iop-gateway/iop/nodeagent/openaicompat"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -136,35 +135,35 @@ func TestHealthFromHealthAndSlots(t *testing.T) {
 	ctx := context.Background()
 
 	s.set(func(s *server) { s.health = http.StatusServiceUnavailable })
-	if h := in.Health(ctx); h.Status != openaicompat.HealthOffline || !strings.Contains(h.Detail, "loading") {
+	if h := in.Health(ctx); h.Status != adapter.HealthOffline || !strings.Contains(h.Detail, "loading") {
 		t.Fatalf("loading: %+v", h)
 	}
 	in.fresh()
 	s.set(func(s *server) { s.health, s.slots = http.StatusOK, slotsJSON(true, false) })
-	if h := in.Health(ctx); h.Status != openaicompat.HealthOK || h.Running != 1 || h.Detail != "1 of 2 slots processing" {
+	if h := in.Health(ctx); h.Status != adapter.HealthOK || h.Running != 1 || h.Detail != "1 of 2 slots processing" {
 		t.Fatalf("one busy slot: %+v", h)
 	}
 	in.fresh()
 	s.set(func(s *server) { s.slots = slotsJSON(true, true) })
-	if h := in.Health(ctx); h.Status != openaicompat.HealthDegraded || h.Running != 2 {
+	if h := in.Health(ctx); h.Status != adapter.HealthDegraded || h.Running != 2 {
 		t.Fatalf("every slot busy: %+v", h)
 	}
 	// Without /slots, /metrics (--metrics) gives the load.
 	in.fresh()
 	s.set(func(s *server) { s.slots, s.metrics = "", true })
-	if h := in.Health(ctx); h.Status != openaicompat.HealthDegraded || h.Running != 2 || h.Waiting != 3 || h.KVCacheUsage != 0.42 {
+	if h := in.Health(ctx); h.Status != adapter.HealthDegraded || h.Running != 2 || h.Waiting != 3 || h.KVCacheUsage != 0.42 {
 		t.Fatalf("from /metrics: %+v", h)
 	}
 	// Neither: ok, load unknown.
 	in.fresh()
 	s.set(func(s *server) { s.metrics = false })
-	if h := in.Health(ctx); h.Status != openaicompat.HealthOK || h.Running != 0 {
+	if h := in.Health(ctx); h.Status != adapter.HealthOK || h.Running != 0 {
 		t.Fatalf("no load endpoint: %+v", h)
 	}
 	// Down.
 	in.fresh()
 	s.Close()
-	if h := in.Health(ctx); h.Status != openaicompat.HealthOffline {
+	if h := in.Health(ctx); h.Status != adapter.HealthOffline {
 		t.Fatalf("closed server: %+v", h)
 	}
 }
@@ -225,8 +224,8 @@ func TestRunChat(t *testing.T) {
 	s := newServer(t)
 	in := newInstance(t, s)
 	var d deltas
-	res, err := in.Run(context.Background(), &iop.RunRequest{RunId: "r", Operation: "chat", Target: "q",
-		Input: []byte(`{"messages":[{"role":"user","content":"hi"}]}`)}, &d)
+	res, err := in.Run(context.Background(), &iop.RunRequest{RunId: "r", Operation: iop.RunOperation_RUN_OPERATION_CHAT, Target: "q",
+		Input: &iop.RunInput{Messages: []*iop.ChatMessage{{Role: iop.ChatRole_CHAT_ROLE_USER, Content: []*iop.ContentPart{{Part: &iop.ContentPart_Text{Text: "hi"}}}}}}}, &d)
 	if err != nil || d.String() == "" || res.Usage.GetPromptTokens() != 9 {
 		t.Fatalf("run: %v %q %+v", err, d.String(), res)
 	}

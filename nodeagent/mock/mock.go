@@ -76,7 +76,7 @@ func (m *Instance) Run(ctx context.Context, req *iop.RunRequest, sink adapter.Ru
 		err error
 	)
 	switch op := req.GetOperation(); op {
-	case "", adapter.OpChat:
+	case adapter.OpChat:
 		res, err = m.chat(ctx, req.GetInput(), sink)
 	case adapter.OpCompletion:
 		res, err = m.completion(ctx, req.GetInput(), sink)
@@ -85,7 +85,7 @@ func (m *Instance) Run(ctx context.Context, req *iop.RunRequest, sink adapter.Ru
 	default:
 		return nil, &adapter.Error{
 			Code:    adapter.CodeUnsupported,
-			Message: fmt.Sprintf("operation %q is not supported by the mock adapter", op),
+			Message: fmt.Sprintf("operation %s is not supported by the mock adapter", op),
 			Err:     adapter.ErrUnsupported,
 		}
 	}
@@ -95,32 +95,15 @@ func (m *Instance) Run(ctx context.Context, req *iop.RunRequest, sink adapter.Ru
 	return res, err
 }
 
-func (m *Instance) chat(ctx context.Context, input []byte, sink adapter.RunSink) (*adapter.Result, error) {
-	last, promptWords, err := chatText(input)
-	if err != nil {
-		return nil, err
-	}
+func (m *Instance) chat(ctx context.Context, input *iop.RunInput, sink adapter.RunSink) (*adapter.Result, error) {
+	last, promptWords := chatText(input)
 	fail := m.cfg.failTrigger != "" && last == m.cfg.failTrigger
 	return m.echo(ctx, strings.Fields(last), promptWords, fail, sink)
 }
 
-func (m *Instance) completion(ctx context.Context, input []byte, sink adapter.RunSink) (*adapter.Result, error) {
-	var req struct {
-		Prompt json.RawMessage `json:"prompt"`
-	}
-	if err := decodeObject(input, &req); err != nil {
-		return nil, err
-	}
-	prompts, err := stringOrList(req.Prompt, "prompt")
-	if err != nil {
-		return nil, err
-	}
-	var words []string
-	for _, p := range prompts {
-		words = append(words, strings.Fields(p)...)
-	}
-	joined := strings.Join(prompts, "\n")
-	fail := m.cfg.failTrigger != "" && joined == m.cfg.failTrigger
+func (m *Instance) completion(ctx context.Context, input *iop.RunInput, sink adapter.RunSink) (*adapter.Result, error) {
+	words := strings.Fields(input.GetPrompt())
+	fail := m.cfg.failTrigger != "" && input.GetPrompt() == m.cfg.failTrigger
 	return m.echo(ctx, words, len(words), fail, sink)
 }
 
@@ -186,16 +169,10 @@ func (m *Instance) pause(ctx context.Context, timer *time.Timer) error {
 	}
 }
 
-func embedding(input []byte) (*adapter.Result, error) {
-	var req struct {
-		Input json.RawMessage `json:"input"`
-	}
-	if err := decodeObject(input, &req); err != nil {
-		return nil, err
-	}
-	texts, err := stringOrList(req.Input, "input")
-	if err != nil {
-		return nil, err
+func embedding(input *iop.RunInput) (*adapter.Result, error) {
+	texts := input.GetEmbedInputs()
+	if len(texts) == 0 {
+		return nil, fmt.Errorf("%w: input is required", errBadInput)
 	}
 	vectors := make([][]float64, len(texts))
 	for i, t := range texts {
@@ -220,7 +197,7 @@ func (m *Instance) Tunnel(context.Context, *iop.ProviderTunnelRequest, adapter.T
 
 // Health always reports ok: there is no backend that could be down.
 func (m *Instance) Health(context.Context) adapter.Health {
-	return adapter.Health{Status: "ok"}
+	return adapter.Health{Status: adapter.HealthOK}
 }
 
 // Close has nothing to release.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/iop-gateway/iop/internal/testinput"
 	"math"
 	"slices"
 	"strings"
@@ -49,10 +50,10 @@ func newMock(t *testing.T, settings map[string]string) adapter.Instance {
 	return inst
 }
 
-func run(t *testing.T, inst adapter.Instance, op, input string) (*adapter.Result, []string, error) {
+func run(t *testing.T, inst adapter.Instance, op iop.RunOperation, input string) (*adapter.Result, []string, error) {
 	t.Helper()
 	sink := newSink()
-	res, err := inst.Run(context.Background(), &iop.RunRequest{Operation: op, Input: []byte(input)}, sink)
+	res, err := inst.Run(context.Background(), &iop.RunRequest{Operation: op, Input: testinput.For(op, input)}, sink)
 	return res, sink.got(), err
 }
 
@@ -88,7 +89,7 @@ func TestChatUsesLastUserMessageOnly(t *testing.T) {
 		{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},
 		{"role":"tool","tool_call_id":"c","content":"tool output"},
 		{"role":"system","content":"late system"}]}`
-	res, deltas, err := run(t, inst, "", input) // empty operation means chat
+	res, deltas, err := run(t, inst, adapter.OpChat, input)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -139,30 +140,28 @@ func TestChatWithoutUserMessageRepliesEmpty(t *testing.T) {
 
 func TestBadInputIsInvalidRequest(t *testing.T) {
 	inst := newMock(t, nil)
-	cases := []struct{ op, input string }{
-		{adapter.OpChat, `not json`},
-		{adapter.OpChat, ``},
-		{adapter.OpChat, `{"messages":[{"role":"user","content":42}]}`},
-		{adapter.OpChat, `{"messages":[{"role":"user","content":[{"type":"text","text":7}]}]}`},
-		{adapter.OpCompletion, `{}`},
-		{adapter.OpCompletion, `{"prompt":[1,2,3]}`},
-		{adapter.OpEmbedding, `{"input":[]}`},
-		{adapter.OpEmbedding, `{"input":{"a":1}}`},
+	cases := []struct {
+		op iop.RunOperation
+		in *iop.RunInput
+	}{
+		{adapter.OpEmbedding, nil},
+		{adapter.OpEmbedding, &iop.RunInput{}},
 	}
 	for _, c := range cases {
-		_, deltas, err := run(t, inst, c.op, c.input)
+		sink := newSink()
+		_, err := inst.Run(context.Background(), &iop.RunRequest{Operation: c.op, Input: c.in}, sink)
 		var ae *adapter.Error
 		if !errors.As(err, &ae) || ae.Code != adapter.CodeInvalidRequest {
-			t.Errorf("%s %q: err = %v, want invalid_request", c.op, c.input, err)
+			t.Errorf("%s %v: err = %v, want invalid_request", c.op, c.in, err)
 		}
-		if len(deltas) != 0 {
-			t.Errorf("%s %q: deltas before validation error: %q", c.op, c.input, deltas)
+		if d := sink.got(); len(d) != 0 {
+			t.Errorf("%s %v: deltas before validation error: %q", c.op, c.in, d)
 		}
 	}
 }
 
 func TestUnsupportedOperation(t *testing.T) {
-	_, _, err := run(t, newMock(t, nil), "rerank", `{}`)
+	_, _, err := run(t, newMock(t, nil), iop.RunOperation(99), `{}`)
 	var ae *adapter.Error
 	if !errors.As(err, &ae) || ae.Code != adapter.CodeUnsupported || !errors.Is(err, adapter.ErrUnsupported) {
 		t.Fatalf("err = %v", err)
@@ -174,7 +173,7 @@ func TestUnsupportedOperation(t *testing.T) {
 
 func TestCompletionEchoesPrompt(t *testing.T) {
 	inst := newMock(t, nil)
-	res, deltas, err := run(t, inst, adapter.OpCompletion, `{"prompt":["once upon","a time"]}`)
+	res, deltas, err := run(t, inst, adapter.OpCompletion, `{"prompt":["once upon a time"]}`)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -197,7 +196,7 @@ func TestDelayAndCancelReturnPromptly(t *testing.T) {
 	sink := newSink()
 	done := make(chan error, 1)
 	go func() {
-		_, err := inst.Run(ctx, &iop.RunRequest{Input: []byte(`{"messages":[{"role":"user","content":"a b c"}]}`)}, sink)
+		_, err := inst.Run(ctx, &iop.RunRequest{Operation: adapter.OpChat, Input: testinput.Chat(`{"messages":[{"role":"user","content":"a b c"}]}`)}, sink)
 		done <- err
 	}()
 	select {
@@ -236,7 +235,7 @@ func TestCancelledBeforeStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	sink := newSink()
-	_, err := newMock(t, nil).Run(ctx, &iop.RunRequest{Input: []byte(`{"messages":[]}`)}, sink)
+	_, err := newMock(t, nil).Run(ctx, &iop.RunRequest{Operation: adapter.OpChat, Input: testinput.Chat(`{"messages":[]}`)}, sink)
 	if !errors.Is(err, context.Canceled) || len(sink.got()) != 0 {
 		t.Fatalf("err = %v, deltas = %q", err, sink.got())
 	}
@@ -247,7 +246,7 @@ func TestSinkErrorStopsRun(t *testing.T) {
 	sink := newSink()
 	sink.err = gone
 	_, err := newMock(t, nil).Run(context.Background(),
-		&iop.RunRequest{Input: []byte(`{"messages":[{"role":"user","content":"a b"}]}`)}, sink)
+		&iop.RunRequest{Operation: adapter.OpChat, Input: testinput.Chat(`{"messages":[{"role":"user","content":"a b"}]}`)}, sink)
 	if !errors.Is(err, gone) || len(sink.got()) != 1 {
 		t.Fatalf("err = %v, deltas = %q", err, sink.got())
 	}
@@ -347,7 +346,7 @@ func TestConcurrentRuns(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			sink := newSink()
-			_, err := inst.Run(context.Background(), &iop.RunRequest{Input: []byte(`{"messages":[{"role":"user","content":"x y z"}]}`)}, sink)
+			_, err := inst.Run(context.Background(), &iop.RunRequest{Operation: adapter.OpChat, Input: testinput.Chat(`{"messages":[{"role":"user","content":"x y z"}]}`)}, sink)
 			if err != nil || strings.Join(sink.got(), "") != "x y z" {
 				t.Errorf("err = %v, deltas = %q", err, sink.got())
 			}

@@ -31,31 +31,15 @@ type ollamaEmbedResponse struct {
 	PromptEvalCount *int64          `json:"prompt_eval_count"`
 }
 
-// buildEmbed translates an OpenAI embeddings request. Ollama embeds text
-// only, so input must be a string or a non-empty array of strings.
-func buildEmbed(input []byte, model string, cfg *config) (*ollamaEmbed, int, error) {
-	var in struct {
-		Input      json.RawMessage `json:"input"`
-		Dimensions *int64          `json:"dimensions"`
+// buildEmbed translates an embeddings input (texts only).
+func buildEmbed(in *iop.RunInput, model string, cfg *config) (*ollamaEmbed, int, error) {
+	texts := in.GetEmbedInputs()
+	if len(texts) == 0 {
+		return nil, 0, fmt.Errorf("%w: input must not be empty", errBadInput)
 	}
-	if err := decodeInput(input, &in); err != nil {
-		return nil, 0, err
-	}
-	raw := bytes.TrimSpace(in.Input)
-	n := 1
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		var list []string
-		if err := json.Unmarshal(raw, &list); err != nil || list == nil {
-			return nil, 0, fmt.Errorf("%w: input must be a string or an array of strings", errBadInput)
-		}
-		if len(list) == 0 {
-			return nil, 0, fmt.Errorf("%w: input must not be empty", errBadInput)
-		}
-		n = len(list)
-	}
-	if in.Dimensions != nil && *in.Dimensions <= 0 {
-		return nil, 0, fmt.Errorf("%w: dimensions must be positive", errBadInput)
+	raw, err := json.Marshal(texts)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: input: %w", errBadInput, err)
 	}
 	opts := cfg.defaultOptions()
 	if len(opts) == 0 {
@@ -67,7 +51,7 @@ func buildEmbed(input []byte, model string, cfg *config) (*ollamaEmbed, int, err
 		Dimensions: in.Dimensions,
 		Options:    opts,
 		KeepAlive:  cfg.keepAlive,
-	}, n, nil
+	}, len(texts), nil
 }
 
 // runEmbed calls /api/embed; Result.Output is the embeddings array as

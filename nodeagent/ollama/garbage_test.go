@@ -3,6 +3,7 @@ package ollama
 import (
 	"context"
 	"errors"
+	"github.com/iop-gateway/iop/internal/testinput"
 	"io"
 	"net/http"
 	"testing"
@@ -18,7 +19,7 @@ const htmlPage = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body
 func TestGarbageIsUpstreamError(t *testing.T) {
 	cases := []struct {
 		name     string
-		op       string
+		op       iop.RunOperation
 		h        http.HandlerFunc
 		sentinel error
 	}{
@@ -47,7 +48,7 @@ func TestGarbageIsUpstreamError(t *testing.T) {
 			}
 			f.handle(path, c.h)
 			inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
-			res, err := inst.Run(context.Background(), &iop.RunRequest{Operation: c.op, Target: "llama3.2", Input: []byte(input)}, newSink())
+			res, err := inst.Run(context.Background(), &iop.RunRequest{Operation: c.op, Target: "llama3.2", Input: testinput.For(c.op, input)}, newSink())
 			var ae *adapter.Error
 			if res != nil || !errors.As(err, &ae) || ae.Code != adapter.CodeUpstream || ae.Message == "" || !errors.Is(err, c.sentinel) {
 				t.Fatalf("res %+v err = %v, want upstream_error wrapping %v", res, err, c.sentinel)

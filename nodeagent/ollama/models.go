@@ -118,14 +118,14 @@ func (o *Instance) probe(ctx context.Context) adapter.Health {
 		resp, err = o.do(ctx, cfg, http.MethodGet, "/", nil)
 	}
 	if err != nil {
-		return adapter.Health{Status: "offline", Detail: healthDetail(err)}
+		return adapter.Health{Status: adapter.HealthOffline, Detail: healthDetail(err)}
 	}
 	defer resp.Body.Close()
 	var ver struct {
 		Version string `json:"version"`
 	}
 	_ = json.NewDecoder(io.LimitReader(resp.Body, maxSmallBody)).Decode(&ver)
-	h := adapter.Health{Status: "ok"}
+	h := adapter.Health{Status: adapter.HealthOK}
 	if ver.Version != "" {
 		h.Detail = "ollama " + ver.Version
 	}

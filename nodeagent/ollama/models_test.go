@@ -44,7 +44,7 @@ func TestHealthOKAndCached(t *testing.T) {
 	})
 	inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
 	h := inst.Health(context.Background())
-	if h.Status != "ok" || h.Detail != "ollama 0.12.6" {
+	if h.Status != adapter.HealthOK || h.Detail != "ollama 0.12.6" {
 		t.Fatalf("health = %+v", h)
 	}
 	// Within the TTL the cached value is served without a new probe.
@@ -60,7 +60,7 @@ func TestHealthFallsBackToRoot(t *testing.T) {
 		_, _ = io.WriteString(w, "Ollama is running")
 	})
 	inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
-	if h := inst.Health(context.Background()); h.Status != "ok" {
+	if h := inst.Health(context.Background()); h.Status != adapter.HealthOK {
 		t.Fatalf("health = %+v", h)
 	}
 }
@@ -70,7 +70,7 @@ func TestHealthOffline(t *testing.T) {
 	url := f.URL
 	f.Close()
 	inst := newInstance(t, &iop.AdapterConfig{BaseUrl: url})
-	if h := inst.Health(context.Background()); h.Status != "offline" || h.Detail == "" {
+	if h := inst.Health(context.Background()); h.Status != adapter.HealthOffline || h.Detail == "" {
 		t.Fatalf("health = %+v", h)
 	}
 
@@ -78,7 +78,7 @@ func TestHealthOffline(t *testing.T) {
 	g.handle("/api/version", jsonStatus(500, `{"error":"busy"}`))
 	g.handle("/", jsonStatus(500, `{"error":"busy"}`))
 	inst = newInstance(t, &iop.AdapterConfig{BaseUrl: g.URL})
-	if h := inst.Health(context.Background()); h.Status != "offline" {
+	if h := inst.Health(context.Background()); h.Status != adapter.HealthOffline {
 		t.Fatalf("health = %+v", h)
 	}
 }

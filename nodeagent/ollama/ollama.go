@@ -113,24 +113,20 @@ func (o *Instance) run(ctx context.Context, cfg *config, req *iop.RunRequest, si
 		return nil, fmt.Errorf("%w: target (the Ollama model) is empty", errBadInput)
 	}
 	switch op := req.GetOperation(); op {
-	case "", adapter.OpChat:
+	case adapter.OpChat:
 		body, err := buildChat(req.GetInput(), req.GetTarget(), cfg)
 		if err != nil {
 			return nil, err
 		}
 		return o.runStream(ctx, cfg, "/api/chat", body, chatText, sink)
 	case adapter.OpCompletion:
-		body, err := buildGenerate(req.GetInput(), req.GetTarget(), cfg)
-		if err != nil {
-			return nil, err
-		}
-		return o.runStream(ctx, cfg, "/api/generate", body, generateText, sink)
+		return o.runStream(ctx, cfg, "/api/generate", buildGenerate(req.GetInput(), req.GetTarget(), cfg), generateText, sink)
 	case adapter.OpEmbedding:
 		return o.runEmbed(ctx, cfg, req)
 	default:
 		return nil, &adapter.Error{
 			Code:    adapter.CodeUnsupported,
-			Message: fmt.Sprintf("operation %q is not supported by the ollama adapter", op),
+			Message: fmt.Sprintf("operation %s is not supported by the ollama adapter", op),
 			Err:     adapter.ErrUnsupported,
 		}
 	}

@@ -17,13 +17,6 @@ const (
 	TypeVLLM         = "vllm"
 )
 
-// Tool modes (CONTRACT §3, §5).
-const (
-	ToolModeAuto   = "auto"
-	ToolModeNative = "native"
-	ToolModeText   = "text"
-)
-
 // config is the validated, immutable view of one AdapterConfig. A new value
 // replaces the old one atomically on Reconfigure, so a request reads one
 // consistent snapshot for its whole life.
@@ -31,7 +24,7 @@ type config struct {
 	name      string
 	base      *url.URL // no trailing slash, no query, no fragment
 	timeout   time.Duration
-	toolMode  string
+	toolMode  iop.ToolMode // never UNSPECIFIED: that reads as auto
 	headers   http.Header // canonical names
 	apiKeyEnv string
 }
@@ -48,7 +41,7 @@ func parseConfig(cfg *iop.AdapterConfig, kind string) (*config, error) {
 	}
 	c := &config{
 		name:      cfg.GetName(),
-		toolMode:  strings.ToLower(strings.TrimSpace(cfg.GetToolMode())),
+		toolMode:  cfg.GetToolMode(),
 		apiKeyEnv: strings.TrimSpace(cfg.GetApiKeyEnv()),
 		headers:   make(http.Header),
 	}
@@ -67,11 +60,11 @@ func parseConfig(cfg *iop.AdapterConfig, kind string) (*config, error) {
 	c.timeout = time.Duration(max(cfg.GetTimeoutSec(), 0)) * time.Second
 
 	switch c.toolMode {
-	case "":
-		c.toolMode = ToolModeAuto
-	case ToolModeAuto, ToolModeNative, ToolModeText:
+	case iop.ToolMode_TOOL_MODE_UNSPECIFIED:
+		c.toolMode = iop.ToolMode_TOOL_MODE_AUTO
+	case iop.ToolMode_TOOL_MODE_AUTO, iop.ToolMode_TOOL_MODE_NATIVE, iop.ToolMode_TOOL_MODE_TEXT:
 	default:
-		errs = append(errs, fmt.Errorf("tool_mode %q must be auto, native or text", cfg.GetToolMode()))
+		errs = append(errs, fmt.Errorf("tool_mode %s is not auto, native or text", cfg.GetToolMode()))
 	}
 
 	if c.apiKeyEnv != "" && !validEnvName(c.apiKeyEnv) {

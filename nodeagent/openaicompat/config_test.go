@@ -18,7 +18,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.name != TypeVLLM || c.toolMode != ToolModeAuto || c.timeout != 30*time.Second {
+	if c.name != TypeVLLM || c.toolMode != iop.ToolMode_TOOL_MODE_AUTO || c.timeout != 30*time.Second {
 		t.Fatalf("config %+v", c)
 	}
 	if c.endpoint("/models") != "http://127.0.0.1:8000/v1/models" || c.root() != "http://127.0.0.1:8000" {
@@ -34,7 +34,7 @@ func TestConfigReportsEveryProblem(t *testing.T) {
 		Type:       TypeOpenAICompat,
 		BaseUrl:    "ftp://user:pw@host/v1",
 		TimeoutSec: -1,
-		ToolMode:   "sometimes",
+		ToolMode:   iop.ToolMode(42),
 		ApiKeyEnv:  "1BAD-NAME",
 		Headers:    map[string]string{"Authorization": "Bearer x", "Bad Header": "v", "Connection": "close"},
 	}, adapter.Env{})

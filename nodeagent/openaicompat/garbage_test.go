@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"github.com/iop-gateway/iop/internal/testinput"
 	"io"
 	"net/http"
 	"strconv"
@@ -19,14 +20,14 @@ const vllmWholeChat = `{"id":"chatcmpl-b1d2c3","object":"chat.completion","creat
 
 const htmlPage = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n</body>\r\n</html>\r\n"
 
-func runOnce(t *testing.T, op string, h http.HandlerFunc) (*adapter.Result, *fakeRunSink, error) {
+func runOnce(t *testing.T, op iop.RunOperation, h http.HandlerFunc) (*adapter.Result, *fakeRunSink, error) {
 	t.Helper()
 	srv := newServer(t, h)
 	in := newTestInstance(t, TypeVLLM, testConfig(srv.URL))
 	sink := &fakeRunSink{}
 	input := chatInput("", false)
 	if op == adapter.OpEmbedding {
-		input = []byte(`{"input":["a"]}`)
+		input = testinput.For(op, `{"input":["a"]}`)
 	}
 	res, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: op, Input: input}, sink)
 	return res, sink, err
@@ -50,7 +51,7 @@ func TestRunWholeJSONAnswer(t *testing.T) {
 func TestRunGarbageIsUpstreamError(t *testing.T) {
 	cases := []struct {
 		name     string
-		op       string
+		op       iop.RunOperation
 		h        http.HandlerFunc
 		sentinel error
 		msg      string

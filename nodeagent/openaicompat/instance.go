@@ -68,7 +68,7 @@ var (
 func (in *Instance) Capabilities() *iop.AdapterCapabilities {
 	return &iop.AdapterCapabilities{
 		Tunnel: true, RunOperations: adapter.AllRunOperations, Streaming: true,
-		NativeTools: in.cfg.Load().toolMode != "text",
+		NativeTools: in.cfg.Load().toolMode != iop.ToolMode_TOOL_MODE_TEXT,
 	}
 }
 

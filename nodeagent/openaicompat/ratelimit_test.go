@@ -1,6 +1,7 @@
 package openaicompat
 
 import (
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 	"io"
 	"net/http"
 	"testing"
@@ -14,7 +15,7 @@ func TestRunRateLimitKeepsRetryAfter(t *testing.T) {
 	const rateLimited = `{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}`
 	cases := []struct {
 		name       string
-		op         string
+		op         iop.RunOperation
 		status     int
 		retryAfter string
 		wantSec    int
@@ -61,7 +62,7 @@ func TestRunUpstreamCredentialsRejected(t *testing.T) {
 		{401, `{"error":"Unauthorized"}`},
 		{403, `{"detail":"Not authenticated"}`},
 	} {
-		for _, op := range []string{adapter.OpChat, adapter.OpEmbedding} {
+		for _, op := range []iop.RunOperation{adapter.OpChat, adapter.OpEmbedding} {
 			_, _, err := runOnce(t, op, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(tc.status)

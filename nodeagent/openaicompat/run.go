@@ -31,6 +31,7 @@ type run struct {
 	ctx     context.Context // bounded by the request timeout
 	timeout time.Duration
 	sink    adapter.RunSink
+	target  string // the upstream model
 }
 
 // Run executes a normalized chat, completion or embedding request.
@@ -40,40 +41,44 @@ func (in *Instance) Run(ctx context.Context, req *iop.RunRequest, sink adapter.R
 	rctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
 
-	var body map[string]json.RawMessage
-	if err := json.Unmarshal(req.GetInput(), &body); err != nil || body == nil {
-		return nil, invalidInput("input must be a JSON object")
-	}
-	delete(body, "model")
-	if t := req.GetTarget(); t != "" {
-		body["model"] = mustJSON(t)
-	}
-	r := &run{in: in, c: c, parent: ctx, ctx: rctx, timeout: timeout, sink: sink}
+	r := &run{in: in, c: c, parent: ctx, ctx: rctx, timeout: timeout, sink: sink, target: req.GetTarget()}
 	switch op := req.GetOperation(); op {
-	case "", adapter.OpChat:
-		return r.chat(body, req.GetTarget())
+	case adapter.OpChat:
+		return r.chat(req.GetInput())
 	case adapter.OpCompletion:
+		body, err := requestBody(req.GetInput(), op, r.target)
+		if err != nil {
+			return nil, err
+		}
 		setStreaming(body)
 		return r.stream("/completions", body)
 	case adapter.OpEmbedding:
+		body, err := requestBody(req.GetInput(), op, r.target)
+		if err != nil {
+			return nil, err
+		}
 		return r.embedding(body)
 	default:
 		return nil, &adapter.Error{
 			Code:    adapter.CodeUnsupported,
-			Message: fmt.Sprintf("operation %q is not supported", op),
+			Message: fmt.Sprintf("operation %s is not supported", op),
 			Err:     adapter.ErrUnsupported,
 		}
 	}
 }
 
 // chat runs a chat completion, applying tool_mode.
-func (r *run) chat(body map[string]json.RawMessage, target string) (*adapter.Result, error) {
+func (r *run) chat(input *iop.RunInput) (*adapter.Result, error) {
+	body, err := requestBody(input, adapter.OpChat, r.target)
+	if err != nil {
+		return nil, err
+	}
 	setStreaming(body)
-	if !hasTools(body) || r.c.toolMode == ToolModeNative {
+	if !adapter.ToolsOffered(input) || r.c.toolMode == iop.ToolMode_TOOL_MODE_NATIVE {
 		return r.stream("/chat/completions", body)
 	}
-	if r.c.toolMode == ToolModeText || r.in.knownNoTools(target) {
-		return r.textTools(body)
+	if r.c.toolMode == iop.ToolMode_TOOL_MODE_TEXT || r.in.knownNoTools(r.target) {
+		return r.textTools(input)
 	}
 	res, ue, err := r.attempt("/chat/completions", body)
 	if ue == nil {
@@ -83,17 +88,19 @@ func (r *run) chat(body map[string]json.RawMessage, target string) (*adapter.Res
 		return nil, ue.adapterError()
 	}
 	r.in.log.Info("backend rejected native tools, retrying with text tool calls",
-		zap.String("target", target), zap.Int("status", ue.status))
-	r.in.rememberNoTools(target)
-	return r.textTools(body)
+		zap.String("target", r.target), zap.Int("status", ue.status))
+	r.in.rememberNoTools(r.target)
+	return r.textTools(input)
 }
 
 // textTools runs the chat in the text tool-call form and marks the result.
-func (r *run) textTools(body map[string]json.RawMessage) (*adapter.Result, error) {
-	tb, marked, err := textToolBody(body)
+func (r *run) textTools(input *iop.RunInput) (*adapter.Result, error) {
+	ti, marked := textToolInput(input)
+	tb, err := requestBody(ti, adapter.OpChat, r.target)
 	if err != nil {
 		return nil, err
 	}
+	setStreaming(tb)
 	res, err := r.stream("/chat/completions", tb)
 	if err != nil || !marked {
 		return res, err

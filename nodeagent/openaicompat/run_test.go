@@ -3,6 +3,7 @@ package openaicompat
 import (
 	"context"
 	"errors"
+	"github.com/iop-gateway/iop/internal/testinput"
 	"io"
 	"net/http"
 	"reflect"
@@ -16,7 +17,7 @@ import (
 
 const weatherTools = `[{"type":"function","function":{"name":"get_weather","description":"Current weather for a city","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]`
 
-func chatInput(system string, tools bool) []byte {
+func chatInput(system string, tools bool) *iop.RunInput {
 	msgs := `[{"role":"user","content":"Weather in Paris?"}]`
 	if system != "" {
 		msgs = `[{"role":"system","content":` + system + `},{"role":"user","content":"Weather in Paris?"}]`
@@ -25,7 +26,7 @@ func chatInput(system string, tools bool) []byte {
 	if tools {
 		in += `,"tools":` + weatherTools + `,"tool_choice":"auto"`
 	}
-	return []byte(in + "}")
+	return testinput.Chat(in + "}")
 }
 
 func TestRunChatStreaming(t *testing.T) {
@@ -43,8 +44,8 @@ func TestRunChatStreaming(t *testing.T) {
 	in := newTestInstance(t, TypeVLLM, testConfig(srv.URL))
 	sink := &fakeRunSink{}
 	res, err := in.Run(context.Background(), &iop.RunRequest{
-		Target: "Qwen/Qwen2.5-7B-Instruct",
-		Input:  []byte(`{"messages":[{"role":"user","content":"Hi"}],"stream_options":{"continuous_usage_stats":false}}`),
+		Target: "Qwen/Qwen2.5-7B-Instruct", Operation: adapter.OpChat,
+		Input: testinput.Chat(`{"messages":[{"role":"user","content":"Hi"}],"stream":true,"stream_options":{"continuous_usage_stats":false}}`),
 	}, sink)
 	if err != nil {
 		t.Fatalf("run: %v", err)
@@ -87,7 +88,7 @@ func TestRunChatNativeToolCalls(t *testing.T) {
 		sseWrite(t, w, vllmDone)
 	})
 	cfg := testConfig(srv.URL)
-	cfg.ToolMode = ToolModeNative
+	cfg.ToolMode = iop.ToolMode_TOOL_MODE_NATIVE
 	in := newTestInstance(t, TypeVLLM, cfg)
 	sink := &fakeRunSink{}
 	res, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: adapter.OpChat, Input: chatInput("", true)}, sink)
@@ -136,7 +137,7 @@ func TestRunAutoFallsBackToTextTools(t *testing.T) {
 			rec := &recorder{}
 			in := newTestInstance(t, TypeVLLM, testConfig(toolFallbackServer(t, rec, errBody)))
 			sink := &fakeRunSink{}
-			res, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Input: chatInput(`"You are terse."`, true)}, sink)
+			res, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: adapter.OpChat, Input: chatInput(`"You are terse."`, true)}, sink)
 			if err != nil {
 				t.Fatalf("run: %v", err)
 			}
@@ -180,7 +181,7 @@ func TestRunAutoFallsBackToTextTools(t *testing.T) {
 			}
 
 			// The refusal is remembered: the next run goes straight to text.
-			if _, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Input: chatInput("", true)}, &fakeRunSink{}); err != nil {
+			if _, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: adapter.OpChat, Input: chatInput("", true)}, &fakeRunSink{}); err != nil {
 				t.Fatalf("second run: %v", err)
 			}
 			if rec.count() != 3 {
@@ -193,9 +194,9 @@ func TestRunAutoFallsBackToTextTools(t *testing.T) {
 func TestRunTextModeSkipsNativeAttempt(t *testing.T) {
 	rec := &recorder{}
 	cfg := testConfig(toolFallbackServer(t, rec, vllmToolChoiceError))
-	cfg.ToolMode = ToolModeText
+	cfg.ToolMode = iop.ToolMode_TOOL_MODE_TEXT
 	in := newTestInstance(t, TypeOpenAICompat, cfg)
-	res, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Input: chatInput("", true)}, &fakeRunSink{})
+	res, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: adapter.OpChat, Input: chatInput("", true)}, &fakeRunSink{})
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -211,9 +212,9 @@ func TestRunTextModeSkipsNativeAttempt(t *testing.T) {
 func TestRunNativeModeDoesNotFallBack(t *testing.T) {
 	rec := &recorder{}
 	cfg := testConfig(toolFallbackServer(t, rec, vllmToolChoiceError))
-	cfg.ToolMode = ToolModeNative
+	cfg.ToolMode = iop.ToolMode_TOOL_MODE_NATIVE
 	in := newTestInstance(t, TypeOpenAICompat, cfg)
-	_, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Input: chatInput("", true)}, &fakeRunSink{})
+	_, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: adapter.OpChat, Input: chatInput("", true)}, &fakeRunSink{})
 	ae := asAdapterError(t, err)
 	if ae.Code != adapter.CodeInvalidRequest || ae.HTTPStatus != http.StatusBadRequest ||
 		ae.Message != `"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set` {
@@ -233,7 +234,7 @@ func TestRunAutoDoesNotFallBackOnOtherErrors(t *testing.T) {
 		_, _ = io.WriteString(w, `{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.","type":"BadRequestError","param":null,"code":400}`)
 	})
 	in := newTestInstance(t, TypeVLLM, testConfig(srv.URL))
-	_, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Input: chatInput("", true)}, &fakeRunSink{})
+	_, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: adapter.OpChat, Input: chatInput("", true)}, &fakeRunSink{})
 	if ae := asAdapterError(t, err); ae.Code != adapter.CodeInvalidRequest || !strings.HasPrefix(ae.Message, "This model's maximum context length") {
 		t.Fatalf("error %+v", ae)
 	}
@@ -249,7 +250,7 @@ func TestRunUpstreamServerError(t *testing.T) {
 		_, _ = io.WriteString(w, `{"error":{"message":"EngineCore encountered an issue.","type":"InternalServerError","param":null,"code":500}}`)
 	})
 	in := newTestInstance(t, TypeVLLM, testConfig(srv.URL))
-	_, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Input: chatInput("", false)}, &fakeRunSink{})
+	_, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: adapter.OpChat, Input: chatInput("", false)}, &fakeRunSink{})
 	ae := asAdapterError(t, err)
 	if ae.Code != adapter.CodeUpstream || ae.HTTPStatus != 500 || ae.Message != "EngineCore encountered an issue." {
 		t.Fatalf("error %+v", ae)
@@ -264,7 +265,7 @@ func TestRunStreamErrorEvent(t *testing.T) {
 		sseWrite(t, w, vllmDone)
 	})
 	in := newTestInstance(t, TypeVLLM, testConfig(srv.URL))
-	_, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Input: chatInput("", false)}, &fakeRunSink{})
+	_, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: adapter.OpChat, Input: chatInput("", false)}, &fakeRunSink{})
 	if ae := asAdapterError(t, err); ae.Code != adapter.CodeUpstream || ae.Message != "engine died" {
 		t.Fatalf("error %+v", ae)
 	}
@@ -287,7 +288,7 @@ func TestRunCancelAbortsUpstream(t *testing.T) {
 	sink := &fakeRunSink{ch: make(chan string, 8)}
 	done := make(chan error, 1)
 	go func() {
-		_, err := in.Run(ctx, &iop.RunRequest{Target: "m", Input: chatInput("", false)}, sink)
+		_, err := in.Run(ctx, &iop.RunRequest{Target: "m", Operation: adapter.OpChat, Input: chatInput("", false)}, sink)
 		done <- err
 	}()
 	<-sink.ch
@@ -319,7 +320,7 @@ func TestRunCompletion(t *testing.T) {
 	})
 	in := newTestInstance(t, TypeVLLM, testConfig(srv.URL))
 	sink := &fakeRunSink{}
-	res, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: adapter.OpCompletion, Input: []byte(`{"prompt":"The capital of France","max_tokens":2}`)}, sink)
+	res, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: adapter.OpCompletion, Input: testinput.For(adapter.OpCompletion, `{"prompt":"The capital of France","max_tokens":2}`)}, sink)
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -340,7 +341,7 @@ func TestRunEmbeddings(t *testing.T) {
 		_, _ = io.WriteString(w, `{"id":"embd-4f2a","object":"list","created":1727000000,"model":"BAAI/bge-m3","data":[{"index":1,"object":"embedding","embedding":[0.5,-0.25,1e-7]},{"index":0,"object":"embedding","embedding":[0.0123, -0.045, 0.3]}],"usage":{"prompt_tokens":8,"total_tokens":8,"completion_tokens":0,"prompt_tokens_details":null}}`)
 	})
 	in := newTestInstance(t, TypeVLLM, testConfig(srv.URL))
-	res, err := in.Run(context.Background(), &iop.RunRequest{Target: "BAAI/bge-m3", Operation: adapter.OpEmbedding, Input: []byte(`{"input":["a","b"],"encoding_format":"base64"}`)}, &fakeRunSink{})
+	res, err := in.Run(context.Background(), &iop.RunRequest{Target: "BAAI/bge-m3", Operation: adapter.OpEmbedding, Input: testinput.For(adapter.OpEmbedding, `{"input":["a","b"],"encoding_format":"base64"}`)}, &fakeRunSink{})
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -366,11 +367,11 @@ func TestEmbeddingBase64Decoded(t *testing.T) {
 
 func TestRunRejectsBadInput(t *testing.T) {
 	in := newTestInstance(t, TypeOpenAICompat, testConfig("http://127.0.0.1:1"))
-	_, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Input: []byte(`[1,2]`)}, &fakeRunSink{})
+	_, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: adapter.OpChat, Input: &iop.RunInput{Extra: []byte(`[1,2]`)}}, &fakeRunSink{})
 	if ae := asAdapterError(t, err); ae.Code != adapter.CodeInvalidRequest {
-		t.Fatalf("code %q", ae.Code)
+		t.Fatalf("code %s", ae.Code)
 	}
-	_, err = in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: "rerank", Input: []byte(`{}`)}, &fakeRunSink{})
+	_, err = in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: iop.RunOperation(99)}, &fakeRunSink{})
 	if !errors.Is(err, adapter.ErrUnsupported) {
 		t.Fatalf("unknown operation: %v", err)
 	}

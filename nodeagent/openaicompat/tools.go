@@ -6,17 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
-
-// Request fields that only make sense with native tools; the text fallback
-// removes them all.
-var nativeToolFields = []string{"tools", "tool_choice", "parallel_tool_calls"}
-
-// hasTools reports whether the request offers at least one tool.
-func hasTools(body map[string]json.RawMessage) bool {
-	var tools []json.RawMessage
-	return json.Unmarshal(body["tools"], &tools) == nil && len(tools) > 0
-}
 
 // rejectsTools reports whether an upstream error is the backend refusing
 // native tools (vLLM without --enable-auto-tool-choice, servers that do not
@@ -33,62 +28,34 @@ func rejectsTools(ue upstreamError) bool {
 		strings.Contains(strings.ToLower(ue.message), "tool")
 }
 
-type toolDef struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	} `json:"function"`
-}
-
-// textToolBody rewrites a chat request for the text tool-call protocol:
-// native tool fields removed, earlier tool calls and results rendered as
-// text, and the instruction merged into the leading system message. It
-// reports whether an instruction was added (not for tool_choice "none").
-func textToolBody(body map[string]json.RawMessage) (map[string]json.RawMessage, bool, error) {
-	var tools []toolDef
-	if err := json.Unmarshal(body["tools"], &tools); err != nil {
-		return nil, false, invalidInput("input: tools must be an array of tool objects")
-	}
-	var messages []map[string]json.RawMessage
-	if err := json.Unmarshal(body["messages"], &messages); err != nil {
-		return nil, false, invalidInput("input: messages must be an array of message objects")
-	}
-	instruction := toolInstruction(tools, body["tool_choice"])
-
-	out := make(map[string]json.RawMessage, len(body))
-	for k, v := range body {
-		out[k] = v
-	}
-	for _, f := range nativeToolFields {
-		delete(out, f)
-	}
-	messages = textHistory(messages)
+// textToolInput rewrites a chat input for the text tool-call protocol:
+// native tools and tool choice removed, earlier tool calls and results
+// rendered as text, and the instruction merged into the leading system
+// message. It reports whether an instruction was added (not for tool
+// choice none). in is not modified.
+func textToolInput(in *iop.RunInput) (*iop.RunInput, bool) {
+	instruction := toolInstruction(in.GetTools(), in.GetToolChoice())
+	out := proto.Clone(in).(*iop.RunInput)
+	out.Tools, out.ToolChoice, out.ParallelToolCalls = nil, nil, nil
+	out.Messages = textHistory(out.GetMessages())
 	if instruction != "" {
-		messages = mergeSystem(messages, instruction)
+		out.Messages = mergeSystem(out.Messages, instruction)
 	}
-	raw, err := json.Marshal(messages)
-	if err != nil {
-		return nil, false, fmt.Errorf("openaicompat: encode messages: %w", err)
-	}
-	out["messages"] = raw
-	return out, instruction != "", nil
+	return out, instruction != ""
 }
 
 // toolInstruction renders the offered tools and the exact call syntax the
-// Edge parses back (CONTRACT §5). Empty when tool_choice is "none".
-func toolInstruction(tools []toolDef, choice json.RawMessage) string {
+// Edge parses back (CONTRACT §5). Empty when tool choice is none.
+func toolInstruction(tools []*iop.ToolDefinition, choice *iop.ToolChoice) string {
 	var must string
-	switch c := jsonString(choice); {
-	case c == "none":
+	switch choice.GetMode() {
+	case iop.ToolChoiceMode_TOOL_CHOICE_MODE_NONE:
 		return ""
-	case c == "required":
+	case iop.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED:
 		must = "\nYou must call at least one tool in this answer.\n"
-	case len(choice) > 0 && choice[0] == '{':
-		var named toolDef
-		if json.Unmarshal(choice, &named) == nil && named.Function.Name != "" {
-			must = fmt.Sprintf("\nYou must call the tool %s in this answer.\n", named.Function.Name)
+	case iop.ToolChoiceMode_TOOL_CHOICE_MODE_FUNCTION:
+		if n := choice.GetFunctionName(); n != "" {
+			must = fmt.Sprintf("\nYou must call the tool %s in this answer.\n", n)
 		}
 	}
 	var b strings.Builder
@@ -100,14 +67,14 @@ func toolInstruction(tools []toolDef, choice json.RawMessage) string {
 	b.WriteString("You may make several calls, one block each. Call only the tools listed here. Tool results come back in <tool_response> blocks.\n\n")
 	b.WriteString("Available tools:\n")
 	for _, t := range tools {
-		if t.Function.Name == "" {
+		if t.GetName() == "" {
 			continue
 		}
-		fmt.Fprintf(&b, "\n## %s\n", t.Function.Name)
-		if d := strings.TrimSpace(t.Function.Description); d != "" {
+		fmt.Fprintf(&b, "\n## %s\n", t.GetName())
+		if d := strings.TrimSpace(t.GetDescription()); d != "" {
 			fmt.Fprintf(&b, "Description: %s\n", d)
 		}
-		params := compactJSON(t.Function.Parameters)
+		params := compactJSON(t.GetParameters())
 		if params == "" || params == "null" {
 			params = `{"type": "object", "properties": {}}`
 		}
@@ -117,7 +84,7 @@ func toolInstruction(tools []toolDef, choice json.RawMessage) string {
 	return b.String()
 }
 
-func compactJSON(raw json.RawMessage) string {
+func compactJSON(raw []byte) string {
 	var buf bytes.Buffer
 	if json.Compact(&buf, raw) != nil {
 		return ""
@@ -125,72 +92,62 @@ func compactJSON(raw json.RawMessage) string {
 	return buf.String()
 }
 
+func textPart(s string) *iop.ContentPart { return &iop.ContentPart{Part: &iop.ContentPart_Text{Text: s}} }
+
 // mergeSystem adds instruction to the system message, so that backends that
 // accept a single leading system message (many chat templates) keep working:
-// appended to the first system (or developer) message when there is one,
+// appended to the first system (or developer) message when there is one
+// (to its text when that is all it holds, else as one more text part),
 // otherwise inserted as a new system message at index 0.
-func mergeSystem(messages []map[string]json.RawMessage, instruction string) []map[string]json.RawMessage {
+func mergeSystem(messages []*iop.ChatMessage, instruction string) []*iop.ChatMessage {
 	for _, m := range messages {
-		if role := jsonString(m["role"]); role == "system" || role == "developer" {
-			m["content"] = appendText(m["content"], instruction)
+		if r := m.GetRole(); r == iop.ChatRole_CHAT_ROLE_SYSTEM || r == iop.ChatRole_CHAT_ROLE_DEVELOPER {
+			switch c := m.GetContent(); {
+			case len(c) == 0:
+				m.Content = []*iop.ContentPart{textPart(instruction)}
+			case len(c) == 1 && c[0].GetImage() == nil:
+				m.Content = []*iop.ContentPart{textPart(c[0].GetText() + "\n\n" + instruction)}
+			default:
+				m.Content = append(c, textPart(instruction))
+			}
 			return messages
 		}
 	}
-	sys := map[string]json.RawMessage{
-		"role":    json.RawMessage(`"system"`),
-		"content": mustJSON(instruction),
-	}
-	return append([]map[string]json.RawMessage{sys}, messages...)
-}
-
-// appendText appends text to a message content that is a string, an array
-// of content parts, or absent/null.
-func appendText(content json.RawMessage, text string) json.RawMessage {
-	if s := jsonString(content); s != "" {
-		return mustJSON(s + "\n\n" + text)
-	}
-	var parts []json.RawMessage
-	if json.Unmarshal(content, &parts) == nil && len(parts) > 0 {
-		parts = append(parts, mustJSON(map[string]string{"type": "text", "text": text}))
-		return mustJSON(parts)
-	}
-	return mustJSON(text)
+	sys := &iop.ChatMessage{Role: iop.ChatRole_CHAT_ROLE_SYSTEM, Content: []*iop.ContentPart{textPart(instruction)}}
+	return append([]*iop.ChatMessage{sys}, messages...)
 }
 
 // textHistory renders earlier native tool traffic as text, since a backend
 // that rejects tools usually cannot template tool_calls or role "tool"
-// either: an assistant's tool_calls become <tool_call> blocks in its
+// either: an assistant's tool calls become <tool_call> blocks in its
 // content, and tool results become a user message of <tool_response> blocks
 // (consecutive results share one message to keep roles alternating).
-func textHistory(messages []map[string]json.RawMessage) []map[string]json.RawMessage {
+func textHistory(messages []*iop.ChatMessage) []*iop.ChatMessage {
 	names := map[string]string{} // tool_call_id -> function name
-	out := make([]map[string]json.RawMessage, 0, len(messages))
+	out := make([]*iop.ChatMessage, 0, len(messages))
 	var pending []string // tool responses waiting to be flushed
 	flush := func() {
 		if len(pending) > 0 {
-			out = append(out, map[string]json.RawMessage{
-				"role":    json.RawMessage(`"user"`),
-				"content": mustJSON(strings.Join(pending, "\n")),
-			})
+			out = append(out, &iop.ChatMessage{Role: iop.ChatRole_CHAT_ROLE_USER, Content: []*iop.ContentPart{textPart(strings.Join(pending, "\n"))}})
 			pending = nil
 		}
 	}
 	for _, m := range messages {
-		switch jsonString(m["role"]) {
-		case "tool", "function":
-			name := jsonString(m["name"])
-			if n, ok := names[jsonString(m["tool_call_id"])]; ok && name == "" {
+		switch m.GetRole() {
+		case iop.ChatRole_CHAT_ROLE_TOOL:
+			name := m.GetName()
+			if n, ok := names[m.GetToolCallId()]; ok && name == "" {
 				name = n
 			}
 			resp := struct {
 				Name    string `json:"name"`
 				Content string `json:"content"`
-			}{name, contentText(m["content"])}
+			}{name, adapter.MessageText(m)}
 			pending = append(pending, "<tool_response>"+string(mustJSON(resp))+"</tool_response>")
 			continue
-		case "assistant":
-			if calls, ok := m["tool_calls"]; ok {
-				m = renderToolCalls(m, calls, names)
+		case iop.ChatRole_CHAT_ROLE_ASSISTANT:
+			if len(m.GetToolCalls()) > 0 {
+				m = renderToolCalls(m, names)
 			}
 		}
 		flush()
@@ -200,62 +157,27 @@ func textHistory(messages []map[string]json.RawMessage) []map[string]json.RawMes
 	return out
 }
 
-func renderToolCalls(m map[string]json.RawMessage, raw json.RawMessage, names map[string]string) map[string]json.RawMessage {
-	var calls []struct {
-		ID       string `json:"id"`
-		Function struct {
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
-		} `json:"function"`
-	}
-	if json.Unmarshal(raw, &calls) != nil {
-		return m
-	}
-	blocks := make([]string, 0, len(calls))
-	for _, c := range calls {
-		names[c.ID] = c.Function.Name
-		args := json.RawMessage(c.Function.Arguments)
+// renderToolCalls returns an assistant message with its tool calls written
+// as <tool_call> blocks after its text.
+func renderToolCalls(m *iop.ChatMessage, names map[string]string) *iop.ChatMessage {
+	blocks := make([]string, 0, len(m.GetToolCalls()))
+	for _, c := range m.GetToolCalls() {
+		names[c.GetId()] = c.GetName()
+		args := json.RawMessage(c.GetArguments())
 		if !json.Valid(args) {
-			args = mustJSON(c.Function.Arguments)
+			args = mustJSON(c.GetArguments())
 		}
 		call := struct {
 			Name      string          `json:"name"`
 			Arguments json.RawMessage `json:"arguments"`
-		}{c.Function.Name, args}
+		}{c.GetName(), args}
 		blocks = append(blocks, "<tool_call>"+string(mustJSON(call))+"</tool_call>")
 	}
-	cp := make(map[string]json.RawMessage, len(m))
-	for k, v := range m {
-		cp[k] = v
-	}
-	delete(cp, "tool_calls")
 	text := strings.Join(blocks, "\n")
-	if prev := contentText(m["content"]); prev != "" {
+	if prev := adapter.MessageText(m); prev != "" {
 		text = prev + "\n" + text
 	}
-	cp["content"] = mustJSON(text)
-	return cp
-}
-
-// contentText flattens a message content (string or content parts) to text.
-func contentText(content json.RawMessage) string {
-	if s := jsonString(content); s != "" {
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(content, &parts) != nil {
-		return ""
-	}
-	texts := make([]string, 0, len(parts))
-	for _, p := range parts {
-		if p.Text != "" {
-			texts = append(texts, p.Text)
-		}
-	}
-	return strings.Join(texts, "\n")
+	return &iop.ChatMessage{Role: m.GetRole(), Name: m.GetName(), Content: []*iop.ContentPart{textPart(text)}}
 }
 
 // mustJSON encodes values that cannot fail to encode (strings, maps of

@@ -2,6 +2,9 @@ package openaicompat
 
 import (
 	"encoding/json"
+	"github.com/iop-gateway/iop/internal/testinput"
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 	"strings"
 	"testing"
 )
@@ -17,13 +20,10 @@ func decodeMessages(t *testing.T, body map[string]json.RawMessage) []map[string]
 
 func textBody(t *testing.T, input string) (map[string]json.RawMessage, bool) {
 	t.Helper()
-	var body map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(input), &body); err != nil {
-		t.Fatal(err)
-	}
-	out, marked, err := textToolBody(body)
+	in, marked := textToolInput(testinput.Chat(input))
+	out, err := requestBody(in, adapter.OpChat, "m")
 	if err != nil {
-		t.Fatalf("textToolBody: %v", err)
+		t.Fatalf("requestBody: %v", err)
 	}
 	return out, marked
 }
@@ -71,28 +71,25 @@ func TestMergeSystemArrayContent(t *testing.T) {
 	if len(msgs) != 2 || countSystem(msgs) != 1 {
 		t.Fatalf("messages %v", msgs)
 	}
-	parts := msgs[0]["content"].([]any)
-	if len(parts) != 2 || parts[0].(map[string]any)["text"] != "Be brief." {
-		t.Fatalf("parts %v", parts)
-	}
-	last := parts[1].(map[string]any)
-	if last["type"] != "text" || !strings.Contains(last["text"].(string), "<tool_call>") {
-		t.Fatalf("instruction part %v", last)
+	// One text part reads as a string: the instruction joins its text.
+	content := msgs[0]["content"].(string)
+	if !strings.HasPrefix(content, "Be brief.\n\n# Tools") || !strings.Contains(content, "<tool_call>") {
+		t.Fatalf("system content %q", content)
 	}
 }
 
 func TestToolInstructionChoices(t *testing.T) {
-	var tools []toolDef
-	if err := json.Unmarshal([]byte(weatherTools), &tools); err != nil {
-		t.Fatal(err)
+	tools := testinput.Chat(`{"messages":[],"tools":` + weatherTools + `}`).GetTools()
+	mode := func(m iop.ToolChoiceMode, name string) *iop.ToolChoice {
+		return &iop.ToolChoice{Mode: m, FunctionName: name}
 	}
-	if s := toolInstruction(tools, json.RawMessage(`"none"`)); s != "" {
+	if s := toolInstruction(tools, mode(iop.ToolChoiceMode_TOOL_CHOICE_MODE_NONE, "")); s != "" {
 		t.Fatalf("tool_choice none still instructs: %q", s)
 	}
-	if s := toolInstruction(tools, json.RawMessage(`"required"`)); !strings.Contains(s, "must call at least one tool") {
+	if s := toolInstruction(tools, mode(iop.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED, "")); !strings.Contains(s, "must call at least one tool") {
 		t.Fatalf("required: %q", s)
 	}
-	if s := toolInstruction(tools, json.RawMessage(`{"type":"function","function":{"name":"get_weather"}}`)); !strings.Contains(s, "must call the tool get_weather") {
+	if s := toolInstruction(tools, mode(iop.ToolChoiceMode_TOOL_CHOICE_MODE_FUNCTION, "get_weather")); !strings.Contains(s, "must call the tool get_weather") {
 		t.Fatalf("named: %q", s)
 	}
 	s := toolInstruction(tools, nil)

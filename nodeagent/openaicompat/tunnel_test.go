@@ -254,7 +254,7 @@ func TestConnectionRefused(t *testing.T) {
 	if ae := asAdapterError(t, err); ae.Code != adapter.CodeUpstream || ae.Err == nil {
 		t.Fatalf("tunnel: %+v", ae)
 	}
-	_, err = in.Run(context.Background(), &iop.RunRequest{Target: "m", Input: []byte(`{"messages":[]}`)}, &fakeRunSink{})
+	_, err = in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: adapter.OpChat, Input: &iop.RunInput{}}, &fakeRunSink{})
 	if ae := asAdapterError(t, err); ae.Code != adapter.CodeUpstream {
 		t.Fatalf("run: %+v", ae)
 	}

@@ -28,12 +28,6 @@ const (
 	degradedKVUsage = 0.95
 )
 
-// Health statuses.
-const (
-	HealthOK       = "ok"
-	HealthDegraded = "degraded"
-	HealthOffline  = "offline"
-)
 
 // healthCache holds the last probe result; sem lets one probe run at a time.
 type healthCache struct {
@@ -100,11 +94,11 @@ func (v VLLMInstance) probe(ctx context.Context) adapter.Health {
 	code, _, err := v.fetch(ctx, c, c.root()+"/health")
 	switch {
 	case err != nil:
-		return adapter.Health{Status: HealthOffline, Detail: "health check failed: backend unreachable"}
+		return adapter.Health{Status: adapter.HealthOffline, Detail: "health check failed: backend unreachable"}
 	case code != http.StatusOK:
-		return adapter.Health{Status: HealthOffline, Detail: fmt.Sprintf("health check answered %d", code)}
+		return adapter.Health{Status: adapter.HealthOffline, Detail: fmt.Sprintf("health check answered %d", code)}
 	}
-	h := adapter.Health{Status: HealthOK}
+	h := adapter.Health{Status: adapter.HealthOK}
 	code, body, err := v.fetch(ctx, c, c.root()+"/metrics")
 	if err != nil || code != http.StatusOK {
 		h.Detail = "metrics unavailable"
@@ -113,7 +107,7 @@ func (v VLLMInstance) probe(ctx context.Context) adapter.Health {
 	m := parseVLLMMetrics(body)
 	h.Running, h.Waiting, h.KVCacheUsage = m.running, m.waiting, m.kvUsage()
 	if h.Waiting > 0 && h.KVCacheUsage >= degradedKVUsage {
-		h.Status = HealthDegraded
+		h.Status = adapter.HealthDegraded
 		h.Detail = "KV cache full with requests waiting"
 	}
 	return h

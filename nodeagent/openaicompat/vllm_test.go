@@ -106,7 +106,7 @@ func TestVLLMHealthMetricsV0(t *testing.T) {
 	if h.Running != 3 || h.Waiting != 2 || h.KVCacheUsage != 0.9712 {
 		t.Fatalf("health %+v", h)
 	}
-	if h.Status != HealthDegraded {
+	if h.Status != adapter.HealthDegraded {
 		t.Fatalf("status %q, want degraded (waiting with KV cache ≥ 95%%)", h.Status)
 	}
 }
@@ -115,7 +115,7 @@ func TestVLLMHealthMetricsV1(t *testing.T) {
 	_, base := newFakeVLLM(t, vllmMetricsV1)
 	hr, _ := vllmHealth(t, base)
 	h := hr.Health(context.Background())
-	if h.Status != HealthOK || h.Running != 3 || h.Waiting != 0 || h.KVCacheUsage != 0.5 {
+	if h.Status != adapter.HealthOK || h.Running != 3 || h.Waiting != 0 || h.KVCacheUsage != 0.5 {
 		t.Fatalf("health %+v", h)
 	}
 }
@@ -150,7 +150,7 @@ func TestVLLMHealthOfflineAndCached(t *testing.T) {
 	f, base := newFakeVLLM(t, vllmMetricsV1)
 	hr, in := vllmHealth(t, base)
 	for range 5 {
-		if h := hr.Health(context.Background()); h.Status != HealthOK {
+		if h := hr.Health(context.Background()); h.Status != adapter.HealthOK {
 			t.Fatalf("health %+v", h)
 		}
 	}
@@ -167,14 +167,14 @@ func TestVLLMHealthOfflineAndCached(t *testing.T) {
 	if err := in.Reconfigure(testConfigType(base2, TypeVLLM)); err != nil {
 		t.Fatal(err)
 	}
-	if h := hr.Health(context.Background()); h.Status != HealthOffline || h.Running != 0 {
+	if h := hr.Health(context.Background()); h.Status != adapter.HealthOffline || h.Running != 0 {
 		t.Fatalf("health %+v, want offline", h)
 	}
 }
 
 func TestVLLMHealthUnreachable(t *testing.T) {
 	hr, _ := vllmHealth(t, "http://127.0.0.1:1")
-	if h := hr.Health(context.Background()); h.Status != HealthOffline {
+	if h := hr.Health(context.Background()); h.Status != adapter.HealthOffline {
 		t.Fatalf("health %+v", h)
 	}
 }
@@ -186,7 +186,7 @@ func TestVLLMHealthWithoutMetrics(t *testing.T) {
 		}
 	})
 	hr, _ := vllmHealth(t, srv.URL)
-	if h := hr.Health(context.Background()); h.Status != HealthOK || h.Detail == "" {
+	if h := hr.Health(context.Background()); h.Status != adapter.HealthOK || h.Detail == "" {
 		t.Fatalf("health %+v", h)
 	}
 }

@@ -95,6 +95,63 @@ func (RejectCode) EnumDescriptor() ([]byte, []int) {
 	return file_iop_runtime_proto_rawDescGZIP(), []int{0}
 }
 
+// ToolMode says how an OpenAI-compatible provider gets a request's tools.
+type ToolMode int32
+
+const (
+	// Unset: TOOL_MODE_AUTO.
+	ToolMode_TOOL_MODE_UNSPECIFIED ToolMode = 0
+	// Native tools first; on rejection, retry with text tool calls.
+	ToolMode_TOOL_MODE_AUTO ToolMode = 1
+	// Native tools only (such requests always tunnel).
+	ToolMode_TOOL_MODE_NATIVE ToolMode = 2
+	// Text tool calls only.
+	ToolMode_TOOL_MODE_TEXT ToolMode = 3
+)
+
+// Enum value maps for ToolMode.
+var (
+	ToolMode_name = map[int32]string{
+		0: "TOOL_MODE_UNSPECIFIED",
+		1: "TOOL_MODE_AUTO",
+		2: "TOOL_MODE_NATIVE",
+		3: "TOOL_MODE_TEXT",
+	}
+	ToolMode_value = map[string]int32{
+		"TOOL_MODE_UNSPECIFIED": 0,
+		"TOOL_MODE_AUTO":        1,
+		"TOOL_MODE_NATIVE":      2,
+		"TOOL_MODE_TEXT":        3,
+	}
+)
+
+func (x ToolMode) Enum() *ToolMode {
+	p := new(ToolMode)
+	*p = x
+	return p
+}
+
+func (x ToolMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_iop_runtime_proto_enumTypes[1].Descriptor()
+}
+
+func (ToolMode) Type() protoreflect.EnumType {
+	return &file_iop_runtime_proto_enumTypes[1]
+}
+
+func (x ToolMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolMode.Descriptor instead.
+func (ToolMode) EnumDescriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{1}
+}
+
 // A normalized run operation (RunRequest.operation).
 type RunOperation int32
 
@@ -132,11 +189,11 @@ func (x RunOperation) String() string {
 }
 
 func (RunOperation) Descriptor() protoreflect.EnumDescriptor {
-	return file_iop_runtime_proto_enumTypes[1].Descriptor()
+	return file_iop_runtime_proto_enumTypes[2].Descriptor()
 }
 
 func (RunOperation) Type() protoreflect.EnumType {
-	return &file_iop_runtime_proto_enumTypes[1]
+	return &file_iop_runtime_proto_enumTypes[2]
 }
 
 func (x RunOperation) Number() protoreflect.EnumNumber {
@@ -145,7 +202,179 @@ func (x RunOperation) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RunOperation.Descriptor instead.
 func (RunOperation) EnumDescriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{1}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{2}
+}
+
+// The author of a chat message.
+type ChatRole int32
+
+const (
+	ChatRole_CHAT_ROLE_UNSPECIFIED ChatRole = 0
+	ChatRole_CHAT_ROLE_SYSTEM      ChatRole = 1
+	ChatRole_CHAT_ROLE_DEVELOPER   ChatRole = 2
+	ChatRole_CHAT_ROLE_USER        ChatRole = 3
+	ChatRole_CHAT_ROLE_ASSISTANT   ChatRole = 4
+	// The answer to a tool call (tool_call_id names it).
+	ChatRole_CHAT_ROLE_TOOL ChatRole = 5
+)
+
+// Enum value maps for ChatRole.
+var (
+	ChatRole_name = map[int32]string{
+		0: "CHAT_ROLE_UNSPECIFIED",
+		1: "CHAT_ROLE_SYSTEM",
+		2: "CHAT_ROLE_DEVELOPER",
+		3: "CHAT_ROLE_USER",
+		4: "CHAT_ROLE_ASSISTANT",
+		5: "CHAT_ROLE_TOOL",
+	}
+	ChatRole_value = map[string]int32{
+		"CHAT_ROLE_UNSPECIFIED": 0,
+		"CHAT_ROLE_SYSTEM":      1,
+		"CHAT_ROLE_DEVELOPER":   2,
+		"CHAT_ROLE_USER":        3,
+		"CHAT_ROLE_ASSISTANT":   4,
+		"CHAT_ROLE_TOOL":        5,
+	}
+)
+
+func (x ChatRole) Enum() *ChatRole {
+	p := new(ChatRole)
+	*p = x
+	return p
+}
+
+func (x ChatRole) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChatRole) Descriptor() protoreflect.EnumDescriptor {
+	return file_iop_runtime_proto_enumTypes[3].Descriptor()
+}
+
+func (ChatRole) Type() protoreflect.EnumType {
+	return &file_iop_runtime_proto_enumTypes[3]
+}
+
+func (x ChatRole) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChatRole.Descriptor instead.
+func (ChatRole) EnumDescriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{3}
+}
+
+type ToolChoiceMode int32
+
+const (
+	// Unset: auto.
+	ToolChoiceMode_TOOL_CHOICE_MODE_UNSPECIFIED ToolChoiceMode = 0
+	ToolChoiceMode_TOOL_CHOICE_MODE_AUTO        ToolChoiceMode = 1
+	// Do not call tools.
+	ToolChoiceMode_TOOL_CHOICE_MODE_NONE ToolChoiceMode = 2
+	// Call at least one tool.
+	ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED ToolChoiceMode = 3
+	// Call the function ToolChoice.function_name.
+	ToolChoiceMode_TOOL_CHOICE_MODE_FUNCTION ToolChoiceMode = 4
+)
+
+// Enum value maps for ToolChoiceMode.
+var (
+	ToolChoiceMode_name = map[int32]string{
+		0: "TOOL_CHOICE_MODE_UNSPECIFIED",
+		1: "TOOL_CHOICE_MODE_AUTO",
+		2: "TOOL_CHOICE_MODE_NONE",
+		3: "TOOL_CHOICE_MODE_REQUIRED",
+		4: "TOOL_CHOICE_MODE_FUNCTION",
+	}
+	ToolChoiceMode_value = map[string]int32{
+		"TOOL_CHOICE_MODE_UNSPECIFIED": 0,
+		"TOOL_CHOICE_MODE_AUTO":        1,
+		"TOOL_CHOICE_MODE_NONE":        2,
+		"TOOL_CHOICE_MODE_REQUIRED":    3,
+		"TOOL_CHOICE_MODE_FUNCTION":    4,
+	}
+)
+
+func (x ToolChoiceMode) Enum() *ToolChoiceMode {
+	p := new(ToolChoiceMode)
+	*p = x
+	return p
+}
+
+func (x ToolChoiceMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolChoiceMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_iop_runtime_proto_enumTypes[4].Descriptor()
+}
+
+func (ToolChoiceMode) Type() protoreflect.EnumType {
+	return &file_iop_runtime_proto_enumTypes[4]
+}
+
+func (x ToolChoiceMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolChoiceMode.Descriptor instead.
+func (ToolChoiceMode) EnumDescriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{4}
+}
+
+type ResponseFormatType int32
+
+const (
+	// Unset: free text.
+	ResponseFormatType_RESPONSE_FORMAT_TYPE_UNSPECIFIED ResponseFormatType = 0
+	ResponseFormatType_RESPONSE_FORMAT_TYPE_TEXT        ResponseFormatType = 1
+	ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_OBJECT ResponseFormatType = 2
+	ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA ResponseFormatType = 3
+)
+
+// Enum value maps for ResponseFormatType.
+var (
+	ResponseFormatType_name = map[int32]string{
+		0: "RESPONSE_FORMAT_TYPE_UNSPECIFIED",
+		1: "RESPONSE_FORMAT_TYPE_TEXT",
+		2: "RESPONSE_FORMAT_TYPE_JSON_OBJECT",
+		3: "RESPONSE_FORMAT_TYPE_JSON_SCHEMA",
+	}
+	ResponseFormatType_value = map[string]int32{
+		"RESPONSE_FORMAT_TYPE_UNSPECIFIED": 0,
+		"RESPONSE_FORMAT_TYPE_TEXT":        1,
+		"RESPONSE_FORMAT_TYPE_JSON_OBJECT": 2,
+		"RESPONSE_FORMAT_TYPE_JSON_SCHEMA": 3,
+	}
+)
+
+func (x ResponseFormatType) Enum() *ResponseFormatType {
+	p := new(ResponseFormatType)
+	*p = x
+	return p
+}
+
+func (x ResponseFormatType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ResponseFormatType) Descriptor() protoreflect.EnumDescriptor {
+	return file_iop_runtime_proto_enumTypes[5].Descriptor()
+}
+
+func (ResponseFormatType) Type() protoreflect.EnumType {
+	return &file_iop_runtime_proto_enumTypes[5]
+}
+
+func (x ResponseFormatType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ResponseFormatType.Descriptor instead.
+func (ResponseFormatType) EnumDescriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{5}
 }
 
 type RunEventType int32
@@ -193,11 +422,11 @@ func (x RunEventType) String() string {
 }
 
 func (RunEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_iop_runtime_proto_enumTypes[2].Descriptor()
+	return file_iop_runtime_proto_enumTypes[6].Descriptor()
 }
 
 func (RunEventType) Type() protoreflect.EnumType {
-	return &file_iop_runtime_proto_enumTypes[2]
+	return &file_iop_runtime_proto_enumTypes[6]
 }
 
 func (x RunEventType) Number() protoreflect.EnumNumber {
@@ -206,7 +435,80 @@ func (x RunEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RunEventType.Descriptor instead.
 func (RunEventType) EnumDescriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{2}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{6}
+}
+
+// ErrorCode classifies a run or tunnel failure.
+type ErrorCode int32
+
+const (
+	// Unset: treated as ERROR_CODE_INTERNAL.
+	ErrorCode_ERROR_CODE_UNSPECIFIED ErrorCode = 0
+	// The backend failed or answered with an error (http_status says which).
+	ErrorCode_ERROR_CODE_UPSTREAM ErrorCode = 1
+	// The request cannot be served as sent (the caller's fault).
+	ErrorCode_ERROR_CODE_INVALID_REQUEST ErrorCode = 2
+	// The node-local capacity gate refused the request.
+	ErrorCode_ERROR_CODE_CAPACITY_EXCEEDED ErrorCode = 3
+	// The run or the backend exceeded its time limit.
+	ErrorCode_ERROR_CODE_TIMEOUT ErrorCode = 4
+	// The adapter does not serve this operation or adapter name.
+	ErrorCode_ERROR_CODE_UNSUPPORTED ErrorCode = 5
+	// A fault inside the node.
+	ErrorCode_ERROR_CODE_INTERNAL ErrorCode = 6
+	// The run or tunnel was cancelled.
+	ErrorCode_ERROR_CODE_CANCELLED ErrorCode = 7
+)
+
+// Enum value maps for ErrorCode.
+var (
+	ErrorCode_name = map[int32]string{
+		0: "ERROR_CODE_UNSPECIFIED",
+		1: "ERROR_CODE_UPSTREAM",
+		2: "ERROR_CODE_INVALID_REQUEST",
+		3: "ERROR_CODE_CAPACITY_EXCEEDED",
+		4: "ERROR_CODE_TIMEOUT",
+		5: "ERROR_CODE_UNSUPPORTED",
+		6: "ERROR_CODE_INTERNAL",
+		7: "ERROR_CODE_CANCELLED",
+	}
+	ErrorCode_value = map[string]int32{
+		"ERROR_CODE_UNSPECIFIED":       0,
+		"ERROR_CODE_UPSTREAM":          1,
+		"ERROR_CODE_INVALID_REQUEST":   2,
+		"ERROR_CODE_CAPACITY_EXCEEDED": 3,
+		"ERROR_CODE_TIMEOUT":           4,
+		"ERROR_CODE_UNSUPPORTED":       5,
+		"ERROR_CODE_INTERNAL":          6,
+		"ERROR_CODE_CANCELLED":         7,
+	}
+)
+
+func (x ErrorCode) Enum() *ErrorCode {
+	p := new(ErrorCode)
+	*p = x
+	return p
+}
+
+func (x ErrorCode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ErrorCode) Descriptor() protoreflect.EnumDescriptor {
+	return file_iop_runtime_proto_enumTypes[7].Descriptor()
+}
+
+func (ErrorCode) Type() protoreflect.EnumType {
+	return &file_iop_runtime_proto_enumTypes[7]
+}
+
+func (x ErrorCode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ErrorCode.Descriptor instead.
+func (ErrorCode) EnumDescriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{7}
 }
 
 type TunnelFrameKind int32
@@ -260,11 +562,11 @@ func (x TunnelFrameKind) String() string {
 }
 
 func (TunnelFrameKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_iop_runtime_proto_enumTypes[3].Descriptor()
+	return file_iop_runtime_proto_enumTypes[8].Descriptor()
 }
 
 func (TunnelFrameKind) Type() protoreflect.EnumType {
-	return &file_iop_runtime_proto_enumTypes[3]
+	return &file_iop_runtime_proto_enumTypes[8]
 }
 
 func (x TunnelFrameKind) Number() protoreflect.EnumNumber {
@@ -273,7 +575,7 @@ func (x TunnelFrameKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TunnelFrameKind.Descriptor instead.
 func (TunnelFrameKind) EnumDescriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{3}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{8}
 }
 
 type CancelKind int32
@@ -311,11 +613,11 @@ func (x CancelKind) String() string {
 }
 
 func (CancelKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_iop_runtime_proto_enumTypes[4].Descriptor()
+	return file_iop_runtime_proto_enumTypes[9].Descriptor()
 }
 
 func (CancelKind) Type() protoreflect.EnumType {
-	return &file_iop_runtime_proto_enumTypes[4]
+	return &file_iop_runtime_proto_enumTypes[9]
 }
 
 func (x CancelKind) Number() protoreflect.EnumNumber {
@@ -324,7 +626,7 @@ func (x CancelKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CancelKind.Descriptor instead.
 func (CancelKind) EnumDescriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{4}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{9}
 }
 
 type RefreshStatus int32
@@ -367,11 +669,11 @@ func (x RefreshStatus) String() string {
 }
 
 func (RefreshStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_iop_runtime_proto_enumTypes[5].Descriptor()
+	return file_iop_runtime_proto_enumTypes[10].Descriptor()
 }
 
 func (RefreshStatus) Type() protoreflect.EnumType {
-	return &file_iop_runtime_proto_enumTypes[5]
+	return &file_iop_runtime_proto_enumTypes[10]
 }
 
 func (x RefreshStatus) Number() protoreflect.EnumNumber {
@@ -380,7 +682,63 @@ func (x RefreshStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RefreshStatus.Descriptor instead.
 func (RefreshStatus) EnumDescriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{5}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{10}
+}
+
+// HealthState is a backend's health as its adapter last saw it.
+type HealthState int32
+
+const (
+	// Unknown (never probed, or the adapter reports none): dispatched to.
+	HealthState_HEALTH_STATE_UNSPECIFIED HealthState = 0
+	HealthState_HEALTH_STATE_OK          HealthState = 1
+	// Serving but strained (e.g. requests waiting with the KV cache full).
+	HealthState_HEALTH_STATE_DEGRADED HealthState = 2
+	// Not serving: never dispatched to.
+	HealthState_HEALTH_STATE_OFFLINE HealthState = 3
+)
+
+// Enum value maps for HealthState.
+var (
+	HealthState_name = map[int32]string{
+		0: "HEALTH_STATE_UNSPECIFIED",
+		1: "HEALTH_STATE_OK",
+		2: "HEALTH_STATE_DEGRADED",
+		3: "HEALTH_STATE_OFFLINE",
+	}
+	HealthState_value = map[string]int32{
+		"HEALTH_STATE_UNSPECIFIED": 0,
+		"HEALTH_STATE_OK":          1,
+		"HEALTH_STATE_DEGRADED":    2,
+		"HEALTH_STATE_OFFLINE":     3,
+	}
+)
+
+func (x HealthState) Enum() *HealthState {
+	p := new(HealthState)
+	*p = x
+	return p
+}
+
+func (x HealthState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HealthState) Descriptor() protoreflect.EnumDescriptor {
+	return file_iop_runtime_proto_enumTypes[11].Descriptor()
+}
+
+func (HealthState) Type() protoreflect.EnumType {
+	return &file_iop_runtime_proto_enumTypes[11]
+}
+
+func (x HealthState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HealthState.Descriptor instead.
+func (HealthState) EnumDescriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{11}
 }
 
 // Envelope is the unit of the wire: exactly one body per frame.
@@ -929,8 +1287,8 @@ type AdapterConfig struct {
 	ApiKeyEnv string `protobuf:"bytes,7,opt,name=api_key_env,json=apiKeyEnv,proto3" json:"api_key_env,omitempty"`
 	// Upstream request timeout in seconds. 0 means no adapter-imposed limit.
 	TimeoutSec int32 `protobuf:"varint,8,opt,name=timeout_sec,json=timeoutSec,proto3" json:"timeout_sec,omitempty"`
-	// openai_compat/vllm: auto | native | text.
-	ToolMode string `protobuf:"bytes,9,opt,name=tool_mode,json=toolMode,proto3" json:"tool_mode,omitempty"`
+	// How tools reach the backend on the run path (openai_compat, vllm).
+	ToolMode ToolMode `protobuf:"varint,13,opt,name=tool_mode,json=toolMode,proto3,enum=iop.runtime.v1.ToolMode" json:"tool_mode,omitempty"`
 	// cli: the argv to execute (no shell). The prompt goes to stdin.
 	Command []string `protobuf:"bytes,10,rep,name=command,proto3" json:"command,omitempty"`
 	// Extra upstream request headers (no secrets: those come from api_key_env).
@@ -1028,11 +1386,11 @@ func (x *AdapterConfig) GetTimeoutSec() int32 {
 	return 0
 }
 
-func (x *AdapterConfig) GetToolMode() string {
+func (x *AdapterConfig) GetToolMode() ToolMode {
 	if x != nil {
 		return x.ToolMode
 	}
-	return ""
+	return ToolMode_TOOL_MODE_UNSPECIFIED
 }
 
 func (x *AdapterConfig) GetCommand() []string {
@@ -1233,7 +1591,10 @@ type AdapterCapabilities struct {
 	Streaming bool `protobuf:"varint,5,opt,name=streaming,proto3" json:"streaming,omitempty"`
 	// What its health and load figures come from ("" when it reports none),
 	// e.g. "vllm /health + /metrics".
-	HealthSource  string `protobuf:"bytes,6,opt,name=health_source,json=healthSource,proto3" json:"health_source,omitempty"`
+	HealthSource string `protobuf:"bytes,6,opt,name=health_source,json=healthSource,proto3" json:"health_source,omitempty"`
+	// The resource kind of its type (api | cli | local_inference): the
+	// provider's category when the Edge config does not set one.
+	Category      string `protobuf:"bytes,7,opt,name=category,proto3" json:"category,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1306,6 +1667,13 @@ func (x *AdapterCapabilities) GetStreaming() bool {
 func (x *AdapterCapabilities) GetHealthSource() string {
 	if x != nil {
 		return x.HealthSource
+	}
+	return ""
+}
+
+func (x *AdapterCapabilities) GetCategory() string {
+	if x != nil {
+		return x.Category
 	}
 	return ""
 }
@@ -1433,20 +1801,20 @@ type RunRequest struct {
 	// Working directory for workspace-bound runs (CLI agents), relative to the
 	// Node's workspace root. Never carried in metadata.
 	Workspace string `protobuf:"bytes,4,opt,name=workspace,proto3" json:"workspace,omitempty"`
-	// Run input the adapter interprets: a JSON document in the OpenAI request
-	// shape of `operation` without its `model` field. CLI adapters render its
-	// messages into the prompt they pass on stdin.
-	Input []byte `protobuf:"bytes,5,opt,name=input,proto3" json:"input,omitempty"`
 	// Caller-defined run metadata (request id, trace context, ...).
 	Metadata map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Session affinity key (CLI sessions); empty means no session.
 	SessionId string `protobuf:"bytes,7,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Whether the caller wants delta events as they happen.
 	Stream bool `protobuf:"varint,8,opt,name=stream,proto3" json:"stream,omitempty"`
-	// chat | completion | embedding.
-	Operation string `protobuf:"bytes,9,opt,name=operation,proto3" json:"operation,omitempty"`
 	// Upper bound on the run in seconds; 0 means the adapter's own timeout.
-	TimeoutSec    uint32 `protobuf:"varint,10,opt,name=timeout_sec,json=timeoutSec,proto3" json:"timeout_sec,omitempty"`
+	TimeoutSec uint32 `protobuf:"varint,10,opt,name=timeout_sec,json=timeoutSec,proto3" json:"timeout_sec,omitempty"`
+	// Run input the adapter interprets, normalized once by the Edge's input
+	// layer whatever the caller's surface. CLI adapters render its messages
+	// into the prompt they pass on stdin.
+	Input *RunInput `protobuf:"bytes,11,opt,name=input,proto3" json:"input,omitempty"`
+	// What to run; one of the operations the adapter declared.
+	Operation     RunOperation `protobuf:"varint,12,opt,name=operation,proto3,enum=iop.runtime.v1.RunOperation" json:"operation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1509,13 +1877,6 @@ func (x *RunRequest) GetWorkspace() string {
 	return ""
 }
 
-func (x *RunRequest) GetInput() []byte {
-	if x != nil {
-		return x.Input
-	}
-	return nil
-}
-
 func (x *RunRequest) GetMetadata() map[string]string {
 	if x != nil {
 		return x.Metadata
@@ -1537,18 +1898,762 @@ func (x *RunRequest) GetStream() bool {
 	return false
 }
 
-func (x *RunRequest) GetOperation() string {
-	if x != nil {
-		return x.Operation
-	}
-	return ""
-}
-
 func (x *RunRequest) GetTimeoutSec() uint32 {
 	if x != nil {
 		return x.TimeoutSec
 	}
 	return 0
+}
+
+func (x *RunRequest) GetInput() *RunInput {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *RunRequest) GetOperation() RunOperation {
+	if x != nil {
+		return x.Operation
+	}
+	return RunOperation_RUN_OPERATION_UNSPECIFIED
+}
+
+// RunInput is the normalized run input: the caller's request decoded and
+// validated once at the Edge, in the one shape every adapter consumes.
+// Adapters never parse the caller's JSON. Which fields an operation reads:
+//
+//	chat: messages, tools, tool_choice, parallel_tool_calls, sampling,
+//	      response_format;
+//	completion: prompt, sampling;
+//	embedding: embed_inputs.
+type RunInput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// chat: the conversation, oldest first. Never empty for chat.
+	Messages []*ChatMessage `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// chat: the functions the model may call; empty means none offered.
+	Tools []*ToolDefinition `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	// chat: how the model should use the tools; unset means auto.
+	ToolChoice *ToolChoice `protobuf:"bytes,3,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
+	// completion: the prompt (a run serves exactly one).
+	Prompt string `protobuf:"bytes,4,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	// embedding: the texts to embed, one vector each, in order.
+	EmbedInputs []string `protobuf:"bytes,5,rep,name=embed_inputs,json=embedInputs,proto3" json:"embed_inputs,omitempty"`
+	// Generation parameters; unset fields mean the backend's default.
+	Sampling *Sampling `protobuf:"bytes,6,opt,name=sampling,proto3" json:"sampling,omitempty"`
+	// chat: the output format constraint; unset means free text.
+	ResponseFormat *ResponseFormat `protobuf:"bytes,7,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
+	// The caller asked for usage in the stream (stream_options.include_usage).
+	IncludeUsage bool `protobuf:"varint,8,opt,name=include_usage,json=includeUsage,proto3" json:"include_usage,omitempty"`
+	// chat: whether the model may call several tools in one turn; unset means
+	// the backend's default.
+	ParallelToolCalls *bool `protobuf:"varint,9,opt,name=parallel_tool_calls,json=parallelToolCalls,proto3,oneof" json:"parallel_tool_calls,omitempty"`
+	// Top-level members of an OpenAI-shaped caller body that no field above
+	// carries (vendor extensions such as chat_template_kwargs, logprobs,
+	// user), as one JSON object; empty when there are none. OpenAI-shaped
+	// backends pass them through, others ignore them.
+	Extra []byte `protobuf:"bytes,10,opt,name=extra,proto3" json:"extra,omitempty"`
+	// completion: text that follows the completion (OpenAI's suffix).
+	Suffix string `protobuf:"bytes,11,opt,name=suffix,proto3" json:"suffix,omitempty"`
+	// embedding: the vector length asked for; unset means the model's own.
+	Dimensions    *int64 `protobuf:"varint,12,opt,name=dimensions,proto3,oneof" json:"dimensions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunInput) Reset() {
+	*x = RunInput{}
+	mi := &file_iop_runtime_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunInput) ProtoMessage() {}
+
+func (x *RunInput) ProtoReflect() protoreflect.Message {
+	mi := &file_iop_runtime_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunInput.ProtoReflect.Descriptor instead.
+func (*RunInput) Descriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RunInput) GetMessages() []*ChatMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *RunInput) GetTools() []*ToolDefinition {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *RunInput) GetToolChoice() *ToolChoice {
+	if x != nil {
+		return x.ToolChoice
+	}
+	return nil
+}
+
+func (x *RunInput) GetPrompt() string {
+	if x != nil {
+		return x.Prompt
+	}
+	return ""
+}
+
+func (x *RunInput) GetEmbedInputs() []string {
+	if x != nil {
+		return x.EmbedInputs
+	}
+	return nil
+}
+
+func (x *RunInput) GetSampling() *Sampling {
+	if x != nil {
+		return x.Sampling
+	}
+	return nil
+}
+
+func (x *RunInput) GetResponseFormat() *ResponseFormat {
+	if x != nil {
+		return x.ResponseFormat
+	}
+	return nil
+}
+
+func (x *RunInput) GetIncludeUsage() bool {
+	if x != nil {
+		return x.IncludeUsage
+	}
+	return false
+}
+
+func (x *RunInput) GetParallelToolCalls() bool {
+	if x != nil && x.ParallelToolCalls != nil {
+		return *x.ParallelToolCalls
+	}
+	return false
+}
+
+func (x *RunInput) GetExtra() []byte {
+	if x != nil {
+		return x.Extra
+	}
+	return nil
+}
+
+func (x *RunInput) GetSuffix() string {
+	if x != nil {
+		return x.Suffix
+	}
+	return ""
+}
+
+func (x *RunInput) GetDimensions() int64 {
+	if x != nil && x.Dimensions != nil {
+		return *x.Dimensions
+	}
+	return 0
+}
+
+// ChatMessage is one turn of a conversation.
+type ChatMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Role  ChatRole               `protobuf:"varint,1,opt,name=role,proto3,enum=iop.runtime.v1.ChatRole" json:"role,omitempty"`
+	// The content, in order. The text parts of one message form one
+	// continuous text (adapter.MessageText joins them as is).
+	Content []*ContentPart `protobuf:"bytes,2,rep,name=content,proto3" json:"content,omitempty"`
+	// Optional participant name.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// assistant: the tool calls it made.
+	ToolCalls []*ToolCall `protobuf:"bytes,4,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	// tool: the id of the call this message answers.
+	ToolCallId    string `protobuf:"bytes,5,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChatMessage) Reset() {
+	*x = ChatMessage{}
+	mi := &file_iop_runtime_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChatMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChatMessage) ProtoMessage() {}
+
+func (x *ChatMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_iop_runtime_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChatMessage.ProtoReflect.Descriptor instead.
+func (*ChatMessage) Descriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ChatMessage) GetRole() ChatRole {
+	if x != nil {
+		return x.Role
+	}
+	return ChatRole_CHAT_ROLE_UNSPECIFIED
+}
+
+func (x *ChatMessage) GetContent() []*ContentPart {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *ChatMessage) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ChatMessage) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *ChatMessage) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+// ContentPart is one piece of a message's content.
+type ContentPart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Part:
+	//
+	//	*ContentPart_Text
+	//	*ContentPart_Image
+	Part          isContentPart_Part `protobuf_oneof:"part"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContentPart) Reset() {
+	*x = ContentPart{}
+	mi := &file_iop_runtime_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContentPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContentPart) ProtoMessage() {}
+
+func (x *ContentPart) ProtoReflect() protoreflect.Message {
+	mi := &file_iop_runtime_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContentPart.ProtoReflect.Descriptor instead.
+func (*ContentPart) Descriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ContentPart) GetPart() isContentPart_Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *ContentPart) GetText() string {
+	if x != nil {
+		if x, ok := x.Part.(*ContentPart_Text); ok {
+			return x.Text
+		}
+	}
+	return ""
+}
+
+func (x *ContentPart) GetImage() *ImagePart {
+	if x != nil {
+		if x, ok := x.Part.(*ContentPart_Image); ok {
+			return x.Image
+		}
+	}
+	return nil
+}
+
+type isContentPart_Part interface {
+	isContentPart_Part()
+}
+
+type ContentPart_Text struct {
+	Text string `protobuf:"bytes,1,opt,name=text,proto3,oneof"`
+}
+
+type ContentPart_Image struct {
+	Image *ImagePart `protobuf:"bytes,2,opt,name=image,proto3,oneof"`
+}
+
+func (*ContentPart_Text) isContentPart_Part() {}
+
+func (*ContentPart_Image) isContentPart_Part() {}
+
+// ImagePart is an image the caller sent.
+type ImagePart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An https URL or a data: URL (base64).
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// OpenAI's detail hint (auto, low, high); empty means auto.
+	Detail        string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImagePart) Reset() {
+	*x = ImagePart{}
+	mi := &file_iop_runtime_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImagePart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImagePart) ProtoMessage() {}
+
+func (x *ImagePart) ProtoReflect() protoreflect.Message {
+	mi := &file_iop_runtime_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImagePart.ProtoReflect.Descriptor instead.
+func (*ImagePart) Descriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ImagePart) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *ImagePart) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+// ToolCall is one function call an assistant turn made.
+type ToolCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The arguments as the model produced them: JSON text (usually an
+	// object), kept verbatim.
+	Arguments     string `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCall) Reset() {
+	*x = ToolCall{}
+	mi := &file_iop_runtime_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCall) ProtoMessage() {}
+
+func (x *ToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_iop_runtime_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
+func (*ToolCall) Descriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ToolCall) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCall) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolCall) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+// ToolDefinition is one function the model may call.
+type ToolDefinition struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// JSON Schema of the arguments (a JSON object); empty means none given.
+	Parameters []byte `protobuf:"bytes,3,opt,name=parameters,proto3" json:"parameters,omitempty"`
+	// OpenAI's strict schema adherence flag.
+	Strict        bool `protobuf:"varint,4,opt,name=strict,proto3" json:"strict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolDefinition) Reset() {
+	*x = ToolDefinition{}
+	mi := &file_iop_runtime_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolDefinition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolDefinition) ProtoMessage() {}
+
+func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
+	mi := &file_iop_runtime_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolDefinition.ProtoReflect.Descriptor instead.
+func (*ToolDefinition) Descriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ToolDefinition) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetParameters() []byte {
+	if x != nil {
+		return x.Parameters
+	}
+	return nil
+}
+
+func (x *ToolDefinition) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
+}
+
+type ToolChoice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Mode  ToolChoiceMode         `protobuf:"varint,1,opt,name=mode,proto3,enum=iop.runtime.v1.ToolChoiceMode" json:"mode,omitempty"`
+	// TOOL_CHOICE_MODE_FUNCTION: the function to call.
+	FunctionName  string `protobuf:"bytes,2,opt,name=function_name,json=functionName,proto3" json:"function_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolChoice) Reset() {
+	*x = ToolChoice{}
+	mi := &file_iop_runtime_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolChoice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolChoice) ProtoMessage() {}
+
+func (x *ToolChoice) ProtoReflect() protoreflect.Message {
+	mi := &file_iop_runtime_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
+func (*ToolChoice) Descriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ToolChoice) GetMode() ToolChoiceMode {
+	if x != nil {
+		return x.Mode
+	}
+	return ToolChoiceMode_TOOL_CHOICE_MODE_UNSPECIFIED
+}
+
+func (x *ToolChoice) GetFunctionName() string {
+	if x != nil {
+		return x.FunctionName
+	}
+	return ""
+}
+
+// Sampling holds the generation parameters. Unset optional fields and zero
+// max_tokens mean the backend's default.
+type Sampling struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Temperature *float64               `protobuf:"fixed64,1,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
+	TopP        *float64               `protobuf:"fixed64,2,opt,name=top_p,json=topP,proto3,oneof" json:"top_p,omitempty"`
+	// Not an OpenAI parameter: set by the Anthropic surface (and taken from
+	// OpenAI-shaped bodies as the vLLM extension of the same name).
+	TopK *int32 `protobuf:"varint,3,opt,name=top_k,json=topK,proto3,oneof" json:"top_k,omitempty"`
+	// The most tokens to generate (max_completion_tokens, else max_tokens).
+	MaxTokens        int64    `protobuf:"varint,4,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	Stop             []string `protobuf:"bytes,5,rep,name=stop,proto3" json:"stop,omitempty"`
+	Seed             *int64   `protobuf:"varint,6,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
+	PresencePenalty  *float64 `protobuf:"fixed64,7,opt,name=presence_penalty,json=presencePenalty,proto3,oneof" json:"presence_penalty,omitempty"`
+	FrequencyPenalty *float64 `protobuf:"fixed64,8,opt,name=frequency_penalty,json=frequencyPenalty,proto3,oneof" json:"frequency_penalty,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Sampling) Reset() {
+	*x = Sampling{}
+	mi := &file_iop_runtime_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Sampling) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Sampling) ProtoMessage() {}
+
+func (x *Sampling) ProtoReflect() protoreflect.Message {
+	mi := &file_iop_runtime_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Sampling.ProtoReflect.Descriptor instead.
+func (*Sampling) Descriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Sampling) GetTemperature() float64 {
+	if x != nil && x.Temperature != nil {
+		return *x.Temperature
+	}
+	return 0
+}
+
+func (x *Sampling) GetTopP() float64 {
+	if x != nil && x.TopP != nil {
+		return *x.TopP
+	}
+	return 0
+}
+
+func (x *Sampling) GetTopK() int32 {
+	if x != nil && x.TopK != nil {
+		return *x.TopK
+	}
+	return 0
+}
+
+func (x *Sampling) GetMaxTokens() int64 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *Sampling) GetStop() []string {
+	if x != nil {
+		return x.Stop
+	}
+	return nil
+}
+
+func (x *Sampling) GetSeed() int64 {
+	if x != nil && x.Seed != nil {
+		return *x.Seed
+	}
+	return 0
+}
+
+func (x *Sampling) GetPresencePenalty() float64 {
+	if x != nil && x.PresencePenalty != nil {
+		return *x.PresencePenalty
+	}
+	return 0
+}
+
+func (x *Sampling) GetFrequencyPenalty() float64 {
+	if x != nil && x.FrequencyPenalty != nil {
+		return *x.FrequencyPenalty
+	}
+	return 0
+}
+
+type ResponseFormat struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Type  ResponseFormatType     `protobuf:"varint,1,opt,name=type,proto3,enum=iop.runtime.v1.ResponseFormatType" json:"type,omitempty"`
+	// JSON_SCHEMA: the schema's name, the schema (a JSON object) and strict.
+	SchemaName    string `protobuf:"bytes,2,opt,name=schema_name,json=schemaName,proto3" json:"schema_name,omitempty"`
+	Schema        []byte `protobuf:"bytes,3,opt,name=schema,proto3" json:"schema,omitempty"`
+	Strict        bool   `protobuf:"varint,4,opt,name=strict,proto3" json:"strict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResponseFormat) Reset() {
+	*x = ResponseFormat{}
+	mi := &file_iop_runtime_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResponseFormat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResponseFormat) ProtoMessage() {}
+
+func (x *ResponseFormat) ProtoReflect() protoreflect.Message {
+	mi := &file_iop_runtime_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResponseFormat.ProtoReflect.Descriptor instead.
+func (*ResponseFormat) Descriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ResponseFormat) GetType() ResponseFormatType {
+	if x != nil {
+		return x.Type
+	}
+	return ResponseFormatType_RESPONSE_FORMAT_TYPE_UNSPECIFIED
+}
+
+func (x *ResponseFormat) GetSchemaName() string {
+	if x != nil {
+		return x.SchemaName
+	}
+	return ""
+}
+
+func (x *ResponseFormat) GetSchema() []byte {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+func (x *ResponseFormat) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
 }
 
 // Usage carries token counts reported by a provider.
@@ -1563,7 +2668,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_iop_runtime_proto_msgTypes[12]
+	mi := &file_iop_runtime_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +2680,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[12]
+	mi := &file_iop_runtime_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +2693,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{12}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Usage) GetPromptTokens() int64 {
@@ -1615,9 +2720,9 @@ func (x *Usage) GetTotalTokens() int64 {
 // RunError describes a failed run.
 type RunError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Short machine code: upstream_error, capacity_exceeded, timeout,
-	// invalid_request, internal, ...
-	Code    string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// What kind of failure it was; the Edge maps it to its HTTP surface.
+	Code ErrorCode `protobuf:"varint,5,opt,name=code,proto3,enum=iop.runtime.v1.ErrorCode" json:"code,omitempty"`
+	// Safe to show to the API caller; never a secret.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// The upstream HTTP status when the failure came from one; 0 otherwise.
 	HttpStatus int32 `protobuf:"varint,3,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
@@ -1630,7 +2735,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_iop_runtime_proto_msgTypes[13]
+	mi := &file_iop_runtime_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +2747,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[13]
+	mi := &file_iop_runtime_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,14 +2760,14 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{13}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{22}
 }
 
-func (x *RunError) GetCode() string {
+func (x *RunError) GetCode() ErrorCode {
 	if x != nil {
 		return x.Code
 	}
-	return ""
+	return ErrorCode_ERROR_CODE_UNSPECIFIED
 }
 
 func (x *RunError) GetMessage() string {
@@ -1715,7 +2820,7 @@ type RunEvent struct {
 
 func (x *RunEvent) Reset() {
 	*x = RunEvent{}
-	mi := &file_iop_runtime_proto_msgTypes[14]
+	mi := &file_iop_runtime_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1727,7 +2832,7 @@ func (x *RunEvent) String() string {
 func (*RunEvent) ProtoMessage() {}
 
 func (x *RunEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[14]
+	mi := &file_iop_runtime_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1740,7 +2845,7 @@ func (x *RunEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
 func (*RunEvent) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{14}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RunEvent) GetRunId() string {
@@ -1817,7 +2922,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_iop_runtime_proto_msgTypes[15]
+	mi := &file_iop_runtime_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +2934,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[15]
+	mi := &file_iop_runtime_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +2947,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{15}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Header) GetName() string {
@@ -1890,7 +2995,7 @@ type ProviderTunnelRequest struct {
 
 func (x *ProviderTunnelRequest) Reset() {
 	*x = ProviderTunnelRequest{}
-	mi := &file_iop_runtime_proto_msgTypes[16]
+	mi := &file_iop_runtime_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +3007,7 @@ func (x *ProviderTunnelRequest) String() string {
 func (*ProviderTunnelRequest) ProtoMessage() {}
 
 func (x *ProviderTunnelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[16]
+	mi := &file_iop_runtime_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +3020,7 @@ func (x *ProviderTunnelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderTunnelRequest.ProtoReflect.Descriptor instead.
 func (*ProviderTunnelRequest) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{16}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ProviderTunnelRequest) GetAdapter() string {
@@ -2017,7 +3122,7 @@ type ProviderTunnelFrame struct {
 
 func (x *ProviderTunnelFrame) Reset() {
 	*x = ProviderTunnelFrame{}
-	mi := &file_iop_runtime_proto_msgTypes[17]
+	mi := &file_iop_runtime_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +3134,7 @@ func (x *ProviderTunnelFrame) String() string {
 func (*ProviderTunnelFrame) ProtoMessage() {}
 
 func (x *ProviderTunnelFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[17]
+	mi := &file_iop_runtime_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +3147,7 @@ func (x *ProviderTunnelFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderTunnelFrame.ProtoReflect.Descriptor instead.
 func (*ProviderTunnelFrame) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{17}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ProviderTunnelFrame) GetKind() TunnelFrameKind {
@@ -2128,7 +3233,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_iop_runtime_proto_msgTypes[18]
+	mi := &file_iop_runtime_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +3245,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[18]
+	mi := &file_iop_runtime_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +3258,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{18}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CancelRequest) GetKind() CancelKind {
@@ -2196,7 +3301,7 @@ type NodeCommandRequest struct {
 
 func (x *NodeCommandRequest) Reset() {
 	*x = NodeCommandRequest{}
-	mi := &file_iop_runtime_proto_msgTypes[19]
+	mi := &file_iop_runtime_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +3313,7 @@ func (x *NodeCommandRequest) String() string {
 func (*NodeCommandRequest) ProtoMessage() {}
 
 func (x *NodeCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[19]
+	mi := &file_iop_runtime_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +3326,7 @@ func (x *NodeCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCommandRequest.ProtoReflect.Descriptor instead.
 func (*NodeCommandRequest) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{19}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeCommandRequest) GetType() string {
@@ -2246,7 +3351,7 @@ type NodeCommandResponse struct {
 
 func (x *NodeCommandResponse) Reset() {
 	*x = NodeCommandResponse{}
-	mi := &file_iop_runtime_proto_msgTypes[20]
+	mi := &file_iop_runtime_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2258,7 +3363,7 @@ func (x *NodeCommandResponse) String() string {
 func (*NodeCommandResponse) ProtoMessage() {}
 
 func (x *NodeCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[20]
+	mi := &file_iop_runtime_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2271,7 +3376,7 @@ func (x *NodeCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCommandResponse.ProtoReflect.Descriptor instead.
 func (*NodeCommandResponse) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{20}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NodeCommandResponse) GetType() string {
@@ -2311,7 +3416,7 @@ type NodeConfigRefreshRequest struct {
 
 func (x *NodeConfigRefreshRequest) Reset() {
 	*x = NodeConfigRefreshRequest{}
-	mi := &file_iop_runtime_proto_msgTypes[21]
+	mi := &file_iop_runtime_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +3428,7 @@ func (x *NodeConfigRefreshRequest) String() string {
 func (*NodeConfigRefreshRequest) ProtoMessage() {}
 
 func (x *NodeConfigRefreshRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[21]
+	mi := &file_iop_runtime_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +3441,7 @@ func (x *NodeConfigRefreshRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeConfigRefreshRequest.ProtoReflect.Descriptor instead.
 func (*NodeConfigRefreshRequest) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{21}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NodeConfigRefreshRequest) GetConfig() *NodeConfigPayload {
@@ -2358,7 +3463,7 @@ type NodeConfigRefreshResponse struct {
 
 func (x *NodeConfigRefreshResponse) Reset() {
 	*x = NodeConfigRefreshResponse{}
-	mi := &file_iop_runtime_proto_msgTypes[22]
+	mi := &file_iop_runtime_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +3475,7 @@ func (x *NodeConfigRefreshResponse) String() string {
 func (*NodeConfigRefreshResponse) ProtoMessage() {}
 
 func (x *NodeConfigRefreshResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[22]
+	mi := &file_iop_runtime_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +3488,7 @@ func (x *NodeConfigRefreshResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeConfigRefreshResponse.ProtoReflect.Descriptor instead.
 func (*NodeConfigRefreshResponse) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{22}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NodeConfigRefreshResponse) GetStatus() RefreshStatus {
@@ -2417,11 +3522,10 @@ type ProviderSnapshot struct {
 	// Resource kind: api | cli | local_inference.
 	Category string `protobuf:"bytes,4,opt,name=category,proto3" json:"category,omitempty"`
 	// available | unavailable | disabled.
-	Status string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
-	// ok | degraded | offline.
-	Health       string `protobuf:"bytes,6,opt,name=health,proto3" json:"health,omitempty"`
-	Capacity     int32  `protobuf:"varint,7,opt,name=capacity,proto3" json:"capacity,omitempty"`
-	LongCapacity int32  `protobuf:"varint,8,opt,name=long_capacity,json=longCapacity,proto3" json:"long_capacity,omitempty"`
+	Status       string      `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	Health       HealthState `protobuf:"varint,16,opt,name=health,proto3,enum=iop.runtime.v1.HealthState" json:"health,omitempty"`
+	Capacity     int32       `protobuf:"varint,7,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	LongCapacity int32       `protobuf:"varint,8,opt,name=long_capacity,json=longCapacity,proto3" json:"long_capacity,omitempty"`
 	// Current occupancy of the node_id + provider_id lease state.
 	InFlight     int32 `protobuf:"varint,9,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
 	LongInFlight int32 `protobuf:"varint,10,opt,name=long_in_flight,json=longInFlight,proto3" json:"long_in_flight,omitempty"`
@@ -2440,7 +3544,7 @@ type ProviderSnapshot struct {
 
 func (x *ProviderSnapshot) Reset() {
 	*x = ProviderSnapshot{}
-	mi := &file_iop_runtime_proto_msgTypes[23]
+	mi := &file_iop_runtime_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +3556,7 @@ func (x *ProviderSnapshot) String() string {
 func (*ProviderSnapshot) ProtoMessage() {}
 
 func (x *ProviderSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[23]
+	mi := &file_iop_runtime_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +3569,7 @@ func (x *ProviderSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSnapshot.ProtoReflect.Descriptor instead.
 func (*ProviderSnapshot) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{23}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ProviderSnapshot) GetNodeId() string {
@@ -2503,11 +3607,11 @@ func (x *ProviderSnapshot) GetStatus() string {
 	return ""
 }
 
-func (x *ProviderSnapshot) GetHealth() string {
+func (x *ProviderSnapshot) GetHealth() HealthState {
 	if x != nil {
 		return x.Health
 	}
-	return ""
+	return HealthState_HEALTH_STATE_UNSPECIFIED
 }
 
 func (x *ProviderSnapshot) GetCapacity() int32 {
@@ -2614,7 +3718,7 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"\badapters\x18\x01 \x03(\v2\x1d.iop.runtime.v1.AdapterConfigR\badapters\x12;\n" +
 	"\aruntime\x18\x02 \x01(\v2!.iop.runtime.v1.NodeRuntimeConfigR\aruntime\x12=\n" +
 	"\theartbeat\x18\x03 \x01(\v2\x1f.iop.runtime.v1.HeartbeatConfigR\theartbeat\x12%\n" +
-	"\x0econfig_version\x18\x04 \x01(\tR\rconfigVersion\"\xaf\x04\n" +
+	"\x0econfig_version\x18\x04 \x01(\tR\rconfigVersion\"\xcf\x04\n" +
 	"\rAdapterConfig\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x1a\n" +
@@ -2624,8 +3728,8 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"\bbase_url\x18\x06 \x01(\tR\abaseUrl\x12\x1e\n" +
 	"\vapi_key_env\x18\a \x01(\tR\tapiKeyEnv\x12\x1f\n" +
 	"\vtimeout_sec\x18\b \x01(\x05R\n" +
-	"timeoutSec\x12\x1b\n" +
-	"\ttool_mode\x18\t \x01(\tR\btoolMode\x12\x18\n" +
+	"timeoutSec\x125\n" +
+	"\ttool_mode\x18\r \x01(\x0e2\x18.iop.runtime.v1.ToolModeR\btoolMode\x12\x18\n" +
 	"\acommand\x18\n" +
 	" \x03(\tR\acommand\x12D\n" +
 	"\aheaders\x18\v \x03(\v2*.iop.runtime.v1.AdapterConfig.HeadersEntryR\aheaders\x12G\n" +
@@ -2635,7 +3739,8 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a;\n" +
 	"\rSettingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"5\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\t\x10\n" +
+	"\"5\n" +
 	"\x11NodeRuntimeConfig\x12 \n" +
 	"\vconcurrency\x18\x01 \x01(\x05R\vconcurrency\"Q\n" +
 	"\x0fHeartbeatConfig\x12\x1f\n" +
@@ -2645,48 +3750,121 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"timeout_ms\x18\x02 \x01(\rR\ttimeoutMs\"l\n" +
 	"\x10NodeReadyRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12?\n" +
-	"\badapters\x18\x02 \x03(\v2#.iop.runtime.v1.AdapterCapabilitiesR\badapters\"\xf2\x01\n" +
+	"\badapters\x18\x02 \x03(\v2#.iop.runtime.v1.AdapterCapabilitiesR\badapters\"\x8e\x02\n" +
 	"\x13AdapterCapabilities\x12\x18\n" +
 	"\aadapter\x18\x01 \x01(\tR\aadapter\x12\x16\n" +
 	"\x06tunnel\x18\x02 \x01(\bR\x06tunnel\x12C\n" +
 	"\x0erun_operations\x18\x03 \x03(\x0e2\x1c.iop.runtime.v1.RunOperationR\rrunOperations\x12!\n" +
 	"\fnative_tools\x18\x04 \x01(\bR\vnativeTools\x12\x1c\n" +
 	"\tstreaming\x18\x05 \x01(\bR\tstreaming\x12#\n" +
-	"\rhealth_source\x18\x06 \x01(\tR\fhealthSource\"A\n" +
+	"\rhealth_source\x18\x06 \x01(\tR\fhealthSource\x12\x1a\n" +
+	"\bcategory\x18\a \x01(\tR\bcategory\"A\n" +
 	"\x11NodeReadyResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"M\n" +
 	"\tHeartbeat\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12$\n" +
-	"\x0esent_unix_nano\x18\x02 \x01(\x03R\fsentUnixNano\"\x82\x03\n" +
+	"\x0esent_unix_nano\x18\x02 \x01(\x03R\fsentUnixNano\"\xc6\x03\n" +
 	"\n" +
 	"RunRequest\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x18\n" +
 	"\aadapter\x18\x02 \x01(\tR\aadapter\x12\x16\n" +
 	"\x06target\x18\x03 \x01(\tR\x06target\x12\x1c\n" +
-	"\tworkspace\x18\x04 \x01(\tR\tworkspace\x12\x14\n" +
-	"\x05input\x18\x05 \x01(\fR\x05input\x12D\n" +
+	"\tworkspace\x18\x04 \x01(\tR\tworkspace\x12D\n" +
 	"\bmetadata\x18\x06 \x03(\v2(.iop.runtime.v1.RunRequest.MetadataEntryR\bmetadata\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\a \x01(\tR\tsessionId\x12\x16\n" +
-	"\x06stream\x18\b \x01(\bR\x06stream\x12\x1c\n" +
-	"\toperation\x18\t \x01(\tR\toperation\x12\x1f\n" +
+	"\x06stream\x18\b \x01(\bR\x06stream\x12\x1f\n" +
 	"\vtimeout_sec\x18\n" +
 	" \x01(\rR\n" +
-	"timeoutSec\x1a;\n" +
+	"timeoutSec\x12.\n" +
+	"\x05input\x18\v \x01(\v2\x18.iop.runtime.v1.RunInputR\x05input\x12:\n" +
+	"\toperation\x18\f \x01(\x0e2\x1c.iop.runtime.v1.RunOperationR\toperation\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"|\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x05\x10\x06J\x04\b\t\x10\n" +
+	"\"\xc4\x04\n" +
+	"\bRunInput\x127\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1b.iop.runtime.v1.ChatMessageR\bmessages\x124\n" +
+	"\x05tools\x18\x02 \x03(\v2\x1e.iop.runtime.v1.ToolDefinitionR\x05tools\x12;\n" +
+	"\vtool_choice\x18\x03 \x01(\v2\x1a.iop.runtime.v1.ToolChoiceR\n" +
+	"toolChoice\x12\x16\n" +
+	"\x06prompt\x18\x04 \x01(\tR\x06prompt\x12!\n" +
+	"\fembed_inputs\x18\x05 \x03(\tR\vembedInputs\x124\n" +
+	"\bsampling\x18\x06 \x01(\v2\x18.iop.runtime.v1.SamplingR\bsampling\x12G\n" +
+	"\x0fresponse_format\x18\a \x01(\v2\x1e.iop.runtime.v1.ResponseFormatR\x0eresponseFormat\x12#\n" +
+	"\rinclude_usage\x18\b \x01(\bR\fincludeUsage\x123\n" +
+	"\x13parallel_tool_calls\x18\t \x01(\bH\x00R\x11parallelToolCalls\x88\x01\x01\x12\x14\n" +
+	"\x05extra\x18\n" +
+	" \x01(\fR\x05extra\x12\x16\n" +
+	"\x06suffix\x18\v \x01(\tR\x06suffix\x12#\n" +
+	"\n" +
+	"dimensions\x18\f \x01(\x03H\x01R\n" +
+	"dimensions\x88\x01\x01B\x16\n" +
+	"\x14_parallel_tool_callsB\r\n" +
+	"\v_dimensions\"\xe1\x01\n" +
+	"\vChatMessage\x12,\n" +
+	"\x04role\x18\x01 \x01(\x0e2\x18.iop.runtime.v1.ChatRoleR\x04role\x125\n" +
+	"\acontent\x18\x02 \x03(\v2\x1b.iop.runtime.v1.ContentPartR\acontent\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x127\n" +
+	"\n" +
+	"tool_calls\x18\x04 \x03(\v2\x18.iop.runtime.v1.ToolCallR\ttoolCalls\x12 \n" +
+	"\ftool_call_id\x18\x05 \x01(\tR\n" +
+	"toolCallId\"^\n" +
+	"\vContentPart\x12\x14\n" +
+	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x121\n" +
+	"\x05image\x18\x02 \x01(\v2\x19.iop.runtime.v1.ImagePartH\x00R\x05imageB\x06\n" +
+	"\x04part\"5\n" +
+	"\tImagePart\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\"L\n" +
+	"\bToolCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\"~\n" +
+	"\x0eToolDefinition\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1e\n" +
+	"\n" +
+	"parameters\x18\x03 \x01(\fR\n" +
+	"parameters\x12\x16\n" +
+	"\x06strict\x18\x04 \x01(\bR\x06strict\"e\n" +
+	"\n" +
+	"ToolChoice\x122\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x1e.iop.runtime.v1.ToolChoiceModeR\x04mode\x12#\n" +
+	"\rfunction_name\x18\x02 \x01(\tR\ffunctionName\"\xeb\x02\n" +
+	"\bSampling\x12%\n" +
+	"\vtemperature\x18\x01 \x01(\x01H\x00R\vtemperature\x88\x01\x01\x12\x18\n" +
+	"\x05top_p\x18\x02 \x01(\x01H\x01R\x04topP\x88\x01\x01\x12\x18\n" +
+	"\x05top_k\x18\x03 \x01(\x05H\x02R\x04topK\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x04 \x01(\x03R\tmaxTokens\x12\x12\n" +
+	"\x04stop\x18\x05 \x03(\tR\x04stop\x12\x17\n" +
+	"\x04seed\x18\x06 \x01(\x03H\x03R\x04seed\x88\x01\x01\x12.\n" +
+	"\x10presence_penalty\x18\a \x01(\x01H\x04R\x0fpresencePenalty\x88\x01\x01\x120\n" +
+	"\x11frequency_penalty\x18\b \x01(\x01H\x05R\x10frequencyPenalty\x88\x01\x01B\x0e\n" +
+	"\f_temperatureB\b\n" +
+	"\x06_top_pB\b\n" +
+	"\x06_top_kB\a\n" +
+	"\x05_seedB\x13\n" +
+	"\x11_presence_penaltyB\x14\n" +
+	"\x12_frequency_penalty\"\x99\x01\n" +
+	"\x0eResponseFormat\x126\n" +
+	"\x04type\x18\x01 \x01(\x0e2\".iop.runtime.v1.ResponseFormatTypeR\x04type\x12\x1f\n" +
+	"\vschema_name\x18\x02 \x01(\tR\n" +
+	"schemaName\x12\x16\n" +
+	"\x06schema\x18\x03 \x01(\fR\x06schema\x12\x16\n" +
+	"\x06strict\x18\x04 \x01(\bR\x06strict\"|\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\x03R\x10completionTokens\x12!\n" +
-	"\ftotal_tokens\x18\x03 \x01(\x03R\vtotalTokens\"\x81\x01\n" +
-	"\bRunError\x12\x12\n" +
-	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\ftotal_tokens\x18\x03 \x01(\x03R\vtotalTokens\"\xa2\x01\n" +
+	"\bRunError\x12-\n" +
+	"\x04code\x18\x05 \x01(\x0e2\x19.iop.runtime.v1.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1f\n" +
 	"\vhttp_status\x18\x03 \x01(\x05R\n" +
 	"httpStatus\x12&\n" +
-	"\x0fretry_after_sec\x18\x04 \x01(\x05R\rretryAfterSec\"\xa0\x03\n" +
+	"\x0fretry_after_sec\x18\x04 \x01(\x05R\rretryAfterSecJ\x04\b\x01\x10\x02\"\xa0\x03\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x04R\bsequence\x120\n" +
@@ -2755,15 +3933,15 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"\x19NodeConfigRefreshResponse\x125\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1d.iop.runtime.v1.RefreshStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12?\n" +
-	"\badapters\x18\x03 \x03(\v2#.iop.runtime.v1.AdapterCapabilitiesR\badapters\"\xe1\x03\n" +
+	"\badapters\x18\x03 \x03(\v2#.iop.runtime.v1.AdapterCapabilitiesR\badapters\"\x84\x04\n" +
 	"\x10ProviderSnapshot\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1f\n" +
 	"\vprovider_id\x18\x02 \x01(\tR\n" +
 	"providerId\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\tR\x04type\x12\x1a\n" +
 	"\bcategory\x18\x04 \x01(\tR\bcategory\x12\x16\n" +
-	"\x06status\x18\x05 \x01(\tR\x06status\x12\x16\n" +
-	"\x06health\x18\x06 \x01(\tR\x06health\x12\x1a\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\x123\n" +
+	"\x06health\x18\x10 \x01(\x0e2\x1b.iop.runtime.v1.HealthStateR\x06health\x12\x1a\n" +
 	"\bcapacity\x18\a \x01(\x05R\bcapacity\x12#\n" +
 	"\rlong_capacity\x18\b \x01(\x05R\flongCapacity\x12\x1b\n" +
 	"\tin_flight\x18\t \x01(\x05R\binFlight\x12$\n" +
@@ -2774,26 +3952,58 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"longQueued\x12'\n" +
 	"\x0fbackend_running\x18\r \x01(\x01R\x0ebackendRunning\x12'\n" +
 	"\x0fbackend_waiting\x18\x0e \x01(\x01R\x0ebackendWaiting\x12$\n" +
-	"\x0ekv_cache_usage\x18\x0f \x01(\x01R\fkvCacheUsage*\xa3\x01\n" +
+	"\x0ekv_cache_usage\x18\x0f \x01(\x01R\fkvCacheUsageJ\x04\b\x06\x10\a*\xa3\x01\n" +
 	"\n" +
 	"RejectCode\x12\x1b\n" +
 	"\x17REJECT_CODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17REJECT_CODE_CREDENTIALS\x10\x01\x12\x1c\n" +
 	"\x18REJECT_CODE_UNKNOWN_NODE\x10\x02\x12 \n" +
 	"\x1cREJECT_CODE_PROTOCOL_VERSION\x10\x03\x12\x1b\n" +
-	"\x17REJECT_CODE_UNAVAILABLE\x10\x04*\x80\x01\n" +
+	"\x17REJECT_CODE_UNAVAILABLE\x10\x04*c\n" +
+	"\bToolMode\x12\x19\n" +
+	"\x15TOOL_MODE_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eTOOL_MODE_AUTO\x10\x01\x12\x14\n" +
+	"\x10TOOL_MODE_NATIVE\x10\x02\x12\x12\n" +
+	"\x0eTOOL_MODE_TEXT\x10\x03*\x80\x01\n" +
 	"\fRunOperation\x12\x1d\n" +
 	"\x19RUN_OPERATION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12RUN_OPERATION_CHAT\x10\x01\x12\x1c\n" +
 	"\x18RUN_OPERATION_COMPLETION\x10\x02\x12\x1b\n" +
-	"\x17RUN_OPERATION_EMBEDDING\x10\x03*\xb7\x01\n" +
+	"\x17RUN_OPERATION_EMBEDDING\x10\x03*\x95\x01\n" +
+	"\bChatRole\x12\x19\n" +
+	"\x15CHAT_ROLE_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10CHAT_ROLE_SYSTEM\x10\x01\x12\x17\n" +
+	"\x13CHAT_ROLE_DEVELOPER\x10\x02\x12\x12\n" +
+	"\x0eCHAT_ROLE_USER\x10\x03\x12\x17\n" +
+	"\x13CHAT_ROLE_ASSISTANT\x10\x04\x12\x12\n" +
+	"\x0eCHAT_ROLE_TOOL\x10\x05*\xa6\x01\n" +
+	"\x0eToolChoiceMode\x12 \n" +
+	"\x1cTOOL_CHOICE_MODE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15TOOL_CHOICE_MODE_AUTO\x10\x01\x12\x19\n" +
+	"\x15TOOL_CHOICE_MODE_NONE\x10\x02\x12\x1d\n" +
+	"\x19TOOL_CHOICE_MODE_REQUIRED\x10\x03\x12\x1d\n" +
+	"\x19TOOL_CHOICE_MODE_FUNCTION\x10\x04*\xa5\x01\n" +
+	"\x12ResponseFormatType\x12$\n" +
+	" RESPONSE_FORMAT_TYPE_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19RESPONSE_FORMAT_TYPE_TEXT\x10\x01\x12$\n" +
+	" RESPONSE_FORMAT_TYPE_JSON_OBJECT\x10\x02\x12$\n" +
+	" RESPONSE_FORMAT_TYPE_JSON_SCHEMA\x10\x03*\xb7\x01\n" +
 	"\fRunEventType\x12\x1e\n" +
 	"\x1aRUN_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14RUN_EVENT_TYPE_START\x10\x01\x12\x18\n" +
 	"\x14RUN_EVENT_TYPE_DELTA\x10\x02\x12\x1b\n" +
 	"\x17RUN_EVENT_TYPE_COMPLETE\x10\x03\x12\x18\n" +
 	"\x14RUN_EVENT_TYPE_ERROR\x10\x04\x12\x1c\n" +
-	"\x18RUN_EVENT_TYPE_CANCELLED\x10\x05*\xe3\x01\n" +
+	"\x18RUN_EVENT_TYPE_CANCELLED\x10\x05*\xe9\x01\n" +
+	"\tErrorCode\x12\x1a\n" +
+	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13ERROR_CODE_UPSTREAM\x10\x01\x12\x1e\n" +
+	"\x1aERROR_CODE_INVALID_REQUEST\x10\x02\x12 \n" +
+	"\x1cERROR_CODE_CAPACITY_EXCEEDED\x10\x03\x12\x16\n" +
+	"\x12ERROR_CODE_TIMEOUT\x10\x04\x12\x1a\n" +
+	"\x16ERROR_CODE_UNSUPPORTED\x10\x05\x12\x17\n" +
+	"\x13ERROR_CODE_INTERNAL\x10\x06\x12\x18\n" +
+	"\x14ERROR_CODE_CANCELLED\x10\a*\xe3\x01\n" +
 	"\x0fTunnelFrameKind\x12!\n" +
 	"\x1dTUNNEL_FRAME_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18TUNNEL_FRAME_KIND_STATUS\x10\x01\x12\x1a\n" +
@@ -2811,7 +4021,12 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"\x1aREFRESH_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16REFRESH_STATUS_APPLIED\x10\x01\x12#\n" +
 	"\x1fREFRESH_STATUS_RESTART_REQUIRED\x10\x02\x12\x19\n" +
-	"\x15REFRESH_STATUS_FAILED\x10\x03B.Z,github.com/iop-gateway/iop/proto/gen/iop;iopb\x06proto3"
+	"\x15REFRESH_STATUS_FAILED\x10\x03*u\n" +
+	"\vHealthState\x12\x1c\n" +
+	"\x18HEALTH_STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fHEALTH_STATE_OK\x10\x01\x12\x19\n" +
+	"\x15HEALTH_STATE_DEGRADED\x10\x02\x12\x18\n" +
+	"\x14HEALTH_STATE_OFFLINE\x10\x03B.Z,github.com/iop-gateway/iop/proto/gen/iop;iopb\x06proto3"
 
 var (
 	file_iop_runtime_proto_rawDescOnce sync.Once
@@ -2825,92 +4040,123 @@ func file_iop_runtime_proto_rawDescGZIP() []byte {
 	return file_iop_runtime_proto_rawDescData
 }
 
-var file_iop_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_iop_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_iop_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
+var file_iop_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_iop_runtime_proto_goTypes = []any{
 	(RejectCode)(0),                   // 0: iop.runtime.v1.RejectCode
-	(RunOperation)(0),                 // 1: iop.runtime.v1.RunOperation
-	(RunEventType)(0),                 // 2: iop.runtime.v1.RunEventType
-	(TunnelFrameKind)(0),              // 3: iop.runtime.v1.TunnelFrameKind
-	(CancelKind)(0),                   // 4: iop.runtime.v1.CancelKind
-	(RefreshStatus)(0),                // 5: iop.runtime.v1.RefreshStatus
-	(*Envelope)(nil),                  // 6: iop.runtime.v1.Envelope
-	(*RegisterRequest)(nil),           // 7: iop.runtime.v1.RegisterRequest
-	(*RegisterResponse)(nil),          // 8: iop.runtime.v1.RegisterResponse
-	(*NodeConfigPayload)(nil),         // 9: iop.runtime.v1.NodeConfigPayload
-	(*AdapterConfig)(nil),             // 10: iop.runtime.v1.AdapterConfig
-	(*NodeRuntimeConfig)(nil),         // 11: iop.runtime.v1.NodeRuntimeConfig
-	(*HeartbeatConfig)(nil),           // 12: iop.runtime.v1.HeartbeatConfig
-	(*NodeReadyRequest)(nil),          // 13: iop.runtime.v1.NodeReadyRequest
-	(*AdapterCapabilities)(nil),       // 14: iop.runtime.v1.AdapterCapabilities
-	(*NodeReadyResponse)(nil),         // 15: iop.runtime.v1.NodeReadyResponse
-	(*Heartbeat)(nil),                 // 16: iop.runtime.v1.Heartbeat
-	(*RunRequest)(nil),                // 17: iop.runtime.v1.RunRequest
-	(*Usage)(nil),                     // 18: iop.runtime.v1.Usage
-	(*RunError)(nil),                  // 19: iop.runtime.v1.RunError
-	(*RunEvent)(nil),                  // 20: iop.runtime.v1.RunEvent
-	(*Header)(nil),                    // 21: iop.runtime.v1.Header
-	(*ProviderTunnelRequest)(nil),     // 22: iop.runtime.v1.ProviderTunnelRequest
-	(*ProviderTunnelFrame)(nil),       // 23: iop.runtime.v1.ProviderTunnelFrame
-	(*CancelRequest)(nil),             // 24: iop.runtime.v1.CancelRequest
-	(*NodeCommandRequest)(nil),        // 25: iop.runtime.v1.NodeCommandRequest
-	(*NodeCommandResponse)(nil),       // 26: iop.runtime.v1.NodeCommandResponse
-	(*NodeConfigRefreshRequest)(nil),  // 27: iop.runtime.v1.NodeConfigRefreshRequest
-	(*NodeConfigRefreshResponse)(nil), // 28: iop.runtime.v1.NodeConfigRefreshResponse
-	(*ProviderSnapshot)(nil),          // 29: iop.runtime.v1.ProviderSnapshot
-	nil,                               // 30: iop.runtime.v1.AdapterConfig.HeadersEntry
-	nil,                               // 31: iop.runtime.v1.AdapterConfig.SettingsEntry
-	nil,                               // 32: iop.runtime.v1.RunRequest.MetadataEntry
-	nil,                               // 33: iop.runtime.v1.RunEvent.MetadataEntry
-	nil,                               // 34: iop.runtime.v1.ProviderTunnelRequest.MetadataEntry
-	nil,                               // 35: iop.runtime.v1.ProviderTunnelFrame.MetadataEntry
+	(ToolMode)(0),                     // 1: iop.runtime.v1.ToolMode
+	(RunOperation)(0),                 // 2: iop.runtime.v1.RunOperation
+	(ChatRole)(0),                     // 3: iop.runtime.v1.ChatRole
+	(ToolChoiceMode)(0),               // 4: iop.runtime.v1.ToolChoiceMode
+	(ResponseFormatType)(0),           // 5: iop.runtime.v1.ResponseFormatType
+	(RunEventType)(0),                 // 6: iop.runtime.v1.RunEventType
+	(ErrorCode)(0),                    // 7: iop.runtime.v1.ErrorCode
+	(TunnelFrameKind)(0),              // 8: iop.runtime.v1.TunnelFrameKind
+	(CancelKind)(0),                   // 9: iop.runtime.v1.CancelKind
+	(RefreshStatus)(0),                // 10: iop.runtime.v1.RefreshStatus
+	(HealthState)(0),                  // 11: iop.runtime.v1.HealthState
+	(*Envelope)(nil),                  // 12: iop.runtime.v1.Envelope
+	(*RegisterRequest)(nil),           // 13: iop.runtime.v1.RegisterRequest
+	(*RegisterResponse)(nil),          // 14: iop.runtime.v1.RegisterResponse
+	(*NodeConfigPayload)(nil),         // 15: iop.runtime.v1.NodeConfigPayload
+	(*AdapterConfig)(nil),             // 16: iop.runtime.v1.AdapterConfig
+	(*NodeRuntimeConfig)(nil),         // 17: iop.runtime.v1.NodeRuntimeConfig
+	(*HeartbeatConfig)(nil),           // 18: iop.runtime.v1.HeartbeatConfig
+	(*NodeReadyRequest)(nil),          // 19: iop.runtime.v1.NodeReadyRequest
+	(*AdapterCapabilities)(nil),       // 20: iop.runtime.v1.AdapterCapabilities
+	(*NodeReadyResponse)(nil),         // 21: iop.runtime.v1.NodeReadyResponse
+	(*Heartbeat)(nil),                 // 22: iop.runtime.v1.Heartbeat
+	(*RunRequest)(nil),                // 23: iop.runtime.v1.RunRequest
+	(*RunInput)(nil),                  // 24: iop.runtime.v1.RunInput
+	(*ChatMessage)(nil),               // 25: iop.runtime.v1.ChatMessage
+	(*ContentPart)(nil),               // 26: iop.runtime.v1.ContentPart
+	(*ImagePart)(nil),                 // 27: iop.runtime.v1.ImagePart
+	(*ToolCall)(nil),                  // 28: iop.runtime.v1.ToolCall
+	(*ToolDefinition)(nil),            // 29: iop.runtime.v1.ToolDefinition
+	(*ToolChoice)(nil),                // 30: iop.runtime.v1.ToolChoice
+	(*Sampling)(nil),                  // 31: iop.runtime.v1.Sampling
+	(*ResponseFormat)(nil),            // 32: iop.runtime.v1.ResponseFormat
+	(*Usage)(nil),                     // 33: iop.runtime.v1.Usage
+	(*RunError)(nil),                  // 34: iop.runtime.v1.RunError
+	(*RunEvent)(nil),                  // 35: iop.runtime.v1.RunEvent
+	(*Header)(nil),                    // 36: iop.runtime.v1.Header
+	(*ProviderTunnelRequest)(nil),     // 37: iop.runtime.v1.ProviderTunnelRequest
+	(*ProviderTunnelFrame)(nil),       // 38: iop.runtime.v1.ProviderTunnelFrame
+	(*CancelRequest)(nil),             // 39: iop.runtime.v1.CancelRequest
+	(*NodeCommandRequest)(nil),        // 40: iop.runtime.v1.NodeCommandRequest
+	(*NodeCommandResponse)(nil),       // 41: iop.runtime.v1.NodeCommandResponse
+	(*NodeConfigRefreshRequest)(nil),  // 42: iop.runtime.v1.NodeConfigRefreshRequest
+	(*NodeConfigRefreshResponse)(nil), // 43: iop.runtime.v1.NodeConfigRefreshResponse
+	(*ProviderSnapshot)(nil),          // 44: iop.runtime.v1.ProviderSnapshot
+	nil,                               // 45: iop.runtime.v1.AdapterConfig.HeadersEntry
+	nil,                               // 46: iop.runtime.v1.AdapterConfig.SettingsEntry
+	nil,                               // 47: iop.runtime.v1.RunRequest.MetadataEntry
+	nil,                               // 48: iop.runtime.v1.RunEvent.MetadataEntry
+	nil,                               // 49: iop.runtime.v1.ProviderTunnelRequest.MetadataEntry
+	nil,                               // 50: iop.runtime.v1.ProviderTunnelFrame.MetadataEntry
 }
 var file_iop_runtime_proto_depIdxs = []int32{
-	7,  // 0: iop.runtime.v1.Envelope.register_request:type_name -> iop.runtime.v1.RegisterRequest
-	8,  // 1: iop.runtime.v1.Envelope.register_response:type_name -> iop.runtime.v1.RegisterResponse
-	13, // 2: iop.runtime.v1.Envelope.node_ready_request:type_name -> iop.runtime.v1.NodeReadyRequest
-	15, // 3: iop.runtime.v1.Envelope.node_ready_response:type_name -> iop.runtime.v1.NodeReadyResponse
-	16, // 4: iop.runtime.v1.Envelope.heartbeat:type_name -> iop.runtime.v1.Heartbeat
-	17, // 5: iop.runtime.v1.Envelope.run_request:type_name -> iop.runtime.v1.RunRequest
-	20, // 6: iop.runtime.v1.Envelope.run_event:type_name -> iop.runtime.v1.RunEvent
-	22, // 7: iop.runtime.v1.Envelope.provider_tunnel_request:type_name -> iop.runtime.v1.ProviderTunnelRequest
-	23, // 8: iop.runtime.v1.Envelope.provider_tunnel_frame:type_name -> iop.runtime.v1.ProviderTunnelFrame
-	24, // 9: iop.runtime.v1.Envelope.cancel_request:type_name -> iop.runtime.v1.CancelRequest
-	25, // 10: iop.runtime.v1.Envelope.node_command_request:type_name -> iop.runtime.v1.NodeCommandRequest
-	26, // 11: iop.runtime.v1.Envelope.node_command_response:type_name -> iop.runtime.v1.NodeCommandResponse
-	27, // 12: iop.runtime.v1.Envelope.node_config_refresh_request:type_name -> iop.runtime.v1.NodeConfigRefreshRequest
-	28, // 13: iop.runtime.v1.Envelope.node_config_refresh_response:type_name -> iop.runtime.v1.NodeConfigRefreshResponse
-	9,  // 14: iop.runtime.v1.RegisterResponse.config:type_name -> iop.runtime.v1.NodeConfigPayload
+	13, // 0: iop.runtime.v1.Envelope.register_request:type_name -> iop.runtime.v1.RegisterRequest
+	14, // 1: iop.runtime.v1.Envelope.register_response:type_name -> iop.runtime.v1.RegisterResponse
+	19, // 2: iop.runtime.v1.Envelope.node_ready_request:type_name -> iop.runtime.v1.NodeReadyRequest
+	21, // 3: iop.runtime.v1.Envelope.node_ready_response:type_name -> iop.runtime.v1.NodeReadyResponse
+	22, // 4: iop.runtime.v1.Envelope.heartbeat:type_name -> iop.runtime.v1.Heartbeat
+	23, // 5: iop.runtime.v1.Envelope.run_request:type_name -> iop.runtime.v1.RunRequest
+	35, // 6: iop.runtime.v1.Envelope.run_event:type_name -> iop.runtime.v1.RunEvent
+	37, // 7: iop.runtime.v1.Envelope.provider_tunnel_request:type_name -> iop.runtime.v1.ProviderTunnelRequest
+	38, // 8: iop.runtime.v1.Envelope.provider_tunnel_frame:type_name -> iop.runtime.v1.ProviderTunnelFrame
+	39, // 9: iop.runtime.v1.Envelope.cancel_request:type_name -> iop.runtime.v1.CancelRequest
+	40, // 10: iop.runtime.v1.Envelope.node_command_request:type_name -> iop.runtime.v1.NodeCommandRequest
+	41, // 11: iop.runtime.v1.Envelope.node_command_response:type_name -> iop.runtime.v1.NodeCommandResponse
+	42, // 12: iop.runtime.v1.Envelope.node_config_refresh_request:type_name -> iop.runtime.v1.NodeConfigRefreshRequest
+	43, // 13: iop.runtime.v1.Envelope.node_config_refresh_response:type_name -> iop.runtime.v1.NodeConfigRefreshResponse
+	15, // 14: iop.runtime.v1.RegisterResponse.config:type_name -> iop.runtime.v1.NodeConfigPayload
 	0,  // 15: iop.runtime.v1.RegisterResponse.reject_code:type_name -> iop.runtime.v1.RejectCode
-	10, // 16: iop.runtime.v1.NodeConfigPayload.adapters:type_name -> iop.runtime.v1.AdapterConfig
-	11, // 17: iop.runtime.v1.NodeConfigPayload.runtime:type_name -> iop.runtime.v1.NodeRuntimeConfig
-	12, // 18: iop.runtime.v1.NodeConfigPayload.heartbeat:type_name -> iop.runtime.v1.HeartbeatConfig
-	30, // 19: iop.runtime.v1.AdapterConfig.headers:type_name -> iop.runtime.v1.AdapterConfig.HeadersEntry
-	31, // 20: iop.runtime.v1.AdapterConfig.settings:type_name -> iop.runtime.v1.AdapterConfig.SettingsEntry
-	14, // 21: iop.runtime.v1.NodeReadyRequest.adapters:type_name -> iop.runtime.v1.AdapterCapabilities
-	1,  // 22: iop.runtime.v1.AdapterCapabilities.run_operations:type_name -> iop.runtime.v1.RunOperation
-	32, // 23: iop.runtime.v1.RunRequest.metadata:type_name -> iop.runtime.v1.RunRequest.MetadataEntry
-	2,  // 24: iop.runtime.v1.RunEvent.type:type_name -> iop.runtime.v1.RunEventType
-	19, // 25: iop.runtime.v1.RunEvent.error:type_name -> iop.runtime.v1.RunError
-	33, // 26: iop.runtime.v1.RunEvent.metadata:type_name -> iop.runtime.v1.RunEvent.MetadataEntry
-	18, // 27: iop.runtime.v1.RunEvent.usage:type_name -> iop.runtime.v1.Usage
-	21, // 28: iop.runtime.v1.ProviderTunnelRequest.headers:type_name -> iop.runtime.v1.Header
-	34, // 29: iop.runtime.v1.ProviderTunnelRequest.metadata:type_name -> iop.runtime.v1.ProviderTunnelRequest.MetadataEntry
-	3,  // 30: iop.runtime.v1.ProviderTunnelFrame.kind:type_name -> iop.runtime.v1.TunnelFrameKind
-	21, // 31: iop.runtime.v1.ProviderTunnelFrame.headers:type_name -> iop.runtime.v1.Header
-	19, // 32: iop.runtime.v1.ProviderTunnelFrame.error:type_name -> iop.runtime.v1.RunError
-	18, // 33: iop.runtime.v1.ProviderTunnelFrame.usage:type_name -> iop.runtime.v1.Usage
-	35, // 34: iop.runtime.v1.ProviderTunnelFrame.metadata:type_name -> iop.runtime.v1.ProviderTunnelFrame.MetadataEntry
-	4,  // 35: iop.runtime.v1.CancelRequest.kind:type_name -> iop.runtime.v1.CancelKind
-	29, // 36: iop.runtime.v1.NodeCommandResponse.providers:type_name -> iop.runtime.v1.ProviderSnapshot
-	9,  // 37: iop.runtime.v1.NodeConfigRefreshRequest.config:type_name -> iop.runtime.v1.NodeConfigPayload
-	5,  // 38: iop.runtime.v1.NodeConfigRefreshResponse.status:type_name -> iop.runtime.v1.RefreshStatus
-	14, // 39: iop.runtime.v1.NodeConfigRefreshResponse.adapters:type_name -> iop.runtime.v1.AdapterCapabilities
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	16, // 16: iop.runtime.v1.NodeConfigPayload.adapters:type_name -> iop.runtime.v1.AdapterConfig
+	17, // 17: iop.runtime.v1.NodeConfigPayload.runtime:type_name -> iop.runtime.v1.NodeRuntimeConfig
+	18, // 18: iop.runtime.v1.NodeConfigPayload.heartbeat:type_name -> iop.runtime.v1.HeartbeatConfig
+	1,  // 19: iop.runtime.v1.AdapterConfig.tool_mode:type_name -> iop.runtime.v1.ToolMode
+	45, // 20: iop.runtime.v1.AdapterConfig.headers:type_name -> iop.runtime.v1.AdapterConfig.HeadersEntry
+	46, // 21: iop.runtime.v1.AdapterConfig.settings:type_name -> iop.runtime.v1.AdapterConfig.SettingsEntry
+	20, // 22: iop.runtime.v1.NodeReadyRequest.adapters:type_name -> iop.runtime.v1.AdapterCapabilities
+	2,  // 23: iop.runtime.v1.AdapterCapabilities.run_operations:type_name -> iop.runtime.v1.RunOperation
+	47, // 24: iop.runtime.v1.RunRequest.metadata:type_name -> iop.runtime.v1.RunRequest.MetadataEntry
+	24, // 25: iop.runtime.v1.RunRequest.input:type_name -> iop.runtime.v1.RunInput
+	2,  // 26: iop.runtime.v1.RunRequest.operation:type_name -> iop.runtime.v1.RunOperation
+	25, // 27: iop.runtime.v1.RunInput.messages:type_name -> iop.runtime.v1.ChatMessage
+	29, // 28: iop.runtime.v1.RunInput.tools:type_name -> iop.runtime.v1.ToolDefinition
+	30, // 29: iop.runtime.v1.RunInput.tool_choice:type_name -> iop.runtime.v1.ToolChoice
+	31, // 30: iop.runtime.v1.RunInput.sampling:type_name -> iop.runtime.v1.Sampling
+	32, // 31: iop.runtime.v1.RunInput.response_format:type_name -> iop.runtime.v1.ResponseFormat
+	3,  // 32: iop.runtime.v1.ChatMessage.role:type_name -> iop.runtime.v1.ChatRole
+	26, // 33: iop.runtime.v1.ChatMessage.content:type_name -> iop.runtime.v1.ContentPart
+	28, // 34: iop.runtime.v1.ChatMessage.tool_calls:type_name -> iop.runtime.v1.ToolCall
+	27, // 35: iop.runtime.v1.ContentPart.image:type_name -> iop.runtime.v1.ImagePart
+	4,  // 36: iop.runtime.v1.ToolChoice.mode:type_name -> iop.runtime.v1.ToolChoiceMode
+	5,  // 37: iop.runtime.v1.ResponseFormat.type:type_name -> iop.runtime.v1.ResponseFormatType
+	7,  // 38: iop.runtime.v1.RunError.code:type_name -> iop.runtime.v1.ErrorCode
+	6,  // 39: iop.runtime.v1.RunEvent.type:type_name -> iop.runtime.v1.RunEventType
+	34, // 40: iop.runtime.v1.RunEvent.error:type_name -> iop.runtime.v1.RunError
+	48, // 41: iop.runtime.v1.RunEvent.metadata:type_name -> iop.runtime.v1.RunEvent.MetadataEntry
+	33, // 42: iop.runtime.v1.RunEvent.usage:type_name -> iop.runtime.v1.Usage
+	36, // 43: iop.runtime.v1.ProviderTunnelRequest.headers:type_name -> iop.runtime.v1.Header
+	49, // 44: iop.runtime.v1.ProviderTunnelRequest.metadata:type_name -> iop.runtime.v1.ProviderTunnelRequest.MetadataEntry
+	8,  // 45: iop.runtime.v1.ProviderTunnelFrame.kind:type_name -> iop.runtime.v1.TunnelFrameKind
+	36, // 46: iop.runtime.v1.ProviderTunnelFrame.headers:type_name -> iop.runtime.v1.Header
+	34, // 47: iop.runtime.v1.ProviderTunnelFrame.error:type_name -> iop.runtime.v1.RunError
+	33, // 48: iop.runtime.v1.ProviderTunnelFrame.usage:type_name -> iop.runtime.v1.Usage
+	50, // 49: iop.runtime.v1.ProviderTunnelFrame.metadata:type_name -> iop.runtime.v1.ProviderTunnelFrame.MetadataEntry
+	9,  // 50: iop.runtime.v1.CancelRequest.kind:type_name -> iop.runtime.v1.CancelKind
+	44, // 51: iop.runtime.v1.NodeCommandResponse.providers:type_name -> iop.runtime.v1.ProviderSnapshot
+	15, // 52: iop.runtime.v1.NodeConfigRefreshRequest.config:type_name -> iop.runtime.v1.NodeConfigPayload
+	10, // 53: iop.runtime.v1.NodeConfigRefreshResponse.status:type_name -> iop.runtime.v1.RefreshStatus
+	20, // 54: iop.runtime.v1.NodeConfigRefreshResponse.adapters:type_name -> iop.runtime.v1.AdapterCapabilities
+	11, // 55: iop.runtime.v1.ProviderSnapshot.health:type_name -> iop.runtime.v1.HealthState
+	56, // [56:56] is the sub-list for method output_type
+	56, // [56:56] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_iop_runtime_proto_init() }
@@ -2934,13 +4180,19 @@ func file_iop_runtime_proto_init() {
 		(*Envelope_NodeConfigRefreshRequest)(nil),
 		(*Envelope_NodeConfigRefreshResponse)(nil),
 	}
+	file_iop_runtime_proto_msgTypes[12].OneofWrappers = []any{}
+	file_iop_runtime_proto_msgTypes[14].OneofWrappers = []any{
+		(*ContentPart_Text)(nil),
+		(*ContentPart_Image)(nil),
+	}
+	file_iop_runtime_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_iop_runtime_proto_rawDesc), len(file_iop_runtime_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   30,
+			NumEnums:      12,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
