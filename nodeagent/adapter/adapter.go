@@ -103,8 +103,8 @@ const (
 // classify; any other error becomes code "internal".
 type Error struct {
 	Code       iop.ErrorCode // one of the Code* constants
-	Message    string // safe to show to the API caller; never a secret
-	HTTPStatus int    // upstream status when the failure came from one; 0 otherwise
+	Message    string        // safe to show to the API caller; never a secret
+	HTTPStatus int           // upstream status when the failure came from one; 0 otherwise
 	// RetryAfterSec is the upstream's Retry-After (see ParseRetryAfter) when
 	// it rate limited (429) or was briefly unavailable (503); 0 otherwise.
 	// It travels as iop.RunError.retry_after_sec so the Edge keeps the

@@ -25,7 +25,7 @@ type config struct {
 	base      *url.URL // no trailing slash, no query, no fragment
 	timeout   time.Duration
 	toolMode  iop.ToolMode // never UNSPECIFIED: that reads as auto
-	headers   http.Header // canonical names
+	headers   http.Header  // canonical names
 	apiKeyEnv string
 }
 

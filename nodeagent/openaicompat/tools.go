@@ -92,7 +92,9 @@ func compactJSON(raw []byte) string {
 	return buf.String()
 }
 
-func textPart(s string) *iop.ContentPart { return &iop.ContentPart{Part: &iop.ContentPart_Text{Text: s}} }
+func textPart(s string) *iop.ContentPart {
+	return &iop.ContentPart{Part: &iop.ContentPart_Text{Text: s}}
+}
 
 // mergeSystem adds instruction to the system message, so that backends that
 // accept a single leading system message (many chat templates) keep working:

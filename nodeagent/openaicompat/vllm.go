@@ -28,7 +28,6 @@ const (
 	degradedKVUsage = 0.95
 )
 
-
 // healthCache holds the last probe result; sem lets one probe run at a time.
 type healthCache struct {
 	sem chan struct{}
