@@ -82,6 +82,19 @@ func TestPickExamples(t *testing.T) {
 		{"affinity with nil match is least load", PrefixAffinity, []Candidate{busy, idle}, nil, Options{}, 1},
 		{"affinity takes the longest match", PrefixAffinity, []Candidate{idle, half, idle}, []int{1, 5, 3}, Options{}, 1},
 		{"affinity ties by load", PrefixAffinity, []Candidate{half, idle}, []int{5, 5}, Options{}, 1},
+		{"affinity equal match and load ties by order", PrefixAffinity, []Candidate{half, half, idle}, []int{5, 5, 0}, Options{}, 0},
+		{"affinity holds at exactly rel", PrefixAffinity, []Candidate{
+			{Capacity: 4, Load: Load{Known: true, Waiting: 3}}, // 1.5
+			{Capacity: 2, Load: Load{Known: true, Waiting: 1}}, // 1.0
+		}, []int{5, 0}, Options{BalanceAbs: 0.4, BalanceRel: 1.5}, 0},
+		{"affinity holds at exactly abs", PrefixAffinity, []Candidate{
+			{Capacity: 4, Load: Load{Known: true, Waiting: 3}}, // 1.5
+			{Capacity: 2, Load: Load{Known: true, Waiting: 1}}, // 1.0
+		}, []int{5, 0}, Options{BalanceAbs: 0.5, BalanceRel: 1.1}, 0},
+		{"affinity yields just past both", PrefixAffinity, []Candidate{
+			{Capacity: 4, Load: Load{Known: true, Waiting: 3}}, // 1.5
+			{Capacity: 2, Load: Load{Known: true, Waiting: 1}}, // 1.0
+		}, []int{5, 0}, Options{BalanceAbs: 0.4, BalanceRel: 1.4}, 1},
 		{"affinity ignores negative match", PrefixAffinity, []Candidate{idle, half}, []int{-1, 0}, Options{}, 0},
 		{"affinity yields when unbalanced", PrefixAffinity, []Candidate{busy, idle}, []int{5, 0}, Options{}, 1},
 		{"affinity holds within abs", PrefixAffinity, []Candidate{half, idle}, []int{5, 0}, Options{}, 0},
