@@ -99,7 +99,7 @@ func TestPickExamples(t *testing.T) {
 		{"affinity yields when unbalanced", PrefixAffinity, []Candidate{busy, idle}, []int{5, 0}, Options{}, 1},
 		{"affinity holds within abs", PrefixAffinity, []Candidate{half, idle}, []int{5, 0}, Options{}, 0},
 		{"affinity holds within rel", PrefixAffinity, []Candidate{
-			{InFlight: 0, Capacity: 1, Load: Load{Known: true, Waiting: 2}}, // 4.0
+			{InFlight: 0, Capacity: 1, Load: Load{Known: true, Waiting: 2}},   // 4.0
 			{InFlight: 0, Capacity: 1, Load: Load{Known: true, Waiting: 1.5}}, // 3.0
 		}, []int{5, 0}, Options{}, 0},
 		{"affinity with tight thresholds", PrefixAffinity, []Candidate{half, idle}, []int{5, 0}, Options{BalanceAbs: 0.1, BalanceRel: 1.01}, 1},
