@@ -20,7 +20,7 @@ const (
 	IDsPerEntry = 4
 	// DefaultMaxEntries is a reasonable NewPrefixes bound for one model:
 	// 16384 blocks is 4 MiB of distinct prompt text, about a million
-	// tokens, more than a few backends' KV caches hold; about 1.5 MiB.
+	// tokens, more than a few backends' KV caches hold, in about 1 MiB.
 	DefaultMaxEntries = 1 << 14
 )
 
