@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -133,7 +134,8 @@ type ProviderSpec struct {
 	Name string `mapstructure:"name"`
 	// Type: openai_compat | vllm | llamacpp | ollama | cli | mock.
 	Type string `mapstructure:"type"`
-	// Category: api | cli | local_inference. Default from Type.
+	// Category: api | cli | local_inference. Empty means the one its
+	// adapter declares (AdapterCapabilities.category).
 	Category  string `mapstructure:"category"`
 	BaseURL   string `mapstructure:"base_url"`
 	APIKeyEnv string `mapstructure:"api_key_env"`
@@ -223,12 +225,17 @@ type ModelProvider struct {
 	Target string `mapstructure:"target"`
 }
 
-// Provider types and categories.
+// Categories are the resource kinds a provider may be given. Provider
+// types are not listed here: a node is the authority on the adapter types
+// it runs (it refuses an unknown one, naming it), so adding an adapter
+// needs no edge change.
 var (
-	ProviderTypes = []string{"openai_compat", "vllm", "llamacpp", "ollama", "cli", "mock"}
-	Categories    = []string{"api", "cli", "local_inference"}
-	ToolModes     = []string{"auto", "native", "text"}
+	Categories = []string{"api", "cli", "local_inference"}
+	ToolModes  = []string{"auto", "native", "text"}
 )
+
+// typeName is what a provider type looks like: a lowercase identifier.
+var typeName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
 // toolModes is the one mapping of tool_mode names to the wire's enum.
 var toolModes = map[string]iop.ToolMode{
@@ -244,31 +251,6 @@ func (p *ProviderSpec) WireToolMode() iop.ToolMode {
 		return m
 	}
 	return iop.ToolMode_TOOL_MODE_AUTO
-}
-
-// Tunnels reports whether providers of type typ are OpenAI-compatible
-// servers the edge reaches through the raw tunnel (any OpenAI endpoint,
-// several choices, /v1/responses), besides the normalized run. Types not
-// listed serve only the normalized run. This is the one table of it.
-func Tunnels(typ string) bool {
-	switch typ {
-	case "openai_compat", "vllm", "llamacpp":
-		return true
-	}
-	return false
-}
-
-// DefaultCategory is the resource kind a provider type has when the config
-// does not say.
-func DefaultCategory(typ string) string {
-	switch typ {
-	case "cli":
-		return "cli"
-	case "vllm", "llamacpp", "ollama":
-		return "local_inference"
-	default:
-		return "api"
-	}
 }
 
 // LoadEdge reads, defaults and validates an edge config file.
@@ -438,16 +420,14 @@ func (c *Edge) Normalize() error {
 
 func (pr *ProviderSpec) normalize(p *problems, where string) {
 	if pr.Type == "" {
-		p.add("%s.type is required (one of %v)", where, ProviderTypes)
-	} else if !slices.Contains(ProviderTypes, pr.Type) {
-		p.add("%s.type %q is not one of %v", where, pr.Type, ProviderTypes)
+		p.add("%s.type is required (the adapter type the node runs, e.g. vllm)", where)
+	} else if !typeName.MatchString(pr.Type) {
+		p.add("%s.type %q is not a lowercase identifier", where, pr.Type)
 	}
 	if pr.Name == "" {
 		pr.Name = pr.Type // AdapterConfig.name: empty means the type name
 	}
-	if pr.Category == "" {
-		pr.Category = DefaultCategory(pr.Type)
-	} else if !slices.Contains(Categories, pr.Category) {
+	if pr.Category != "" && !slices.Contains(Categories, pr.Category) {
 		p.add("%s.category %q is not one of %v", where, pr.Category, Categories)
 	}
 	if pr.Capacity == 0 {
@@ -465,16 +445,12 @@ func (pr *ProviderSpec) normalize(p *problems, where string) {
 	if pr.TimeoutSec < 0 {
 		p.add("%s.timeout_sec must not be negative", where)
 	}
-	switch pr.Type {
-	case "openai_compat", "vllm", "llamacpp", "ollama":
-		if pr.BaseURL == "" {
-			p.add("%s.base_url is required for type %s", where, pr.Type)
-		} else if u, err := url.Parse(pr.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	// What each adapter type needs beyond this (a base_url, a command) is
+	// checked by its factory on the node, which refuses the config naming
+	// every problem.
+	if pr.BaseURL != "" {
+		if u, err := url.Parse(pr.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			p.add("%s.base_url %q must be an http(s) URL", where, pr.BaseURL)
-		}
-	case "cli":
-		if len(pr.Command) == 0 {
-			p.add("%s.command is required for type cli", where)
 		}
 	}
 	if pr.ToolMode == "" {

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"github.com/iop-gateway/iop/internal/testcaps"
 	"context"
 	"errors"
 	"strings"
@@ -104,6 +105,18 @@ type dropBus struct{}
 
 func (dropBus) Publish(Event) {}
 
+// caps is what node's adapters declare for its current config.
+func (f *fixture) caps(node string) []*iop.AdapterCapabilities {
+	f.d.mu.Lock()
+	defer f.d.mu.Unlock()
+	for i := range f.d.cfg.Nodes {
+		if n := &f.d.cfg.Nodes[i]; n.ID == node {
+			return testcaps.For(NodePayload(n))
+		}
+	}
+	return nil
+}
+
 type fixture struct {
 	t   testing.TB
 	d   *Dispatcher
@@ -147,7 +160,7 @@ func (f *fixture) register(node string) *nodewire.Conn {
 
 func (f *fixture) ready(c *nodewire.Conn, node string) {
 	f.t.Helper()
-	if resp := f.d.Ready(c, &iop.NodeReadyRequest{NodeId: node}); !resp.GetReady() {
+	if resp := f.d.Ready(c, &iop.NodeReadyRequest{NodeId: node, Adapters: f.caps(node)}); !resp.GetReady() {
 		f.t.Fatalf("ready %s: refused: %s", node, resp.GetReason())
 	}
 	// The server activates once the answer was written.

@@ -26,8 +26,9 @@ type resource struct {
 	// for one never live); meaningful only while live is false. The
 	// no-provider fast path (models[].offline_grace_sec) reads it.
 	downSince time.Time
-	// caps is what the provider's adapter declared it can serve (nil until
-	// its node reported; config.Tunnels of its type stands in until then).
+	// caps is what the provider's adapter declared it can serve, as its
+	// node last reported (kept while the node is away; nil until it ever
+	// reported, when nothing is known about the provider).
 	caps *iop.AdapterCapabilities
 	// onNode is true when the config the node runs (node.running, or the
 	// edge's config while the node has no session) has this provider:
@@ -54,21 +55,29 @@ func (r *resource) fits(long bool) bool {
 	return !long || r.longInFlight < r.spec.LongCapacity
 }
 
-// tunnels reports whether the provider is reached through the tunnel: as
-// its adapter declared, or, before its node ever reported, as providers of
-// its type are.
-func (r *resource) tunnels() bool {
-	if r.caps != nil {
-		return r.caps.GetTunnel()
+// tunnels reports whether the provider is reached through the tunnel, as
+// its adapter declared (false before it ever declared: it cannot be
+// dispatched to before then anyway).
+func (r *resource) tunnels() bool { return r.caps.GetTunnel() }
+
+// category is the provider's resource kind: as configured, else as its
+// adapter declared, else api.
+func (r *resource) category() string {
+	if r.spec.Category != "" {
+		return r.spec.Category
 	}
-	return config.Tunnels(r.spec.Type)
+	if c := r.caps.GetCategory(); c != "" {
+		return c
+	}
+	return "api"
 }
 
 // couldTake reports whether the resource could ever take a request of this
 // kind (it may not be live now): dispatched to, with slots of the kind, and
 // able to serve it.
 func (r *resource) couldTake(long, tunnel bool) bool {
-	return r.referenced && r.spec.Capacity > 0 && (!long || r.spec.LongCapacity > 0) && r.serves(tunnel)
+	// A provider that never declared what it serves might serve it.
+	return r.referenced && r.spec.Capacity > 0 && (!long || r.spec.LongCapacity > 0) && (r.caps == nil || r.serves(tunnel))
 }
 
 // serves reports whether the resource can serve a request that needs the
@@ -298,7 +307,7 @@ func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session stri
 	l := &Lease{
 		d: d, res: r, gen: r.gen, conn: r.conn,
 		NodeID: r.key.node, ProviderID: r.key.provider, ProviderType: r.spec.Type,
-		Category: r.spec.Category, ToolMode: r.spec.WireToolMode(), Target: c.target,
+		Category: r.category(), ToolMode: r.spec.WireToolMode(), Target: c.target,
 		Model: m.name, Workspace: m.spec.Workspace, Long: long, SessionID: session,
 		AcquiredAt: time.Now(), CancelGrace: cancelGrace(r.spec), Tunnel: r.tunnels(),
 	}

@@ -132,7 +132,7 @@ func (d *Dispatcher) statusLocked() Status {
 			// The provider as the node runs it (see syncSpecsLocked).
 			ps := r.spec
 			snap := &ProviderStatus{
-				NodeId: n.id, ProviderId: ps.Name, Type: ps.Type, Category: ps.Category,
+				NodeId: n.id, ProviderId: ps.Name, Type: ps.Type, Category: r.category(),
 				Status: "unavailable", Health: "offline",
 				ConfiguredCapacity: int32(ps.Capacity), ConfiguredLongCapacity: int32(ps.LongCapacity),
 				Waiting: int32(waiting[r]),

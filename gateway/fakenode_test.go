@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"github.com/iop-gateway/iop/internal/testcaps"
 	"testing"
 	"time"
 
@@ -28,13 +29,13 @@ type fakeNode struct {
 func startFakeNode(t *testing.T, e *stack.Edge, handle func(n *fakeNode, ctx context.Context, st *nodewire.Stream, first *iop.Envelope)) *fakeNode {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cc, _, err := nodewire.Dial(ctx, nodewire.DialConfig{Address: e.NodeAddr, HandshakeTimeout: waitLong},
+	cc, reg, err := nodewire.Dial(ctx, nodewire.DialConfig{Address: e.NodeAddr, HandshakeTimeout: waitLong},
 		&iop.RegisterRequest{ProtocolVersion: nodewire.ProtocolVersion, NodeId: nodeID, Token: nodeToken})
 	if err != nil {
 		cancel()
 		t.Fatalf("fake node dial: %v", err)
 	}
-	if err := cc.Ready(ctx, nodeID); err != nil {
+	if err := cc.ReadyWith(ctx, &iop.NodeReadyRequest{NodeId: nodeID, Adapters: testcaps.For(reg.GetConfig())}); err != nil {
 		cancel()
 		t.Fatalf("fake node ready: %v", err)
 	}

@@ -229,6 +229,20 @@ func (a *Agent) instance(name string) *instance {
 	return a.instances[name]
 }
 
+// category is the instance's resource kind: as configured, else as its
+// adapter declares, else api.
+func (in *instance) category() string {
+	if c := in.cfg.GetCategory(); c != "" {
+		return c
+	}
+	if r, ok := in.impl.(adapter.CapabilityReporter); ok {
+		if c := r.Capabilities().GetCategory(); c != "" {
+			return c
+		}
+	}
+	return adapter.CategoryAPI
+}
+
 // Capabilities lists what each adapter instance can serve, as the node
 // reports it to the Edge.
 func (a *Agent) Capabilities() []*iop.AdapterCapabilities {

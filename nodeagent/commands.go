@@ -129,7 +129,7 @@ func (a *Agent) Snapshots(ctx context.Context) []*iop.ProviderSnapshot {
 	for _, in := range a.snapshotInstances() {
 		capacity, inFlight := in.gate.state()
 		s := &iop.ProviderSnapshot{
-			NodeId: nodeID, ProviderId: in.name, Type: in.cfg.GetType(), Category: in.cfg.GetCategory(),
+			NodeId: nodeID, ProviderId: in.name, Type: in.cfg.GetType(), Category: in.category(),
 			Status: "available", Health: adapter.HealthOK,
 			Capacity: int32(capacity), LongCapacity: in.cfg.GetLongCapacity(), InFlight: int32(inFlight),
 		}

@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"errors"
+	"github.com/iop-gateway/iop/internal/testcaps"
 	"io"
 	"net/http"
 	"os"
@@ -44,6 +45,9 @@ func startFakeNodeWith(t *testing.T, addr, id, token string, caps []*iop.Adapter
 	if err != nil || !resp.GetAccepted() {
 		cancel()
 		t.Fatalf("register: %v %v", err, resp)
+	}
+	if caps == nil {
+		caps = testcaps.For(resp.GetConfig())
 	}
 	if err := c.ReadyWith(ctx, &iop.NodeReadyRequest{NodeId: id, Adapters: caps}); err != nil {
 		cancel()

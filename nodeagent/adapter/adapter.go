@@ -223,6 +223,14 @@ type CapabilityReporter interface {
 	Capabilities() *iop.AdapterCapabilities
 }
 
+// Categories (AdapterCapabilities.category): the resource kind of an
+// adapter type, which the Edge shows when its config sets none.
+const (
+	CategoryAPI            = "api"
+	CategoryCLI            = "cli"
+	CategoryLocalInference = "local_inference"
+)
+
 // DefaultCapabilities are those of an instance that declares none.
 func DefaultCapabilities() *iop.AdapterCapabilities {
 	return &iop.AdapterCapabilities{RunOperations: []iop.RunOperation{iop.RunOperation_RUN_OPERATION_CHAT, iop.RunOperation_RUN_OPERATION_COMPLETION}}

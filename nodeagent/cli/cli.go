@@ -174,7 +174,7 @@ func (a *instance) Close() error { return nil }
 // its stdout streamed as deltas.
 func (a *instance) Capabilities() *iop.AdapterCapabilities {
 	c := adapter.DefaultCapabilities()
-	c.Streaming = true
+	c.Streaming, c.Category = true, adapter.CategoryCLI
 	return c
 }
 

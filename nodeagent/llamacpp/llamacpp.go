@@ -63,7 +63,7 @@ var (
 // own health and load source.
 func (in *Instance) Capabilities() *iop.AdapterCapabilities {
 	c := in.Instance.Capabilities()
-	c.HealthSource = "llama-server /health + /slots or /metrics"
+	c.HealthSource, c.Category = "llama-server /health + /slots or /metrics", adapter.CategoryLocalInference
 	return c
 }
 

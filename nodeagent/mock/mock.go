@@ -205,5 +205,5 @@ func (m *Instance) Close() error { return nil }
 
 // Capabilities: the mock answers chat, completion and embedding runs.
 func (m *Instance) Capabilities() *iop.AdapterCapabilities {
-	return &iop.AdapterCapabilities{RunOperations: adapter.AllRunOperations, Streaming: true}
+	return &iop.AdapterCapabilities{RunOperations: adapter.AllRunOperations, Streaming: true, Category: adapter.CategoryAPI}
 }

@@ -86,7 +86,7 @@ func (o *Instance) Reconfigure(cfg *iop.AdapterConfig) error {
 // and embedding as normalized runs; it has no tunnel.
 func (o *Instance) Capabilities() *iop.AdapterCapabilities {
 	return &iop.AdapterCapabilities{RunOperations: adapter.AllRunOperations, NativeTools: true, Streaming: true,
-		HealthSource: "ollama reachability"}
+		HealthSource: "ollama reachability", Category: adapter.CategoryLocalInference}
 }
 
 // Run executes one chat, completion or embedding request against Ollama.

@@ -69,13 +69,14 @@ func (in *Instance) Capabilities() *iop.AdapterCapabilities {
 	return &iop.AdapterCapabilities{
 		Tunnel: true, RunOperations: adapter.AllRunOperations, Streaming: true,
 		NativeTools: in.cfg.Load().toolMode != iop.ToolMode_TOOL_MODE_TEXT,
+		Category:    adapter.CategoryAPI,
 	}
 }
 
 // Capabilities adds vLLM's health and load source.
 func (v VLLMInstance) Capabilities() *iop.AdapterCapabilities {
 	c := v.Instance.Capabilities()
-	c.HealthSource = "vllm /health + /metrics"
+	c.HealthSource, c.Category = "vllm /health + /metrics", adapter.CategoryLocalInference
 	return c
 }
 
