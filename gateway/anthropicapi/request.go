@@ -674,4 +674,3 @@ func parseToolChoice(raw json.RawMessage, offered []tool) (*toolChoice, *Error) 
 	}
 	return tc, nil
 }
-
