@@ -1,0 +1,56 @@
+// Package anthropicapi is the Anthropic Messages surface of iop-edge
+// (POST /v1/messages, /v1/messages/count_tokens, GET /v1/models in
+// Anthropic's shape). It is a translating front over the OpenAI chat
+// pipeline: the edge parses a Messages request (ParseRequest), turns it into
+// an OpenAI chat completions body (Request.OpenAIChat), runs that through the
+// unchanged pipeline, and turns the OpenAI answer back into a Messages
+// response (RenderMessage) or Messages SSE events (StreamWriter). Errors use
+// Anthropic's envelope (WriteError, FromOpenAIError).
+//
+// Request mapping (Messages → OpenAI chat):
+//
+//	model                       model, as is
+//	max_tokens                  max_tokens
+//	system (string | text[])    a leading system message; blocks joined by "\n\n"
+//	user text / image blocks    user message content: a string for one text
+//	                            block, else parts (text; image_url with a
+//	                            data: URL for base64, the URL for url)
+//	user tool_result blocks     role "tool" messages (tool_call_id, text joined
+//	                            by "\n"; is_error prefixes "Error: "), placed
+//	                            before the turn's user message; images in a
+//	                            tool result move to that user message
+//	assistant text blocks       assistant content, concatenated
+//	assistant tool_use blocks   assistant tool_calls (arguments = compact JSON
+//	                            of input)
+//	thinking blocks (assistant) dropped
+//	tools                       {"type":"function","function":{name,
+//	                            description,parameters:input_schema}}
+//	tool_choice auto|any|tool|none
+//	                            "auto" | "required" | {"type":"function",
+//	                            "function":{"name"}} | "none"
+//	disable_parallel_tool_use   parallel_tool_calls: false
+//	stop_sequences              stop
+//	temperature, top_p          temperature, top_p (Anthropic's 0..1 range
+//	                            is enforced; the value goes as is)
+//	top_k                       top_k (vLLM extension; omitted when 0)
+//	metadata.user_id            user
+//	stream                      stream: true, stream_options.include_usage
+//	thinking                    accepted (must be an object) and ignored
+//
+// Response mapping (OpenAI → Messages):
+//
+//	message.content             a text block (when not empty)
+//	message.tool_calls          tool_use blocks (id = call id; input = the
+//	                            arguments when they are a JSON object, else {})
+//	finish_reason stop          end_turn, or stop_sequence when vLLM's
+//	                            stop_reason is one of the request's stop
+//	                            sequences (stop_sequence = that string)
+//	finish_reason length        max_tokens
+//	tool_calls | function_call  tool_use
+//	content_filter              refusal
+//	usage prompt/completion     usage input_tokens/output_tokens
+//
+// Reasoning output of the upstream (reasoning_content) is not translated.
+// Like openaiapi, the package is pure: no HTTP server, no dispatch, no
+// logging, and it keeps no request content beyond the values it returns.
+package anthropicapi

@@ -1,0 +1,250 @@
+package anthropicapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+// Error types of Anthropic's error envelope. SDKs pick their exception class
+// from the HTTP status; the type is what scripts branch on.
+const (
+	TypeInvalidRequest  = "invalid_request_error"
+	TypeAuthentication  = "authentication_error"
+	TypePermission      = "permission_error"
+	TypeNotFound        = "not_found_error"
+	TypeRequestTooLarge = "request_too_large"
+	TypeRateLimit       = "rate_limit_error"
+	TypeAPI             = "api_error"
+	TypeOverloaded      = "overloaded_error"
+)
+
+// ErrMalformedUpstream is wrapped by the errors RenderMessage, Chunk and
+// Finish return when the OpenAI answer cannot be translated (not JSON, wrong
+// types, no choice, a tool call interleaved after its block closed). The
+// caller answers 502 api_error (or Fail on a started stream).
+var ErrMalformedUpstream = errors.New("anthropicapi: malformed upstream response")
+
+// Error is a failure shown to the API caller as Anthropic's error envelope
+// with HTTP status Status. Message is safe to show to the caller.
+type Error struct {
+	Status  int
+	Type    string
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("anthropicapi: %s (%d): %s", e.Type, e.Status, e.Message)
+}
+
+// NewError is an *Error of the given status with the type TypeForStatus
+// gives it.
+func NewError(status int, message string) *Error {
+	return &Error{Status: status, Type: TypeForStatus(status), Message: message}
+}
+
+// invalid is the 400 every request validation failure is.
+func invalid(format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// TypeForStatus is the envelope type Anthropic uses for an HTTP status.
+func TypeForStatus(status int) string {
+	switch {
+	case status == http.StatusBadRequest:
+		return TypeInvalidRequest
+	case status == http.StatusUnauthorized:
+		return TypeAuthentication
+	case status == http.StatusForbidden:
+		return TypePermission
+	case status == http.StatusNotFound:
+		return TypeNotFound
+	case status == http.StatusRequestEntityTooLarge:
+		return TypeRequestTooLarge
+	case status == http.StatusTooManyRequests:
+		return TypeRateLimit
+	case status == http.StatusServiceUnavailable || status == statusOverloaded:
+		return TypeOverloaded
+	case status >= 500 && status <= 599:
+		return TypeAPI
+	case status >= 400 && status <= 499:
+		return TypeInvalidRequest
+	default:
+		return TypeAPI
+	}
+}
+
+// statusOverloaded is Anthropic's own "overloaded" status.
+const statusOverloaded = 529
+
+type errorBody struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+type errorEnvelope struct {
+	Type      string    `json:"type"`
+	Error     errorBody `json:"error"`
+	RequestID string    `json:"request_id,omitempty"`
+}
+
+// Envelope returns {"type":"error","error":{"type":…,"message":…}} plus
+// "request_id" when requestID is not empty (no trailing newline).
+func (e *Error) Envelope(requestID string) []byte {
+	return mustMarshal(errorEnvelope{Type: "error", Error: errorBody{Type: e.Type, Message: e.Message}, RequestID: requestID})
+}
+
+// WriteError answers with e: status e.Status (500 when it is not an error
+// status), Content-Type application/json, the `request-id` header and the
+// envelope's request_id when requestID is not empty.
+func WriteError(w http.ResponseWriter, requestID string, e *Error) {
+	status := e.Status
+	if status < 400 || status > 599 {
+		status = http.StatusInternalServerError
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	if requestID != "" {
+		h.Set("request-id", requestID)
+	}
+	w.WriteHeader(status)
+	body := append(e.Envelope(requestID), '\n')
+	_, _ = w.Write(body) // the client went away; nothing left to tell it
+}
+
+// maxUpstreamMessage bounds an upstream error message relayed to the caller.
+const maxUpstreamMessage = 1024
+
+// fixedMessages are what the caller sees when the upstream error body is not
+// an error envelope: arbitrary upstream bytes (HTML error pages, stack
+// traces) are never relayed.
+func fixedMessage(status int) string {
+	switch TypeForStatus(status) {
+	case TypeInvalidRequest:
+		return "The request was rejected."
+	case TypeAuthentication:
+		return "Missing or invalid API key."
+	case TypePermission:
+		return "Permission denied."
+	case TypeNotFound:
+		return "Not found."
+	case TypeRequestTooLarge:
+		return "Request too large."
+	case TypeRateLimit:
+		return "Rate limited; retry later."
+	case TypeOverloaded:
+		return "The service is overloaded; retry later."
+	default:
+		return "The upstream provider failed."
+	}
+}
+
+// openAIEnvelope accepts OpenAI's {"error":{…}} and old vLLM's flat
+// {"object":"error","message":…} shapes.
+type openAIEnvelope struct {
+	Error *struct {
+		Message json.RawMessage `json:"message"`
+		Type    json.RawMessage `json:"type"`
+		Code    json.RawMessage `json:"code"`
+	} `json:"error"`
+	Object  string          `json:"object"`
+	Message json.RawMessage `json:"message"`
+}
+
+// FromOpenAIError translates an OpenAI error answer (HTTP status and body)
+// into the Anthropic error. The message is kept when body is an OpenAI error
+// envelope with a string message (bounded to 1 KiB); otherwise it is a fixed
+// message for the status, so non-JSON upstream bytes never reach the caller.
+//
+// status 0 means "unknown" (an error event inside an OpenAI SSE stream): the
+// status is then inferred from the envelope's code and type (queue_full or
+// rate_limit_error 429, no_provider_available or queue_timeout 503,
+// invalid_request 400, otherwise 502). Any other status outside 400..599
+// becomes 502: the upstream answered with something that is not an error we
+// understand.
+func FromOpenAIError(status int, body []byte) *Error {
+	var env openAIEnvelope
+	msg, code, typ := "", "", ""
+	if json.Unmarshal(body, &env) == nil {
+		switch {
+		case env.Error != nil:
+			msg = jsonString(env.Error.Message)
+			code = jsonString(env.Error.Code)
+			typ = jsonString(env.Error.Type)
+		case env.Object == "error":
+			msg = jsonString(env.Message)
+		}
+	}
+	if status == 0 {
+		status = statusFromOpenAICode(code, typ)
+	} else if status < 400 || status > 599 {
+		status = http.StatusBadGateway
+	}
+	msg = strings.TrimSpace(truncate(msg, maxUpstreamMessage))
+	if msg == "" {
+		msg = fixedMessage(status)
+	}
+	return NewError(status, msg)
+}
+
+func statusFromOpenAICode(code, typ string) int {
+	switch {
+	case code == "queue_full" || typ == "rate_limit_error":
+		return http.StatusTooManyRequests
+	case code == "no_provider_available" || code == "queue_timeout":
+		return http.StatusServiceUnavailable
+	case code == "invalid_request":
+		return http.StatusBadRequest
+	default:
+		return http.StatusBadGateway
+	}
+}
+
+// jsonString is raw as a Go string when it is a JSON string, else "".
+func jsonString(raw json.RawMessage) string {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// truncate bounds s to max bytes on a rune boundary.
+func truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// marshalCompact encodes v without HTML escaping (a '<' in text stays '<')
+// and without the trailing newline json.Encoder adds. It fails only when v
+// embeds an invalid json.RawMessage.
+func marshalCompact(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	return b[:len(b)-1], nil
+}
+
+// mustMarshal is marshalCompact for values whose encoding cannot fail
+// (strings, numbers, and RawMessages this package validated).
+func mustMarshal(v any) []byte {
+	b, err := marshalCompact(v)
+	if err != nil {
+		panic("anthropicapi: encoding internal type: " + err.Error())
+	}
+	return b
+}

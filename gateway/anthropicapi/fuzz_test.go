@@ -1,0 +1,105 @@
+package anthropicapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func FuzzParseRequest(f *testing.F) {
+	f.Add([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`))
+	f.Add([]byte(`{"model":"m","max_tokens":5,"system":[{"type":"text","text":"s"}],"tools":[{"name":"f","input_schema":{"type":"object"}}],
+		"tool_choice":{"type":"tool","name":"f","disable_parallel_tool_use":true},"stream":true,"stop_sequences":["x"],"temperature":0.2,"top_k":3,
+		"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]},
+		{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"q":1}}]},
+		{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","is_error":true,"content":[{"type":"text","text":"e"}]}]}]}`))
+	f.Add([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"thinking","thinking":"x"}]}]}`))
+	f.Add([]byte(`{"model":"m","max_tokens":1e3,"messages":null}`))
+	f.Add([]byte(`[`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, e := ParseRequest(body)
+		if e != nil {
+			if r != nil || e.Status != 400 || e.Type != TypeInvalidRequest || e.Message == "" {
+				t.Fatalf("bad failure %+v %+v", r, e)
+			}
+			return
+		}
+		if r.Model == "" || r.MaxTokens < 1 || len(r.messages) == 0 {
+			t.Fatalf("accepted an invalid request: %+v", r)
+		}
+		out, err := r.OpenAIChat()
+		if err != nil {
+			t.Fatalf("OpenAIChat: %v", err)
+		}
+		var m struct {
+			Model    string            `json:"model"`
+			Messages []json.RawMessage `json:"messages"`
+			Stream   bool              `json:"stream"`
+		}
+		if err := json.Unmarshal(out, &m); err != nil || m.Model != r.Model || m.Stream != r.Stream {
+			t.Fatalf("bad chat body %s: %v", out, err)
+		}
+		if CountTokens(r) < 4*len(r.messages) {
+			t.Fatalf("count %d below framing", CountTokens(r))
+		}
+	})
+}
+
+// FuzzStreamWriter feeds arbitrary chunks (split on NUL bytes) and checks
+// the output is always a well-formed event stream, whatever the input.
+func FuzzStreamWriter(f *testing.F) {
+	join := func(chunks ...string) []byte { return []byte(joinNUL(chunks)) }
+	f.Add(join(`{"choices":[{"index":0,"delta":{"content":"a"}}]}`, `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, `[DONE]`), uint8(0))
+	f.Add(join(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"x","function":{"name":"f","arguments":"{\""}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"t"}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"name":"g"}}]}}]}`,
+		`{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}`), uint8(1))
+	f.Add(join(`{"choices":[{"index":0,"delta":{"content":"a"}}]}`, `{"error":{"message":"m"}}`, `{"choices":[{"index":0,"delta":{"content":"b"}}]}`), uint8(2))
+	f.Add(join(`{"choices":[{"index":0,"delta":{"function_call":{"name":"f","arguments":"{}"}}}]}`, `garbage`), uint8(3))
+	f.Fuzz(func(t *testing.T, input []byte, mode uint8) {
+		var buf bytes.Buffer
+		s := NewStreamWriter(&buf, nil, "m", 1, []string{"S"})
+		for i, c := range bytes.Split(input, []byte{0}) {
+			if int(mode)%7 == i {
+				if err := s.Ping(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Chunk(c); err != nil {
+				if !errors.Is(err, ErrMalformedUpstream) {
+					t.Fatalf("unexpected error %v", err)
+				}
+				if err := s.Fail(NewError(502, "bad upstream")); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		switch mode % 3 {
+		case 0:
+			err := s.Finish()
+			if err != nil {
+				t.Fatal(err)
+			}
+		case 1:
+			if err := s.Fail(nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		checkEvents(t, buf.Bytes())
+		if mode%3 != 2 && !s.Done() {
+			t.Fatal("not done after Finish/Fail")
+		}
+	})
+}
+
+func joinNUL(chunks []string) string {
+	var b bytes.Buffer
+	for i, c := range chunks {
+		if i > 0 {
+			b.WriteByte(0)
+		}
+		b.WriteString(c)
+	}
+	return b.String()
+}

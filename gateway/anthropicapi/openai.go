@@ -1,0 +1,227 @@
+package anthropicapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Wire shapes of the OpenAI chat completions request this package builds.
+type oaRequest struct {
+	Model             string           `json:"model"`
+	Messages          []oaMessage      `json:"messages"`
+	MaxTokens         int              `json:"max_tokens,omitempty"`
+	Stream            bool             `json:"stream,omitempty"`
+	StreamOptions     *oaStreamOptions `json:"stream_options,omitempty"`
+	Stop              []string         `json:"stop,omitempty"`
+	Temperature       *float64         `json:"temperature,omitempty"`
+	TopP              *float64         `json:"top_p,omitempty"`
+	TopK              int              `json:"top_k,omitempty"`
+	Tools             []oaTool         `json:"tools,omitempty"`
+	ToolChoice        any              `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool            `json:"parallel_tool_calls,omitempty"`
+	User              string           `json:"user,omitempty"`
+}
+
+type oaStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// oaMessage.Content is a string, a []oaPart, or nil (null: an assistant
+// message with only tool calls).
+type oaMessage struct {
+	Role       string       `json:"role"`
+	Content    any          `json:"content"`
+	ToolCalls  []oaToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string       `json:"tool_call_id,omitempty"`
+}
+
+type oaPart struct {
+	Type     string      `json:"type"`
+	Text     *string     `json:"text,omitempty"`
+	ImageURL *oaImageURL `json:"image_url,omitempty"`
+}
+
+type oaImageURL struct {
+	URL string `json:"url"`
+}
+
+type oaToolCall struct {
+	ID       string         `json:"id"`
+	Type     string         `json:"type"`
+	Function oaFunctionCall `json:"function"`
+}
+
+type oaFunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type oaTool struct {
+	Type     string     `json:"type"`
+	Function oaFunction `json:"function"`
+}
+
+type oaFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+type oaNamedToolChoice struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name string `json:"name"`
+	} `json:"function"`
+}
+
+// toolErrorPrefix starts the content of the tool message of a tool_result
+// with is_error: OpenAI tool messages have no error flag, and without it the
+// model would take an error text for a normal result.
+const toolErrorPrefix = "Error: "
+
+// OpenAIChat renders the request as an OpenAI chat completions body (see the
+// package documentation for the mapping). It fails only if the request was
+// not produced by ParseRequest.
+func (r *Request) OpenAIChat() ([]byte, error) {
+	out := oaRequest{
+		Model:       r.Model,
+		MaxTokens:   r.MaxTokens,
+		Stream:      r.Stream,
+		Stop:        r.StopSequences,
+		Temperature: r.temperature,
+		TopP:        r.topP,
+		TopK:        r.topK,
+		User:        r.userID,
+	}
+	if r.Stream {
+		out.StreamOptions = &oaStreamOptions{IncludeUsage: true}
+	}
+	out.Messages = make([]oaMessage, 0, len(r.messages)+1)
+	if len(r.system) > 0 {
+		out.Messages = append(out.Messages, oaMessage{Role: "system", Content: strings.Join(r.system, "\n\n")})
+	}
+	for _, m := range r.messages {
+		if m.role == "assistant" {
+			out.Messages = appendAssistant(out.Messages, m.blocks)
+		} else {
+			out.Messages = appendUser(out.Messages, m.blocks)
+		}
+	}
+	if len(r.tools) > 0 {
+		out.Tools = make([]oaTool, len(r.tools))
+		for i, t := range r.tools {
+			out.Tools[i] = oaTool{Type: "function", Function: oaFunction{Name: t.name, Description: t.description, Parameters: t.schema}}
+		}
+		// tool_choice and parallel_tool_calls only with tools: OpenAI
+		// refuses them without.
+		if tc := r.toolChoice; tc != nil {
+			switch tc.typ {
+			case "auto", "none":
+				out.ToolChoice = tc.typ
+			case "any":
+				out.ToolChoice = "required"
+			case "tool":
+				named := oaNamedToolChoice{Type: "function"}
+				named.Function.Name = tc.name
+				out.ToolChoice = named
+			}
+			if tc.disableParallel && tc.typ != "none" {
+				f := false
+				out.ParallelToolCalls = &f
+			}
+		}
+	}
+	b, err := marshalCompact(out)
+	if err != nil {
+		return nil, fmt.Errorf("anthropicapi: encode chat request: %w", err)
+	}
+	return b, nil
+}
+
+// appendAssistant renders an assistant turn: its text blocks joined into the
+// content string, its tool_use blocks as tool_calls. A turn with neither
+// (only dropped thinking, or an empty final prefill) adds nothing.
+func appendAssistant(msgs []oaMessage, blocks []block) []oaMessage {
+	var text strings.Builder
+	var calls []oaToolCall
+	for _, b := range blocks {
+		switch b.typ {
+		case blockText:
+			text.WriteString(b.text)
+		case blockToolUse:
+			calls = append(calls, oaToolCall{ID: b.id, Type: "function", Function: oaFunctionCall{Name: b.name, Arguments: string(b.input)}})
+		}
+	}
+	if text.Len() == 0 && len(calls) == 0 {
+		return msgs
+	}
+	m := oaMessage{Role: "assistant", ToolCalls: calls}
+	if text.Len() > 0 {
+		m.Content = text.String()
+	}
+	return append(msgs, m)
+}
+
+// appendUser renders a user turn: one tool message per tool_result first
+// (OpenAI requires them right after the assistant's tool calls), then a user
+// message with the remaining text and image parts. Images inside tool
+// results go to that user message too, since OpenAI tool messages carry
+// text only.
+func appendUser(msgs []oaMessage, blocks []block) []oaMessage {
+	var parts []oaPart
+	results := 0
+	for _, b := range blocks {
+		switch b.typ {
+		case blockText, blockImage:
+			parts = appendPart(parts, b)
+		case blockToolResult:
+			results++
+			var text strings.Builder
+			sep := ""
+			for _, c := range b.content {
+				if c.typ == blockText {
+					text.WriteString(sep)
+					text.WriteString(c.text)
+					sep = "\n"
+				} else {
+					parts = appendPart(parts, c)
+				}
+			}
+			content := text.String()
+			if b.isError {
+				content = toolErrorPrefix + content
+				if content == toolErrorPrefix {
+					content = "Error"
+				}
+			}
+			msgs = append(msgs, oaMessage{Role: "tool", ToolCallID: b.toolUseID, Content: content})
+		}
+	}
+	switch {
+	case len(parts) == 0 && results > 0:
+		return msgs
+	case len(parts) == 0:
+		// Only empty text: keep the turn so the conversation's shape stays.
+		return append(msgs, oaMessage{Role: "user", Content: ""})
+	case len(parts) == 1 && parts[0].Type == "text":
+		return append(msgs, oaMessage{Role: "user", Content: *parts[0].Text})
+	default:
+		return append(msgs, oaMessage{Role: "user", Content: parts})
+	}
+}
+
+func appendPart(parts []oaPart, b block) []oaPart {
+	if b.typ == blockText {
+		if b.text == "" {
+			return parts
+		}
+		t := b.text
+		return append(parts, oaPart{Type: "text", Text: &t})
+	}
+	url := b.url
+	if url == "" {
+		url = "data:" + b.mediaType + ";base64," + b.data
+	}
+	return append(parts, oaPart{Type: "image_url", ImageURL: &oaImageURL{URL: url}})
+}

@@ -1,0 +1,204 @@
+package anthropicapi
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/iop-gateway/iop/gateway/openaiapi"
+)
+
+// Stop reasons of a Messages response.
+const (
+	StopEndTurn   = "end_turn"
+	StopMaxTokens = "max_tokens"
+	StopSequence  = "stop_sequence"
+	StopToolUse   = "tool_use"
+	StopRefusal   = "refusal"
+)
+
+// Wire shapes of the Messages response, in Anthropic's field order.
+type msgResponse struct {
+	ID           string   `json:"id"`
+	Type         string   `json:"type"`
+	Role         string   `json:"role"`
+	Model        string   `json:"model"`
+	Content      []any    `json:"content"` // textOut and toolUseOut
+	StopReason   *string  `json:"stop_reason"`
+	StopSequence *string  `json:"stop_sequence"`
+	Usage        usageOut `json:"usage"`
+}
+
+type usageOut struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
+
+type textOut struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type toolUseOut struct {
+	Type  string          `json:"type"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// Wire shapes of the OpenAI answer this package reads (chat.completion and
+// chat.completion.chunk share them: a chunk's choice has a delta where a
+// completion's has a message).
+type oaCompletion struct {
+	Choices []oaChoice `json:"choices"`
+	Usage   *oaUsage   `json:"usage"`
+	// Error is set on an error event inside a stream.
+	Error json.RawMessage `json:"error"`
+}
+
+type oaChoice struct {
+	Index        int      `json:"index"`
+	Message      oaAnswer `json:"message"`
+	Delta        oaAnswer `json:"delta"`
+	FinishReason *string  `json:"finish_reason"`
+	// StopReason is vLLM's extension: the stop string that ended the
+	// output (or a stop token id, or null).
+	StopReason json.RawMessage `json:"stop_reason"`
+}
+
+type oaAnswer struct {
+	Content      *string            `json:"content"`
+	ToolCalls    []oaAnswerToolCall `json:"tool_calls"`
+	FunctionCall *oaFunctionCall    `json:"function_call"`
+}
+
+type oaAnswerToolCall struct {
+	Index    int            `json:"index"`
+	ID       string         `json:"id"`
+	Function oaFunctionCall `json:"function"`
+}
+
+type oaUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+var emptyObject = json.RawMessage("{}")
+
+// RenderMessage translates a non-stream OpenAI chat.completion into a
+// Messages response for model (the name the caller asked for, not the
+// upstream's). Only the first choice counts. It returns an error wrapping
+// ErrMalformedUpstream when openaiBody is not a completion with a choice;
+// answer that with a 502 api_error.
+//
+// Tool call arguments that are not a JSON object (truncated or malformed
+// output of the model) become the input {}, which is also what Anthropic's
+// SDKs make of a streamed tool input that does not parse.
+func RenderMessage(openaiBody []byte, model string, stopSequences []string) ([]byte, error) {
+	var c oaCompletion
+	if err := json.Unmarshal(openaiBody, &c); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformedUpstream, err)
+	}
+	if len(c.Choices) == 0 {
+		return nil, fmt.Errorf("%w: no choices", ErrMalformedUpstream)
+	}
+	ch := c.Choices[0]
+	for _, cand := range c.Choices {
+		if cand.Index == 0 {
+			ch = cand
+			break
+		}
+	}
+	content := make([]any, 0, 1+len(ch.Message.ToolCalls))
+	if t := ch.Message.Content; t != nil && *t != "" {
+		content = append(content, textOut{Type: "text", Text: *t})
+	}
+	calls := ch.Message.ToolCalls
+	if fc := ch.Message.FunctionCall; fc != nil && len(calls) == 0 {
+		calls = []oaAnswerToolCall{{Function: *fc}}
+	}
+	outBytes := 0
+	if t := ch.Message.Content; t != nil {
+		outBytes = len(*t)
+	}
+	for _, tc := range calls {
+		outBytes += len(tc.Function.Name) + len(tc.Function.Arguments)
+		content = append(content, toolUseOut{Type: "tool_use", ID: toolID(tc.ID), Name: tc.Function.Name, Input: objectOrEmpty(tc.Function.Arguments)})
+	}
+	reason, seq := stopReason(ch.FinishReason, ch.StopReason, len(calls) > 0, stopSequences)
+	resp := msgResponse{
+		ID: newID("msg_"), Type: "message", Role: "assistant", Model: model,
+		Content: content, StopReason: &reason, StopSequence: seq,
+	}
+	if c.Usage != nil {
+		resp.Usage = usageOut{InputTokens: max(c.Usage.PromptTokens, 0), OutputTokens: max(c.Usage.CompletionTokens, 0)}
+	} else {
+		// No usage reported: estimate the output; the input is unknown here.
+		resp.Usage.OutputTokens = estimateOutput(outBytes)
+	}
+	return marshalCompact(resp)
+}
+
+// stopReason maps OpenAI's finish_reason (and vLLM's stop_reason) to
+// Anthropic's stop_reason and stop_sequence:
+//
+//	stop            end_turn, or stop_sequence when vLLM's stop_reason is one
+//	                of the request's stop sequences (then stop_sequence is it)
+//	length          max_tokens
+//	tool_calls      tool_use (also function_call, and stop with tool calls)
+//	content_filter  refusal
+//	anything else   end_turn (tool_use when tool calls were made)
+func stopReason(finish *string, vllmStop json.RawMessage, toolCalls bool, stopSequences []string) (string, *string) {
+	f := ""
+	if finish != nil {
+		f = *finish
+	}
+	switch f {
+	case "length":
+		return StopMaxTokens, nil
+	case "content_filter":
+		return StopRefusal, nil
+	case "tool_calls", "function_call":
+		return StopToolUse, nil
+	}
+	if toolCalls {
+		return StopToolUse, nil
+	}
+	if f == "stop" {
+		if s := jsonString(vllmStop); s != "" && slices.Contains(stopSequences, s) {
+			return StopSequence, &s
+		}
+	}
+	return StopEndTurn, nil
+}
+
+// objectOrEmpty is the tool input for OpenAI arguments: the arguments when
+// they are a JSON object (compacted), else {}.
+func objectOrEmpty(args string) json.RawMessage {
+	raw := json.RawMessage(args)
+	if !json.Valid(raw) {
+		return emptyObject
+	}
+	obj, e := compactObject(raw, "")
+	if e != nil {
+		return emptyObject
+	}
+	return obj
+}
+
+// toolID is the tool_use id for an OpenAI call id (generated when the
+// upstream sent none).
+func toolID(id string) string {
+	if id == "" {
+		return newID("toolu_")
+	}
+	return id
+}
+
+// newID is prefix + 26 random base32 characters.
+func newID(prefix string) string { return prefix + rand.Text() }
+
+// estimateOutput is the output token estimate when the upstream reported
+// no usage: openaiapi.EstimateTokens over the bytes produced.
+func estimateOutput(bytes int) int { return openaiapi.EstimateTokens(bytes, 0) }

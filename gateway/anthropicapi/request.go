@@ -1,0 +1,676 @@
+package anthropicapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/iop-gateway/iop/gateway/openaiapi"
+)
+
+// Request limits. They bound the work one request causes at the edge
+// (validation, translation, estimation), not what a model accepts; providers
+// enforce their own context limits.
+const (
+	// MaxMessages is the most messages a request may carry (as for OpenAI
+	// chat requests).
+	MaxMessages = openaiapi.MaxMessages
+	// MaxContentBlocks bounds the content blocks of a whole request: system
+	// blocks, message blocks and the blocks nested in tool results.
+	MaxContentBlocks = 100_000
+	// MaxTools is the most tools a request may offer.
+	MaxTools = 1024
+	// MaxStopSequences is the most stop sequences a request may carry.
+	// OpenAI itself accepts only 4; vLLM any number. More than 4 therefore
+	// reach the upstream, which decides.
+	MaxStopSequences = 64
+	// MaxOutputTokens bounds max_tokens, as for OpenAI requests.
+	MaxOutputTokens = openaiapi.MaxOutputTokens
+	// MaxToolNameLen is Anthropic's limit on a tool name ([a-zA-Z0-9_-]).
+	MaxToolNameLen = 128
+	// MaxUserIDLen bounds metadata.user_id (Anthropic's limit).
+	MaxUserIDLen = 256
+)
+
+// Request is a validated POST /v1/messages (or count_tokens) body.
+type Request struct {
+	// Model is the external model name exactly as sent.
+	Model string
+	// Stream is the `stream` flag.
+	Stream bool
+	// MaxTokens is max_tokens (0 only for a count_tokens request without it).
+	MaxTokens int
+	// StopSequences are stop_sequences, in order; RenderMessage and
+	// NewStreamWriter need them to report stop_reason "stop_sequence".
+	StopSequences []string
+
+	system      []string // text of the system blocks, in order
+	messages    []message
+	tools       []tool
+	toolChoice  *toolChoice
+	temperature *float64
+	topP        *float64
+	topK        int // 0: not set
+	userID      string
+}
+
+type message struct {
+	role   string // "user" or "assistant"
+	blocks []block
+}
+
+// Block types the request may carry. Thinking blocks in assistant turns are
+// accepted and dropped at parse time, so they never appear in a block.
+const (
+	blockText       = "text"
+	blockImage      = "image"
+	blockToolUse    = "tool_use"
+	blockToolResult = "tool_result"
+)
+
+type block struct {
+	typ  string
+	text string // text
+	// image: url for a URL source, else mediaType and data (base64)
+	url, mediaType, data string
+	// tool_use
+	id, name string
+	input    json.RawMessage // a compact JSON object
+	// tool_result: toolUseID, isError and content (text and image blocks)
+	toolUseID string
+	isError   bool
+	content   []block
+}
+
+type tool struct {
+	name, description string
+	schema            json.RawMessage // a compact JSON object
+}
+
+type toolChoice struct {
+	typ             string // auto, any, tool, none
+	name            string // for typ "tool"
+	disableParallel bool
+}
+
+// imageMediaTypes are the base64 image types Anthropic accepts.
+var imageMediaTypes = map[string]bool{
+	"image/jpeg": true, "image/png": true, "image/gif": true, "image/webp": true,
+}
+
+// ParseRequest decodes and validates a Messages request. It is strict about
+// JSON syntax (one object, nothing after it), the types of every field it
+// knows and the content block types, and returns a 400 invalid_request_error
+// naming the offending field otherwise. Unknown fields are ignored, at the
+// top level and inside blocks and tools: Anthropic clients routinely send
+// fields that only steer Anthropic's own billing or caching (cache_control,
+// service_tier, context_management, …), and refusing them would make this
+// surface unusable for those clients.
+func ParseRequest(body []byte) (*Request, *Error) { return parse(body, true) }
+
+// ParseCountRequest validates a POST /v1/messages/count_tokens body: the
+// same as ParseRequest except that max_tokens is optional (the endpoint does
+// not take it).
+func ParseCountRequest(body []byte) (*Request, *Error) { return parse(body, false) }
+
+type parser struct {
+	blocks int // content blocks seen, bounded by MaxContentBlocks
+}
+
+func parse(body []byte, needMaxTokens bool) (*Request, *Error) {
+	obj, e := decodeBody(body)
+	if e != nil {
+		return nil, e
+	}
+	p := &parser{}
+	r := &Request{}
+	raw, ok := field(obj, "model")
+	if !ok {
+		return nil, invalid("model: Field required")
+	}
+	if r.Model, e = str(raw, "model"); e != nil {
+		return nil, e
+	}
+	if r.Model == "" {
+		return nil, invalid("model: must not be empty")
+	}
+	if raw, ok = field(obj, "max_tokens"); ok {
+		if r.MaxTokens, e = integer(raw, "max_tokens"); e != nil {
+			return nil, e
+		}
+		if r.MaxTokens < 1 || r.MaxTokens > MaxOutputTokens {
+			return nil, invalid("max_tokens: must be between 1 and %d", MaxOutputTokens)
+		}
+	} else if needMaxTokens {
+		return nil, invalid("max_tokens: Field required")
+	}
+	if raw, ok = field(obj, "messages"); !ok {
+		return nil, invalid("messages: Field required")
+	}
+	if r.messages, e = p.messages(raw); e != nil {
+		return nil, e
+	}
+	if raw, ok = field(obj, "system"); ok {
+		if r.system, e = p.system(raw); e != nil {
+			return nil, e
+		}
+	}
+	if raw, ok = field(obj, "stream"); ok {
+		if r.Stream, e = boolean(raw, "stream"); e != nil {
+			return nil, e
+		}
+	}
+	if e = r.scalars(obj); e != nil {
+		return nil, e
+	}
+	if raw, ok = field(obj, "tools"); ok {
+		if r.tools, e = tools(raw); e != nil {
+			return nil, e
+		}
+	}
+	if raw, ok = field(obj, "tool_choice"); ok {
+		if r.toolChoice, e = parseToolChoice(raw, r.tools); e != nil {
+			return nil, e
+		}
+	}
+	if raw, ok = field(obj, "thinking"); ok {
+		// Accepted and ignored: the upstream is an OpenAI chat endpoint with
+		// no extended thinking; only the shape is checked.
+		if _, e = object(raw, "thinking"); e != nil {
+			return nil, e
+		}
+	}
+	return r, nil
+}
+
+// scalars parses the sampling and bookkeeping fields.
+func (r *Request) scalars(obj map[string]json.RawMessage) *Error {
+	var e *Error
+	if raw, ok := field(obj, "stop_sequences"); ok {
+		elems, e := array(raw, "stop_sequences")
+		if e != nil {
+			return e
+		}
+		if len(elems) > MaxStopSequences {
+			return invalid("stop_sequences: at most %d are allowed", MaxStopSequences)
+		}
+		for i, el := range elems {
+			s, e := str(el, fmt.Sprintf("stop_sequences.%d", i))
+			if e != nil {
+				return e
+			}
+			if s == "" {
+				return invalid("stop_sequences.%d: must not be empty", i)
+			}
+			r.StopSequences = append(r.StopSequences, s)
+		}
+	}
+	// temperature follows Anthropic's range 0..1 (not OpenAI's 0..2) so that
+	// a request valid here is valid at Anthropic and vice versa; the value
+	// goes upstream unchanged, the softmax temperature means the same on
+	// both APIs.
+	if r.temperature, e = unitFloat(obj, "temperature"); e != nil {
+		return e
+	}
+	if r.topP, e = unitFloat(obj, "top_p"); e != nil {
+		return e
+	}
+	if raw, ok := field(obj, "top_k"); ok {
+		if r.topK, e = integer(raw, "top_k"); e != nil {
+			return e
+		}
+		if r.topK < 0 {
+			return invalid("top_k: must be greater than or equal to 0")
+		}
+	}
+	if raw, ok := field(obj, "metadata"); ok {
+		md, e := object(raw, "metadata")
+		if e != nil {
+			return e
+		}
+		if raw, ok := field(md, "user_id"); ok {
+			if r.userID, e = str(raw, "metadata.user_id"); e != nil {
+				return e
+			}
+			if len(r.userID) > MaxUserIDLen {
+				return invalid("metadata.user_id: at most %d bytes", MaxUserIDLen)
+			}
+		}
+	}
+	return nil
+}
+
+func unitFloat(obj map[string]json.RawMessage, name string) (*float64, *Error) {
+	raw, ok := field(obj, name)
+	if !ok {
+		return nil, nil
+	}
+	f, e := number(raw, name)
+	if e != nil {
+		return nil, e
+	}
+	if f < 0 || f > 1 {
+		return nil, invalid("%s: must be between 0 and 1", name)
+	}
+	return &f, nil
+}
+
+func (p *parser) messages(raw json.RawMessage) ([]message, *Error) {
+	elems, e := array(raw, "messages")
+	if e != nil {
+		return nil, e
+	}
+	if len(elems) == 0 {
+		return nil, invalid("messages: at least one message is required")
+	}
+	if len(elems) > MaxMessages {
+		return nil, invalid("messages: at most %d messages are allowed", MaxMessages)
+	}
+	msgs := make([]message, len(elems))
+	for i, el := range elems {
+		path := fmt.Sprintf("messages.%d", i)
+		m, e := object(el, path)
+		if e != nil {
+			return nil, e
+		}
+		rawRole, ok := field(m, "role")
+		if !ok {
+			return nil, invalid("%s.role: Field required", path)
+		}
+		role, e := str(rawRole, path+".role")
+		if e != nil {
+			return nil, e
+		}
+		if role != "user" && role != "assistant" {
+			return nil, invalid("%s.role: must be \"user\" or \"assistant\"", path)
+		}
+		rawContent, ok := field(m, "content")
+		if !ok {
+			return nil, invalid("%s.content: Field required", path)
+		}
+		blocks, e := p.content(rawContent, role, path+".content")
+		if e != nil {
+			return nil, e
+		}
+		// Anthropic requires content everywhere but in a final assistant
+		// message (a prefill).
+		if len(blocks) == 0 && (role != "assistant" || i != len(elems)-1) {
+			return nil, invalid("%s.content: must not be empty", path)
+		}
+		msgs[i] = message{role: role, blocks: blocks}
+	}
+	return msgs, nil
+}
+
+// content parses a message's content: a string (one text block) or an array
+// of blocks allowed for role.
+func (p *parser) content(raw json.RawMessage, role, path string) ([]block, *Error) {
+	if isString(raw) {
+		s, e := str(raw, path)
+		if e != nil {
+			return nil, e
+		}
+		if e = p.count(path); e != nil {
+			return nil, e
+		}
+		if s == "" {
+			return nil, nil
+		}
+		return []block{{typ: blockText, text: s}}, nil
+	}
+	elems, e := array(raw, path)
+	if e != nil {
+		return nil, invalid("%s: expected a string or an array of content blocks", path)
+	}
+	blocks := make([]block, 0, len(elems))
+	for i, el := range elems {
+		bpath := fmt.Sprintf("%s.%d", path, i)
+		if e := p.count(bpath); e != nil {
+			return nil, e
+		}
+		b, keep, e := p.block(el, role, bpath)
+		if e != nil {
+			return nil, e
+		}
+		if keep {
+			blocks = append(blocks, b)
+		}
+	}
+	return blocks, nil
+}
+
+func (p *parser) count(path string) *Error {
+	p.blocks++
+	if p.blocks > MaxContentBlocks {
+		return invalid("%s: the request has more than %d content blocks", path, MaxContentBlocks)
+	}
+	return nil
+}
+
+// block parses one content block; keep is false for blocks accepted but
+// dropped (thinking).
+func (p *parser) block(raw json.RawMessage, role, path string) (b block, keep bool, e *Error) {
+	obj, e := object(raw, path)
+	if e != nil {
+		return b, false, e
+	}
+	typ, e := blockType(obj, path)
+	if e != nil {
+		return b, false, e
+	}
+	switch typ {
+	case blockText:
+		b, e = textBlock(obj, path)
+	case blockImage:
+		if role != "user" {
+			return b, false, invalid("%s: image blocks are only allowed in user messages", path)
+		}
+		b, e = imageBlock(obj, path)
+	case blockToolUse:
+		if role != "assistant" {
+			return b, false, invalid("%s: tool_use blocks are only allowed in assistant messages", path)
+		}
+		b, e = toolUseBlock(obj, path)
+	case blockToolResult:
+		if role != "user" {
+			return b, false, invalid("%s: tool_result blocks are only allowed in user messages", path)
+		}
+		b, e = p.toolResultBlock(obj, path)
+	case "thinking", "redacted_thinking":
+		// A client may replay thinking from an earlier turn (e.g. after
+		// switching models). Anthropic itself ignores prior-turn thinking,
+		// so dropping it changes nothing the model would have seen.
+		if role != "assistant" {
+			return b, false, invalid("%s: %s blocks are only allowed in assistant messages", path, typ)
+		}
+		return b, false, nil
+	default:
+		return b, false, invalid("%s.type: content block type %q is not supported (supported: text, image, tool_use, tool_result)", path, truncate(typ, 64))
+	}
+	return b, e == nil, e
+}
+
+func blockType(obj map[string]json.RawMessage, path string) (string, *Error) {
+	raw, ok := field(obj, "type")
+	if !ok {
+		return "", invalid("%s.type: Field required", path)
+	}
+	return str(raw, path+".type")
+}
+
+func textBlock(obj map[string]json.RawMessage, path string) (block, *Error) {
+	raw, ok := field(obj, "text")
+	if !ok {
+		return block{}, invalid("%s.text: Field required", path)
+	}
+	s, e := str(raw, path+".text")
+	return block{typ: blockText, text: s}, e
+}
+
+func imageBlock(obj map[string]json.RawMessage, path string) (block, *Error) {
+	raw, ok := field(obj, "source")
+	if !ok {
+		return block{}, invalid("%s.source: Field required", path)
+	}
+	src, e := object(raw, path+".source")
+	if e != nil {
+		return block{}, e
+	}
+	typ, e := blockType(src, path+".source")
+	if e != nil {
+		return block{}, e
+	}
+	b := block{typ: blockImage}
+	switch typ {
+	case "base64":
+		if b.mediaType, e = requiredString(src, "media_type", path+".source"); e != nil {
+			return b, e
+		}
+		if !imageMediaTypes[b.mediaType] {
+			return b, invalid("%s.source.media_type: must be one of image/jpeg, image/png, image/gif, image/webp", path)
+		}
+		if b.data, e = requiredString(src, "data", path+".source"); e != nil {
+			return b, e
+		}
+		if b.data == "" {
+			return b, invalid("%s.source.data: must not be empty", path)
+		}
+	case "url":
+		if b.url, e = requiredString(src, "url", path+".source"); e != nil {
+			return b, e
+		}
+		if !strings.HasPrefix(b.url, "https://") && !strings.HasPrefix(b.url, "http://") {
+			return b, invalid("%s.source.url: must be an http or https URL", path)
+		}
+	default:
+		return b, invalid("%s.source.type: image source type %q is not supported (supported: base64, url)", path, truncate(typ, 64))
+	}
+	return b, nil
+}
+
+func toolUseBlock(obj map[string]json.RawMessage, path string) (block, *Error) {
+	b := block{typ: blockToolUse}
+	var e *Error
+	if b.id, e = requiredString(obj, "id", path); e != nil {
+		return b, e
+	}
+	if b.id == "" {
+		return b, invalid("%s.id: must not be empty", path)
+	}
+	if b.name, e = requiredString(obj, "name", path); e != nil {
+		return b, e
+	}
+	if b.name == "" {
+		return b, invalid("%s.name: must not be empty", path)
+	}
+	raw, ok := field(obj, "input")
+	if !ok {
+		return b, invalid("%s.input: Field required", path)
+	}
+	b.input, e = compactObject(raw, path+".input")
+	return b, e
+}
+
+func (p *parser) toolResultBlock(obj map[string]json.RawMessage, path string) (block, *Error) {
+	b := block{typ: blockToolResult}
+	var e *Error
+	if b.toolUseID, e = requiredString(obj, "tool_use_id", path); e != nil {
+		return b, e
+	}
+	if b.toolUseID == "" {
+		return b, invalid("%s.tool_use_id: must not be empty", path)
+	}
+	if raw, ok := field(obj, "is_error"); ok {
+		if b.isError, e = boolean(raw, path+".is_error"); e != nil {
+			return b, e
+		}
+	}
+	raw, ok := field(obj, "content")
+	if !ok {
+		return b, nil // a tool result without output
+	}
+	cpath := path + ".content"
+	if isString(raw) {
+		s, e := str(raw, cpath)
+		if s != "" {
+			b.content = []block{{typ: blockText, text: s}}
+		}
+		return b, e
+	}
+	elems, e := array(raw, cpath)
+	if e != nil {
+		return b, invalid("%s: expected a string or an array of text and image blocks", cpath)
+	}
+	for i, el := range elems {
+		ipath := fmt.Sprintf("%s.%d", cpath, i)
+		if e := p.count(ipath); e != nil {
+			return b, e
+		}
+		inner, e := object(el, ipath)
+		if e != nil {
+			return b, e
+		}
+		typ, e := blockType(inner, ipath)
+		if e != nil {
+			return b, e
+		}
+		var c block
+		switch typ {
+		case blockText:
+			c, e = textBlock(inner, ipath)
+		case blockImage:
+			c, e = imageBlock(inner, ipath)
+		default:
+			return b, invalid("%s.type: tool_result content block type %q is not supported (supported: text, image)", ipath, truncate(typ, 64))
+		}
+		if e != nil {
+			return b, e
+		}
+		b.content = append(b.content, c)
+	}
+	return b, nil
+}
+
+// system parses `system`: a string or an array of text blocks.
+func (p *parser) system(raw json.RawMessage) ([]string, *Error) {
+	if isString(raw) {
+		s, e := str(raw, "system")
+		if e != nil || s == "" {
+			return nil, e
+		}
+		return []string{s}, nil
+	}
+	elems, e := array(raw, "system")
+	if e != nil {
+		return nil, invalid("system: expected a string or an array of text blocks")
+	}
+	var out []string
+	for i, el := range elems {
+		path := fmt.Sprintf("system.%d", i)
+		if e := p.count(path); e != nil {
+			return nil, e
+		}
+		obj, e := object(el, path)
+		if e != nil {
+			return nil, e
+		}
+		typ, e := blockType(obj, path)
+		if e != nil {
+			return nil, e
+		}
+		if typ != blockText {
+			return nil, invalid("%s.type: only text blocks are allowed in system", path)
+		}
+		b, e := textBlock(obj, path)
+		if e != nil {
+			return nil, e
+		}
+		if b.text != "" {
+			out = append(out, b.text)
+		}
+	}
+	return out, nil
+}
+
+func tools(raw json.RawMessage) ([]tool, *Error) {
+	elems, e := array(raw, "tools")
+	if e != nil {
+		return nil, e
+	}
+	if len(elems) > MaxTools {
+		return nil, invalid("tools: at most %d tools are allowed", MaxTools)
+	}
+	out := make([]tool, 0, len(elems))
+	seen := make(map[string]bool, len(elems))
+	for i, el := range elems {
+		path := fmt.Sprintf("tools.%d", i)
+		obj, e := object(el, path)
+		if e != nil {
+			return nil, e
+		}
+		if rawType, ok := field(obj, "type"); ok {
+			typ, e := str(rawType, path+".type")
+			if e != nil {
+				return nil, e
+			}
+			if typ != "custom" {
+				return nil, invalid("%s.type: tool type %q is not supported (only client tools with an input_schema)", path, truncate(typ, 64))
+			}
+		}
+		var t tool
+		if t.name, e = requiredString(obj, "name", path); e != nil {
+			return nil, e
+		}
+		if !validToolName(t.name) {
+			return nil, invalid("%s.name: must match ^[a-zA-Z0-9_-]{1,%d}$", path, MaxToolNameLen)
+		}
+		if seen[t.name] {
+			return nil, invalid("%s.name: tool names must be unique", path)
+		}
+		seen[t.name] = true
+		if rawDesc, ok := field(obj, "description"); ok {
+			if t.description, e = str(rawDesc, path+".description"); e != nil {
+				return nil, e
+			}
+		}
+		rawSchema, ok := field(obj, "input_schema")
+		if !ok {
+			return nil, invalid("%s.input_schema: Field required", path)
+		}
+		if t.schema, e = compactObject(rawSchema, path+".input_schema"); e != nil {
+			return nil, e
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func validToolName(s string) bool {
+	if s == "" || len(s) > MaxToolNameLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func parseToolChoice(raw json.RawMessage, offered []tool) (*toolChoice, *Error) {
+	obj, e := object(raw, "tool_choice")
+	if e != nil {
+		return nil, e
+	}
+	tc := &toolChoice{}
+	if tc.typ, e = blockType(obj, "tool_choice"); e != nil {
+		return nil, e
+	}
+	switch tc.typ {
+	case "auto", "none":
+	case "any":
+		if len(offered) == 0 {
+			return nil, invalid("tool_choice: type \"any\" requires tools")
+		}
+	case "tool":
+		if tc.name, e = requiredString(obj, "name", "tool_choice"); e != nil {
+			return nil, e
+		}
+		found := false
+		for _, t := range offered {
+			found = found || t.name == tc.name
+		}
+		if !found {
+			return nil, invalid("tool_choice.name: %q is not one of the offered tools", truncate(tc.name, 128))
+		}
+	default:
+		return nil, invalid("tool_choice.type: must be one of auto, any, tool, none")
+	}
+	if raw, ok := field(obj, "disable_parallel_tool_use"); ok {
+		if tc.disableParallel, e = boolean(raw, "tool_choice.disable_parallel_tool_use"); e != nil {
+			return nil, e
+		}
+	}
+	return tc, nil
+}

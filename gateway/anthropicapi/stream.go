@@ -1,0 +1,350 @@
+package anthropicapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// Wire shapes of the Messages SSE events.
+type startEvent struct {
+	Type    string      `json:"type"`
+	Message msgResponse `json:"message"`
+}
+
+type blockStartEvent struct {
+	Type         string `json:"type"`
+	Index        int    `json:"index"`
+	ContentBlock any    `json:"content_block"` // textOut or toolUseOut
+}
+
+type blockDeltaEvent struct {
+	Type  string `json:"type"`
+	Index int    `json:"index"`
+	Delta any    `json:"delta"` // textDelta or inputJSONDelta
+}
+
+type textDelta struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type inputJSONDelta struct {
+	Type        string `json:"type"`
+	PartialJSON string `json:"partial_json"`
+}
+
+type blockStopEvent struct {
+	Type  string `json:"type"`
+	Index int    `json:"index"`
+}
+
+type messageDeltaEvent struct {
+	Type  string `json:"type"`
+	Delta struct {
+		StopReason   string  `json:"stop_reason"`
+		StopSequence *string `json:"stop_sequence"`
+	} `json:"delta"`
+	Usage deltaUsage `json:"usage"`
+}
+
+// deltaUsage carries input_tokens only when the upstream reported them:
+// the figure message_start carried was the edge's estimate.
+type deltaUsage struct {
+	InputTokens  *int `json:"input_tokens,omitempty"`
+	OutputTokens int  `json:"output_tokens"`
+}
+
+var (
+	eventMessageStop = []byte(`{"type":"message_stop"}`)
+	eventPing        = []byte(`{"type":"ping"}`)
+	doneMarker       = []byte("[DONE]")
+)
+
+type openBlock uint8
+
+const (
+	openNone openBlock = iota
+	openText
+	openTool
+)
+
+// functionCallIndex is the tool index a legacy delta.function_call streams
+// under (OpenAI tool call indexes are never negative).
+const functionCallIndex = -1
+
+// StreamWriter translates an OpenAI chat.completion.chunk stream into the
+// Messages SSE stream:
+//
+//	event: message_start        message with empty content, usage.input_tokens
+//	event: content_block_start  text {"text":""} or tool_use {id,name,input:{}}
+//	event: content_block_delta  text_delta or input_json_delta, per fragment
+//	event: content_block_stop
+//	…                           further blocks, indexes increasing from 0
+//	event: message_delta        stop_reason, stop_sequence, usage.output_tokens
+//	event: message_stop
+//
+// or, on failure, the events so far followed by `event: error` and nothing
+// else. Each event is `event: NAME\ndata: JSON\n\n`, flushed on its own.
+// Only one block is open at a time: a text delta after a tool call opens a
+// new text block, a new tool call index opens a new tool_use block. Only
+// choice 0 is translated. Not safe for concurrent use.
+//
+// message_start is written with the first event there is (content, Ping,
+// Finish), so until then the caller can still answer with an HTTP error
+// (see Started).
+type StreamWriter struct {
+	w             io.Writer
+	flush         func()
+	id, model     string
+	inputTokens   int
+	stopSequences []string
+
+	started    bool // a byte was written (or a write attempted)
+	msgStarted bool // message_start written
+	closed     bool // message_stop or error written
+	err        error
+	failure    *Error
+
+	next      int          // index of the next content block
+	open      openBlock    // kind of the open block
+	curTool   int          // OpenAI index of the open tool_use block
+	toolsSeen map[int]bool // OpenAI indexes whose tool_use block was opened
+
+	finish     *string
+	vllmStop   json.RawMessage
+	usage      *oaUsage
+	outBytes   int
+	stopReason string
+}
+
+// NewStreamWriter prepares a writer; it writes nothing yet. flush (may be
+// nil) is called after every event. inputTokens is the prompt estimate
+// message_start reports (e.g. CountTokens); stopSequences are the request's.
+func NewStreamWriter(w io.Writer, flush func(), model string, inputTokens int, stopSequences []string) *StreamWriter {
+	return &StreamWriter{
+		w: w, flush: flush, id: newID("msg_"), model: model,
+		inputTokens: max(inputTokens, 0), stopSequences: stopSequences,
+		toolsSeen: map[int]bool{},
+	}
+}
+
+// Chunk translates one OpenAI SSE data payload. A payload of [DONE] is
+// Finish; an {"error":…} payload ends the stream with its translation
+// (FromOpenAIError with status 0) as an error event. It returns an error
+// wrapping ErrMalformedUpstream for a payload it cannot translate (the
+// caller should Fail with a 502 api_error), or the write error. Chunks after
+// the end are ignored.
+func (s *StreamWriter) Chunk(data []byte) error {
+	if s.err != nil || s.closed {
+		return s.err
+	}
+	data = bytes.TrimSpace(data)
+	if bytes.Equal(data, doneMarker) {
+		return s.Finish()
+	}
+	var c oaCompletion
+	if err := json.Unmarshal(data, &c); err != nil {
+		return fmt.Errorf("%w: chunk: %w", ErrMalformedUpstream, err)
+	}
+	if len(c.Error) > 0 && string(c.Error) != "null" {
+		return s.Fail(FromOpenAIError(0, data))
+	}
+	if c.Usage != nil {
+		s.usage = c.Usage
+	}
+	for _, ch := range c.Choices {
+		if ch.Index != 0 {
+			continue
+		}
+		if err := s.choice(ch); err != nil {
+			return err
+		}
+	}
+	return s.err
+}
+
+func (s *StreamWriter) choice(ch oaChoice) error {
+	if t := ch.Delta.Content; t != nil {
+		s.text(*t)
+	}
+	for _, tc := range ch.Delta.ToolCalls {
+		if err := s.tool(tc.Index, tc.ID, tc.Function); err != nil {
+			return err
+		}
+	}
+	if fc := ch.Delta.FunctionCall; fc != nil {
+		if err := s.tool(functionCallIndex, "", *fc); err != nil {
+			return err
+		}
+	}
+	if ch.FinishReason != nil {
+		s.finish = ch.FinishReason
+	}
+	if len(ch.StopReason) > 0 && string(ch.StopReason) != "null" {
+		s.vllmStop = ch.StopReason
+	}
+	return nil
+}
+
+func (s *StreamWriter) text(t string) {
+	if t == "" {
+		return
+	}
+	if s.open != openText {
+		s.closeBlock()
+		s.startBlock(openText, textOut{Type: "text", Text: ""})
+	}
+	s.outBytes += len(t)
+	s.event("content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: s.next - 1, Delta: textDelta{Type: "text_delta", Text: t}})
+}
+
+// tool handles one tool call fragment. The first fragment of an index opens
+// its block and must carry the function name (OpenAI and vLLM send it
+// there); later fragments add argument text.
+func (s *StreamWriter) tool(index int, id string, f oaFunctionCall) error {
+	if s.open != openTool || s.curTool != index {
+		if s.toolsSeen[index] {
+			return fmt.Errorf("%w: tool call %d continued after its block closed", ErrMalformedUpstream, index)
+		}
+		if f.Name == "" {
+			return fmt.Errorf("%w: tool call %d starts without a name", ErrMalformedUpstream, index)
+		}
+		s.closeBlock()
+		s.toolsSeen[index] = true
+		s.curTool = index
+		s.outBytes += len(f.Name)
+		s.startBlock(openTool, toolUseOut{Type: "tool_use", ID: toolID(id), Name: f.Name, Input: emptyObject})
+	}
+	if f.Arguments != "" {
+		s.outBytes += len(f.Arguments)
+		s.event("content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: s.next - 1, Delta: inputJSONDelta{Type: "input_json_delta", PartialJSON: f.Arguments}})
+	}
+	return nil
+}
+
+func (s *StreamWriter) startBlock(kind openBlock, cb any) {
+	s.ensureStart()
+	s.event("content_block_start", blockStartEvent{Type: "content_block_start", Index: s.next, ContentBlock: cb})
+	s.open = kind
+	s.next++
+}
+
+func (s *StreamWriter) closeBlock() {
+	if s.open == openNone {
+		return
+	}
+	s.event("content_block_stop", blockStopEvent{Type: "content_block_stop", Index: s.next - 1})
+	s.open = openNone
+}
+
+func (s *StreamWriter) ensureStart() {
+	if s.msgStarted {
+		return
+	}
+	s.msgStarted = true
+	s.event("message_start", startEvent{Type: "message_start", Message: msgResponse{
+		ID: s.id, Type: "message", Role: "assistant", Model: s.model, Content: []any{},
+		Usage: usageOut{InputTokens: s.inputTokens},
+	}})
+}
+
+// Finish ends a successful stream (the upstream's [DONE]): it closes the
+// open block and writes message_delta and message_stop. Output tokens are
+// the upstream's completion_tokens, or an estimate from the bytes streamed
+// when it reported no usage. Does nothing once the stream has ended.
+func (s *StreamWriter) Finish() error {
+	if s.err != nil || s.closed {
+		return s.err
+	}
+	s.ensureStart()
+	s.closeBlock()
+	reason, seq := stopReason(s.finish, s.vllmStop, len(s.toolsSeen) > 0, s.stopSequences)
+	s.stopReason = reason
+	ev := messageDeltaEvent{Type: "message_delta"}
+	ev.Delta.StopReason = reason
+	ev.Delta.StopSequence = seq
+	if s.usage != nil {
+		ev.Usage.OutputTokens = max(s.usage.CompletionTokens, 0)
+		if s.usage.PromptTokens > 0 {
+			in := s.usage.PromptTokens
+			ev.Usage.InputTokens = &in
+		}
+	} else {
+		ev.Usage.OutputTokens = estimateOutput(s.outBytes)
+	}
+	s.event("message_delta", ev)
+	s.eventRaw("message_stop", eventMessageStop)
+	s.closed = true
+	return s.err
+}
+
+// Fail ends the stream with `event: error` carrying e's envelope (nil: a
+// generic 500 api_error) and writes nothing after it: no block stop, no
+// message_stop, so clients see a failed stream, never a complete-looking
+// one. Before Started the caller should prefer WriteError. Does nothing once
+// the stream has ended.
+func (s *StreamWriter) Fail(e *Error) error {
+	if s.err != nil || s.closed {
+		return s.err
+	}
+	if e == nil {
+		e = NewError(http.StatusInternalServerError, "Internal error.")
+	}
+	s.failure = e
+	s.eventRaw("error", e.Envelope(""))
+	s.closed = true
+	return s.err
+}
+
+// Ping writes `event: ping` (after message_start, which it writes first if
+// needed, so it commits the response to a stream). Does nothing once the
+// stream has ended.
+func (s *StreamWriter) Ping() error {
+	if s.err != nil || s.closed {
+		return s.err
+	}
+	s.ensureStart()
+	s.eventRaw("ping", eventPing)
+	return s.err
+}
+
+// Started reports whether anything has been written. Until then the caller
+// can still answer with an HTTP error (WriteError).
+func (s *StreamWriter) Started() bool { return s.started }
+
+// Done reports whether the stream has ended (message_stop or error).
+func (s *StreamWriter) Done() bool { return s.closed }
+
+// Failure is the error the stream ended with (Fail or an upstream error
+// event), or nil.
+func (s *StreamWriter) Failure() *Error { return s.failure }
+
+// StopReason is the stop_reason sent, after a successful Finish.
+func (s *StreamWriter) StopReason() string { return s.stopReason }
+
+func (s *StreamWriter) event(name string, v any) { s.eventRaw(name, mustMarshal(v)) }
+
+// eventRaw writes one event and flushes it. After a write error nothing
+// more is written; the error is kept in s.err and returned by every call.
+func (s *StreamWriter) eventRaw(name string, payload []byte) {
+	if s.err != nil {
+		return
+	}
+	s.started = true
+	b := make([]byte, 0, len(name)+len(payload)+16)
+	b = append(b, "event: "...)
+	b = append(b, name...)
+	b = append(b, "\ndata: "...)
+	b = append(b, payload...)
+	b = append(b, "\n\n"...)
+	if _, err := s.w.Write(b); err != nil {
+		s.err = fmt.Errorf("anthropicapi: write stream: %w", err)
+		return
+	}
+	if s.flush != nil {
+		s.flush()
+	}
+}
