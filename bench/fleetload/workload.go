@@ -14,6 +14,14 @@
 // random lowercase words of 2-4 letters: one token each in vllmsim's
 // tokenizer (1-2 in a real BPE one), so "tokens" in Workload are vllmsim
 // tokens.
+//
+// The generator is cheap (token chunks are read without a full JSON
+// decode), but every token is still an SSE event over loopback: on a 2-core
+// machine the whole path (simulators plus generator) carries roughly 100k
+// events/s. Pick vllmsim's TimeScale so the fleet stays well below that,
+// and check that each simulator's Stats().SimBusy × TimeScale approaches
+// the run's wall time only when the simulated fleet, not the machine, is
+// saturated.
 package fleetload
 
 import (
