@@ -310,11 +310,11 @@ type Stats struct {
 	PrefillTokens    int64   // tokens computed in prefill (uncached prompt + recompute)
 	GenerationTokens int64   // tokens emitted (vllm:generation_tokens)
 	Accepted         int64   // requests queued
-	Rejected         int64   // requests refused: 429 (queue full) or 400 (too long)
+	Rejected         int64   // requests refused: 429 (queue full), 400/404 (invalid, too long, unknown model)
 	Finished         int64   // sequences that reached max_tokens
 	Aborted          int64   // sequences dropped because the client went away
 	Preemptions      int64   // recompute preemptions (vllm:num_preemptions)
 	Evictions        int64   // cached blocks evicted for reuse
 	Steps            int64   // engine steps run
-	SimBusy          time.Duration
+	SimBusy          time.Duration // simulated time spent in steps (unscaled)
 }
