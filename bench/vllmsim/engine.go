@@ -301,20 +301,20 @@ func (e *engine) snapshot() Stats {
 // Stats are the simulator's counters; token counts are in tokens, times
 // are simulated (unscaled).
 type Stats struct {
-	Running, Waiting int     // sequences now
-	KVUsage          float64 // fraction of blocks held by sequences (vllm:kv_cache_usage_perc)
-	CachedBlocks     int     // blocks holding a registered prefix block (held or evictable)
-	PrefixQueries    int64   // prompt tokens looked up at admission (vllm:prefix_cache_queries)
-	PrefixHits       int64   // of those, found cached (vllm:prefix_cache_hits)
-	PromptTokens     int64   // prompt tokens of accepted requests (vllm:prompt_tokens)
-	PrefillTokens    int64   // tokens computed in prefill (uncached prompt + recompute)
-	GenerationTokens int64   // tokens emitted (vllm:generation_tokens)
-	Accepted         int64   // requests queued
-	Rejected         int64   // requests refused: 429 (queue full), 400/404 (invalid, too long, unknown model)
-	Finished         int64   // sequences that reached max_tokens
-	Aborted          int64   // sequences dropped because the client went away
-	Preemptions      int64   // recompute preemptions (vllm:num_preemptions)
-	Evictions        int64   // cached blocks evicted for reuse
-	Steps            int64   // engine steps run
+	Running, Waiting int           // sequences now
+	KVUsage          float64       // fraction of blocks held by sequences (vllm:kv_cache_usage_perc)
+	CachedBlocks     int           // blocks holding a registered prefix block (held or evictable)
+	PrefixQueries    int64         // prompt tokens looked up at admission (vllm:prefix_cache_queries)
+	PrefixHits       int64         // of those, found cached (vllm:prefix_cache_hits)
+	PromptTokens     int64         // prompt tokens of accepted requests (vllm:prompt_tokens)
+	PrefillTokens    int64         // tokens computed in prefill (uncached prompt + recompute)
+	GenerationTokens int64         // tokens emitted (vllm:generation_tokens)
+	Accepted         int64         // requests queued
+	Rejected         int64         // requests refused: 429 (queue full), 400/404 (invalid, too long, unknown model)
+	Finished         int64         // sequences that reached max_tokens
+	Aborted          int64         // sequences dropped because the client went away
+	Preemptions      int64         // recompute preemptions (vllm:num_preemptions)
+	Evictions        int64         // cached blocks evicted for reuse
+	Steps            int64         // engine steps run
 	SimBusy          time.Duration // simulated time spent in steps (unscaled)
 }
