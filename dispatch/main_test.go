@@ -1,9 +1,9 @@
 package dispatch
 
 import (
-	"github.com/iop-gateway/iop/internal/testcaps"
 	"context"
 	"errors"
+	"github.com/iop-gateway/iop/internal/testcaps"
 	"strings"
 	"sync"
 	"testing"

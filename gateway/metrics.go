@@ -31,6 +31,7 @@ type Metrics struct {
 	ttft          *prometheus.HistogramVec
 	tokens        *prometheus.CounterVec
 	cancellations *prometheus.CounterVec
+	surfaces      *prometheus.CounterVec
 
 	// The children recorded per request, cached by label values so that a
 	// request does not hash and look up its labels in the vector
@@ -41,6 +42,7 @@ type Metrics struct {
 	ttftBy          seriesCache[modelLabel, prometheus.Observer]
 	tokensBy        seriesCache[modelLabel, prometheus.Counter]
 	cancellationsBy seriesCache[string, prometheus.Counter]
+	surfacesBy      seriesCache[modelLabel, prometheus.Counter] // (surface, code)
 }
 
 type modelRouteCode struct{ model, route, code string }
@@ -102,9 +104,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		cancellations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "iop_cancellations_total", Help: "Upstream requests cancelled by the edge, by reason.",
 		}, []string{"reason"}),
+		surfaces: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "iop_surface_requests_total", Help: "HTTP API requests by API surface (openai, anthropic) and response code.",
+		}, []string{"surface", "code"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.ttft, m.tokens, m.cancellations)
+		reg.MustRegister(m.requests, m.duration, m.ttft, m.tokens, m.cancellations, m.surfaces)
 	}
 	// Every reason exists from the start at zero, so the first
 	// cancellation of a kind shows in rate() and increase().
@@ -119,6 +124,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // 30 minutes a CLI agent's run may take, so that a 20 s request is not
 // reported as 30 s, nor a 10-minute run as +Inf.
 var DurationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 450, 600, 900, 1200, 1800}
+
+// surface counts a request by the API surface it came through.
+func (m *Metrics) surface(surface, code string) {
+	m.surfacesBy.get(modelLabel{surface, code}, func(k modelLabel) prometheus.Counter {
+		return m.surfaces.WithLabelValues(k.model, k.label)
+	}).Inc()
+}
 
 func (m *Metrics) request(model, route, code string, d time.Duration) {
 	m.requestsBy.get(modelRouteCode{model, route, code}, func(k modelRouteCode) prometheus.Counter {

@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/iop-gateway/iop/dispatch"
+	"github.com/iop-gateway/iop/gateway/anthropicapi"
 	"github.com/iop-gateway/iop/gateway/openaiapi"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -258,6 +260,11 @@ func (s *Server) knownModel(name string) bool {
 }
 
 func (s *Server) listModels(c *gin.Context) {
+	if c.GetHeader("anthropic-version") != "" {
+		// An Anthropic SDK: its list shape.
+		c.Data(http.StatusOK, "application/json", anthropicapi.ModelsList(s.models.Load().names, time.Unix(s.created, 0)))
+		return
+	}
 	c.Data(http.StatusOK, "application/json", openaiapi.ModelsList(s.models.Load().names, s.created))
 }
 

@@ -102,6 +102,10 @@ func New(opts Options) *Server {
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))
 
+	// The Anthropic front wraps auth and body limits too, so their refusals
+	// leave in Anthropic's shape; registered before the group's routes.
+	e.POST("/v1/messages", s.anthropicFront, s.apiAuth, s.bodyLimit, s.messages)
+	e.POST("/v1/messages/count_tokens", s.anthropicFront, s.apiAuth, s.bodyLimit, s.countTokens)
 	v1 := e.Group("/v1", s.apiAuth)
 	v1.GET("/models", s.listModels)
 	// Catch-all: model ids often contain "/" (e.g. meta-llama/Llama-3.1-8B).
@@ -179,6 +183,11 @@ func (s *Server) apiAuth(c *gin.Context) {
 		return
 	}
 	tok, ok := bearer(c)
+	if !ok {
+		// Anthropic's SDKs send the key in x-api-key.
+		tok = c.GetHeader("x-api-key")
+		ok = tok != ""
+	}
 	if ok {
 		d := sha256.Sum256([]byte(tok))
 		match := 0
@@ -227,6 +236,9 @@ type reqInfo struct {
 	prompt       int64
 	completion   int64
 	cancelReason string
+	// surface is the API surface the request came through (openai,
+	// anthropic).
+	surface string
 	// body is the request body's deadline guard; nil without a body.
 	body *deadlineBody
 	// outcome is the status a failure after the first byte maps to (the
@@ -247,7 +259,7 @@ func (s *Server) requestID(c *gin.Context) {
 		id = newID("req_")
 	}
 	c.Header("X-Request-Id", id)
-	c.Set(infoKey, &reqInfo{requestID: id})
+	c.Set(infoKey, &reqInfo{requestID: id, surface: surfaceOpenAI})
 }
 
 func printableASCII(s string) bool {
@@ -293,14 +305,16 @@ func (s *Server) logRequest(c *gin.Context, start time.Time) {
 	if model == "" {
 		model = "unknown"
 	}
-	s.metrics.request(model, in.route, statusCode(status, in), time.Since(start))
+	code := statusCode(status, in)
+	s.metrics.request(model, in.route, code, time.Since(start))
+	s.metrics.surface(in.surface, code)
 	if !s.log.Core().Enabled(zap.InfoLevel) {
 		return
 	}
 	fields := []zap.Field{
 		zap.String("request_id", in.requestID), zap.String("method", c.Request.Method), zap.String("path", c.Request.URL.Path),
 		zap.Int("status", status), zap.Duration("duration", time.Since(start)),
-		zap.String("model", model), zap.String("node_id", in.node), zap.String("provider", in.provider), zap.String("route", in.route),
+		zap.String("model", model), zap.String("node_id", in.node), zap.String("provider", in.provider), zap.String("route", in.route), zap.String("surface", in.surface),
 	}
 	if in.ttft > 0 {
 		fields = append(fields, zap.Duration("ttft", in.ttft))

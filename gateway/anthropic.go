@@ -1,0 +1,285 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/iop-gateway/iop/dispatch"
+	"github.com/iop-gateway/iop/gateway/anthropicapi"
+	"github.com/iop-gateway/iop/gateway/openaiapi"
+)
+
+// The Anthropic Messages surface (POST /v1/messages) is a translating front
+// over the OpenAI chat pipeline: the request becomes an OpenAI chat body
+// (anthropicapi.Request.OpenAIChat), which goes through the same parsing,
+// queue, lease, routing and both paths (the tunnel sends that body
+// upstream; a run normalizes it like any chat); what the pipeline writes
+// (a chat.completion, chat.completion.chunk events or an OpenAI error) is
+// rendered back as Messages JSON, Messages events or an Anthropic error by
+// messagesWriter. Cancellation, timeouts and the honest end of a broken
+// stream (an error event, never a fake message_stop) are the pipeline's own.
+
+// Surface names for the access log and iop_surface_requests_total.
+const (
+	surfaceOpenAI    = "openai"
+	surfaceAnthropic = "anthropic"
+)
+
+// maxHeldMessage bounds a non-streamed answer held for conversion: the
+// tunnel relay holds non-stream answers within the same bound.
+const maxHeldMessage = 32 << 20
+
+// anthropicFront installs the converting writer around the rest of the
+// chain, so every answer (auth and body-limit refusals included) leaves in
+// Anthropic's shape, then restores the writer for the access log.
+func (s *Server) anthropicFront(c *gin.Context) {
+	info(c).surface = surfaceAnthropic
+	mw := &messagesWriter{ResponseWriter: c.Writer, header: http.Header{}, requestID: info(c).requestID}
+	c.Writer = mw
+	defer func() {
+		mw.finish()
+		c.Writer = mw.ResponseWriter
+	}()
+	c.Next()
+}
+
+// messages serves POST /v1/messages.
+func (s *Server) messages(c *gin.Context) {
+	if k := s.messagesCall(c); k != nil {
+		s.dispatch(c, k)
+	}
+}
+
+//go:noinline
+func (s *Server) messagesCall(c *gin.Context) *call {
+	body, ok := s.readBody(c)
+	if !ok {
+		return nil
+	}
+	areq, aerr := anthropicapi.ParseRequest(body)
+	if aerr != nil {
+		writeAnthropicError(c, aerr)
+		return nil
+	}
+	chat, err := areq.OpenAIChat()
+	if err != nil {
+		writeAnthropicError(c, anthropicapi.NewError(http.StatusBadRequest, "The request could not be converted."))
+		return nil
+	}
+	req, err := openaiapi.ParseChat(chat)
+	if err != nil {
+		writeError(c, apiError(err, "")) // converted to Anthropic's shape by the writer
+		return nil
+	}
+	if mw, ok := c.Writer.(*messagesWriter); ok {
+		mw.start(areq, req.EstimatePromptTokens())
+	}
+	return &call{op: opChat, path: "/chat/completions", model: req.Model, body: chat, stream: req.Stream,
+		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), runCheck: req}
+}
+
+// countTokens serves POST /v1/messages/count_tokens: an estimate (the
+// edge's tokenizer-free estimator), documented as one.
+func (s *Server) countTokens(c *gin.Context) {
+	body, ok := s.readBody(c)
+	if !ok {
+		return
+	}
+	areq, aerr := anthropicapi.ParseCountRequest(body)
+	if aerr != nil {
+		writeAnthropicError(c, aerr)
+		return
+	}
+	if !s.knownModel(areq.Model) {
+		writeError(c, apiError(dispatch.ErrModelNotFound, areq.Model))
+		return
+	}
+	w := c.Writer
+	if mw, ok := w.(*messagesWriter); ok {
+		mw.direct, w = true, mw.ResponseWriter // already Anthropic's shape
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("request-id", info(c).requestID)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(anthropicapi.CountTokensResponse(anthropicapi.CountTokens(areq)))
+}
+
+// writeAnthropicError answers with an Anthropic error envelope directly.
+func writeAnthropicError(c *gin.Context, e *anthropicapi.Error) {
+	if mw, ok := c.Writer.(*messagesWriter); ok {
+		mw.direct = true
+		anthropicapi.WriteError(mw.ResponseWriter, mw.requestID, e)
+	} else {
+		anthropicapi.WriteError(c.Writer, info(c).requestID, e)
+	}
+	c.Abort()
+}
+
+// messagesWriter converts what the OpenAI pipeline writes into the
+// Messages surface. Until start it only converts errors; after start it
+// converts a chat.completion (held, then rendered) or the chunk stream
+// (event by event, as it arrives).
+type messagesWriter struct {
+	gin.ResponseWriter             // the real writer
+	header             http.Header // what the pipeline sets; only Retry-After goes out
+	requestID          string
+	status             int  // as the pipeline wrote it; 0 until then
+	direct             bool // the answer went to the real writer already
+	req                *anthropicapi.Request
+	promptTokens       int
+	held               bytes.Buffer // a non-stream answer or an error body
+	overflow           bool
+	sw                 *anthropicapi.StreamWriter // nil until a 200 stream starts
+	pending            []byte                     // a partial SSE event
+	werr               error                      // the first write error on the real writer
+}
+
+func (w *messagesWriter) start(req *anthropicapi.Request, promptTokens int) {
+	w.req, w.promptTokens = req, promptTokens
+}
+
+func (w *messagesWriter) Header() http.Header { return w.header }
+
+func (w *messagesWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+}
+
+func (w *messagesWriter) WriteHeaderNow() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+}
+
+func (w *messagesWriter) Status() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+func (w *messagesWriter) Written() bool { return w.status != 0 || w.direct }
+
+func (w *messagesWriter) WriteString(s string) (int, error) { return w.Write([]byte(s)) }
+
+// streaming reports whether writes are stream events to convert now.
+func (w *messagesWriter) streaming() bool {
+	return w.req != nil && w.req.Stream && w.Status() == http.StatusOK
+}
+
+func (w *messagesWriter) Write(p []byte) (int, error) {
+	w.WriteHeaderNow()
+	if !w.streaming() {
+		if w.held.Len()+len(p) > maxHeldMessage {
+			w.overflow = true
+			return 0, errHeldTooLarge
+		}
+		return w.held.Write(p)
+	}
+	if w.sw == nil {
+		w.sw = anthropicapi.NewStreamWriter(committer{w}, w.flushReal, w.req.Model, w.promptTokens, w.req.StopSequences)
+	}
+	w.pending = append(w.pending, p...)
+	for {
+		i := bytes.Index(w.pending, []byte("\n\n"))
+		if i < 0 {
+			break
+		}
+		ev := w.pending[:i]
+		if err := w.event(ev); err != nil {
+			return 0, err
+		}
+		w.pending = w.pending[i+2:]
+	}
+	if len(w.pending) > maxHeldMessage {
+		return 0, errHeldTooLarge
+	}
+	if w.werr != nil {
+		return 0, w.werr
+	}
+	return len(p), nil
+}
+
+// event converts one SSE event of the OpenAI stream: its data lines are
+// a chunk, [DONE] or an error payload.
+func (w *messagesWriter) event(ev []byte) error {
+	var data []byte
+	for _, line := range bytes.Split(ev, []byte("\n")) {
+		if d, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			data = append(data, bytes.TrimPrefix(d, []byte(" "))...)
+		}
+	}
+	if len(data) == 0 || w.sw.Done() {
+		return nil
+	}
+	if bytes.Equal(data, []byte("[DONE]")) {
+		return w.sw.Finish()
+	}
+	return w.sw.Chunk(data)
+}
+
+// Flush is a no-op: the stream writer flushes after every event it writes.
+func (w *messagesWriter) Flush() {}
+
+func (w *messagesWriter) flushReal() { w.ResponseWriter.Flush() }
+
+// committer writes to the real writer, committing the SSE headers first.
+type committer struct{ w *messagesWriter }
+
+func (c committer) Write(p []byte) (int, error) {
+	rw := c.w.ResponseWriter
+	if !rw.Written() {
+		h := rw.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("request-id", c.w.requestID)
+		rw.WriteHeader(http.StatusOK)
+	}
+	n, err := rw.Write(p)
+	if err != nil && c.w.werr == nil {
+		c.w.werr = err
+	}
+	return n, err
+}
+
+var errHeldTooLarge = errors.New("gateway: answer too large to convert")
+
+// finish renders what was held: an error in Anthropic's shape, or the
+// chat.completion as a Messages answer; and ends a stream that stopped
+// without [DONE] or an error event with an error event.
+func (w *messagesWriter) finish() {
+	if w.direct {
+		return
+	}
+	rw := w.ResponseWriter
+	switch {
+	case w.sw != nil:
+		if !w.sw.Done() && w.werr == nil {
+			_ = w.sw.Fail(anthropicapi.NewError(http.StatusBadGateway, "The stream ended before the answer was complete."))
+		}
+	case w.status == 0 && w.held.Len() == 0:
+		// Nothing was answered (the client left before): nothing to send.
+	case w.Status() >= 400:
+		e := anthropicapi.FromOpenAIError(w.Status(), w.held.Bytes())
+		if ra := w.header.Get("Retry-After"); ra != "" {
+			rw.Header().Set("Retry-After", ra)
+		}
+		anthropicapi.WriteError(rw, w.requestID, e)
+	case w.req == nil || w.overflow:
+		anthropicapi.WriteError(rw, w.requestID, anthropicapi.NewError(http.StatusBadGateway, "The provider's answer could not be converted."))
+	default:
+		out, err := anthropicapi.RenderMessage(w.held.Bytes(), w.req.Model, w.req.StopSequences)
+		if err != nil {
+			anthropicapi.WriteError(rw, w.requestID, anthropicapi.NewError(http.StatusBadGateway, "The provider's answer could not be converted."))
+			return
+		}
+		rw.Header().Set("Content-Type", "application/json")
+		rw.Header().Set("request-id", w.requestID)
+		rw.WriteHeader(http.StatusOK)
+		_, _ = rw.Write(out)
+	}
+}
