@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/iop-gateway/iop/dispatch/route"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -201,6 +202,14 @@ type ModelSpec struct {
 	// no_provider_available instead of queueing. Unset means 10; 0 means
 	// always queue (up to queue_timeout_sec).
 	OfflineGraceSec *float64 `mapstructure:"offline_grace_sec"`
+	// Routing picks among the candidates with room (dispatch/route):
+	// ordered (the first in the listed order), least_load (lease
+	// occupancy, backend queue depth and KV-cache pressure) or
+	// prefix_affinity (the candidate that last served the longest prefix
+	// of the request, unless that is clearly busier; else least_load).
+	// Unset means least_load, which without backend load reports is the
+	// lease occupancy alone: how iop has always spread requests.
+	Routing string `mapstructure:"routing"`
 	// Workspace (cli routes): sub-directory of the node's workspace_root.
 	Workspace string          `mapstructure:"workspace"`
 	Providers []ModelProvider `mapstructure:"providers"`
@@ -390,6 +399,11 @@ func (c *Edge) Normalize() error {
 			m.OfflineGraceSec = &v
 		} else if *m.OfflineGraceSec < 0 {
 			p.add("%s.offline_grace_sec must not be negative (0 means always queue)", where)
+		}
+		if m.Routing == "" {
+			m.Routing = route.LeastLoad.String()
+		} else if _, err := route.ParseStrategy(m.Routing); err != nil {
+			p.add("%s.routing %q is not ordered, least_load or prefix_affinity", where, m.Routing)
 		}
 		if m.Workspace != "" && !localRelPath(m.Workspace) {
 			p.add("%s.workspace %q must be a relative path without ..", where, m.Workspace)

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/dispatch/route"
 	"github.com/iop-gateway/iop/nodewire"
 )
 
@@ -60,16 +61,22 @@ type Dispatcher struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // background work (health polling)
 
-	mu         sync.Mutex
-	cfg        *config.Edge             // guarded by mu
-	nodes      map[string]*node         // guarded by mu: by node id
-	connNode   map[*nodewire.Conn]*node // guarded by mu: accepted connections
-	models     map[string]*model        // guarded by mu: by external name
-	waiterSeq  uint64                   // guarded by mu: last waiter.seq given
-	affinity   *affinityCache           // guarded by mu
-	genCounter uint64                   // guarded by mu
-	events     []Event                  // guarded by mu: recent events ring
-	resources  map[resKey]*resource     // guarded by mu
+	mu        sync.Mutex
+	cfg       *config.Edge             // guarded by mu
+	nodes     map[string]*node         // guarded by mu: by node id
+	connNode  map[*nodewire.Conn]*node // guarded by mu: accepted connections
+	models    map[string]*model        // guarded by mu: by external name
+	waiterSeq uint64                   // guarded by mu: last waiter.seq given
+	affinity  *affinityCache           // guarded by mu
+	nextResID uint32                   // guarded by mu: last resource.id given
+	// Scratch of pickLocked, guarded by mu.
+	pickFit    []*candidate
+	pickCands  []route.Candidate
+	pickIDs    []uint32
+	pickMatch  []int
+	genCounter uint64               // guarded by mu
+	events     []Event              // guarded by mu: recent events ring
+	resources  map[resKey]*resource // guarded by mu
 }
 
 // New builds a dispatcher for cfg (already normalized).
@@ -154,7 +161,8 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 			seenRes[key] = true
 			r := d.resources[key]
 			if r == nil {
-				r = &resource{key: key, leases: map[*Lease]struct{}{}, downSince: time.Now()}
+				d.nextResID++
+				r = &resource{key: key, id: d.nextResID, leases: map[*Lease]struct{}{}, downSince: time.Now()}
 				d.resources[key] = r
 				n.resources[ps.Name] = r
 			}
@@ -193,6 +201,12 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 			m = newModel(ms.Name)
 		}
 		m.spec = *ms
+		m.strategy, _ = route.ParseStrategy(ms.Routing) // validated with the config
+		if m.strategy != route.PrefixAffinity {
+			m.prefixes = nil
+		} else if m.prefixes == nil {
+			m.prefixes = route.NewPrefixes(route.DefaultMaxEntries)
+		}
 		m.cands = m.cands[:0]
 		for _, mp := range ms.Providers {
 			if r := d.resources[resKey{mp.Node, mp.Provider}]; r != nil {

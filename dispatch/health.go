@@ -6,6 +6,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/iop-gateway/iop/dispatch/route"
+
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -31,11 +33,7 @@ func (d *Dispatcher) pollHealth(interval time.Duration) {
 				}
 				continue
 			}
-			health := map[string]iop.HealthState{}
-			for _, p := range resp.GetProviders() {
-				health[p.GetProviderId()] = p.GetHealth()
-			}
-			d.setHealth(id, health)
+			d.setHealth(id, resp.GetProviders())
 		}
 	}
 }
@@ -71,16 +69,26 @@ func HealthName(h iop.HealthState) string {
 
 // setHealth records reported health for node id's providers; a provider
 // that comes back from offline hands its slots to waiters at once.
-func (d *Dispatcher) setHealth(id string, health map[string]iop.HealthState) {
+//
+// It also records each provider's backend load (running and waiting
+// requests, KV-cache usage), which load-aware routing reads.
+func (d *Dispatcher) setHealth(id string, snaps []*iop.ProviderSnapshot) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n := d.nodes[id]
 	if n == nil || n.state != stateReady {
 		return
 	}
-	for name, h := range health {
+	now := time.Now()
+	for _, s := range snaps {
+		name, h := s.GetProviderId(), s.GetHealth()
 		r := n.resources[name]
-		if r == nil || !r.live || r.health == h {
+		if r == nil || !r.live {
+			continue
+		}
+		r.load = route.Load{Known: true, Running: s.GetBackendRunning(), Waiting: s.GetBackendWaiting(), KVUsage: s.GetKvCacheUsage()}
+		r.loadAt = now
+		if r.health == h {
 			continue
 		}
 		was := r.health

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/dispatch/route"
 	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -45,6 +46,12 @@ type resource struct {
 	// health is the backend health its node last reported (unknown is
 	// treated as ok). Reset when the node's generation changes.
 	health iop.HealthState
+	// load is the backend load its node last reported and loadAt when; a
+	// report older than loadStale counts as none.
+	load   route.Load
+	loadAt time.Time
+	// id names the resource in the models' prefix indexes; never reused.
+	id uint32
 }
 
 // fits reports whether the resource has a slot for a request now.
@@ -91,8 +98,17 @@ func (r *resource) dying() bool {
 	return r.conn != nil && r.conn.IsClosed()
 }
 
-// load is the resource's occupancy relative to its capacity.
-func (r *resource) load() float64 { return float64(r.inFlight) / float64(r.spec.Capacity) }
+
+// loadStale is the age past which a load report no longer informs routing.
+const loadStale = 30 * time.Second
+
+// routeLoad is the load routing may use now.
+func (r *resource) routeLoad(now time.Time) route.Load {
+	if !r.load.Known || now.Sub(r.loadAt) > loadStale {
+		return route.Load{}
+	}
+	return r.load
+}
 
 type candidate struct {
 	res    *resource
@@ -105,6 +121,10 @@ type model struct {
 	spec    config.ModelSpec
 	cands   []candidate // preference order
 	pending int         // waiters in queues
+	// strategy picks among candidates with room (models[].routing), and
+	// prefixes is its prefix index (prefix_affinity only; nil otherwise).
+	strategy route.Strategy
+	prefixes *route.Prefixes
 	// queues holds this model's waiters by kind (queueOf: long or not,
 	// needing the tunnel or not), oldest first, so a freed slot finds its
 	// waiter without walking waiters that cannot use it: within one queue
@@ -148,6 +168,11 @@ type Request struct {
 	// candidate is ever chosen for it, however idle; and when the model has
 	// no such candidate at all it fails at once with ErrNoCapableProvider.
 	NeedsTunnel bool
+	// Prompt is the request's prompt in one canonical rendering, for
+	// prefix_affinity (the gateway passes the request body as sent: an SDK
+	// renders the same conversation to the same leading bytes, so a later
+	// turn shares the earlier turns' prefix). Nil means no affinity.
+	Prompt []byte
 }
 
 type waitResult struct {
@@ -162,6 +187,7 @@ type waiter struct {
 	long    bool
 	tunnel  bool // needs the tunnel
 	session string
+	hashes  []uint64        // the prompt's prefix hashes (prefix_affinity)
 	seq     uint64          // arrival order across all models
 	qelem   *list.Element   // in model.queues[queueOf(long, tunnel)]; nil once removed
 	result  chan waitResult // buffered 1: the settling side never blocks
@@ -182,6 +208,10 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		d.mu.Unlock()
 		return nil, ErrDispatcherShutdown
 	}
+	var hashes []uint64
+	if m.prefixes != nil && len(req.Prompt) >= route.BlockSize {
+		hashes = route.Hash(req.Prompt)
+	}
 	long := m.spec.LongContextTokens > 0 && req.PromptTokens >= m.spec.LongContextTokens
 	tunnel := req.NeedsTunnel
 	if !m.couldServe(long, false) {
@@ -192,8 +222,8 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("%w: model %s", ErrNoCapableProvider, req.Model)
 	}
-	if c := d.pickLocked(m, long, tunnel, req.SessionID); c != nil {
-		l := d.grantLocked(m, c, long, req.SessionID)
+	if c := d.pickLocked(m, long, tunnel, req.SessionID, hashes); c != nil {
+		l := d.grantLocked(m, c, long, req.SessionID, hashes)
 		d.mu.Unlock()
 		d.metrics.queueWait(m.name, time.Since(start))
 		return l, nil
@@ -207,7 +237,7 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		return nil, fmt.Errorf("%w: model %s", ErrQueueFull, req.Model)
 	}
 	d.waiterSeq++
-	w := &waiter{model: m, long: long, tunnel: tunnel, session: req.SessionID, seq: d.waiterSeq, result: make(chan waitResult, 1)}
+	w := &waiter{model: m, long: long, tunnel: tunnel, session: req.SessionID, hashes: hashes, seq: d.waiterSeq, result: make(chan waitResult, 1)}
 	w.qelem = m.queues[queueOf(long, tunnel)].PushBack(w)
 	m.pending++
 	timeout := time.Duration(m.spec.QueueTimeoutSec * float64(time.Second))
@@ -273,9 +303,9 @@ func (m *model) liveWithin(now time.Time, grace time.Duration, long, tunnel bool
 }
 
 // pickLocked chooses among live candidates with room: the session's last
-// provider while it has room, else the least loaded relative to capacity,
-// ties by configured order.
-func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, session string) *candidate {
+// provider while it has room, else the one the model's routing strategy
+// picks (route.Pick) among those with room.
+func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, session string, hashes []uint64) *candidate {
 	if session != "" {
 		if key, ok := d.affinity.get(session); ok {
 			for i := range m.cands {
@@ -285,20 +315,32 @@ func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, session string) *ca
 			}
 		}
 	}
-	var best *candidate
+	// Scratch slices, reused under d.mu: picking allocates nothing.
+	fit, cands, ids := d.pickFit[:0], d.pickCands[:0], d.pickIDs[:0]
+	now := time.Now()
 	for i := range m.cands {
 		c := &m.cands[i]
 		if !c.res.fits(long) || !c.res.serves(tunnel) {
 			continue
 		}
-		if best == nil || c.res.load() < best.res.load() {
-			best = c
-		}
+		fit = append(fit, c)
+		cands = append(cands, route.Candidate{InFlight: c.res.inFlight, Capacity: c.res.spec.Capacity, Load: c.res.routeLoad(now)})
+		ids = append(ids, c.res.id)
 	}
-	return best
+	d.pickFit, d.pickCands, d.pickIDs = fit, cands, ids
+	var match []int
+	if m.prefixes != nil && len(hashes) > 0 {
+		match = m.prefixes.Longest(d.pickMatch[:0], hashes, ids)
+		d.pickMatch = match
+	}
+	i := route.Pick(m.strategy, cands, match, route.DefaultOptions())
+	if i < 0 {
+		return nil
+	}
+	return fit[i]
 }
 
-func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session string) *Lease {
+func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session string, hashes []uint64) *Lease {
 	r := c.res
 	r.inFlight++
 	if long {
@@ -314,6 +356,9 @@ func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session stri
 	r.leases[l] = struct{}{}
 	if session != "" {
 		d.affinity.put(session, r.key)
+	}
+	if m.prefixes != nil && len(hashes) > 0 {
+		m.prefixes.Record(hashes, r.id)
 	}
 	d.metrics.leaseAcquired(r.key)
 	return l
@@ -370,7 +415,7 @@ func (d *Dispatcher) pumpLocked(r *resource) {
 		}
 		c := best.model.candidateFor(r)
 		d.removeWaiterLocked(best)
-		best.result <- waitResult{lease: d.grantLocked(best.model, c, best.long, best.session)}
+		best.result <- waitResult{lease: d.grantLocked(best.model, c, best.long, best.session, best.hashes)}
 	}
 }
 

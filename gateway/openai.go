@@ -186,7 +186,11 @@ func (s *Server) acquire(c *gin.Context, k *call) (*dispatch.Lease, string) {
 		return nil, ""
 	}
 	ctx := c.Request.Context()
-	lease, err := s.d.Acquire(ctx, dispatch.Request{Model: k.model, PromptTokens: k.tokens, SessionID: session, NeedsTunnel: needsTunnel(k)})
+	var prompt []byte
+	if k.op == opChat || k.op == opCompletion {
+		prompt = k.body // the prefix_affinity rendering (dispatch.Request.Prompt)
+	}
+	lease, err := s.d.Acquire(ctx, dispatch.Request{Model: k.model, PromptTokens: k.tokens, SessionID: session, NeedsTunnel: needsTunnel(k), Prompt: prompt})
 	if err != nil {
 		if ctx.Err() != nil {
 			in.cancelReason = CancelClientDisconnect
