@@ -98,7 +98,6 @@ func (r *resource) dying() bool {
 	return r.conn != nil && r.conn.IsClosed()
 }
 
-
 // loadStale is the age past which a load report no longer informs routing.
 const loadStale = 30 * time.Second
 
