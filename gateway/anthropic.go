@@ -134,6 +134,7 @@ type messagesWriter struct {
 	overflow           bool
 	sw                 *anthropicapi.StreamWriter // nil until a 200 stream starts
 	pending            []byte                     // a partial SSE event
+	pinged             bool                       // the stream's ping went out
 	werr               error                      // the first write error on the real writer
 }
 
@@ -192,6 +193,13 @@ func (w *messagesWriter) Write(p []byte) (int, error) {
 		ev := w.pending[:i]
 		if err := w.event(ev); err != nil {
 			return 0, err
+		}
+		if !w.pinged && w.sw.Started() && !w.sw.Done() {
+			// One ping early in the stream, as Anthropic's API sends.
+			w.pinged = true
+			if err := w.sw.Ping(); err != nil {
+				return 0, err
+			}
 		}
 		w.pending = w.pending[i+2:]
 	}

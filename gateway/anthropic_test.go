@@ -106,6 +106,14 @@ func TestAnthropicRunPathErrorsAndAuth(t *testing.T) {
 	if err := stream.Err(); err != nil || acc.Content[0].Text != "a b c d" || events < 6 {
 		t.Fatalf("streamed = %+v (%d events), %v", acc, events, err)
 	}
+	// On the wire (the SDK hides pings): one ping, after message_start.
+	raw := do(t, httpClient(t), http.MethodPost, e.URL+"/v1/messages", `{"model":"demo","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"x y"}]}`,
+		map[string]string{"x-api-key": "sk-client"})
+	body := string(raw.Body)
+	if strings.Count(body, "event: ping\n") != 1 || strings.Index(body, "event: ping") < strings.Index(body, "event: message_start") ||
+		!strings.HasSuffix(body, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n") {
+		t.Fatalf("raw stream:\n%s", body)
+	}
 
 	// Unknown model: 404 not_found_error through the SDK's typed error.
 	_, err = cl.Messages.New(ctxT(t), anthropic.MessageNewParams{Model: "nope", MaxTokens: 16, Messages: []anthropic.MessageParam{userText("x")}})
