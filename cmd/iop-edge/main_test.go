@@ -27,7 +27,7 @@ func TestCheckConfigExitCodes(t *testing.T) {
 listen: {http: "nope"}
 nodes:
   - id: a
-    providers: [{name: p, type: teleport, capacity: -1}]
+    providers: [{name: p, type: "Tele Port", capacity: -1}]
 models:
   - name: m
     providers: [{node: b, provider: p}]
@@ -37,7 +37,7 @@ models:
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Fatalf("bad config: %v, want exit 2\n%s", err, out)
 	}
-	for _, want := range []string{"listen.http", "token", "type \"teleport\"", "capacity must be positive", "not a configured node", "target is required"} {
+	for _, want := range []string{"listen.http", "token", "type \"Tele Port\" is not a lowercase identifier", "capacity must be positive", "not a configured node", "target is required"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
