@@ -1,10 +1,10 @@
 package anthropicapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/iop-gateway/iop/internal/jsonenc"
 	"net/http"
 	"strings"
 	"unicode/utf8"
@@ -225,26 +225,8 @@ func truncate(s string, max int) string {
 	return s[:cut] + "…"
 }
 
-// marshalCompact encodes v without HTML escaping (a '<' in text stays '<')
-// and without the trailing newline json.Encoder adds. It fails only when v
-// embeds an invalid json.RawMessage.
-func marshalCompact(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	b := buf.Bytes()
-	return b[:len(b)-1], nil
-}
+// marshalCompact and mustMarshal encode as every iop peer-facing JSON is
+// encoded (see jsonenc).
+func marshalCompact(v any) ([]byte, error) { return jsonenc.Marshal(v) }
 
-// mustMarshal is marshalCompact for values whose encoding cannot fail
-// (strings, numbers, and RawMessages this package validated).
-func mustMarshal(v any) []byte {
-	b, err := marshalCompact(v)
-	if err != nil {
-		panic("anthropicapi: encoding internal type: " + err.Error())
-	}
-	return b
-}
+func mustMarshal(v any) []byte { return jsonenc.Must("anthropicapi", v) }

@@ -1,10 +1,9 @@
 package openaiapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/iop-gateway/iop/internal/jsonenc"
 	"net/http"
 
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
@@ -305,26 +304,8 @@ func truncateForMessage(s string) string {
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
-// marshalCompact encodes v without HTML escaping (so '<' in a message stays
-// '<') and without the trailing newline json.Encoder adds. It fails only when
-// v embeds an invalid json.RawMessage.
-func marshalCompact(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	b := buf.Bytes()
-	return b[:len(b)-1], nil
-}
+// marshalCompact and mustMarshal encode as every iop peer-facing JSON is
+// encoded (see jsonenc).
+func marshalCompact(v any) ([]byte, error) { return jsonenc.Marshal(v) }
 
-// mustMarshal is marshalCompact for values made only of strings, numbers and
-// well-formed nested structs, whose encoding cannot fail.
-func mustMarshal(v any) []byte {
-	b, err := marshalCompact(v)
-	if err != nil {
-		panic("openaiapi: encoding internal type: " + err.Error())
-	}
-	return b
-}
+func mustMarshal(v any) []byte { return jsonenc.Must("openaiapi", v) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/iop-gateway/iop/internal/jsonenc"
 	"net/http"
 	"strings"
 
@@ -183,14 +184,6 @@ func renderToolCalls(m *iop.ChatMessage, names map[string]string) *iop.ChatMessa
 }
 
 // mustJSON encodes values that cannot fail to encode (strings, maps of
-// strings, raw JSON already validated). HTML escaping stays off so that
-// the <tool_call> blocks a model reads are written plainly.
-func mustJSON(v any) json.RawMessage {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		panic(fmt.Sprintf("openaicompat: encode %T: %v", v, err))
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n")
-}
+// strings, raw JSON already validated), HTML escaping off so that the
+// <tool_call> blocks a model reads are written plainly.
+func mustJSON(v any) json.RawMessage { return jsonenc.Must("openaicompat", v) }
