@@ -60,7 +60,7 @@ func FuzzRewriteModel(f *testing.F) {
 	f.Add([]byte(`[1]`), "t")
 	f.Fuzz(func(t *testing.T, body []byte, target string) {
 		out, err := RewriteModel(body, target)
-		in, err2 := RunInput(body)
+		in, err2 := withoutModel(body)
 		isObject := json.Valid(body) && bytes.HasPrefix(bytes.TrimSpace(body), []byte("{"))
 		if !isObject {
 			if !errors.Is(err, ErrNotJSONObject) || !errors.Is(err2, ErrNotJSONObject) {
@@ -86,7 +86,7 @@ func FuzzRewriteModel(f *testing.F) {
 			t.Fatalf("model = %q, want %q", got, target)
 		}
 		// Only the model changed: without it, both bodies are identical.
-		inOut, err := RunInput(out)
+		inOut, err := withoutModel(out)
 		if err != nil || !bytes.Equal(inOut, in) {
 			t.Fatalf("bytes beyond the model changed:\n%q\n%q", inOut, in)
 		}
@@ -95,7 +95,7 @@ func FuzzRewriteModel(f *testing.F) {
 			t.Fatal(err)
 		}
 		if _, ok := m2["model"]; ok {
-			t.Fatal("RunInput kept a top-level model")
+			t.Fatal("withoutModel kept a top-level model")
 		}
 	})
 }
@@ -123,7 +123,7 @@ func FuzzParseChat(f *testing.F) {
 		if _, err := RewriteModel(body, "t"); err != nil {
 			t.Fatalf("parsed body not rewritable: %v", err)
 		}
-		if _, err := RunInput(body); err != nil {
+		if _, err := withoutModel(body); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -137,9 +137,9 @@ func TestRewriteModelCaseVariants(t *testing.T) {
 		if err != nil || string(got) != tc.want {
 			t.Fatalf("RewriteModel(%s) = %s, %v; want %s", tc.in, got, err, tc.want)
 		}
-		in, err := RunInput([]byte(tc.in))
+		in, err := withoutModel([]byte(tc.in))
 		if err != nil || strings.Contains(strings.ToLower(string(in)), "model") {
-			t.Fatalf("RunInput(%s) = %s, %v", tc.in, in, err)
+			t.Fatalf("withoutModel(%s) = %s, %v", tc.in, in, err)
 		}
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// ErrNotJSONObject is returned by RewriteModel and RunInput for a body that
+// ErrNotJSONObject is returned by RewriteModel for a body that
 // is not a valid JSON document whose top level is an object.
 var ErrNotJSONObject = errors.New("openaiapi: body is not a JSON object")
 
@@ -78,7 +78,7 @@ func insertModel(body []byte, open int, members []member, value []byte) []byte {
 	at := open + 1
 	if len(members) > 0 {
 		// Before the first key (after any whitespace following '{'), so that
-		// RunInput of the result gives back the original bytes.
+		// withoutModel (rewrite_test.go) of the result gives back the original bytes.
 		at = members[0].keyStart
 		ins = append(ins, ',')
 	}
@@ -86,47 +86,6 @@ func insertModel(body []byte, open int, members []member, value []byte) []byte {
 	out = append(out, body[:at]...)
 	out = append(out, ins...)
 	return append(out, body[at:]...)
-}
-
-// RunInput returns body without its top-level "model" member(s), for
-// RunRequest.input (the wire never carries the external model). Like
-// RewriteModel it splices: the member and exactly one adjacent comma are cut,
-// every other byte is kept.
-func RunInput(body []byte) ([]byte, error) {
-	out := body
-	copied := false
-	for {
-		_, members, err := scanTopLevel(out)
-		if err != nil {
-			return nil, err
-		}
-		k := -1
-		for i, m := range members {
-			if m.isModel {
-				k = i
-				break
-			}
-		}
-		if k < 0 {
-			if !copied {
-				out = append([]byte(nil), out...)
-			}
-			return out, nil
-		}
-		// Cut up to the next key, or, for the last member, from the end of the
-		// previous value, so the separating comma goes with the member.
-		from, to := members[k].keyStart, members[k].valEnd
-		switch {
-		case k+1 < len(members):
-			to = members[k+1].keyStart
-		case k > 0:
-			from = members[k-1].valEnd
-		}
-		next := make([]byte, 0, len(out)-(to-from))
-		next = append(next, out[:from]...)
-		out = append(next, out[to:]...)
-		copied = true
-	}
 }
 
 // member locates one top-level object member in the body.
