@@ -533,3 +533,13 @@ func (c *Edge) ReferencedProviders() map[string][]string {
 	}
 	return out
 }
+
+// Provider returns the spec of the node's provider name, or nil.
+func (n *NodeSpec) Provider(name string) *ProviderSpec {
+	for i := range n.Providers {
+		if n.Providers[i].Name == name {
+			return &n.Providers[i]
+		}
+	}
+	return nil
+}

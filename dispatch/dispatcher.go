@@ -140,7 +140,6 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 	d.cfg = cfg
 	seenNodes := map[string]bool{}
 	referenced := cfg.ReferencedProviders()
-	seenRes := map[resKey]bool{}
 	for i := range cfg.Nodes {
 		spec := &cfg.Nodes[i]
 		seenNodes[spec.ID] = true
@@ -158,7 +157,6 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 		for j := range spec.Providers {
 			ps := &spec.Providers[j]
 			key := resKey{spec.ID, ps.Name}
-			seenRes[key] = true
 			r := d.resources[key]
 			if r == nil {
 				d.nextResID++
@@ -170,26 +168,16 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 		}
 		d.syncSpecsLocked(n, spec)
 	}
-	for key, r := range d.resources {
-		if !seenRes[key] {
-			for l := range r.leases {
-				d.releaseLocked(l, ReasonNodeLost)
-			}
-			r.live, r.downSince = false, time.Now()
-			delete(d.resources, key)
-			if n := d.nodes[key.node]; n != nil {
-				delete(n.resources, key.provider)
-			}
-		}
-	}
 	for id, n := range d.nodes {
+		if !seenNodes[id] && n.owner != nil {
+			c := n.owner
+			d.transitionLocked(n, evClosed, c, "removed from the config")
+			delete(d.connNode, c)
+			go func() { _ = c.Close() }() // Owner: none needed; Close is bounded.
+		}
+		// Providers gone from the config (all of a removed node's) retire.
+		d.transitionLocked(n, evConfigured, nil, "")
 		if !seenNodes[id] {
-			if n.owner != nil {
-				c := n.owner
-				d.transitionLocked(n, evClosed, c, "removed from the config")
-				delete(d.connNode, c)
-				go func() { _ = c.Close() }() // Owner: none needed; Close is bounded.
-			}
 			delete(d.nodes, id)
 		}
 	}

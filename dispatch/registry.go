@@ -49,6 +49,7 @@ const (
 	evActivate                          // its ready=true answer was written: activate
 	evApplied                           // the ready node applied the edge's current config (refresh APPLIED)
 	evClosed                            // the connection closed or timed out
+	evConfigured                        // the edge's config changed: providers it no longer lists retire
 )
 
 // node is the registry entry of one configured Node id.
@@ -158,6 +159,23 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 		// Without a session the node runs nothing; its next registration
 		// gets the current config.
 		d.setRunningLocked(n, nil)
+	case evConfigured:
+		// A provider the edge's config no longer lists (every provider of
+		// a node it no longer lists) goes offline and leaves: its leases
+		// return (node_lost: the exchange cannot be trusted to end well on
+		// a provider the node is about to drop) and nothing waits for it.
+		spec := d.cfg.Node(n.id)
+		for name, r := range n.resources {
+			if spec != nil && spec.Provider(name) != nil {
+				continue
+			}
+			for l := range r.leases {
+				d.releaseLocked(l, ReasonNodeLost)
+			}
+			r.live, r.downSince = false, time.Now()
+			delete(d.resources, r.key)
+			delete(n.resources, name)
+		}
 	}
 	return out
 }
