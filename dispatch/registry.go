@@ -44,12 +44,12 @@ func (s nodeState) String() string {
 type lifecycleKind uint8
 
 const (
-	evRegister lifecycleKind = iota + 1 // an accepted registration
-	evReady                             // the connection sent NodeReadyRequest: decide only
-	evActivate                          // its ready=true answer was written: activate
-	evApplied                           // the ready node applied the edge's current config (refresh APPLIED)
-	evClosed                            // the connection closed or timed out
-	evConfigured                        // the edge's config changed: providers it no longer lists retire
+	evRegister   lifecycleKind = iota + 1 // an accepted registration
+	evReady                               // the connection sent NodeReadyRequest: decide only
+	evActivate                            // its ready=true answer was written: activate
+	evApplied                             // the ready node applied the edge's current config (refresh APPLIED)
+	evClosed                              // the connection closed or timed out
+	evConfigured                          // the edge's config changed: providers it no longer lists retire
 )
 
 // node is the registry entry of one configured Node id.
