@@ -63,9 +63,28 @@ func (t ServerTLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
 type EdgeAuth struct {
 	// APIKeys: non-empty means /v1/* needs "Authorization: Bearer <key>".
 	APIKeys []string `mapstructure:"api_keys"`
+	// KeyPriorities gives some API keys a queue priority other than 0
+	// (dispatch.Request.Priority): their requests wait ahead of (or, below
+	// 0, behind) others. A request's X-IOP-Priority header may lower its
+	// key's priority, never raise it.
+	KeyPriorities []KeyPriority `mapstructure:"key_priorities"`
 	// AdminToken: non-empty means /admin/* needs "Authorization: Bearer <token>".
 	AdminToken string `mapstructure:"admin_token"`
 }
+
+// KeyPriority is the queue priority of one API key.
+type KeyPriority struct {
+	// Key is one of auth.api_keys.
+	Key string `mapstructure:"key"`
+	// Priority is between MinPriority and MaxPriority.
+	Priority int `mapstructure:"priority"`
+}
+
+// Queue priorities a key or a request may have.
+const (
+	MinPriority = -10
+	MaxPriority = 10
+)
 
 // EdgeLimits bounds HTTP requests.
 type EdgeLimits struct {
@@ -210,10 +229,24 @@ type ModelSpec struct {
 	// Unset means least_load, which without backend load reports is the
 	// lease occupancy alone: how iop has always spread requests.
 	Routing string `mapstructure:"routing"`
+	// MaxAttempts bounds how many candidates one request may be tried on:
+	// a request whose provider fails before the first byte reached the
+	// client (node lost, backend unreachable, 502/503/504, node at
+	// capacity) is tried again on another candidate with room, never after
+	// the first byte and never for a 4xx. Unset means 2; 1 disables
+	// failover.
+	MaxAttempts int `mapstructure:"max_attempts"`
 	// Workspace (cli routes): sub-directory of the node's workspace_root.
 	Workspace string          `mapstructure:"workspace"`
 	Providers []ModelProvider `mapstructure:"providers"`
 }
+
+// models[].max_attempts: the default, and the most a config may ask (each
+// attempt may wait a response timeout).
+const (
+	DefaultMaxAttempts = 2
+	MaxMaxAttempts     = 8
+)
 
 // DefaultOfflineGraceSec is models[].offline_grace_sec when unset.
 const DefaultOfflineGraceSec = 10
@@ -286,6 +319,14 @@ func (c *Edge) Normalize() error {
 	for i, k := range c.Auth.APIKeys {
 		if k == "" {
 			p.add("auth.api_keys[%d] is empty", i)
+		}
+	}
+	for i, kp := range c.Auth.KeyPriorities {
+		if !slices.Contains(c.Auth.APIKeys, kp.Key) {
+			p.add("auth.key_priorities[%d].key is not one of auth.api_keys", i)
+		}
+		if kp.Priority < MinPriority || kp.Priority > MaxPriority {
+			p.add("auth.key_priorities[%d].priority must be between %d and %d", i, MinPriority, MaxPriority)
 		}
 	}
 	if c.Limits.MaxBodyBytes == 0 {
@@ -399,6 +440,11 @@ func (c *Edge) Normalize() error {
 			m.OfflineGraceSec = &v
 		} else if *m.OfflineGraceSec < 0 {
 			p.add("%s.offline_grace_sec must not be negative (0 means always queue)", where)
+		}
+		if m.MaxAttempts == 0 {
+			m.MaxAttempts = DefaultMaxAttempts
+		} else if m.MaxAttempts < 0 || m.MaxAttempts > MaxMaxAttempts {
+			p.add("%s.max_attempts must be between 1 and %d", where, MaxMaxAttempts)
 		}
 		if m.Routing == "" {
 			m.Routing = route.LeastLoad.String()

@@ -79,3 +79,23 @@ func TestEdgeProblemsReportedTogether(t *testing.T) {
 		}
 	}
 }
+
+func TestRoutingFailoverAndPriorityKeys(t *testing.T) {
+	c := minimalEdge()
+	if err := c.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.Models[0]; m.Routing != "least_load" || m.MaxAttempts != DefaultMaxAttempts {
+		t.Fatalf("defaults: routing %q, max_attempts %d", m.Routing, m.MaxAttempts)
+	}
+	c = minimalEdge()
+	c.Models[0].Routing, c.Models[0].MaxAttempts = "round_robin", 99
+	c.Auth.APIKeys = []string{"k1"}
+	c.Auth.KeyPriorities = []KeyPriority{{Key: "k2", Priority: 1}, {Key: "k1", Priority: 11}}
+	err := c.Normalize()
+	for _, want := range []string{"routing \"round_robin\"", "max_attempts must be between 1 and 8", "key_priorities[0].key is not one of", "key_priorities[1].priority must be between -10 and 10"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("problems %v lack %q", err, want)
+		}
+	}
+}

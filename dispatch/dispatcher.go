@@ -69,6 +69,7 @@ type Dispatcher struct {
 	waiterSeq uint64                   // guarded by mu: last waiter.seq given
 	affinity  *affinityCache           // guarded by mu
 	nextResID uint32                   // guarded by mu: last resource.id given
+	epoch     time.Time                // set once: the origin of waiter keys
 	// Scratch of pickLocked, guarded by mu.
 	pickFit    []*candidate
 	pickCands  []route.Candidate
@@ -98,6 +99,7 @@ func New(cfg *config.Edge, opts Options) *Dispatcher {
 		connNode:  map[*nodewire.Conn]*node{},
 		models:    map[string]*model{},
 		affinity:  newAffinityCache(10000),
+		epoch:     time.Now(),
 		resources: map[resKey]*resource{},
 	}
 	d.mu.Lock()

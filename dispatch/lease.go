@@ -38,12 +38,15 @@ type Lease struct {
 	ProviderType string
 	Category     string
 	ToolMode     iop.ToolMode
-	Target       string
-	Model        string
-	Workspace    string
-	SessionID    string
-	Long         bool
-	AcquiredAt   time.Time
+	// MaxAttempts is the model's max_attempts (failover, see
+	// config.ModelSpec).
+	MaxAttempts int
+	Target      string
+	Model       string
+	Workspace   string
+	SessionID   string
+	Long        bool
+	AcquiredAt  time.Time
 	// Tunnel: the provider is reached through the tunnel (as its adapter
 	// declared); otherwise only normalized runs reach it.
 	Tunnel bool

@@ -172,6 +172,38 @@ type Request struct {
 	// renders the same conversation to the same leading bytes, so a later
 	// turn shares the earlier turns' prefix). Nil means no affinity.
 	Prompt []byte
+	// Avoid lists providers this request already failed on (failover):
+	// they are never chosen for it.
+	Avoid []ProviderRef
+	// NoWait: take a candidate with room now or fail with ErrNoProvider;
+	// never queue (a failover does not wait its turn a second time).
+	NoWait bool
+	// Priority orders the queue: a waiter of priority p is served as if it
+	// had arrived p × PriorityStep earlier (later for negative p). So a
+	// higher priority goes first, and ageing bounds how long it can keep a
+	// lower one waiting: never more than the difference times the step.
+	// Zero is the default.
+	Priority int
+	// Deadline, if set, is when the caller stops waiting for an answer: a
+	// waiter still queued then is dropped at once with ErrQueueTimeout
+	// instead of at the end of the model's queue_timeout_sec.
+	Deadline time.Time
+}
+
+// PriorityStep is how much earlier one priority level counts a waiter as
+// having arrived (see Request.Priority).
+const PriorityStep = 5 * time.Second
+
+// ProviderRef names one (node, provider) resource.
+type ProviderRef struct{ Node, Provider string }
+
+func avoided(avoid []ProviderRef, k resKey) bool {
+	for _, a := range avoid {
+		if a.Node == k.node && a.Provider == k.provider {
+			return true
+		}
+	}
+	return false
 }
 
 type waitResult struct {
@@ -186,10 +218,13 @@ type waiter struct {
 	long    bool
 	tunnel  bool // needs the tunnel
 	session string
-	hashes  []uint64        // the prompt's prefix hashes (prefix_affinity)
-	seq     uint64          // arrival order across all models
-	qelem   *list.Element   // in model.queues[queueOf(long, tunnel)]; nil once removed
-	result  chan waitResult // buffered 1: the settling side never blocks
+	hashes  []uint64 // the prompt's prefix hashes (prefix_affinity)
+	seq     uint64   // arrival order across all models
+	// key orders waiters (lowest first): arrival time since the
+	// dispatcher started, less Priority × PriorityStep; ties by seq.
+	key    int64
+	qelem  *list.Element   // in model.queues[queueOf(long, tunnel)]; nil once removed
+	result chan waitResult // buffered 1: the settling side never blocks
 }
 
 // Acquire returns a lease on one of the model's candidates, waiting in the
@@ -221,11 +256,15 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("%w: model %s", ErrNoCapableProvider, req.Model)
 	}
-	if c := d.pickLocked(m, long, tunnel, req.SessionID, hashes); c != nil {
+	if c := d.pickLocked(m, long, tunnel, req.SessionID, hashes, req.Avoid); c != nil {
 		l := d.grantLocked(m, c, long, req.SessionID, hashes)
 		d.mu.Unlock()
 		d.metrics.queueWait(m.name, time.Since(start))
 		return l, nil
+	}
+	if req.NoWait {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("%w: model %s has no other candidate with room", ErrNoProvider, req.Model)
 	}
 	if grace := m.spec.OfflineGrace(); grace > 0 && !m.liveWithin(start, grace, long, tunnel) {
 		d.mu.Unlock()
@@ -236,11 +275,17 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		return nil, fmt.Errorf("%w: model %s", ErrQueueFull, req.Model)
 	}
 	d.waiterSeq++
-	w := &waiter{model: m, long: long, tunnel: tunnel, session: req.SessionID, hashes: hashes, seq: d.waiterSeq, result: make(chan waitResult, 1)}
-	w.qelem = m.queues[queueOf(long, tunnel)].PushBack(w)
+	w := &waiter{model: m, long: long, tunnel: tunnel, session: req.SessionID, hashes: hashes, seq: d.waiterSeq, result: make(chan waitResult, 1),
+		key: int64(start.Sub(d.epoch)) - int64(req.Priority)*int64(PriorityStep)}
+	w.qelem = insertWaiter(m.queues[queueOf(long, tunnel)], w)
 	m.pending++
 	timeout := time.Duration(m.spec.QueueTimeoutSec * float64(time.Second))
 	d.mu.Unlock()
+	if !req.Deadline.IsZero() {
+		// The caller's deadline cuts the wait short: queued past it, the
+		// request could not be answered in time anyway.
+		timeout = min(timeout, max(time.Until(req.Deadline), 0))
+	}
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -271,6 +316,26 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	}
 	d.metrics.queueWait(m.name, time.Since(start))
 	return res.lease, res.err
+}
+
+// before reports whether w is served before o.
+func (w *waiter) before(o *waiter) bool {
+	if w.key != o.key {
+		return w.key < o.key
+	}
+	return w.seq < o.seq
+}
+
+// insertWaiter puts w in q by its order: from the back, so that the usual
+// case (equal priorities: w is the latest) costs O(1). A queue is bounded
+// by max_queue, so the walk is too.
+func insertWaiter(q *list.List, w *waiter) *list.Element {
+	for e := q.Back(); e != nil; e = e.Prev() {
+		if !w.before(e.Value.(*waiter)) {
+			return q.InsertAfter(w, e)
+		}
+	}
+	return q.PushFront(w)
 }
 
 // couldServe reports whether any candidate could ever take a request of
@@ -304,11 +369,11 @@ func (m *model) liveWithin(now time.Time, grace time.Duration, long, tunnel bool
 // pickLocked chooses among live candidates with room: the session's last
 // provider while it has room, else the one the model's routing strategy
 // picks (route.Pick) among those with room.
-func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, session string, hashes []uint64) *candidate {
+func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, session string, hashes []uint64, avoid []ProviderRef) *candidate {
 	if session != "" {
 		if key, ok := d.affinity.get(session); ok {
 			for i := range m.cands {
-				if c := &m.cands[i]; c.res.key == key && c.res.fits(long) && c.res.serves(tunnel) {
+				if c := &m.cands[i]; c.res.key == key && c.res.fits(long) && c.res.serves(tunnel) && !avoided(avoid, key) {
 					return c
 				}
 			}
@@ -319,7 +384,7 @@ func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, session string, has
 	now := time.Now()
 	for i := range m.cands {
 		c := &m.cands[i]
-		if !c.res.fits(long) || !c.res.serves(tunnel) {
+		if !c.res.fits(long) || !c.res.serves(tunnel) || avoided(avoid, c.res.key) {
 			continue
 		}
 		fit = append(fit, c)
@@ -351,6 +416,7 @@ func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session stri
 		Category: r.category(), ToolMode: r.spec.WireToolMode(), Target: c.target,
 		Model: m.name, Workspace: m.spec.Workspace, Long: long, SessionID: session,
 		AcquiredAt: time.Now(), CancelGrace: cancelGrace(r.spec), Tunnel: r.tunnels(),
+		MaxAttempts: m.spec.MaxAttempts,
 	}
 	r.leases[l] = struct{}{}
 	if session != "" {
@@ -403,7 +469,7 @@ func (d *Dispatcher) pumpLocked(r *resource) {
 					continue
 				}
 				if e := q.Front(); e != nil {
-					if w := e.Value.(*waiter); best == nil || w.seq < best.seq {
+					if w := e.Value.(*waiter); best == nil || w.before(best) {
 						best = w
 					}
 				}

@@ -32,6 +32,7 @@ type Metrics struct {
 	tokens        *prometheus.CounterVec
 	cancellations *prometheus.CounterVec
 	surfaces      *prometheus.CounterVec
+	failovers     *prometheus.CounterVec
 
 	// The children recorded per request, cached by label values so that a
 	// request does not hash and look up its labels in the vector
@@ -104,12 +105,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		cancellations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "iop_cancellations_total", Help: "Upstream requests cancelled by the edge, by reason.",
 		}, []string{"reason"}),
+		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "iop_failovers_total", Help: "Requests moved to another candidate after their provider failed before the first byte, by reason.",
+		}, []string{"model", "reason"}),
 		surfaces: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "iop_surface_requests_total", Help: "HTTP API requests by API surface (openai, anthropic) and response code.",
 		}, []string{"surface", "code"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.ttft, m.tokens, m.cancellations, m.surfaces)
+		reg.MustRegister(m.requests, m.duration, m.ttft, m.tokens, m.cancellations, m.surfaces, m.failovers)
 	}
 	// Every reason exists from the start at zero, so the first
 	// cancellation of a kind shows in rate() and increase().
@@ -124,6 +128,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // 30 minutes a CLI agent's run may take, so that a 20 s request is not
 // reported as 30 s, nor a 10-minute run as +Inf.
 var DurationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 450, 600, 900, 1200, 1800}
+
+// failover counts a request moved to another candidate. Rare: no cache.
+func (m *Metrics) failover(model, reason string) { m.failovers.WithLabelValues(model, reason).Inc() }
 
 // surface counts a request by the API surface it came through.
 func (m *Metrics) surface(surface, code string) {

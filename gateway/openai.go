@@ -3,8 +3,10 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/gateway/anthropicapi"
 	"github.com/iop-gateway/iop/gateway/openaiapi"
@@ -39,6 +42,11 @@ type call struct {
 	render   openaiapi.RenderOptions
 	runCheck runChecker // nil, or whether a normalized run can serve it
 	embed    openaiapi.EmbeddingOptions
+	// Failover state: attempts made, the providers failed on, and the
+	// lease failover took for the next attempt (nil: none).
+	attempt int
+	avoid   []dispatch.ProviderRef
+	next    *dispatch.Lease
 }
 
 // runChecker is a parsed request that knows whether a normalized run can
@@ -157,14 +165,22 @@ func (s *Server) responsesCall(c *gin.Context) *call {
 // stays small.
 func (s *Server) dispatch(c *gin.Context, k *call) {
 	lease, route := s.acquire(c, k)
-	if lease == nil {
-		return
+	for lease != nil {
+		k.attempt++
+		if route == routeTunnel {
+			s.tunnel(c, lease, k)
+		} else {
+			s.runRoute(c, lease, k)
+		}
+		// A failed attempt that failover took over left its next lease.
+		lease, k.next = k.next, nil
+		if lease != nil {
+			in := info(c)
+			in.node, in.provider = lease.NodeID, lease.ProviderID
+			route = chooseRoute(lease, k)
+			in.route = route
+		}
 	}
-	if route == routeTunnel {
-		s.tunnel(c, lease, k)
-		return
-	}
-	s.runRoute(c, lease, k)
 }
 
 // acquire checks the call's model and session id and takes a lease, and
@@ -185,12 +201,18 @@ func (s *Server) acquire(c *gin.Context, k *call) (*dispatch.Lease, string) {
 		writeError(c, openaiapi.InvalidRequest("X-IOP-Session-Id must be 1 to 256 printable UTF-8 characters.", ""))
 		return nil, ""
 	}
+	prio, deadline, e := queueHints(c, in)
+	if e != nil {
+		writeError(c, e)
+		return nil, ""
+	}
 	ctx := c.Request.Context()
 	var prompt []byte
 	if k.op == opChat || k.op == opCompletion {
 		prompt = k.body // the prefix_affinity rendering (dispatch.Request.Prompt)
 	}
-	lease, err := s.d.Acquire(ctx, dispatch.Request{Model: k.model, PromptTokens: k.tokens, SessionID: session, NeedsTunnel: needsTunnel(k), Prompt: prompt})
+	lease, err := s.d.Acquire(ctx, dispatch.Request{Model: k.model, PromptTokens: k.tokens, SessionID: session, NeedsTunnel: needsTunnel(k), Prompt: prompt,
+		Priority: prio, Deadline: deadline})
 	if err != nil {
 		if ctx.Err() != nil {
 			in.cancelReason = CancelClientDisconnect
@@ -208,6 +230,29 @@ func (s *Server) acquire(c *gin.Context, k *call) (*dispatch.Lease, string) {
 	in.node, in.provider = lease.NodeID, lease.ProviderID
 	in.route = chooseRoute(lease, k)
 	return lease, in.route
+}
+
+// queueHints reads the request's queue priority (its key's, lowered by
+// X-IOP-Priority) and deadline (X-IOP-Deadline-Ms: how long from now the
+// caller waits for its answer).
+func queueHints(c *gin.Context, in *reqInfo) (int, time.Time, *openaiapi.Error) {
+	prio := in.priority
+	if h := c.GetHeader("X-IOP-Priority"); h != "" {
+		p, err := strconv.Atoi(h)
+		if err != nil || p < config.MinPriority || p > config.MaxPriority {
+			return 0, time.Time{}, openaiapi.InvalidRequest(fmt.Sprintf("X-IOP-Priority must be an integer between %d and %d.", config.MinPriority, config.MaxPriority), "")
+		}
+		prio = min(prio, p) // a request may lower its key's priority, never raise it
+	}
+	var deadline time.Time
+	if h := c.GetHeader("X-IOP-Deadline-Ms"); h != "" {
+		ms, err := strconv.ParseInt(h, 10, 64)
+		if err != nil || ms <= 0 || ms > 24*3600*1000 {
+			return 0, time.Time{}, openaiapi.InvalidRequest("X-IOP-Deadline-Ms must be a positive number of milliseconds, at most a day.", "")
+		}
+		deadline = time.Now().Add(time.Duration(ms) * time.Millisecond)
+	}
+	return prio, deadline, nil
 }
 
 // runRoute serves a call whose provider is not tunnelled: a normalized run,

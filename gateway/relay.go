@@ -162,6 +162,7 @@ type tunnelExchange struct {
 	s         *Server
 	c         *gin.Context
 	in        *reqInfo
+	k         *call
 	lease     *dispatch.Lease
 	ts        *dispatch.TunnelStream
 	model     string
@@ -190,7 +191,7 @@ type tunnelExchange struct {
 func (t *tunnelExchange) open(k *call) bool {
 	c, lease := t.c, t.lease
 	t.in = info(c)
-	t.model, t.stream = k.model, k.stream
+	t.model, t.stream, t.k = k.model, k.stream, k
 	ctx := c.Request.Context()
 	t.start = time.Now()
 	limits := t.s.limits.Load()
@@ -216,6 +217,9 @@ func (t *tunnelExchange) open(k *call) bool {
 	})
 	cancel()
 	if err != nil {
+		if ctx.Err() == nil && t.s.failoverErr(c, k, lease, &t.cs, err) {
+			return false // the lease goes back as an error; the next attempt answers
+		}
 		t.reason = t.s.openFailed(c, err, k.model)
 		return false
 	}
@@ -284,11 +288,17 @@ func (t *tunnelExchange) head() bool {
 		err = context.Canceled
 	}
 	if err != nil {
+		if t.s.failoverErr(c, t.k, t.lease, &t.cs, err) {
+			return false
+		}
 		t.reason = t.s.failedBeforeFirstByte(c, &t.cs, err, t.model)
 		return false
 	}
 	if first.GetKind() != iop.TunnelFrameKind_TUNNEL_FRAME_KIND_STATUS {
 		if first.GetKind() == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR {
+			if why := retryableRun(first.GetError()); why != "" && t.s.failover(c, t.k, t.lease, why) {
+				return false
+			}
 			writeError(c, openaiapi.FromRunError(first.GetError()))
 		} else {
 			writeError(c, openaiapi.UpstreamError("The provider answered out of order."))
@@ -306,6 +316,9 @@ func (t *tunnelExchange) head() bool {
 		if http.CanonicalHeaderKey(hd.GetName()) == "Content-Type" && strings.HasPrefix(hd.GetValue(), "text/event-stream") {
 			t.sse = true
 		}
+	}
+	if !t.sse && retryableStatus(int(first.GetStatusCode())) && t.s.failover(c, t.k, t.lease, failoverUnavailable) {
+		return false // its body is not read: Finish resets the stream
 	}
 	t.hold = !t.sse && (!t.stream || first.GetStatusCode() >= 400)
 	if !t.hold {
@@ -470,8 +483,11 @@ func (t *tunnelExchange) failed(err error) dispatch.ReleaseReason {
 		}
 	}
 	if t.hold {
-		// Nothing was written yet: a cut body is a 502, never a
-		// truncated reply.
+		// Nothing was written yet: another candidate may still answer.
+		if t.s.failoverErr(t.c, t.k, t.lease, &t.cs, err) {
+			return dispatch.ReasonError
+		}
+		// A cut body is a 502, never a truncated reply.
 		if t.cs.get() == "" {
 			err = openaiapi.UpstreamError("The provider's answer ended before it was complete.")
 		}

@@ -98,6 +98,9 @@ func (r *runExchange) open() bool {
 	})
 	cancel()
 	if err != nil {
+		if ctx.Err() == nil && s.failoverErr(c, k, lease, &r.cs, err) {
+			return false // the lease goes back as an error; the next attempt answers
+		}
 		r.reason = s.openFailed(c, err, k.model)
 		return false
 	}
@@ -185,7 +188,16 @@ func (r *runExchange) whole() dispatch.ReleaseReason {
 	for {
 		ev, err := r.recv()
 		if err != nil {
+			// Nothing was written: another candidate may still answer.
+			if s.failoverErr(c, k, r.lease, cs, err) {
+				return dispatch.ReasonError
+			}
 			return s.failedBeforeFirstByte(c, cs, err, k.model)
+		}
+		if ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_ERROR {
+			if why := retryableRun(ev.GetError()); why != "" && s.failover(c, k, r.lease, why) {
+				return dispatch.ReasonError
+			}
 		}
 		if ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
 			r.firstToken()
@@ -213,7 +225,15 @@ func (r *runExchange) stream() dispatch.ReleaseReason {
 	for !sw.Done() {
 		ev, err := r.recv()
 		if err != nil {
+			if !sw.Started() && r.s.failoverErr(r.c, r.k, r.lease, &r.cs, err) {
+				return dispatch.ReasonError
+			}
 			return r.streamFailed(sw, err)
+		}
+		if ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_ERROR && !sw.Started() {
+			if why := retryableRun(ev.GetError()); why != "" && r.s.failover(r.c, r.k, r.lease, why) {
+				return dispatch.ReasonError
+			}
 		}
 		if err := sw.Add(ev); err != nil {
 			var ae *openaiapi.Error

@@ -64,6 +64,7 @@ type Server struct {
 // as digests so comparisons are constant-time and fixed-length.
 type authState struct {
 	apiKeys    [][32]byte
+	priorities []int // by apiKeys index: the key's queue priority
 	adminToken *[32]byte
 }
 
@@ -153,6 +154,13 @@ func (s *Server) SetConfig(cfg *config.Edge) {
 	a := &authState{}
 	for _, k := range cfg.Auth.APIKeys {
 		a.apiKeys = append(a.apiKeys, sha256.Sum256([]byte(k)))
+		prio := 0
+		for _, kp := range cfg.Auth.KeyPriorities {
+			if kp.Key == k {
+				prio = kp.Priority
+			}
+		}
+		a.priorities = append(a.priorities, prio)
 	}
 	if cfg.Auth.AdminToken != "" {
 		d := sha256.Sum256([]byte(cfg.Auth.AdminToken))
@@ -190,11 +198,16 @@ func (s *Server) apiAuth(c *gin.Context) {
 	}
 	if ok {
 		d := sha256.Sum256([]byte(tok))
-		match := 0
+		match, prio := 0, 0
 		for i := range a.apiKeys {
-			match |= subtle.ConstantTimeCompare(d[:], a.apiKeys[i][:])
+			// Every key is compared (constant time); the matching one's
+			// priority is kept without a branch on the secret.
+			eq := subtle.ConstantTimeCompare(d[:], a.apiKeys[i][:])
+			match |= eq
+			prio = subtle.ConstantTimeSelect(eq, a.priorities[i], prio)
 		}
 		if match == 1 {
+			info(c).priority = prio
 			return
 		}
 	}
@@ -239,6 +252,8 @@ type reqInfo struct {
 	// surface is the API surface the request came through (openai,
 	// anthropic).
 	surface string
+	// priority is the request's key's queue priority (0 without keys).
+	priority int
 	// body is the request body's deadline guard; nil without a body.
 	body *deadlineBody
 	// outcome is the status a failure after the first byte maps to (the
