@@ -145,6 +145,10 @@ type NodeSpec struct {
 	// timeout must exceed the interval.
 	HeartbeatIntervalSec float64        `mapstructure:"heartbeat_interval_sec"`
 	HeartbeatTimeoutSec  float64        `mapstructure:"heartbeat_timeout_sec"`
+	// LoadReportIntervalSec is how often the node sends its backends' load
+	// (LoadReport) for load-aware routing. Unset means 2; 0 means none
+	// (the edge then polls health every 5 s); at least 0.2 otherwise.
+	LoadReportIntervalSec *float64 `mapstructure:"load_report_interval_sec"`
 	Providers            []ProviderSpec `mapstructure:"providers"`
 }
 
@@ -247,6 +251,19 @@ const (
 	DefaultMaxAttempts = 2
 	MaxMaxAttempts     = 8
 )
+
+// DefaultLoadReportIntervalSec is nodes[].load_report_interval_sec when
+// unset.
+const DefaultLoadReportIntervalSec = 2.0
+
+// LoadReportInterval is load_report_interval_sec as a duration; zero means
+// no reports.
+func (n *NodeSpec) LoadReportInterval() time.Duration {
+	if n == nil || n.LoadReportIntervalSec == nil {
+		return 0
+	}
+	return time.Duration(*n.LoadReportIntervalSec * float64(time.Second))
+}
 
 // DefaultOfflineGraceSec is models[].offline_grace_sec when unset.
 const DefaultOfflineGraceSec = 10
@@ -400,6 +417,12 @@ func (c *Edge) Normalize() error {
 		}
 		if n.HeartbeatTimeoutSec <= n.HeartbeatIntervalSec {
 			p.add("%s.heartbeat_timeout_sec must exceed heartbeat_interval_sec", where)
+		}
+		if n.LoadReportIntervalSec == nil {
+			v := DefaultLoadReportIntervalSec
+			n.LoadReportIntervalSec = &v
+		} else if v := *n.LoadReportIntervalSec; v != 0 && (v < 0.2 || v > 3600) {
+			p.add("%s.load_report_interval_sec must be 0 (none) or between 0.2 and 3600", where)
 		}
 		names := map[string]bool{}
 		for j := range n.Providers {

@@ -2,12 +2,13 @@ package dispatch
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/iop-gateway/iop/dispatch/route"
-
+	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -23,7 +24,7 @@ func (d *Dispatcher) pollHealth(interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		for _, id := range d.readyNodes() {
+		for _, id := range d.pollNodes(interval) {
 			ctx, cancel := context.WithTimeout(d.ctx, interval)
 			resp, err := d.NodeCommand(ctx, id, "providers")
 			cancel()
@@ -38,12 +39,16 @@ func (d *Dispatcher) pollHealth(interval time.Duration) {
 	}
 }
 
-func (d *Dispatcher) readyNodes() []string {
+// pollNodes lists the ready nodes to poll: those whose pushed load
+// reports have not been seen for three poll intervals (reports off, or an
+// older node).
+func (d *Dispatcher) pollNodes(interval time.Duration) []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []string
+	now := time.Now()
 	for id, n := range d.nodes {
-		if n.state == stateReady {
+		if n.state == stateReady && now.Sub(n.lastLoad) > 3*interval {
 			out = append(out, id)
 		}
 	}
@@ -67,26 +72,53 @@ func HealthName(h iop.HealthState) string {
 	return "ok"
 }
 
-// setHealth records reported health for node id's providers; a provider
-// that comes back from offline hands its slots to waiters at once.
-//
-// It also records each provider's backend load (running and waiting
-// requests, KV-cache usage), which load-aware routing reads.
+// setHealth records the health and load of node id's providers from a
+// polled providers command (nodes that send no load reports).
 func (d *Dispatcher) setHealth(id string, snaps []*iop.ProviderSnapshot) {
+	loads := make([]*iop.ProviderLoad, 0, len(snaps))
+	for _, s := range snaps {
+		loads = append(loads, &iop.ProviderLoad{ProviderId: s.GetProviderId(), Health: s.GetHealth(),
+			Running: s.GetBackendRunning(), Waiting: s.GetBackendWaiting(), KvCacheUsage: s.GetKvCacheUsage()})
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	n := d.nodes[id]
-	if n == nil || n.state != stateReady {
+	if n := d.nodes[id]; n != nil && n.state == stateReady {
+		d.observeLocked(n, loads, time.Now())
+	}
+}
+
+// Load implements nodewire.LoadReceiver: a ready node's pushed report.
+// Reports from a connection that does not own its node, or faster than
+// half the configured interval, are ignored.
+func (d *Dispatcher) Load(c *nodewire.Conn, r *iop.LoadReport) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.connNode[c]
+	if n == nil || n.owner != c || n.state != stateReady {
 		return
 	}
 	now := time.Now()
-	for _, s := range snaps {
-		name, h := s.GetProviderId(), s.GetHealth()
+	if every := n.running.LoadReportInterval(); every <= 0 || now.Sub(n.lastLoad) < every/2 {
+		return
+	}
+	n.lastLoad = now
+	d.observeLocked(n, r.GetProviders(), now)
+}
+
+// observeLocked records reported health and load for n's providers (at
+// most one entry per provider is looked at); a provider that comes back
+// from offline hands its slots to waiters at once.
+func (d *Dispatcher) observeLocked(n *node, loads []*iop.ProviderLoad, now time.Time) {
+	if len(loads) > len(n.resources) {
+		loads = loads[:len(n.resources)]
+	}
+	for _, l := range loads {
+		name, h := l.GetProviderId(), l.GetHealth()
 		r := n.resources[name]
 		if r == nil || !r.live {
 			continue
 		}
-		r.load = route.Load{Known: true, Running: s.GetBackendRunning(), Waiting: s.GetBackendWaiting(), KVUsage: s.GetKvCacheUsage()}
+		r.load = route.Load{Known: true, Running: figure(l.GetRunning()), Waiting: figure(l.GetWaiting()), KVUsage: min(figure(l.GetKvCacheUsage()), 1)}
 		r.loadAt = now
 		if r.health == h {
 			continue
@@ -96,11 +128,20 @@ func (d *Dispatcher) setHealth(id string, snaps []*iop.ProviderSnapshot) {
 		if was == iop.HealthState_HEALTH_STATE_UNSPECIFIED && h == iop.HealthState_HEALTH_STATE_OK {
 			continue // the first report of a healthy backend is not news
 		}
-		d.log.Info("provider health changed", zap.String("node_id", id), zap.String("provider", name), zap.String("from", HealthName(was)), zap.String("to", HealthName(h)))
+		d.log.Info("provider health changed", zap.String("node_id", n.id), zap.String("provider", name), zap.String("from", HealthName(was)), zap.String("to", HealthName(h)))
 		if was == iop.HealthState_HEALTH_STATE_OFFLINE {
 			d.pumpLocked(r)
 		}
 	}
+}
+
+// figure is a reported figure made safe: NaN, infinities and negatives
+// (a broken backend or node) read as 0.
+func figure(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return 0
+	}
+	return v
 }
 
 // healthState reads a status API health name back (HealthName's inverse;

@@ -16,7 +16,7 @@ import (
 // in it: api_key_env names a Node-local variable.
 func NodePayload(spec *config.NodeSpec) *iop.NodeConfigPayload {
 	p := &iop.NodeConfigPayload{
-		Runtime: &iop.NodeRuntimeConfig{},
+		Runtime: &iop.NodeRuntimeConfig{LoadReportIntervalMs: uint32(spec.LoadReportInterval() / time.Millisecond)},
 		Heartbeat: &iop.HeartbeatConfig{
 			IntervalMs: uint32(spec.HeartbeatIntervalSec * float64(time.Second/time.Millisecond)),
 			TimeoutMs:  uint32(spec.HeartbeatTimeoutSec * float64(time.Second/time.Millisecond)),

@@ -76,6 +76,9 @@ type node struct {
 	// last applied refresh. Kept while the node is away: it is the best
 	// knowledge of what the provider will serve when it comes back.
 	caps map[string]*iop.AdapterCapabilities
+	// lastLoad is when the owner's last accepted load report arrived (zero:
+	// none from this session).
+	lastLoad time.Time
 }
 
 // outcome reports what a transition decided, for the caller to act on after

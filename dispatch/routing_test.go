@@ -1,8 +1,12 @@
 package dispatch
 
 import (
+	"math"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/iop-gateway/iop/nodewire"
 
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -79,4 +83,50 @@ func TestRoutingPrefixAffinity(t *testing.T) {
 		}
 		nb.Release(ReasonCompleted)
 	}
+}
+
+// A ready node's pushed LoadReport feeds routing and the status; one that
+// comes faster than half the configured interval, or from a connection
+// that does not own the node, is ignored; broken figures read as 0.
+func TestLoadReportsFeedRouting(t *testing.T) {
+	f := routingFixture(t, "least_load")
+	c := f.d.nodes["a"].owner
+	f.d.Load(c, &iop.LoadReport{Providers: []*iop.ProviderLoad{
+		{ProviderId: "p", Health: iop.HealthState_HEALTH_STATE_OK, Running: 4, Waiting: 9, KvCacheUsage: 0.99},
+		{ProviderId: "q", Health: iop.HealthState_HEALTH_STATE_OK, Running: math.NaN(), Waiting: -3, KvCacheUsage: math.Inf(1)},
+	}})
+	if l := mustAcquire(t, f.d, Request{Model: "m"}); l.ProviderID != "q" {
+		t.Fatalf("leased the loaded backend %s", l.ProviderID)
+	}
+	st := providerStatus(t, f.d, "p")
+	if st.BackendWaiting != 9 || st.KVCacheUsage != 0.99 {
+		t.Fatalf("status of p: %+v", st)
+	}
+	if q := providerStatus(t, f.d, "q"); q.BackendRunning != 0 || q.BackendWaiting != 0 || q.KVCacheUsage != 0 {
+		t.Fatalf("broken figures of q: %+v", q)
+	}
+	// Too soon after the last one: ignored.
+	f.d.Load(c, &iop.LoadReport{Providers: []*iop.ProviderLoad{{ProviderId: "p", Health: iop.HealthState_HEALTH_STATE_OK}}})
+	if providerStatus(t, f.d, "p").BackendWaiting != 9 {
+		t.Fatal("a report faster than the interval was taken")
+	}
+	// From a connection that does not own the node: ignored.
+	f.d.nodes["a"].lastLoad = time.Time{}
+	f.d.Load(new(nodewire.Conn), &iop.LoadReport{Providers: []*iop.ProviderLoad{{ProviderId: "p", Health: iop.HealthState_HEALTH_STATE_OFFLINE}}})
+	if providerStatus(t, f.d, "p").Health != "ok" {
+		t.Fatal("a stranger's report was taken")
+	}
+}
+
+func providerStatus(t *testing.T, d *Dispatcher, provider string) ProviderStatus {
+	t.Helper()
+	for _, n := range d.Status().Nodes {
+		for _, p := range n.Providers {
+			if p.ProviderId == provider {
+				return *p
+			}
+		}
+	}
+	t.Fatalf("no provider %s", provider)
+	return ProviderStatus{}
 }

@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"time"
+
 	"sort"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,6 +58,12 @@ type ProviderStatus struct {
 	// candidate, live or not (queued counts only live candidates): requests
 	// stranded by an offline provider show here.
 	Waiting int32 `json:"waiting"`
+	// Backend load as its node last reported it (LoadReport, or the
+	// health poll): requests running and waiting in the backend and its
+	// KV-cache usage (0..1); all 0 while unknown or older than 30 s.
+	BackendRunning float64 `json:"backend_running"`
+	BackendWaiting float64 `json:"backend_waiting"`
+	KVCacheUsage   float64 `json:"kv_cache_usage"`
 }
 
 // Snapshot converts to the wire's ProviderSnapshot.
@@ -86,6 +94,7 @@ func (d *Dispatcher) statusLocked() Status {
 	// resource.
 	queued := map[*resource][2]int{}
 	waiting := map[*resource]int{}
+	now := time.Now()
 	for _, m := range d.models {
 		for _, c := range m.cands {
 			if !c.res.referenced {
@@ -150,6 +159,8 @@ func (d *Dispatcher) statusLocked() Status {
 				snap.InFlight, snap.LongInFlight = int32(r.inFlight), int32(r.longInFlight)
 				q := queued[r]
 				snap.Queued, snap.LongQueued = int32(q[0]), int32(q[1])
+				l := r.routeLoad(now)
+				snap.BackendRunning, snap.BackendWaiting, snap.KVCacheUsage = l.Running, l.Waiting, l.KVUsage
 			}
 			nst.Providers = append(nst.Providers, snap)
 		}
@@ -210,13 +221,16 @@ var (
 	descQueued        = prometheus.NewDesc("iop_provider_queued", "Pending requests with this provider as a live candidate.", []string{"node", "provider"}, nil)
 	descLongQueued    = prometheus.NewDesc("iop_provider_long_queued", "Long pending requests with this provider as a live candidate.", []string{"node", "provider"}, nil)
 	descQueuePending  = prometheus.NewDesc("iop_queue_pending", "Requests waiting for a lease.", []string{"model"}, nil)
+	descBackendRun    = prometheus.NewDesc("iop_backend_requests_running", "Requests the provider's backend reports running (vLLM num_requests_running; 0 while unknown).", []string{"node", "provider"}, nil)
+	descBackendWait   = prometheus.NewDesc("iop_backend_requests_waiting", "Requests the provider's backend reports waiting (0 while unknown).", []string{"node", "provider"}, nil)
+	descBackendKV     = prometheus.NewDesc("iop_backend_kv_cache_usage", "The provider's backend KV-cache usage, 0..1 (0 while unknown).", []string{"node", "provider"}, nil)
 	descConfigCurrent = prometheus.NewDesc("iop_node_config_current",
 		"0 while the node's session runs a config other than the edge's current one (a reload it has not applied), else 1.", []string{"node"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *StatusCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descNodeConnected, descProviderUp, descCapacity, descInFlight, descLongInFlight, descQueued, descLongQueued, descQueuePending, descConfigCurrent} {
+	for _, d := range []*prometheus.Desc{descNodeConnected, descProviderUp, descCapacity, descInFlight, descLongInFlight, descQueued, descLongQueued, descQueuePending, descConfigCurrent, descBackendRun, descBackendWait, descBackendKV} {
 		ch <- d
 	}
 }
@@ -237,6 +251,9 @@ func (c *StatusCollector) Collect(ch chan<- prometheus.Metric) {
 			g(descLongInFlight, float64(p.LongInFlight), n.ID, p.ProviderId)
 			g(descQueued, float64(p.Queued), n.ID, p.ProviderId)
 			g(descLongQueued, float64(p.LongQueued), n.ID, p.ProviderId)
+			g(descBackendRun, p.BackendRunning, n.ID, p.ProviderId)
+			g(descBackendWait, p.BackendWaiting, n.ID, p.ProviderId)
+			g(descBackendKV, p.KVCacheUsage, n.ID, p.ProviderId)
 		}
 	}
 	for _, m := range st.Models {

@@ -59,7 +59,7 @@ func TestStatusCollectorGauges(t *testing.T) {
 	// Lint-level sanity: the collector's series are all described.
 	ch := make(chan *prometheus.Desc, 16)
 	NewStatusCollector(f.d).Describe(ch)
-	if len(ch) != 9 {
+	if len(ch) != 12 {
 		t.Fatalf("%d descriptors", len(ch))
 	}
 }
@@ -75,8 +75,8 @@ func TestStatusJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	v1, v2 := NodePayload(f.d.Config().Node("n1")).GetConfigVersion(), NodePayload(f.d.Config().Node("n2")).GetConfigVersion()
-	want := `{"nodes":[{"id":"n1","connected":true,"providers":[{"provider_id":"p","type":"mock","category":"api","status":"available","health":"ok","capacity":2,"long_capacity":2,"in_flight":1,"long_in_flight":0,"queued":0,"long_queued":0,"configured_capacity":2,"configured_long_capacity":2,"waiting":0}],"config_version":"` + v1 + `","desired_config_version":"` + v1 + `"},` +
-		`{"id":"n2","connected":false,"providers":[{"provider_id":"q","type":"mock","category":"api","status":"unavailable","health":"offline","capacity":0,"long_capacity":0,"in_flight":0,"long_in_flight":0,"queued":0,"long_queued":0,"configured_capacity":1,"configured_long_capacity":1,"waiting":0}],"config_version":"","desired_config_version":"` + v2 + `"}],` +
+	want := `{"nodes":[{"id":"n1","connected":true,"providers":[{"provider_id":"p","type":"mock","category":"api","status":"available","health":"ok","capacity":2,"long_capacity":2,"in_flight":1,"long_in_flight":0,"queued":0,"long_queued":0,"configured_capacity":2,"configured_long_capacity":2,"waiting":0,"backend_running":0,"backend_waiting":0,"kv_cache_usage":0}],"config_version":"` + v1 + `","desired_config_version":"` + v1 + `"},` +
+		`{"id":"n2","connected":false,"providers":[{"provider_id":"q","type":"mock","category":"api","status":"unavailable","health":"offline","capacity":0,"long_capacity":0,"in_flight":0,"long_in_flight":0,"queued":0,"long_queued":0,"configured_capacity":1,"configured_long_capacity":1,"waiting":0,"backend_running":0,"backend_waiting":0,"kv_cache_usage":0}],"config_version":"","desired_config_version":"` + v2 + `"}],` +
 		`"models":[{"name":"m","pending":0},{"name":"m2","pending":0}]}`
 	if string(b) != want {
 		t.Fatalf("status JSON:\n got %s\nwant %s", b, want)

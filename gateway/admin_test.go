@@ -146,7 +146,7 @@ func TestAdminStatus(t *testing.T) {
 		return `{"provider_id":"` + id + `","type":"` + typ + `","category":"` + cat + `","status":"` + status + `","health":"` + health +
 			`","capacity":` + itoa(capacity) + `,"long_capacity":` + itoa(long) + `,"in_flight":` + itoa(inFlight) +
 			`,"long_in_flight":0,"queued":0,"long_queued":0,"configured_capacity":` + itoa(confCap) +
-			`,"configured_long_capacity":` + itoa(confLong) + `,"waiting":0}`
+			`,"configured_long_capacity":` + itoa(confLong) + `,"waiting":0,"backend_running":0,"backend_waiting":0,"kv_cache_usage":0}`
 	}
 	versions := map[string]string{}
 	for _, n := range s.Dispatcher.Status().Nodes {

@@ -131,7 +131,17 @@ func (s *Supervisor) session(ctx context.Context, attempt int) (bool, error) {
 	s.note("ready", attempt, nil)
 	s.agent.conn.Store(conn)
 	defer s.agent.conn.CompareAndSwap(conn, nil)
+	lctx, stopLoad := context.WithCancel(ctx)
+	loadDone := make(chan struct{})
+	// Owner: this session. Stops when the session ends (stopLoad below) or
+	// a report cannot be sent.
+	go func() {
+		defer close(loadDone)
+		s.agent.reportLoad(lctx, conn)
+	}()
 	err = conn.Serve(ctx, s.agent.HandleStream)
+	stopLoad()
+	<-loadDone
 	s.note("lost", attempt, err)
 	return true, err
 }

@@ -193,6 +193,15 @@ func (c *ClientConn) ReadyWith(ctx context.Context, req *iop.NodeReadyRequest) e
 	return nil
 }
 
+// SendLoad sends a load report on the control stream, bounded by deadline
+// (the edge may be slow to read; a report is worth nothing late).
+func (c *ClientConn) SendLoad(r *iop.LoadReport, deadline time.Time) error {
+	if err := c.ctrl.SendWritten(&iop.Envelope{Body: &iop.Envelope_LoadReport{LoadReport: r}}, deadline); err != nil {
+		return fmt.Errorf("nodewire: load report: %w", err)
+	}
+	return nil
+}
+
 // ReadyAgain repeats the ready request on an established connection (the
 // seed allows it: the ready owner is answered ready=true and keeps its
 // session). The answer is read by the heartbeat receiver; a refusal closes

@@ -35,6 +35,13 @@ type ServerHandler interface {
 	Closed(c *Conn, err error)
 }
 
+// LoadReceiver is implemented by a ServerHandler that takes the load
+// reports a ready node sends on its control stream. It must not block on
+// I/O: it runs on the connection's control reader.
+type LoadReceiver interface {
+	Load(c *Conn, r *iop.LoadReport)
+}
+
 // ServerConfig configures the Edge's node listener.
 type ServerConfig struct {
 	// TLS, when non-nil, wraps every accepted connection.
@@ -371,6 +378,12 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 		// never treated as a violation.
 		if r := env.GetNodeReadyRequest(); r != nil {
 			return &iop.Envelope{Body: &iop.Envelope_NodeReadyResponse{NodeReadyResponse: s.cfg.Handler.Ready(c, r)}}, true
+		}
+		if r := env.GetLoadReport(); r != nil {
+			if lr, ok := s.cfg.Handler.(LoadReceiver); ok {
+				lr.Load(c, r)
+			}
+			return nil, true
 		}
 		return nil, false
 	})

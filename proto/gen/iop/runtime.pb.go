@@ -760,6 +760,7 @@ type Envelope struct {
 	//	*Envelope_NodeCommandResponse
 	//	*Envelope_NodeConfigRefreshRequest
 	//	*Envelope_NodeConfigRefreshResponse
+	//	*Envelope_LoadReport
 	Body          isEnvelope_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -928,6 +929,15 @@ func (x *Envelope) GetNodeConfigRefreshResponse() *NodeConfigRefreshResponse {
 	return nil
 }
 
+func (x *Envelope) GetLoadReport() *LoadReport {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_LoadReport); ok {
+			return x.LoadReport
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Body interface {
 	isEnvelope_Body()
 }
@@ -988,6 +998,10 @@ type Envelope_NodeConfigRefreshResponse struct {
 	NodeConfigRefreshResponse *NodeConfigRefreshResponse `protobuf:"bytes,14,opt,name=node_config_refresh_response,json=nodeConfigRefreshResponse,proto3,oneof"`
 }
 
+type Envelope_LoadReport struct {
+	LoadReport *LoadReport `protobuf:"bytes,15,opt,name=load_report,json=loadReport,proto3,oneof"`
+}
+
 func (*Envelope_RegisterRequest) isEnvelope_Body() {}
 
 func (*Envelope_RegisterResponse) isEnvelope_Body() {}
@@ -1015,6 +1029,8 @@ func (*Envelope_NodeCommandResponse) isEnvelope_Body() {}
 func (*Envelope_NodeConfigRefreshRequest) isEnvelope_Body() {}
 
 func (*Envelope_NodeConfigRefreshResponse) isEnvelope_Body() {}
+
+func (*Envelope_LoadReport) isEnvelope_Body() {}
 
 // RegisterRequest is the first message the Node sends after it connects.
 type RegisterRequest struct {
@@ -1419,9 +1435,13 @@ type NodeRuntimeConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Legacy compatibility metadata only. Admission never uses it as a
 	// node-wide gate; it uses per-provider capacity.
-	Concurrency   int32 `protobuf:"varint,1,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Concurrency int32 `protobuf:"varint,1,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
+	// How often the Node samples its backends and sends a LoadReport on its
+	// control stream; 0 means it sends none. The Edge ignores reports that
+	// come faster than half this interval.
+	LoadReportIntervalMs uint32 `protobuf:"varint,2,opt,name=load_report_interval_ms,json=loadReportIntervalMs,proto3" json:"load_report_interval_ms,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *NodeRuntimeConfig) Reset() {
@@ -1461,6 +1481,142 @@ func (x *NodeRuntimeConfig) GetConcurrency() int32 {
 	return 0
 }
 
+func (x *NodeRuntimeConfig) GetLoadReportIntervalMs() uint32 {
+	if x != nil {
+		return x.LoadReportIntervalMs
+	}
+	return 0
+}
+
+// LoadReport is the Node's latest sample of its backends' health and load,
+// sent on the control stream (Node to Edge, no answer). Load-aware routing
+// reads it; it is advisory: nothing about leases depends on it arriving.
+type LoadReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One entry per adapter instance; the Edge ignores names it does not
+	// know and entries past the node's provider count.
+	Providers     []*ProviderLoad `protobuf:"bytes,1,rep,name=providers,proto3" json:"providers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadReport) Reset() {
+	*x = LoadReport{}
+	mi := &file_iop_runtime_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadReport) ProtoMessage() {}
+
+func (x *LoadReport) ProtoReflect() protoreflect.Message {
+	mi := &file_iop_runtime_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadReport.ProtoReflect.Descriptor instead.
+func (*LoadReport) Descriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *LoadReport) GetProviders() []*ProviderLoad {
+	if x != nil {
+		return x.Providers
+	}
+	return nil
+}
+
+// ProviderLoad is one backend's health and load. Figures are as the backend
+// reports them (vLLM /metrics, llama-server /metrics); zero when unknown.
+type ProviderLoad struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ProviderId string                 `protobuf:"bytes,1,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	Health     HealthState            `protobuf:"varint,2,opt,name=health,proto3,enum=iop.runtime.v1.HealthState" json:"health,omitempty"`
+	// Requests the backend is running and has waiting.
+	Running float64 `protobuf:"fixed64,3,opt,name=running,proto3" json:"running,omitempty"`
+	Waiting float64 `protobuf:"fixed64,4,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	// KV-cache usage, 0..1.
+	KvCacheUsage  float64 `protobuf:"fixed64,5,opt,name=kv_cache_usage,json=kvCacheUsage,proto3" json:"kv_cache_usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderLoad) Reset() {
+	*x = ProviderLoad{}
+	mi := &file_iop_runtime_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderLoad) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderLoad) ProtoMessage() {}
+
+func (x *ProviderLoad) ProtoReflect() protoreflect.Message {
+	mi := &file_iop_runtime_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderLoad.ProtoReflect.Descriptor instead.
+func (*ProviderLoad) Descriptor() ([]byte, []int) {
+	return file_iop_runtime_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ProviderLoad) GetProviderId() string {
+	if x != nil {
+		return x.ProviderId
+	}
+	return ""
+}
+
+func (x *ProviderLoad) GetHealth() HealthState {
+	if x != nil {
+		return x.Health
+	}
+	return HealthState_HEALTH_STATE_UNSPECIFIED
+}
+
+func (x *ProviderLoad) GetRunning() float64 {
+	if x != nil {
+		return x.Running
+	}
+	return 0
+}
+
+func (x *ProviderLoad) GetWaiting() float64 {
+	if x != nil {
+		return x.Waiting
+	}
+	return 0
+}
+
+func (x *ProviderLoad) GetKvCacheUsage() float64 {
+	if x != nil {
+		return x.KvCacheUsage
+	}
+	return 0
+}
+
 // HeartbeatConfig sets the heartbeat both sides run on the control stream.
 type HeartbeatConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1475,7 +1631,7 @@ type HeartbeatConfig struct {
 
 func (x *HeartbeatConfig) Reset() {
 	*x = HeartbeatConfig{}
-	mi := &file_iop_runtime_proto_msgTypes[6]
+	mi := &file_iop_runtime_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1643,7 @@ func (x *HeartbeatConfig) String() string {
 func (*HeartbeatConfig) ProtoMessage() {}
 
 func (x *HeartbeatConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[6]
+	mi := &file_iop_runtime_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1656,7 @@ func (x *HeartbeatConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatConfig.ProtoReflect.Descriptor instead.
 func (*HeartbeatConfig) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{6}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HeartbeatConfig) GetIntervalMs() uint32 {
@@ -1532,7 +1688,7 @@ type NodeReadyRequest struct {
 
 func (x *NodeReadyRequest) Reset() {
 	*x = NodeReadyRequest{}
-	mi := &file_iop_runtime_proto_msgTypes[7]
+	mi := &file_iop_runtime_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1700,7 @@ func (x *NodeReadyRequest) String() string {
 func (*NodeReadyRequest) ProtoMessage() {}
 
 func (x *NodeReadyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[7]
+	mi := &file_iop_runtime_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1713,7 @@ func (x *NodeReadyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeReadyRequest.ProtoReflect.Descriptor instead.
 func (*NodeReadyRequest) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{7}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *NodeReadyRequest) GetNodeId() string {
@@ -1601,7 +1757,7 @@ type AdapterCapabilities struct {
 
 func (x *AdapterCapabilities) Reset() {
 	*x = AdapterCapabilities{}
-	mi := &file_iop_runtime_proto_msgTypes[8]
+	mi := &file_iop_runtime_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1769,7 @@ func (x *AdapterCapabilities) String() string {
 func (*AdapterCapabilities) ProtoMessage() {}
 
 func (x *AdapterCapabilities) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[8]
+	mi := &file_iop_runtime_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1782,7 @@ func (x *AdapterCapabilities) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdapterCapabilities.ProtoReflect.Descriptor instead.
 func (*AdapterCapabilities) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{8}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AdapterCapabilities) GetAdapter() string {
@@ -1693,7 +1849,7 @@ type NodeReadyResponse struct {
 
 func (x *NodeReadyResponse) Reset() {
 	*x = NodeReadyResponse{}
-	mi := &file_iop_runtime_proto_msgTypes[9]
+	mi := &file_iop_runtime_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1861,7 @@ func (x *NodeReadyResponse) String() string {
 func (*NodeReadyResponse) ProtoMessage() {}
 
 func (x *NodeReadyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[9]
+	mi := &file_iop_runtime_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1874,7 @@ func (x *NodeReadyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeReadyResponse.ProtoReflect.Descriptor instead.
 func (*NodeReadyResponse) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{9}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NodeReadyResponse) GetReady() bool {
@@ -1746,7 +1902,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_iop_runtime_proto_msgTypes[10]
+	mi := &file_iop_runtime_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1758,7 +1914,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[10]
+	mi := &file_iop_runtime_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1771,7 +1927,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{10}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Heartbeat) GetSequence() uint64 {
@@ -1821,7 +1977,7 @@ type RunRequest struct {
 
 func (x *RunRequest) Reset() {
 	*x = RunRequest{}
-	mi := &file_iop_runtime_proto_msgTypes[11]
+	mi := &file_iop_runtime_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +1989,7 @@ func (x *RunRequest) String() string {
 func (*RunRequest) ProtoMessage() {}
 
 func (x *RunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[11]
+	mi := &file_iop_runtime_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +2002,7 @@ func (x *RunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunRequest.ProtoReflect.Descriptor instead.
 func (*RunRequest) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{11}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RunRequest) GetRunId() string {
@@ -1963,7 +2119,7 @@ type RunInput struct {
 
 func (x *RunInput) Reset() {
 	*x = RunInput{}
-	mi := &file_iop_runtime_proto_msgTypes[12]
+	mi := &file_iop_runtime_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +2131,7 @@ func (x *RunInput) String() string {
 func (*RunInput) ProtoMessage() {}
 
 func (x *RunInput) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[12]
+	mi := &file_iop_runtime_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +2144,7 @@ func (x *RunInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunInput.ProtoReflect.Descriptor instead.
 func (*RunInput) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{12}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RunInput) GetMessages() []*ChatMessage {
@@ -2094,7 +2250,7 @@ type ChatMessage struct {
 
 func (x *ChatMessage) Reset() {
 	*x = ChatMessage{}
-	mi := &file_iop_runtime_proto_msgTypes[13]
+	mi := &file_iop_runtime_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2106,7 +2262,7 @@ func (x *ChatMessage) String() string {
 func (*ChatMessage) ProtoMessage() {}
 
 func (x *ChatMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[13]
+	mi := &file_iop_runtime_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2119,7 +2275,7 @@ func (x *ChatMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChatMessage.ProtoReflect.Descriptor instead.
 func (*ChatMessage) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{13}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ChatMessage) GetRole() ChatRole {
@@ -2171,7 +2327,7 @@ type ContentPart struct {
 
 func (x *ContentPart) Reset() {
 	*x = ContentPart{}
-	mi := &file_iop_runtime_proto_msgTypes[14]
+	mi := &file_iop_runtime_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2339,7 @@ func (x *ContentPart) String() string {
 func (*ContentPart) ProtoMessage() {}
 
 func (x *ContentPart) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[14]
+	mi := &file_iop_runtime_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2352,7 @@ func (x *ContentPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentPart.ProtoReflect.Descriptor instead.
 func (*ContentPart) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{14}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ContentPart) GetPart() isContentPart_Part {
@@ -2253,7 +2409,7 @@ type ImagePart struct {
 
 func (x *ImagePart) Reset() {
 	*x = ImagePart{}
-	mi := &file_iop_runtime_proto_msgTypes[15]
+	mi := &file_iop_runtime_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2265,7 +2421,7 @@ func (x *ImagePart) String() string {
 func (*ImagePart) ProtoMessage() {}
 
 func (x *ImagePart) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[15]
+	mi := &file_iop_runtime_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2278,7 +2434,7 @@ func (x *ImagePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImagePart.ProtoReflect.Descriptor instead.
 func (*ImagePart) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{15}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ImagePart) GetUrl() string {
@@ -2309,7 +2465,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_iop_runtime_proto_msgTypes[16]
+	mi := &file_iop_runtime_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2477,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[16]
+	mi := &file_iop_runtime_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2490,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{16}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ToolCall) GetId() string {
@@ -2373,7 +2529,7 @@ type ToolDefinition struct {
 
 func (x *ToolDefinition) Reset() {
 	*x = ToolDefinition{}
-	mi := &file_iop_runtime_proto_msgTypes[17]
+	mi := &file_iop_runtime_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2541,7 @@ func (x *ToolDefinition) String() string {
 func (*ToolDefinition) ProtoMessage() {}
 
 func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[17]
+	mi := &file_iop_runtime_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2554,7 @@ func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDefinition.ProtoReflect.Descriptor instead.
 func (*ToolDefinition) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{17}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolDefinition) GetName() string {
@@ -2440,7 +2596,7 @@ type ToolChoice struct {
 
 func (x *ToolChoice) Reset() {
 	*x = ToolChoice{}
-	mi := &file_iop_runtime_proto_msgTypes[18]
+	mi := &file_iop_runtime_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2608,7 @@ func (x *ToolChoice) String() string {
 func (*ToolChoice) ProtoMessage() {}
 
 func (x *ToolChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[18]
+	mi := &file_iop_runtime_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2621,7 @@ func (x *ToolChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
 func (*ToolChoice) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{18}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ToolChoice) GetMode() ToolChoiceMode {
@@ -2503,7 +2659,7 @@ type Sampling struct {
 
 func (x *Sampling) Reset() {
 	*x = Sampling{}
-	mi := &file_iop_runtime_proto_msgTypes[19]
+	mi := &file_iop_runtime_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2515,7 +2671,7 @@ func (x *Sampling) String() string {
 func (*Sampling) ProtoMessage() {}
 
 func (x *Sampling) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[19]
+	mi := &file_iop_runtime_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2528,7 +2684,7 @@ func (x *Sampling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sampling.ProtoReflect.Descriptor instead.
 func (*Sampling) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{19}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Sampling) GetTemperature() float64 {
@@ -2600,7 +2756,7 @@ type ResponseFormat struct {
 
 func (x *ResponseFormat) Reset() {
 	*x = ResponseFormat{}
-	mi := &file_iop_runtime_proto_msgTypes[20]
+	mi := &file_iop_runtime_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +2768,7 @@ func (x *ResponseFormat) String() string {
 func (*ResponseFormat) ProtoMessage() {}
 
 func (x *ResponseFormat) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[20]
+	mi := &file_iop_runtime_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +2781,7 @@ func (x *ResponseFormat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResponseFormat.ProtoReflect.Descriptor instead.
 func (*ResponseFormat) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{20}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResponseFormat) GetType() ResponseFormatType {
@@ -2668,7 +2824,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_iop_runtime_proto_msgTypes[21]
+	mi := &file_iop_runtime_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2836,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[21]
+	mi := &file_iop_runtime_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2849,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{21}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Usage) GetPromptTokens() int64 {
@@ -2735,7 +2891,7 @@ type RunError struct {
 
 func (x *RunError) Reset() {
 	*x = RunError{}
-	mi := &file_iop_runtime_proto_msgTypes[22]
+	mi := &file_iop_runtime_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +2903,7 @@ func (x *RunError) String() string {
 func (*RunError) ProtoMessage() {}
 
 func (x *RunError) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[22]
+	mi := &file_iop_runtime_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +2916,7 @@ func (x *RunError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunError.ProtoReflect.Descriptor instead.
 func (*RunError) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{22}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RunError) GetCode() ErrorCode {
@@ -2820,7 +2976,7 @@ type RunEvent struct {
 
 func (x *RunEvent) Reset() {
 	*x = RunEvent{}
-	mi := &file_iop_runtime_proto_msgTypes[23]
+	mi := &file_iop_runtime_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2832,7 +2988,7 @@ func (x *RunEvent) String() string {
 func (*RunEvent) ProtoMessage() {}
 
 func (x *RunEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[23]
+	mi := &file_iop_runtime_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2845,7 +3001,7 @@ func (x *RunEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunEvent.ProtoReflect.Descriptor instead.
 func (*RunEvent) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{23}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RunEvent) GetRunId() string {
@@ -2922,7 +3078,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_iop_runtime_proto_msgTypes[24]
+	mi := &file_iop_runtime_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3090,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[24]
+	mi := &file_iop_runtime_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3103,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{24}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Header) GetName() string {
@@ -2995,7 +3151,7 @@ type ProviderTunnelRequest struct {
 
 func (x *ProviderTunnelRequest) Reset() {
 	*x = ProviderTunnelRequest{}
-	mi := &file_iop_runtime_proto_msgTypes[25]
+	mi := &file_iop_runtime_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3007,7 +3163,7 @@ func (x *ProviderTunnelRequest) String() string {
 func (*ProviderTunnelRequest) ProtoMessage() {}
 
 func (x *ProviderTunnelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[25]
+	mi := &file_iop_runtime_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3020,7 +3176,7 @@ func (x *ProviderTunnelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderTunnelRequest.ProtoReflect.Descriptor instead.
 func (*ProviderTunnelRequest) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{25}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ProviderTunnelRequest) GetAdapter() string {
@@ -3122,7 +3278,7 @@ type ProviderTunnelFrame struct {
 
 func (x *ProviderTunnelFrame) Reset() {
 	*x = ProviderTunnelFrame{}
-	mi := &file_iop_runtime_proto_msgTypes[26]
+	mi := &file_iop_runtime_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3134,7 +3290,7 @@ func (x *ProviderTunnelFrame) String() string {
 func (*ProviderTunnelFrame) ProtoMessage() {}
 
 func (x *ProviderTunnelFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[26]
+	mi := &file_iop_runtime_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3147,7 +3303,7 @@ func (x *ProviderTunnelFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderTunnelFrame.ProtoReflect.Descriptor instead.
 func (*ProviderTunnelFrame) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{26}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ProviderTunnelFrame) GetKind() TunnelFrameKind {
@@ -3233,7 +3389,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_iop_runtime_proto_msgTypes[27]
+	mi := &file_iop_runtime_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3245,7 +3401,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[27]
+	mi := &file_iop_runtime_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3258,7 +3414,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{27}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelRequest) GetKind() CancelKind {
@@ -3301,7 +3457,7 @@ type NodeCommandRequest struct {
 
 func (x *NodeCommandRequest) Reset() {
 	*x = NodeCommandRequest{}
-	mi := &file_iop_runtime_proto_msgTypes[28]
+	mi := &file_iop_runtime_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3313,7 +3469,7 @@ func (x *NodeCommandRequest) String() string {
 func (*NodeCommandRequest) ProtoMessage() {}
 
 func (x *NodeCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[28]
+	mi := &file_iop_runtime_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3326,7 +3482,7 @@ func (x *NodeCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCommandRequest.ProtoReflect.Descriptor instead.
 func (*NodeCommandRequest) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{28}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *NodeCommandRequest) GetType() string {
@@ -3351,7 +3507,7 @@ type NodeCommandResponse struct {
 
 func (x *NodeCommandResponse) Reset() {
 	*x = NodeCommandResponse{}
-	mi := &file_iop_runtime_proto_msgTypes[29]
+	mi := &file_iop_runtime_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3363,7 +3519,7 @@ func (x *NodeCommandResponse) String() string {
 func (*NodeCommandResponse) ProtoMessage() {}
 
 func (x *NodeCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[29]
+	mi := &file_iop_runtime_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3376,7 +3532,7 @@ func (x *NodeCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCommandResponse.ProtoReflect.Descriptor instead.
 func (*NodeCommandResponse) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{29}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NodeCommandResponse) GetType() string {
@@ -3416,7 +3572,7 @@ type NodeConfigRefreshRequest struct {
 
 func (x *NodeConfigRefreshRequest) Reset() {
 	*x = NodeConfigRefreshRequest{}
-	mi := &file_iop_runtime_proto_msgTypes[30]
+	mi := &file_iop_runtime_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3428,7 +3584,7 @@ func (x *NodeConfigRefreshRequest) String() string {
 func (*NodeConfigRefreshRequest) ProtoMessage() {}
 
 func (x *NodeConfigRefreshRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[30]
+	mi := &file_iop_runtime_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3441,7 +3597,7 @@ func (x *NodeConfigRefreshRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeConfigRefreshRequest.ProtoReflect.Descriptor instead.
 func (*NodeConfigRefreshRequest) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{30}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeConfigRefreshRequest) GetConfig() *NodeConfigPayload {
@@ -3463,7 +3619,7 @@ type NodeConfigRefreshResponse struct {
 
 func (x *NodeConfigRefreshResponse) Reset() {
 	*x = NodeConfigRefreshResponse{}
-	mi := &file_iop_runtime_proto_msgTypes[31]
+	mi := &file_iop_runtime_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3475,7 +3631,7 @@ func (x *NodeConfigRefreshResponse) String() string {
 func (*NodeConfigRefreshResponse) ProtoMessage() {}
 
 func (x *NodeConfigRefreshResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[31]
+	mi := &file_iop_runtime_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3488,7 +3644,7 @@ func (x *NodeConfigRefreshResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeConfigRefreshResponse.ProtoReflect.Descriptor instead.
 func (*NodeConfigRefreshResponse) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{31}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *NodeConfigRefreshResponse) GetStatus() RefreshStatus {
@@ -3544,7 +3700,7 @@ type ProviderSnapshot struct {
 
 func (x *ProviderSnapshot) Reset() {
 	*x = ProviderSnapshot{}
-	mi := &file_iop_runtime_proto_msgTypes[32]
+	mi := &file_iop_runtime_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3556,7 +3712,7 @@ func (x *ProviderSnapshot) String() string {
 func (*ProviderSnapshot) ProtoMessage() {}
 
 func (x *ProviderSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_iop_runtime_proto_msgTypes[32]
+	mi := &file_iop_runtime_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3569,7 +3725,7 @@ func (x *ProviderSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderSnapshot.ProtoReflect.Descriptor instead.
 func (*ProviderSnapshot) Descriptor() ([]byte, []int) {
-	return file_iop_runtime_proto_rawDescGZIP(), []int{32}
+	return file_iop_runtime_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ProviderSnapshot) GetNodeId() string {
@@ -3681,7 +3837,7 @@ var File_iop_runtime_proto protoreflect.FileDescriptor
 
 const file_iop_runtime_proto_rawDesc = "" +
 	"\n" +
-	"\x11iop/runtime.proto\x12\x0eiop.runtime.v1\"\x9b\t\n" +
+	"\x11iop/runtime.proto\x12\x0eiop.runtime.v1\"\xda\t\n" +
 	"\bEnvelope\x12L\n" +
 	"\x10register_request\x18\x01 \x01(\v2\x1f.iop.runtime.v1.RegisterRequestH\x00R\x0fregisterRequest\x12O\n" +
 	"\x11register_response\x18\x02 \x01(\v2 .iop.runtime.v1.RegisterResponseH\x00R\x10registerResponse\x12P\n" +
@@ -3698,7 +3854,9 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"\x14node_command_request\x18\v \x01(\v2\".iop.runtime.v1.NodeCommandRequestH\x00R\x12nodeCommandRequest\x12Y\n" +
 	"\x15node_command_response\x18\f \x01(\v2#.iop.runtime.v1.NodeCommandResponseH\x00R\x13nodeCommandResponse\x12i\n" +
 	"\x1bnode_config_refresh_request\x18\r \x01(\v2(.iop.runtime.v1.NodeConfigRefreshRequestH\x00R\x18nodeConfigRefreshRequest\x12l\n" +
-	"\x1cnode_config_refresh_response\x18\x0e \x01(\v2).iop.runtime.v1.NodeConfigRefreshResponseH\x00R\x19nodeConfigRefreshResponseB\x06\n" +
+	"\x1cnode_config_refresh_response\x18\x0e \x01(\v2).iop.runtime.v1.NodeConfigRefreshResponseH\x00R\x19nodeConfigRefreshResponse\x12=\n" +
+	"\vload_report\x18\x0f \x01(\v2\x1a.iop.runtime.v1.LoadReportH\x00R\n" +
+	"loadReportB\x06\n" +
 	"\x04body\"\xb5\x01\n" +
 	"\x0fRegisterRequest\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x17\n" +
@@ -3740,9 +3898,20 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"\rSettingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\t\x10\n" +
-	"\"5\n" +
+	"\"l\n" +
 	"\x11NodeRuntimeConfig\x12 \n" +
-	"\vconcurrency\x18\x01 \x01(\x05R\vconcurrency\"Q\n" +
+	"\vconcurrency\x18\x01 \x01(\x05R\vconcurrency\x125\n" +
+	"\x17load_report_interval_ms\x18\x02 \x01(\rR\x14loadReportIntervalMs\"H\n" +
+	"\n" +
+	"LoadReport\x12:\n" +
+	"\tproviders\x18\x01 \x03(\v2\x1c.iop.runtime.v1.ProviderLoadR\tproviders\"\xbe\x01\n" +
+	"\fProviderLoad\x12\x1f\n" +
+	"\vprovider_id\x18\x01 \x01(\tR\n" +
+	"providerId\x123\n" +
+	"\x06health\x18\x02 \x01(\x0e2\x1b.iop.runtime.v1.HealthStateR\x06health\x12\x18\n" +
+	"\arunning\x18\x03 \x01(\x01R\arunning\x12\x18\n" +
+	"\awaiting\x18\x04 \x01(\x01R\awaiting\x12$\n" +
+	"\x0ekv_cache_usage\x18\x05 \x01(\x01R\fkvCacheUsage\"Q\n" +
 	"\x0fHeartbeatConfig\x12\x1f\n" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
 	"intervalMs\x12\x1d\n" +
@@ -4041,7 +4210,7 @@ func file_iop_runtime_proto_rawDescGZIP() []byte {
 }
 
 var file_iop_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_iop_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_iop_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_iop_runtime_proto_goTypes = []any{
 	(RejectCode)(0),                   // 0: iop.runtime.v1.RejectCode
 	(ToolMode)(0),                     // 1: iop.runtime.v1.ToolMode
@@ -4061,102 +4230,107 @@ var file_iop_runtime_proto_goTypes = []any{
 	(*NodeConfigPayload)(nil),         // 15: iop.runtime.v1.NodeConfigPayload
 	(*AdapterConfig)(nil),             // 16: iop.runtime.v1.AdapterConfig
 	(*NodeRuntimeConfig)(nil),         // 17: iop.runtime.v1.NodeRuntimeConfig
-	(*HeartbeatConfig)(nil),           // 18: iop.runtime.v1.HeartbeatConfig
-	(*NodeReadyRequest)(nil),          // 19: iop.runtime.v1.NodeReadyRequest
-	(*AdapterCapabilities)(nil),       // 20: iop.runtime.v1.AdapterCapabilities
-	(*NodeReadyResponse)(nil),         // 21: iop.runtime.v1.NodeReadyResponse
-	(*Heartbeat)(nil),                 // 22: iop.runtime.v1.Heartbeat
-	(*RunRequest)(nil),                // 23: iop.runtime.v1.RunRequest
-	(*RunInput)(nil),                  // 24: iop.runtime.v1.RunInput
-	(*ChatMessage)(nil),               // 25: iop.runtime.v1.ChatMessage
-	(*ContentPart)(nil),               // 26: iop.runtime.v1.ContentPart
-	(*ImagePart)(nil),                 // 27: iop.runtime.v1.ImagePart
-	(*ToolCall)(nil),                  // 28: iop.runtime.v1.ToolCall
-	(*ToolDefinition)(nil),            // 29: iop.runtime.v1.ToolDefinition
-	(*ToolChoice)(nil),                // 30: iop.runtime.v1.ToolChoice
-	(*Sampling)(nil),                  // 31: iop.runtime.v1.Sampling
-	(*ResponseFormat)(nil),            // 32: iop.runtime.v1.ResponseFormat
-	(*Usage)(nil),                     // 33: iop.runtime.v1.Usage
-	(*RunError)(nil),                  // 34: iop.runtime.v1.RunError
-	(*RunEvent)(nil),                  // 35: iop.runtime.v1.RunEvent
-	(*Header)(nil),                    // 36: iop.runtime.v1.Header
-	(*ProviderTunnelRequest)(nil),     // 37: iop.runtime.v1.ProviderTunnelRequest
-	(*ProviderTunnelFrame)(nil),       // 38: iop.runtime.v1.ProviderTunnelFrame
-	(*CancelRequest)(nil),             // 39: iop.runtime.v1.CancelRequest
-	(*NodeCommandRequest)(nil),        // 40: iop.runtime.v1.NodeCommandRequest
-	(*NodeCommandResponse)(nil),       // 41: iop.runtime.v1.NodeCommandResponse
-	(*NodeConfigRefreshRequest)(nil),  // 42: iop.runtime.v1.NodeConfigRefreshRequest
-	(*NodeConfigRefreshResponse)(nil), // 43: iop.runtime.v1.NodeConfigRefreshResponse
-	(*ProviderSnapshot)(nil),          // 44: iop.runtime.v1.ProviderSnapshot
-	nil,                               // 45: iop.runtime.v1.AdapterConfig.HeadersEntry
-	nil,                               // 46: iop.runtime.v1.AdapterConfig.SettingsEntry
-	nil,                               // 47: iop.runtime.v1.RunRequest.MetadataEntry
-	nil,                               // 48: iop.runtime.v1.RunEvent.MetadataEntry
-	nil,                               // 49: iop.runtime.v1.ProviderTunnelRequest.MetadataEntry
-	nil,                               // 50: iop.runtime.v1.ProviderTunnelFrame.MetadataEntry
+	(*LoadReport)(nil),                // 18: iop.runtime.v1.LoadReport
+	(*ProviderLoad)(nil),              // 19: iop.runtime.v1.ProviderLoad
+	(*HeartbeatConfig)(nil),           // 20: iop.runtime.v1.HeartbeatConfig
+	(*NodeReadyRequest)(nil),          // 21: iop.runtime.v1.NodeReadyRequest
+	(*AdapterCapabilities)(nil),       // 22: iop.runtime.v1.AdapterCapabilities
+	(*NodeReadyResponse)(nil),         // 23: iop.runtime.v1.NodeReadyResponse
+	(*Heartbeat)(nil),                 // 24: iop.runtime.v1.Heartbeat
+	(*RunRequest)(nil),                // 25: iop.runtime.v1.RunRequest
+	(*RunInput)(nil),                  // 26: iop.runtime.v1.RunInput
+	(*ChatMessage)(nil),               // 27: iop.runtime.v1.ChatMessage
+	(*ContentPart)(nil),               // 28: iop.runtime.v1.ContentPart
+	(*ImagePart)(nil),                 // 29: iop.runtime.v1.ImagePart
+	(*ToolCall)(nil),                  // 30: iop.runtime.v1.ToolCall
+	(*ToolDefinition)(nil),            // 31: iop.runtime.v1.ToolDefinition
+	(*ToolChoice)(nil),                // 32: iop.runtime.v1.ToolChoice
+	(*Sampling)(nil),                  // 33: iop.runtime.v1.Sampling
+	(*ResponseFormat)(nil),            // 34: iop.runtime.v1.ResponseFormat
+	(*Usage)(nil),                     // 35: iop.runtime.v1.Usage
+	(*RunError)(nil),                  // 36: iop.runtime.v1.RunError
+	(*RunEvent)(nil),                  // 37: iop.runtime.v1.RunEvent
+	(*Header)(nil),                    // 38: iop.runtime.v1.Header
+	(*ProviderTunnelRequest)(nil),     // 39: iop.runtime.v1.ProviderTunnelRequest
+	(*ProviderTunnelFrame)(nil),       // 40: iop.runtime.v1.ProviderTunnelFrame
+	(*CancelRequest)(nil),             // 41: iop.runtime.v1.CancelRequest
+	(*NodeCommandRequest)(nil),        // 42: iop.runtime.v1.NodeCommandRequest
+	(*NodeCommandResponse)(nil),       // 43: iop.runtime.v1.NodeCommandResponse
+	(*NodeConfigRefreshRequest)(nil),  // 44: iop.runtime.v1.NodeConfigRefreshRequest
+	(*NodeConfigRefreshResponse)(nil), // 45: iop.runtime.v1.NodeConfigRefreshResponse
+	(*ProviderSnapshot)(nil),          // 46: iop.runtime.v1.ProviderSnapshot
+	nil,                               // 47: iop.runtime.v1.AdapterConfig.HeadersEntry
+	nil,                               // 48: iop.runtime.v1.AdapterConfig.SettingsEntry
+	nil,                               // 49: iop.runtime.v1.RunRequest.MetadataEntry
+	nil,                               // 50: iop.runtime.v1.RunEvent.MetadataEntry
+	nil,                               // 51: iop.runtime.v1.ProviderTunnelRequest.MetadataEntry
+	nil,                               // 52: iop.runtime.v1.ProviderTunnelFrame.MetadataEntry
 }
 var file_iop_runtime_proto_depIdxs = []int32{
 	13, // 0: iop.runtime.v1.Envelope.register_request:type_name -> iop.runtime.v1.RegisterRequest
 	14, // 1: iop.runtime.v1.Envelope.register_response:type_name -> iop.runtime.v1.RegisterResponse
-	19, // 2: iop.runtime.v1.Envelope.node_ready_request:type_name -> iop.runtime.v1.NodeReadyRequest
-	21, // 3: iop.runtime.v1.Envelope.node_ready_response:type_name -> iop.runtime.v1.NodeReadyResponse
-	22, // 4: iop.runtime.v1.Envelope.heartbeat:type_name -> iop.runtime.v1.Heartbeat
-	23, // 5: iop.runtime.v1.Envelope.run_request:type_name -> iop.runtime.v1.RunRequest
-	35, // 6: iop.runtime.v1.Envelope.run_event:type_name -> iop.runtime.v1.RunEvent
-	37, // 7: iop.runtime.v1.Envelope.provider_tunnel_request:type_name -> iop.runtime.v1.ProviderTunnelRequest
-	38, // 8: iop.runtime.v1.Envelope.provider_tunnel_frame:type_name -> iop.runtime.v1.ProviderTunnelFrame
-	39, // 9: iop.runtime.v1.Envelope.cancel_request:type_name -> iop.runtime.v1.CancelRequest
-	40, // 10: iop.runtime.v1.Envelope.node_command_request:type_name -> iop.runtime.v1.NodeCommandRequest
-	41, // 11: iop.runtime.v1.Envelope.node_command_response:type_name -> iop.runtime.v1.NodeCommandResponse
-	42, // 12: iop.runtime.v1.Envelope.node_config_refresh_request:type_name -> iop.runtime.v1.NodeConfigRefreshRequest
-	43, // 13: iop.runtime.v1.Envelope.node_config_refresh_response:type_name -> iop.runtime.v1.NodeConfigRefreshResponse
-	15, // 14: iop.runtime.v1.RegisterResponse.config:type_name -> iop.runtime.v1.NodeConfigPayload
-	0,  // 15: iop.runtime.v1.RegisterResponse.reject_code:type_name -> iop.runtime.v1.RejectCode
-	16, // 16: iop.runtime.v1.NodeConfigPayload.adapters:type_name -> iop.runtime.v1.AdapterConfig
-	17, // 17: iop.runtime.v1.NodeConfigPayload.runtime:type_name -> iop.runtime.v1.NodeRuntimeConfig
-	18, // 18: iop.runtime.v1.NodeConfigPayload.heartbeat:type_name -> iop.runtime.v1.HeartbeatConfig
-	1,  // 19: iop.runtime.v1.AdapterConfig.tool_mode:type_name -> iop.runtime.v1.ToolMode
-	45, // 20: iop.runtime.v1.AdapterConfig.headers:type_name -> iop.runtime.v1.AdapterConfig.HeadersEntry
-	46, // 21: iop.runtime.v1.AdapterConfig.settings:type_name -> iop.runtime.v1.AdapterConfig.SettingsEntry
-	20, // 22: iop.runtime.v1.NodeReadyRequest.adapters:type_name -> iop.runtime.v1.AdapterCapabilities
-	2,  // 23: iop.runtime.v1.AdapterCapabilities.run_operations:type_name -> iop.runtime.v1.RunOperation
-	47, // 24: iop.runtime.v1.RunRequest.metadata:type_name -> iop.runtime.v1.RunRequest.MetadataEntry
-	24, // 25: iop.runtime.v1.RunRequest.input:type_name -> iop.runtime.v1.RunInput
-	2,  // 26: iop.runtime.v1.RunRequest.operation:type_name -> iop.runtime.v1.RunOperation
-	25, // 27: iop.runtime.v1.RunInput.messages:type_name -> iop.runtime.v1.ChatMessage
-	29, // 28: iop.runtime.v1.RunInput.tools:type_name -> iop.runtime.v1.ToolDefinition
-	30, // 29: iop.runtime.v1.RunInput.tool_choice:type_name -> iop.runtime.v1.ToolChoice
-	31, // 30: iop.runtime.v1.RunInput.sampling:type_name -> iop.runtime.v1.Sampling
-	32, // 31: iop.runtime.v1.RunInput.response_format:type_name -> iop.runtime.v1.ResponseFormat
-	3,  // 32: iop.runtime.v1.ChatMessage.role:type_name -> iop.runtime.v1.ChatRole
-	26, // 33: iop.runtime.v1.ChatMessage.content:type_name -> iop.runtime.v1.ContentPart
-	28, // 34: iop.runtime.v1.ChatMessage.tool_calls:type_name -> iop.runtime.v1.ToolCall
-	27, // 35: iop.runtime.v1.ContentPart.image:type_name -> iop.runtime.v1.ImagePart
-	4,  // 36: iop.runtime.v1.ToolChoice.mode:type_name -> iop.runtime.v1.ToolChoiceMode
-	5,  // 37: iop.runtime.v1.ResponseFormat.type:type_name -> iop.runtime.v1.ResponseFormatType
-	7,  // 38: iop.runtime.v1.RunError.code:type_name -> iop.runtime.v1.ErrorCode
-	6,  // 39: iop.runtime.v1.RunEvent.type:type_name -> iop.runtime.v1.RunEventType
-	34, // 40: iop.runtime.v1.RunEvent.error:type_name -> iop.runtime.v1.RunError
-	48, // 41: iop.runtime.v1.RunEvent.metadata:type_name -> iop.runtime.v1.RunEvent.MetadataEntry
-	33, // 42: iop.runtime.v1.RunEvent.usage:type_name -> iop.runtime.v1.Usage
-	36, // 43: iop.runtime.v1.ProviderTunnelRequest.headers:type_name -> iop.runtime.v1.Header
-	49, // 44: iop.runtime.v1.ProviderTunnelRequest.metadata:type_name -> iop.runtime.v1.ProviderTunnelRequest.MetadataEntry
-	8,  // 45: iop.runtime.v1.ProviderTunnelFrame.kind:type_name -> iop.runtime.v1.TunnelFrameKind
-	36, // 46: iop.runtime.v1.ProviderTunnelFrame.headers:type_name -> iop.runtime.v1.Header
-	34, // 47: iop.runtime.v1.ProviderTunnelFrame.error:type_name -> iop.runtime.v1.RunError
-	33, // 48: iop.runtime.v1.ProviderTunnelFrame.usage:type_name -> iop.runtime.v1.Usage
-	50, // 49: iop.runtime.v1.ProviderTunnelFrame.metadata:type_name -> iop.runtime.v1.ProviderTunnelFrame.MetadataEntry
-	9,  // 50: iop.runtime.v1.CancelRequest.kind:type_name -> iop.runtime.v1.CancelKind
-	44, // 51: iop.runtime.v1.NodeCommandResponse.providers:type_name -> iop.runtime.v1.ProviderSnapshot
-	15, // 52: iop.runtime.v1.NodeConfigRefreshRequest.config:type_name -> iop.runtime.v1.NodeConfigPayload
-	10, // 53: iop.runtime.v1.NodeConfigRefreshResponse.status:type_name -> iop.runtime.v1.RefreshStatus
-	20, // 54: iop.runtime.v1.NodeConfigRefreshResponse.adapters:type_name -> iop.runtime.v1.AdapterCapabilities
-	11, // 55: iop.runtime.v1.ProviderSnapshot.health:type_name -> iop.runtime.v1.HealthState
-	56, // [56:56] is the sub-list for method output_type
-	56, // [56:56] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	21, // 2: iop.runtime.v1.Envelope.node_ready_request:type_name -> iop.runtime.v1.NodeReadyRequest
+	23, // 3: iop.runtime.v1.Envelope.node_ready_response:type_name -> iop.runtime.v1.NodeReadyResponse
+	24, // 4: iop.runtime.v1.Envelope.heartbeat:type_name -> iop.runtime.v1.Heartbeat
+	25, // 5: iop.runtime.v1.Envelope.run_request:type_name -> iop.runtime.v1.RunRequest
+	37, // 6: iop.runtime.v1.Envelope.run_event:type_name -> iop.runtime.v1.RunEvent
+	39, // 7: iop.runtime.v1.Envelope.provider_tunnel_request:type_name -> iop.runtime.v1.ProviderTunnelRequest
+	40, // 8: iop.runtime.v1.Envelope.provider_tunnel_frame:type_name -> iop.runtime.v1.ProviderTunnelFrame
+	41, // 9: iop.runtime.v1.Envelope.cancel_request:type_name -> iop.runtime.v1.CancelRequest
+	42, // 10: iop.runtime.v1.Envelope.node_command_request:type_name -> iop.runtime.v1.NodeCommandRequest
+	43, // 11: iop.runtime.v1.Envelope.node_command_response:type_name -> iop.runtime.v1.NodeCommandResponse
+	44, // 12: iop.runtime.v1.Envelope.node_config_refresh_request:type_name -> iop.runtime.v1.NodeConfigRefreshRequest
+	45, // 13: iop.runtime.v1.Envelope.node_config_refresh_response:type_name -> iop.runtime.v1.NodeConfigRefreshResponse
+	18, // 14: iop.runtime.v1.Envelope.load_report:type_name -> iop.runtime.v1.LoadReport
+	15, // 15: iop.runtime.v1.RegisterResponse.config:type_name -> iop.runtime.v1.NodeConfigPayload
+	0,  // 16: iop.runtime.v1.RegisterResponse.reject_code:type_name -> iop.runtime.v1.RejectCode
+	16, // 17: iop.runtime.v1.NodeConfigPayload.adapters:type_name -> iop.runtime.v1.AdapterConfig
+	17, // 18: iop.runtime.v1.NodeConfigPayload.runtime:type_name -> iop.runtime.v1.NodeRuntimeConfig
+	20, // 19: iop.runtime.v1.NodeConfigPayload.heartbeat:type_name -> iop.runtime.v1.HeartbeatConfig
+	1,  // 20: iop.runtime.v1.AdapterConfig.tool_mode:type_name -> iop.runtime.v1.ToolMode
+	47, // 21: iop.runtime.v1.AdapterConfig.headers:type_name -> iop.runtime.v1.AdapterConfig.HeadersEntry
+	48, // 22: iop.runtime.v1.AdapterConfig.settings:type_name -> iop.runtime.v1.AdapterConfig.SettingsEntry
+	19, // 23: iop.runtime.v1.LoadReport.providers:type_name -> iop.runtime.v1.ProviderLoad
+	11, // 24: iop.runtime.v1.ProviderLoad.health:type_name -> iop.runtime.v1.HealthState
+	22, // 25: iop.runtime.v1.NodeReadyRequest.adapters:type_name -> iop.runtime.v1.AdapterCapabilities
+	2,  // 26: iop.runtime.v1.AdapterCapabilities.run_operations:type_name -> iop.runtime.v1.RunOperation
+	49, // 27: iop.runtime.v1.RunRequest.metadata:type_name -> iop.runtime.v1.RunRequest.MetadataEntry
+	26, // 28: iop.runtime.v1.RunRequest.input:type_name -> iop.runtime.v1.RunInput
+	2,  // 29: iop.runtime.v1.RunRequest.operation:type_name -> iop.runtime.v1.RunOperation
+	27, // 30: iop.runtime.v1.RunInput.messages:type_name -> iop.runtime.v1.ChatMessage
+	31, // 31: iop.runtime.v1.RunInput.tools:type_name -> iop.runtime.v1.ToolDefinition
+	32, // 32: iop.runtime.v1.RunInput.tool_choice:type_name -> iop.runtime.v1.ToolChoice
+	33, // 33: iop.runtime.v1.RunInput.sampling:type_name -> iop.runtime.v1.Sampling
+	34, // 34: iop.runtime.v1.RunInput.response_format:type_name -> iop.runtime.v1.ResponseFormat
+	3,  // 35: iop.runtime.v1.ChatMessage.role:type_name -> iop.runtime.v1.ChatRole
+	28, // 36: iop.runtime.v1.ChatMessage.content:type_name -> iop.runtime.v1.ContentPart
+	30, // 37: iop.runtime.v1.ChatMessage.tool_calls:type_name -> iop.runtime.v1.ToolCall
+	29, // 38: iop.runtime.v1.ContentPart.image:type_name -> iop.runtime.v1.ImagePart
+	4,  // 39: iop.runtime.v1.ToolChoice.mode:type_name -> iop.runtime.v1.ToolChoiceMode
+	5,  // 40: iop.runtime.v1.ResponseFormat.type:type_name -> iop.runtime.v1.ResponseFormatType
+	7,  // 41: iop.runtime.v1.RunError.code:type_name -> iop.runtime.v1.ErrorCode
+	6,  // 42: iop.runtime.v1.RunEvent.type:type_name -> iop.runtime.v1.RunEventType
+	36, // 43: iop.runtime.v1.RunEvent.error:type_name -> iop.runtime.v1.RunError
+	50, // 44: iop.runtime.v1.RunEvent.metadata:type_name -> iop.runtime.v1.RunEvent.MetadataEntry
+	35, // 45: iop.runtime.v1.RunEvent.usage:type_name -> iop.runtime.v1.Usage
+	38, // 46: iop.runtime.v1.ProviderTunnelRequest.headers:type_name -> iop.runtime.v1.Header
+	51, // 47: iop.runtime.v1.ProviderTunnelRequest.metadata:type_name -> iop.runtime.v1.ProviderTunnelRequest.MetadataEntry
+	8,  // 48: iop.runtime.v1.ProviderTunnelFrame.kind:type_name -> iop.runtime.v1.TunnelFrameKind
+	38, // 49: iop.runtime.v1.ProviderTunnelFrame.headers:type_name -> iop.runtime.v1.Header
+	36, // 50: iop.runtime.v1.ProviderTunnelFrame.error:type_name -> iop.runtime.v1.RunError
+	35, // 51: iop.runtime.v1.ProviderTunnelFrame.usage:type_name -> iop.runtime.v1.Usage
+	52, // 52: iop.runtime.v1.ProviderTunnelFrame.metadata:type_name -> iop.runtime.v1.ProviderTunnelFrame.MetadataEntry
+	9,  // 53: iop.runtime.v1.CancelRequest.kind:type_name -> iop.runtime.v1.CancelKind
+	46, // 54: iop.runtime.v1.NodeCommandResponse.providers:type_name -> iop.runtime.v1.ProviderSnapshot
+	15, // 55: iop.runtime.v1.NodeConfigRefreshRequest.config:type_name -> iop.runtime.v1.NodeConfigPayload
+	10, // 56: iop.runtime.v1.NodeConfigRefreshResponse.status:type_name -> iop.runtime.v1.RefreshStatus
+	22, // 57: iop.runtime.v1.NodeConfigRefreshResponse.adapters:type_name -> iop.runtime.v1.AdapterCapabilities
+	11, // 58: iop.runtime.v1.ProviderSnapshot.health:type_name -> iop.runtime.v1.HealthState
+	59, // [59:59] is the sub-list for method output_type
+	59, // [59:59] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_iop_runtime_proto_init() }
@@ -4179,20 +4353,21 @@ func file_iop_runtime_proto_init() {
 		(*Envelope_NodeCommandResponse)(nil),
 		(*Envelope_NodeConfigRefreshRequest)(nil),
 		(*Envelope_NodeConfigRefreshResponse)(nil),
+		(*Envelope_LoadReport)(nil),
 	}
-	file_iop_runtime_proto_msgTypes[12].OneofWrappers = []any{}
-	file_iop_runtime_proto_msgTypes[14].OneofWrappers = []any{
+	file_iop_runtime_proto_msgTypes[14].OneofWrappers = []any{}
+	file_iop_runtime_proto_msgTypes[16].OneofWrappers = []any{
 		(*ContentPart_Text)(nil),
 		(*ContentPart_Image)(nil),
 	}
-	file_iop_runtime_proto_msgTypes[19].OneofWrappers = []any{}
+	file_iop_runtime_proto_msgTypes[21].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_iop_runtime_proto_rawDesc), len(file_iop_runtime_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,70 @@
+package nodeagent
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+	"github.com/iop-gateway/iop/nodewire"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// loadIdleCheck is how often a node whose config asks for no load reports
+// looks again (a refresh may turn them on).
+const loadIdleCheck = 5 * time.Second
+
+// reportLoad samples every instance's backend and sends a LoadReport on
+// conn every load_report_interval_ms of the applied config (read at each
+// tick, so a refresh takes effect), until ctx ends or a send fails (the
+// session is ending then). A sample is bounded by the interval: a backend
+// that does not answer its health probe in time is reported as it last
+// was by its adapter's own cache, never waited for.
+func (a *Agent) reportLoad(ctx context.Context, conn *nodewire.ClientConn) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		every := a.loadInterval()
+		if every <= 0 {
+			t.Reset(loadIdleCheck)
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, every)
+		r := a.loadReport(sctx)
+		cancel()
+		if err := conn.SendLoad(r, time.Now().Add(every)); err != nil {
+			if ctx.Err() == nil {
+				a.log.Debug("load report not sent", zap.Error(err))
+			}
+			return
+		}
+		t.Reset(every)
+	}
+}
+
+func (a *Agent) loadInterval() time.Duration {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return time.Duration(a.applied.GetRuntime().GetLoadReportIntervalMs()) * time.Millisecond
+}
+
+// loadReport samples each instance that reports health and load.
+func (a *Agent) loadReport(ctx context.Context) *iop.LoadReport {
+	r := &iop.LoadReport{}
+	for _, in := range a.snapshotInstances() {
+		hr, ok := in.impl.(adapter.HealthReporter)
+		if !ok {
+			continue
+		}
+		h := hr.Health(ctx)
+		r.Providers = append(r.Providers, &iop.ProviderLoad{ProviderId: in.name, Health: h.Status,
+			Running: h.Running, Waiting: h.Waiting, KvCacheUsage: h.KVCacheUsage})
+	}
+	return r
+}
