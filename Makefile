@@ -9,7 +9,7 @@ PKG       := github.com/iop-gateway/iop
 PROTO_SRC := iop/runtime.proto
 GOFLAGS_TEST ?= -race -count=1 -timeout 15m
 
-.PHONY: all build test vet unit proto proto-check run fuzz chaos soak bench gobench benchstat clean
+.PHONY: all build test vet unit proto proto-check run fuzz chaos soak bench fleetbench gobench benchstat clean
 
 all: build
 
@@ -67,9 +67,16 @@ soak:
 	$(GO) run ./chaos/soak -duration $(DURATION)
 
 ## bench: latency/throughput against direct, nginx (when installed), tunnel
-## and run paths; results to docs/benchmarks.md.
-bench:
+## and run paths; results to docs/benchmarks.md; then the routing
+## strategies on a simulated vLLM fleet (fleetbench).
+bench: fleetbench
 	$(GO) run ./bench/iopbench -out docs/benchmarks.md
+
+## fleetbench: routing strategies (ordered, least_load, prefix_affinity)
+## against round robin on four simulated vLLM backends; see docs/routing.md.
+FLEETCOUNT ?= 3
+fleetbench:
+	$(GO) test -run '^$$' -bench Fleet -benchtime 1x -count $(FLEETCOUNT) ./bench/fleetbench/ | tee fleet.txt
 
 ## gobench: the Go benchmarks (framing, dispatch, request parsing, the
 ## in-process edge+node stack) COUNT times each, to $(BENCHOUT); compare two

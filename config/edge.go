@@ -143,13 +143,13 @@ type NodeSpec struct {
 	TokenEnv string `mapstructure:"token_env"`
 	// Heartbeat interval and timeout, seconds. Defaults 5 and 15; the
 	// timeout must exceed the interval.
-	HeartbeatIntervalSec float64        `mapstructure:"heartbeat_interval_sec"`
-	HeartbeatTimeoutSec  float64        `mapstructure:"heartbeat_timeout_sec"`
+	HeartbeatIntervalSec float64 `mapstructure:"heartbeat_interval_sec"`
+	HeartbeatTimeoutSec  float64 `mapstructure:"heartbeat_timeout_sec"`
 	// LoadReportIntervalSec is how often the node sends its backends' load
 	// (LoadReport) for load-aware routing. Unset means 2; 0 means none
 	// (the edge then polls health every 5 s); at least 0.2 otherwise.
-	LoadReportIntervalSec *float64 `mapstructure:"load_report_interval_sec"`
-	Providers            []ProviderSpec `mapstructure:"providers"`
+	LoadReportIntervalSec *float64       `mapstructure:"load_report_interval_sec"`
+	Providers             []ProviderSpec `mapstructure:"providers"`
 }
 
 // ProviderSpec is one adapter instance on a Node (NodeConfigPayload.adapters).

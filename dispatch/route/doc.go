@@ -8,10 +8,11 @@
 //
 // models[].routing selects one (ParseStrategy):
 //
-//   - ordered (the default): the first fitting candidate in configured
-//     order, so a model fills its first provider before spilling over.
-//   - least_load: the fitting candidate with the lowest Score, ties by
-//     configured order.
+//   - ordered: the first fitting candidate in configured order, so a model
+//     fills its first provider before spilling over.
+//   - least_load (the edge config's default): the fitting candidate with
+//     the lowest Score, ties by configured order; without load reports this
+//     is the lease occupancy the dispatcher always spread by.
 //   - prefix_affinity: the fitting candidate that most recently served the
 //     longest prefix of this prompt (see Prefixes), so the backend's prefix
 //     cache (vLLM automatic prefix caching, SGLang's radix cache) skips
