@@ -292,7 +292,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	want := map[string]string{
 		"data-node": nodeID, "data-provider": "mock", "provider-id": "mock", "provider-type": "mock",
 		"provider-status": "available", "provider-health": "ok",
-		"in-flight": "1/1", "long-in-flight": "0/1", "queued": "1", "long-queued": "0",
+		"in-flight": "1/1", "long-in-flight": "0/1", "queued": "1", "long-queued": "0", "backend": "0 / 0", "kv": "0%",
 	}
 	if len(provs) != 1 {
 		t.Errorf("provider rows %v", provs)
