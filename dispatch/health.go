@@ -125,6 +125,9 @@ func (d *Dispatcher) observeLocked(n *node, loads []*iop.ProviderLoad, now time.
 		}
 		was := r.health
 		r.health = h
+		if h == iop.HealthState_HEALTH_STATE_OFFLINE {
+			r.downSince = now // for the no-provider fast path (liveWithin)
+		}
 		if was == iop.HealthState_HEALTH_STATE_UNSPECIFIED && h == iop.HealthState_HEALTH_STATE_OK {
 			continue // the first report of a healthy backend is not news
 		}

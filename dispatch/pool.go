@@ -350,7 +350,8 @@ func (m *model) couldServe(long, tunnel bool) bool {
 }
 
 // liveWithin reports whether any candidate that could take a request of
-// this kind is live, or stopped being live less than grace before now:
+// this kind is live and not reported offline, or stopped being so less
+// than grace before now:
 // only then is queueing worth it (a node that just dropped usually
 // reconnects within seconds; one gone for longer is not waited for).
 func (m *model) liveWithin(now time.Time, grace time.Duration, long, tunnel bool) bool {
@@ -359,7 +360,7 @@ func (m *model) liveWithin(now time.Time, grace time.Duration, long, tunnel bool
 		if !r.couldTake(long, tunnel) {
 			continue
 		}
-		if r.live || now.Sub(r.downSince) < grace {
+		if (r.live && r.health != iop.HealthState_HEALTH_STATE_OFFLINE) || now.Sub(r.downSince) < grace {
 			return true
 		}
 	}

@@ -152,6 +152,11 @@ func TestErrorNoProviderAvailable(t *testing.T) {
 func TestErrorUpstreamUnreachable(t *testing.T) {
 	cfg := edgeConfig([]config.ProviderSpec{vllmProvider("vllm-main", "http://"+closedPort(t)+"/v1")},
 		modelOn("qwen-7b", "vllm-main", target))
+	// No load reports: they would mark the backend offline, and requests
+	// would then wait for it instead of reaching it (see
+	// TestOfflineBackendFailsFast).
+	none := 0.0
+	cfg.Nodes[0].LoadReportIntervalSec = &none
 	e, _ := startStack(t, cfg)
 	for _, body := range []string{
 		`{"model":"qwen-7b","messages":[{"role":"user","content":"hi"}]}`,

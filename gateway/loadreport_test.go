@@ -36,3 +36,30 @@ func TestLoadReportsReachStatusAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A backend its node reports offline for longer than offline_grace_sec is
+// not waited for: the request fails at once with 503
+// no_provider_available.
+func TestOfflineBackendFailsFast(t *testing.T) {
+	cfg := edgeConfig([]config.ProviderSpec{vllmProvider("vllm-main", "http://"+closedPort(t)+"/v1")},
+		modelOn("qwen-7b", "vllm-main", target))
+	interval, grace := 0.2, 0.3
+	cfg.Nodes[0].LoadReportIntervalSec = &interval
+	cfg.Models[0].OfflineGraceSec = &grace
+	cfg.Models[0].QueueTimeoutSec = 60
+	e, _ := startStack(t, cfg)
+	deadline := time.Now().Add(5 * time.Second)
+	for e.Dispatcher.Status().Nodes[0].Providers[0].Health != "offline" {
+		if time.Now().After(deadline) {
+			t.Fatal("the unreachable backend was never reported offline")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(400 * time.Millisecond) // past the grace
+	start := time.Now()
+	r := post(t, e, "/v1/chat/completions", `{"model":"qwen-7b","messages":[{"role":"user","content":"hi"}]}`)
+	assertError(t, r, http.StatusServiceUnavailable, "no_provider_available")
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Fatalf("answered after %s, not at once", waited)
+	}
+}
