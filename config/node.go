@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 )
@@ -18,10 +19,23 @@ type Node struct {
 	Tracing       Tracing `mapstructure:"tracing"`
 }
 
-// NodeEdge says where the Edge is.
+// NodeEdge says where the Edge is: one edge (address), or every edge of a
+// cluster (addresses), each of which the node keeps its own session with.
 type NodeEdge struct {
-	Address string    `mapstructure:"address"`
-	TLS     ClientTLS `mapstructure:"tls"`
+	Address string `mapstructure:"address"`
+	// Addresses lists host:port of every edge. An entry whose host is a
+	// DNS name stands for every address the name resolves to (A and AAAA,
+	// looked up at start). Set address or addresses, not both.
+	Addresses []string  `mapstructure:"addresses"`
+	TLS       ClientTLS `mapstructure:"tls"`
+}
+
+// Targets are the configured edge addresses.
+func (e *NodeEdge) Targets() []string {
+	if len(e.Addresses) > 0 {
+		return e.Addresses
+	}
+	return []string{e.Address}
 }
 
 // ClientTLS configures TLS towards the Edge.
@@ -63,10 +77,21 @@ func LoadNode(file string) (*Node, error) { return loadNormalized[Node](file) }
 // Normalize applies defaults and validates, reporting every problem.
 func (c *Node) Normalize() error {
 	var p problems
-	if c.Edge.Address == "" {
-		p.add("edge.address is required")
-	} else {
+	switch {
+	case c.Edge.Address == "" && len(c.Edge.Addresses) == 0:
+		p.add("edge.address (or edge.addresses) is required")
+	case c.Edge.Address != "" && len(c.Edge.Addresses) > 0:
+		p.add("edge.address and edge.addresses are both set; set one")
+	case c.Edge.Address != "":
 		checkHostPort(&p, "edge.address", c.Edge.Address)
+	}
+	seen := map[string]bool{}
+	for i, a := range c.Edge.Addresses {
+		checkHostPort(&p, fmt.Sprintf("edge.addresses[%d]", i), a)
+		if seen[a] {
+			p.add("edge.addresses[%d] %q is listed twice", i, a)
+		}
+		seen[a] = true
 	}
 	if (c.Edge.TLS.CertFile == "") != (c.Edge.TLS.KeyFile == "") {
 		p.add("edge.tls: cert_file and key_file must be set together")

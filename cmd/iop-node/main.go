@@ -42,7 +42,7 @@ func run() int {
 	defer func() { _ = log.Sync() }()
 	log = log.With(zap.String("node_id", cfg.Node.ID))
 
-	dial := nodewire.DialConfig{Address: cfg.Edge.Address, Logger: log}
+	dial := nodewire.DialConfig{Logger: log}
 	if cfg.Edge.TLS.Enabled {
 		t, err := nodewire.ClientTLSConfig(cfg.Edge.TLS.CAFile, cfg.Edge.TLS.ServerName, cfg.Edge.TLS.CertFile, cfg.Edge.TLS.KeyFile)
 		if err != nil {
@@ -67,19 +67,19 @@ func run() int {
 	defer shutdownTracing()
 	agent.SetTracerProvider(tp)
 
-	sup := nodeagent.NewSupervisor(nodeagent.SupervisorConfig{
+	policy := nodeagent.SupervisorConfig{
 		Dial:        dial,
 		NodeID:      cfg.Node.ID,
 		Token:       cfg.Node.Token,
 		Version:     version,
 		Interval:    time.Duration(*cfg.Reconnect.IntervalSec * float64(time.Second)),
 		MaxAttempts: *cfg.Reconnect.MaxAttempts,
-	}, agent, log)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log.Info("iop-node starting", zap.String("edge", cfg.Edge.Address), zap.Int("max_attempts", *cfg.Reconnect.MaxAttempts))
-	if err := sup.Run(ctx); err != nil {
+	log.Info("iop-node starting", zap.Strings("edges", cfg.Edge.Targets()), zap.Int("max_attempts", *cfg.Reconnect.MaxAttempts))
+	if err := nodeagent.RunEdges(ctx, policy, cfg.Edge.Targets(), len(cfg.Edge.Addresses) > 0, agent, log); err != nil {
 		switch {
 		case errors.Is(err, nodeagent.ErrFatal):
 			log.Error("fatal: not retrying", zap.Error(err))

@@ -124,6 +124,7 @@ type NodeOptions struct {
 	Getenv      func(string) string
 	Dial        *nodewire.DialConfig // overrides address/TLS when set
 	Tracer      trace.TracerProvider // spans for runs and tunnels when set
+	MoreEdges   []string             // further edges the node keeps a session with (a cluster)
 }
 
 // StartNode starts a node that dials addr as id.
@@ -150,17 +151,18 @@ func StartNode(tb testing.TB, addr, id string, opts NodeOptions) *Node {
 	if opts.Dial != nil {
 		dial = *opts.Dial
 	}
-	sup := nodeagent.NewSupervisor(nodeagent.SupervisorConfig{
+	policy := nodeagent.SupervisorConfig{
 		Dial: dial, NodeID: id, Token: opts.Token, Version: "test",
 		Interval: opts.Interval, MaxAttempts: opts.MaxAttempts,
-	}, agent, log)
+	}
+	addrs := append([]string{dial.Address}, opts.MoreEdges...)
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{ID: id, Agent: agent, cancel: cancel, done: make(chan struct{})}
 	// Owner: the Node; stops when Stop cancels ctx (or the supervisor gives
 	// up on its own).
 	go func() {
 		defer close(n.done)
-		n.err = sup.Run(ctx)
+		n.err = nodeagent.RunEdges(ctx, policy, addrs, false, agent, log)
 		agent.Close()
 	}()
 	tb.Cleanup(n.Stop)
