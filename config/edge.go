@@ -22,8 +22,38 @@ type Edge struct {
 	Limits  EdgeLimits  `mapstructure:"limits"`
 	Log     Log         `mapstructure:"log"`
 	Tracing Tracing     `mapstructure:"tracing"`
+	Cluster Cluster     `mapstructure:"cluster"`
 	Nodes   []NodeSpec  `mapstructure:"nodes"`
 	Models  []ModelSpec `mapstructure:"models"`
+}
+
+// Cluster configures several edges sharing capacity.
+type Cluster struct {
+	Redis ClusterRedis `mapstructure:"redis"`
+}
+
+// ClusterRedis is the Redis the edges share leases through. No address:
+// leases are counted in this edge only.
+type ClusterRedis struct {
+	// Address is host:port.
+	Address string `mapstructure:"address"`
+	// PasswordEnv names an environment variable holding Redis's password
+	// (AUTH); empty means none.
+	PasswordEnv string `mapstructure:"password_env"`
+	// DB is the Redis database number.
+	DB int `mapstructure:"db"`
+	// LeaseTTLSec: a lease an edge stops renewing (the edge crashed or
+	// lost Redis) frees its slot after this long. Default 15.
+	LeaseTTLSec float64 `mapstructure:"lease_ttl_sec"`
+	// TimeoutMS bounds each Redis call. Default 200.
+	TimeoutMS int `mapstructure:"timeout_ms"`
+	// Password is resolved from PasswordEnv; never in a file.
+	Password string `mapstructure:"-"`
+}
+
+// LeaseTTL is lease_ttl_sec as a duration.
+func (r *ClusterRedis) LeaseTTL() time.Duration {
+	return time.Duration(r.LeaseTTLSec * float64(time.Second))
 }
 
 // EdgeListen holds the listen addresses.
@@ -336,6 +366,24 @@ func (c *Edge) Normalize() error {
 	for i, k := range c.Auth.APIKeys {
 		if k == "" {
 			p.add("auth.api_keys[%d] is empty", i)
+		}
+	}
+	if r := &c.Cluster.Redis; r.Address != "" {
+		checkHostPort(&p, "cluster.redis.address", r.Address)
+		if r.LeaseTTLSec == 0 {
+			r.LeaseTTLSec = 15
+		}
+		if r.LeaseTTLSec < 1 || r.LeaseTTLSec > 3600 {
+			p.add("cluster.redis.lease_ttl_sec must be between 1 and 3600")
+		}
+		if r.TimeoutMS == 0 {
+			r.TimeoutMS = 200
+		}
+		if r.TimeoutMS < 1 || r.TimeoutMS > 10000 {
+			p.add("cluster.redis.timeout_ms must be between 1 and 10000")
+		}
+		if r.PasswordEnv != "" {
+			r.Password = resolveSecret(&p, "cluster.redis.password", "", r.PasswordEnv)
 		}
 	}
 	for i, kp := range c.Auth.KeyPriorities {

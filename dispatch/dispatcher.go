@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/dispatch/cluster"
 	"github.com/iop-gateway/iop/dispatch/route"
 	"github.com/iop-gateway/iop/nodewire"
 )
@@ -48,6 +49,10 @@ type Options struct {
 	// provider its node reports offline takes no new leases until it
 	// recovers. Zero disables polling (every live provider counts as ok).
 	HealthInterval time.Duration
+	// Ledger, when set, shares lease accounting with the cluster's other
+	// edges (see shared.go); LedgerTTL is its leases' time to live.
+	Ledger    *cluster.Ledger
+	LedgerTTL time.Duration
 }
 
 // Dispatcher owns the registry and the pool. One mutex guards both so that
@@ -78,6 +83,10 @@ type Dispatcher struct {
 	genCounter uint64               // guarded by mu
 	events     []Event              // guarded by mu: recent events ring
 	resources  map[resKey]*resource // guarded by mu
+	// ledger is the cluster's shared lease ledger (nil: this process
+	// only); returns feeds its returner. Both set once in New.
+	ledger  *cluster.Ledger
+	returns chan ledgerReturn
 }
 
 // New builds a dispatcher for cfg (already normalized).
@@ -101,6 +110,10 @@ func New(cfg *config.Edge, opts Options) *Dispatcher {
 		affinity:  newAffinityCache(10000),
 		epoch:     time.Now(),
 		resources: map[resKey]*resource{},
+		ledger:    opts.Ledger,
+	}
+	if d.ledger != nil {
+		d.startCluster(opts.LedgerTTL)
 	}
 	d.mu.Lock()
 	d.applyConfigLocked(cfg)
@@ -162,7 +175,7 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 			r := d.resources[key]
 			if r == nil {
 				d.nextResID++
-				r = &resource{key: key, id: d.nextResID, leases: map[*Lease]struct{}{}, downSince: time.Now()}
+				r = &resource{key: key, id: d.nextResID, ledgerKey: cluster.Key(key.node, key.provider), leases: map[*Lease]struct{}{}, downSince: time.Now()}
 				d.resources[key] = r
 				n.resources[ps.Name] = r
 			}

@@ -41,12 +41,14 @@ type Lease struct {
 	// MaxAttempts is the model's max_attempts (failover, see
 	// config.ModelSpec).
 	MaxAttempts int
-	Target      string
-	Model       string
-	Workspace   string
-	SessionID   string
-	Long        bool
-	AcquiredAt  time.Time
+	// ledgerID is the lease's id in the cluster ledger ("" without one).
+	ledgerID   string
+	Target     string
+	Model      string
+	Workspace  string
+	SessionID  string
+	Long       bool
+	AcquiredAt time.Time
 	// Tunnel: the provider is reached through the tunnel (as its adapter
 	// declared); otherwise only normalized runs reach it.
 	Tunnel bool
@@ -111,6 +113,9 @@ func (d *Dispatcher) releaseLocked(l *Lease, reason ReleaseReason) bool {
 	l.released, l.reason = true, reason
 	r := l.res
 	delete(r.leases, l)
+	if l.ledgerID != "" {
+		d.returnLocked(r, l.ledgerID)
+	}
 	if r.live && r.gen == l.gen {
 		r.inFlight--
 		if l.Long {

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"go.uber.org/zap"
 	"time"
 
 	"github.com/iop-gateway/iop/config"
@@ -52,10 +53,19 @@ type resource struct {
 	loadAt time.Time
 	// id names the resource in the models' prefix indexes; never reused.
 	id uint32
+	// ledgerKey is the resource's key in the cluster ledger; remoteFull
+	// is set while the ledger says other edges hold every slot (cleared
+	// by a return announcement or after remoteFullUntil).
+	ledgerKey       string
+	remoteFull      bool
+	remoteFullUntil time.Time
 }
 
 // fits reports whether the resource has a slot for a request now.
 func (r *resource) fits(long bool) bool {
+	if r.remoteFull {
+		return false // the cluster's other edges hold its slots
+	}
 	if !r.live || !r.referenced || r.health == iop.HealthState_HEALTH_STATE_OFFLINE || r.inFlight >= r.spec.Capacity || r.dying() {
 		return false
 	}
@@ -256,11 +266,19 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("%w: model %s", ErrNoCapableProvider, req.Model)
 	}
-	if c := d.pickLocked(m, long, tunnel, req.SessionID, hashes, req.Avoid); c != nil {
-		l := d.grantLocked(m, c, long, req.SessionID, hashes)
-		d.mu.Unlock()
-		d.metrics.queueWait(m.name, time.Since(start))
-		return l, nil
+	for c := d.pickLocked(m, long, tunnel, req.SessionID, hashes, req.Avoid); c != nil; c = d.pickLocked(m, long, tunnel, req.SessionID, hashes, req.Avoid) {
+		l, err := d.grantLocked(m, c, long, req.SessionID, hashes)
+		if err != nil {
+			d.mu.Unlock()
+			return nil, err
+		}
+		if l != nil {
+			d.mu.Unlock()
+			d.metrics.queueWait(m.name, time.Since(start))
+			return l, nil
+		}
+		// The cluster's other edges hold c's slots (now remoteFull, so
+		// not picked again): try the next candidate.
 	}
 	if req.NoWait {
 		d.mu.Unlock()
@@ -405,8 +423,19 @@ func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, session string, has
 	return fit[i]
 }
 
-func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session string, hashes []uint64) *Lease {
+// grantLocked leases c for a request. With a cluster ledger it takes the
+// ledger slot first: nil (and c's resource marked remoteFull) when the
+// cluster has none free, ErrClusterUnavailable when Redis cannot say.
+func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session string, hashes []uint64) (*Lease, error) {
 	r := c.res
+	var ledgerID string
+	if d.ledger != nil {
+		id, err := d.takeLocked(r, long)
+		if err != nil || id == "" {
+			return nil, err
+		}
+		ledgerID = id
+	}
 	r.inFlight++
 	if long {
 		r.longInFlight++
@@ -417,7 +446,7 @@ func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session stri
 		Category: r.category(), ToolMode: r.spec.WireToolMode(), Target: c.target,
 		Model: m.name, Workspace: m.spec.Workspace, Long: long, SessionID: session,
 		AcquiredAt: time.Now(), CancelGrace: cancelGrace(r.spec), Tunnel: r.tunnels(),
-		MaxAttempts: m.spec.MaxAttempts,
+		MaxAttempts: m.spec.MaxAttempts, ledgerID: ledgerID,
 	}
 	r.leases[l] = struct{}{}
 	if session != "" {
@@ -427,7 +456,7 @@ func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session stri
 		m.prefixes.Record(hashes, r.id)
 	}
 	d.metrics.leaseAcquired(r.key)
-	return l
+	return l, nil
 }
 
 func (d *Dispatcher) removeWaiterLocked(w *waiter) {
@@ -480,8 +509,18 @@ func (d *Dispatcher) pumpLocked(r *resource) {
 			return
 		}
 		c := best.model.candidateFor(r)
+		l, err := d.grantLocked(best.model, c, best.long, best.session, best.hashes)
+		if l == nil {
+			// The cluster has no slot (or Redis cannot say): the waiter
+			// keeps its place; a return announcement, the retry tick or
+			// its timeout comes next.
+			if err != nil {
+				d.log.Debug("queued grant deferred", zap.Error(err))
+			}
+			return
+		}
 		d.removeWaiterLocked(best)
-		best.result <- waitResult{lease: d.grantLocked(best.model, c, best.long, best.session, best.hashes)}
+		best.result <- waitResult{lease: l}
 	}
 }
 

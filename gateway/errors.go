@@ -24,6 +24,8 @@ func apiError(err error, model string) *openaiapi.Error {
 		return openaiapi.QueueFull(model, 1)
 	case errors.Is(err, dispatch.ErrNoCapableProvider):
 		return openaiapi.InvalidRequest("Model '"+model+"' has no provider that can serve this request (it needs an OpenAI-compatible provider: /v1/responses, several choices or prompts).", "model")
+	case errors.Is(err, dispatch.ErrClusterUnavailable):
+		return openaiapi.ClusterUnavailable()
 	case errors.Is(err, dispatch.ErrQueueTimeout):
 		return openaiapi.QueueTimeout(model)
 	case errors.Is(err, dispatch.ErrNoProvider), errors.Is(err, dispatch.ErrDispatcherShutdown):

@@ -19,8 +19,11 @@ const (
 	CodeQueueFull           = "queue_full"
 	CodeNoProviderAvailable = "no_provider_available"
 	CodeQueueTimeout        = "queue_timeout"
-	CodeUpstreamError       = "upstream_error"
-	CodeInternalError       = "internal_error"
+	// CodeClusterUnavailable: the edges' shared lease ledger (Redis)
+	// cannot be reached, so this edge admits nothing it cannot account for.
+	CodeClusterUnavailable = "cluster_unavailable"
+	CodeUpstreamError      = "upstream_error"
+	CodeInternalError      = "internal_error"
 )
 
 // Error types of the envelope. OpenAI itself reports bad keys, unknown models
@@ -44,6 +47,7 @@ var (
 	ErrQueueFull           = errors.New("openaiapi: queue full")
 	ErrNoProviderAvailable = errors.New("openaiapi: no provider available")
 	ErrQueueTimeout        = errors.New("openaiapi: queue timeout")
+	ErrClusterUnavailable  = errors.New("openaiapi: cluster unavailable")
 	ErrUpstream            = errors.New("openaiapi: upstream error")
 	ErrInternal            = errors.New("openaiapi: internal error")
 )
@@ -56,6 +60,7 @@ var sentinelByCode = map[string]error{
 	CodeQueueFull:           ErrQueueFull,
 	CodeNoProviderAvailable: ErrNoProviderAvailable,
 	CodeQueueTimeout:        ErrQueueTimeout,
+	CodeClusterUnavailable:  ErrClusterUnavailable,
 	CodeUpstreamError:       ErrUpstream,
 	CodeInternalError:       ErrInternal,
 }
@@ -172,6 +177,15 @@ func NoProviderAvailable(model string) *Error {
 func QueueTimeout(model string) *Error {
 	return newError(http.StatusServiceUnavailable, TypeServer, CodeQueueTimeout,
 		fmt.Sprintf("Timed out waiting for capacity for model '%s'.", truncateForMessage(model)), "")
+}
+
+// ClusterUnavailable is the 503 while the cluster's lease ledger cannot be
+// reached; clients retry after a second.
+func ClusterUnavailable() *Error {
+	e := newError(http.StatusServiceUnavailable, TypeServer, CodeClusterUnavailable,
+		"The gateway cannot reach its cluster's lease ledger; retry shortly.", "")
+	e.RetryAfter = 1
+	return e
 }
 
 // UpstreamError is the 502 for a provider failure before the first byte.

@@ -6,11 +6,14 @@ package edgeapp
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/dispatch"
+	"github.com/iop-gateway/iop/dispatch/cluster"
 	"github.com/iop-gateway/iop/gateway"
 	"github.com/iop-gateway/iop/nodewire"
 )
@@ -74,6 +78,7 @@ type Edge struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	closeMu  sync.Once
+	ledger   *cluster.Ledger // nil without cluster.redis.address; closed by Close
 }
 
 // New builds the edge for cfg (already normalized) and binds both
@@ -123,13 +128,23 @@ func New(cfg *config.Edge, opts Options) (*Edge, error) {
 	}
 
 	bus := dispatch.NewChanBus(opts.BusSize)
-	d := dispatch.New(cfg, dispatch.Options{Logger: log, Bus: bus, Metrics: dispatch.NewMetrics(reg), HealthInterval: health})
+	dopts := dispatch.Options{Logger: log, Bus: bus, Metrics: dispatch.NewMetrics(reg), HealthInterval: health}
+	var ledger *cluster.Ledger
+	if r := cfg.Cluster.Redis; r.Address != "" {
+		ledger = cluster.Open(cluster.Config{
+			Address: r.Address, Password: r.Password, DB: r.DB, TTL: r.LeaseTTL(),
+			Timeout: time.Duration(r.TimeoutMS) * time.Millisecond, EdgeID: edgeID(),
+		})
+		dopts.Ledger, dopts.LedgerTTL = ledger, r.LeaseTTL()
+		log.Info("sharing leases with the cluster", zap.String("redis", r.Address), zap.Float64("lease_ttl_sec", r.LeaseTTLSec))
+	}
+	d := dispatch.New(cfg, dopts)
 	reg.MustRegister(dispatch.NewStatusCollector(d))
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Edge{
 		Dispatcher: d, Registry: reg, Bus: bus, Log: log,
 		HTTPAddr: httpLn.Addr().String(), NodeAddr: nodeLn.Addr().String(),
-		nodeLn: nodeLn, httpLn: httpLn, ctx: ctx, cancel: cancel,
+		nodeLn: nodeLn, httpLn: httpLn, ctx: ctx, cancel: cancel, ledger: ledger,
 	}
 	e.reload = opts.Reload
 	if e.reload == nil && opts.ConfigFile != "" {
@@ -209,6 +224,9 @@ func (e *Edge) Close() {
 	e.closeMu.Do(func() {
 		e.cancel()
 		e.Dispatcher.Close()
+		if e.ledger != nil {
+			defer func() { _ = e.ledger.Close() }()
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := e.hs.Shutdown(sctx); err != nil {
@@ -216,4 +234,14 @@ func (e *Edge) Close() {
 		}
 		_ = e.wire.Close()
 	})
+}
+
+// edgeID names this edge process in the cluster ledger's lease ids: its
+// host name and a random suffix, so a restarted edge never renews its
+// predecessor's leases.
+func edgeID() string {
+	host, _ := os.Hostname()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
 }

@@ -1,0 +1,173 @@
+// Package cluster is the lease ledger several edges share on Redis
+// (cluster.redis.address): a lease on a (node, provider) is taken and
+// returned atomically across every edge, carries its holder edge, and
+// expires unless that edge keeps renewing it.
+//
+// Layout: one sorted set per resource, iop:lease:<node>/<provider>, whose
+// members are the lease ids (<edge id>/<n>) and whose scores are the
+// leases' expiry in Redis server milliseconds; long leases are also in
+// iop:lease:<node>/<provider>:long. Taking a lease is one Lua script:
+// drop expired members, check the count against the capacity the caller
+// passes, add. Returning is ZREM plus a PUBLISH on iop:freed naming the
+// resource, which wakes the edges that have requests waiting for it. The
+// scripts read the time from Redis (TIME), so edges' clocks never matter.
+package cluster
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrUnavailable wraps every failure to reach Redis: the caller must not
+// admit work to shared resources until Redis answers again.
+var ErrUnavailable = errors.New("cluster: redis unavailable")
+
+// FreedChannel is the pub/sub channel on which returns are announced.
+const FreedChannel = "iop:freed"
+
+const keyPrefix = "iop:lease:"
+
+// Config configures the ledger.
+type Config struct {
+	// Address is Redis's host:port.
+	Address string
+	// Password, if any (never logged).
+	Password string
+	// DB is the Redis database number.
+	DB int
+	// TTL is how long a lease lives in Redis without renewal: the longest
+	// a crashed edge's capacity stays taken. Renewal runs every TTL/3.
+	TTL time.Duration
+	// Timeout bounds each Redis call.
+	Timeout time.Duration
+	// EdgeID names this edge in lease ids (unique per edge process).
+	EdgeID string
+}
+
+// Ledger is one edge's client of the shared ledger. Safe for concurrent
+// use.
+type Ledger struct {
+	cfg Config
+	rdb *redis.Client
+	seq atomic.Uint64
+}
+
+// Open connects (lazily: the first call dials) and returns the ledger.
+func Open(cfg Config) *Ledger {
+	rdb := redis.NewClient(&redis.Options{
+		Addr: cfg.Address, Password: cfg.Password, DB: cfg.DB,
+		DialTimeout: cfg.Timeout, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
+		PoolSize: 16, MaxRetries: -1, // a failed call fails now; the caller decides
+	})
+	return &Ledger{cfg: cfg, rdb: rdb}
+}
+
+// Close releases the connections.
+func (l *Ledger) Close() error { return l.rdb.Close() }
+
+// Client is the Redis client, for the subscriber.
+func (l *Ledger) Client() *redis.Client { return l.rdb }
+
+// NewLeaseID returns a fresh id of this edge.
+func (l *Ledger) NewLeaseID() string {
+	return l.cfg.EdgeID + "/" + strconv.FormatUint(l.seq.Add(1), 10)
+}
+
+// Key is the ledger key of a resource.
+func Key(node, provider string) string { return keyPrefix + node + "/" + provider }
+
+//go:embed take.lua
+var takeSrc string
+
+//go:embed renew.lua
+var renewSrc string
+
+var (
+	takeScript  = redis.NewScript(takeSrc)
+	renewScript = redis.NewScript(renewSrc)
+)
+
+// Take claims one slot of key for id when fewer than capacity leases (and,
+// for a long one, fewer than longCapacity long leases) are held across
+// the cluster. It reports false when the cluster has none free.
+func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity int, long bool, id string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	isLong := "0"
+	if long {
+		isLong = "1"
+	}
+	n, err := takeScript.Run(ctx, l.rdb, []string{key, key + ":long"},
+		l.cfg.TTL.Milliseconds(), capacity, longCapacity, isLong, id).Int()
+	if err != nil {
+		return false, fmt.Errorf("%w: take: %w", ErrUnavailable, err)
+	}
+	return n == 1, nil
+}
+
+// Return gives id's slot of key back and announces it. A failure leaves
+// the lease to expire within the TTL.
+func (l *Ledger) Return(ctx context.Context, key, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	pipe := l.rdb.TxPipeline()
+	pipe.ZRem(ctx, key, id)
+	pipe.ZRem(ctx, key+":long", id)
+	pipe.Publish(ctx, FreedChannel, key)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("%w: return: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Renew extends the leases this edge holds (ids by key) by the TTL. Leases
+// that already expired are not brought back.
+func (l *Ledger) Renew(ctx context.Context, held map[string][]string) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	pipe := l.rdb.Pipeline()
+	for key, ids := range held {
+		args := make([]any, 0, len(ids)+1)
+		args = append(args, l.cfg.TTL.Milliseconds())
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		// Eval, not EvalSha: a pipeline cannot fall back after NOSCRIPT.
+		renewScript.Eval(ctx, pipe, []string{key, key + ":long"}, args...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("%w: renew: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Held counts the live leases of each key across the cluster.
+func (l *Ledger) Held(ctx context.Context, keys []string) (map[string]int, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	now, err := l.rdb.Time(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("%w: time: %w", ErrUnavailable, err)
+	}
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(keys))
+	min := strconv.FormatInt(now.UnixMilli(), 10)
+	for i, k := range keys {
+		cmds[i] = pipe.ZCount(ctx, k, "("+min, "+inf")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("%w: count: %w", ErrUnavailable, err)
+	}
+	out := make(map[string]int, len(keys))
+	for i, k := range keys {
+		out[k] = int(cmds[i].Val())
+	}
+	return out, nil
+}

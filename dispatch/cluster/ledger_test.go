@@ -1,0 +1,123 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/iop-gateway/iop/internal/testredis"
+)
+
+func ledger(t *testing.T, addr, edge string, ttl time.Duration) *Ledger {
+	t.Helper()
+	l := Open(Config{Address: addr, TTL: ttl, Timeout: time.Second, EdgeID: edge})
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// Three edges taking and returning leases on one resource concurrently
+// never hold more than its capacity (nor more long leases than the long
+// capacity), and every slot comes back.
+func TestTakeNeverExceedsCapacity(t *testing.T) {
+	rs := testredis.Start(t)
+	const capacity, longCap = 4, 1
+	key := Key("n", "p")
+	var held, long, maxHeld, maxLong atomic.Int64
+	var wg sync.WaitGroup
+	for e := range 3 {
+		l := ledger(t, rs.Addr, fmt.Sprintf("edge%d", e), 30*time.Second)
+		for w := range 4 {
+			wg.Add(1)
+			// Owner: the test. Stops after its iterations.
+			go func() {
+				defer wg.Done()
+				for i := range 40 {
+					isLong := (w+i)%5 == 0
+					id := l.NewLeaseID()
+					ok, err := l.Take(context.Background(), key, capacity, longCap, isLong, id)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if !ok {
+						continue
+					}
+					h := held.Add(1)
+					for m := maxHeld.Load(); h > m && !maxHeld.CompareAndSwap(m, h); m = maxHeld.Load() {
+					}
+					time.Sleep(time.Millisecond) // hold it a moment: leases overlap
+					if isLong {
+						lh := long.Add(1)
+						for m := maxLong.Load(); lh > m && !maxLong.CompareAndSwap(m, lh); m = maxLong.Load() {
+						}
+						long.Add(-1)
+					}
+					held.Add(-1) // counted down before the return: never over-counted
+					if err := l.Return(context.Background(), key, id); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if maxHeld.Load() > capacity || maxLong.Load() > longCap {
+		t.Fatalf("held at most %d (long %d), capacity %d (long %d)", maxHeld.Load(), maxLong.Load(), capacity, longCap)
+	}
+	if maxHeld.Load() < 2 {
+		t.Fatalf("the test never held two leases at once (max %d)", maxHeld.Load())
+	}
+	n, err := ledger(t, rs.Addr, "check", time.Second).Held(context.Background(), []string{key})
+	if err != nil || n[key] != 0 {
+		t.Fatalf("left held: %v %v", n, err)
+	}
+}
+
+// A lease whose edge stops renewing frees its slot after the TTL; one
+// that is renewed does not; and Redis gone is ErrUnavailable.
+func TestLeaseExpiryRenewalAndUnavailable(t *testing.T) {
+	rs := testredis.Start(t)
+	key := Key("n", "p")
+	const ttl = 400 * time.Millisecond
+	a, b := ledger(t, rs.Addr, "a", ttl), ledger(t, rs.Addr, "b", ttl)
+	ctx := context.Background()
+	crashed, kept := a.NewLeaseID(), b.NewLeaseID()
+	for _, tk := range []struct {
+		l  *Ledger
+		id string
+	}{{a, crashed}, {b, kept}} {
+		if ok, err := tk.l.Take(ctx, key, 2, 2, false, tk.id); !ok || err != nil {
+			t.Fatalf("take: %v %v", ok, err)
+		}
+	}
+	if ok, _ := b.Take(ctx, key, 2, 2, false, b.NewLeaseID()); ok {
+		t.Fatal("a third lease on capacity 2")
+	}
+	// b renews its lease through two TTLs; a's (crashed) is never renewed.
+	for range 6 {
+		time.Sleep(ttl / 3)
+		if err := b.Renew(ctx, map[string][]string{key: {kept}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := b.Held(ctx, []string{key})
+	if err != nil || held[key] != 1 {
+		t.Fatalf("after the TTL held %v, want only the renewed lease (%v)", held, err)
+	}
+	if ok, err := b.Take(ctx, key, 2, 2, false, b.NewLeaseID()); !ok || err != nil {
+		t.Fatalf("the crashed edge's slot did not come back: %v %v", ok, err)
+	}
+	rs.Stop()
+	if _, err := b.Take(ctx, key, 2, 2, false, b.NewLeaseID()); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("redis down: err = %v", err)
+	}
+	rs.Restart()
+	if ok, err := b.Take(ctx, key, 2, 2, false, b.NewLeaseID()); !ok || err != nil {
+		t.Fatalf("after redis came back: %v %v", ok, err)
+	}
+}

@@ -1,0 +1,191 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/iop-gateway/iop/dispatch/cluster"
+)
+
+// Shared leases (cluster.redis.address). With a ledger, a grant takes the
+// lease in the cluster's ledger too (cluster.Ledger.Take: atomic across
+// edges), so the edges together never hold more than a provider's
+// capacity; without one nothing here runs and leases are counted in this
+// process only.
+//
+// What each piece does:
+//   - grantLocked takes the ledger slot before counting the lease; a
+//     provider the ledger says is full (other edges hold its slots) is
+//     marked remoteFull and not offered again until a return is announced
+//     or retryRemoteFull passes;
+//   - a released lease goes back to the ledger from the returner (bounded
+//     queue, never under the lock); a return that cannot be made expires
+//     within the TTL;
+//   - the cluster loop renews this edge's leases every TTL/3, wakes the
+//     providers whose return another edge announced (pub/sub), and retries
+//     remoteFull providers every retryRemoteFull, so a lost announcement
+//     delays a waiter, never strands it;
+//   - Redis unreachable: Take fails, and Acquire answers
+//     ErrClusterUnavailable (503 cluster_unavailable) instead of granting
+//     a lease the cluster cannot account for; waiters stay queued (up to
+//     their timeout) and are served once Redis answers again.
+//
+// The provider's node enforces the same capacity with its own gate, so
+// even a ledger that lost state (a Redis restart without persistence)
+// cannot make a backend see more than its capacity: edges would at worst
+// send work the node refuses (capacity_exceeded, which fails over).
+
+// ErrClusterUnavailable: the shared ledger (Redis) cannot be reached.
+var ErrClusterUnavailable = errors.New("dispatch: cluster ledger unavailable")
+
+const (
+	// retryRemoteFull is how long a provider the ledger called full is
+	// left alone when no return announcement arrives.
+	retryRemoteFull = 500 * time.Millisecond
+	// returnQueue bounds the returns waiting for the returner.
+	returnQueue = 4096
+)
+
+type ledgerReturn struct{ key, id string }
+
+// startCluster starts the returner and the cluster loop (Owner: the
+// Dispatcher; both stop when Close cancels d.ctx).
+func (d *Dispatcher) startCluster(ttl time.Duration) {
+	d.returns = make(chan ledgerReturn, returnQueue)
+	d.wg.Add(2)
+	// Owner: the Dispatcher. Stops when Close cancels d.ctx.
+	go func() {
+		defer d.wg.Done()
+		d.returner()
+	}()
+	// Owner: the Dispatcher. Stops when Close cancels d.ctx.
+	go func() {
+		defer d.wg.Done()
+		d.clusterLoop(ttl)
+	}()
+}
+
+func (d *Dispatcher) returner() {
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case r := <-d.returns:
+			if err := d.ledger.Return(d.ctx, r.key, r.id); err != nil && d.ctx.Err() == nil {
+				d.log.Warn("lease not returned to the cluster ledger; it expires within the TTL", zap.String("key", r.key), zap.Error(err))
+			}
+		}
+	}
+}
+
+// clusterLoop renews, listens for return announcements and retries
+// providers marked full.
+func (d *Dispatcher) clusterLoop(ttl time.Duration) {
+	sub := d.ledger.Client().Subscribe(d.ctx, cluster.FreedChannel)
+	defer sub.Close()
+	freed := sub.Channel()
+	renew := time.NewTicker(ttl / 3)
+	defer renew.Stop()
+	retry := time.NewTicker(retryRemoteFull)
+	defer retry.Stop()
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case m, ok := <-freed:
+			if !ok {
+				return
+			}
+			d.wake(func(r *resource) bool { return r.ledgerKey == m.Payload })
+		case <-retry.C:
+			now := time.Now()
+			d.wake(func(r *resource) bool { return r.remoteFull && !now.Before(r.remoteFullUntil) })
+		case <-renew.C:
+			if err := d.ledger.Renew(d.ctx, d.heldLeases()); err != nil && d.ctx.Err() == nil {
+				d.log.Warn("cluster lease renewal failed", zap.Error(err))
+			}
+		}
+	}
+}
+
+// wake clears remoteFull on the matching resources and hands their slots
+// to waiters.
+func (d *Dispatcher) wake(match func(*resource) bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, r := range d.resources {
+		if match(r) {
+			r.remoteFull = false
+			d.pumpLocked(r)
+		}
+	}
+}
+
+// heldLeases lists this edge's ledger ids by key.
+func (d *Dispatcher) heldLeases() map[string][]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string][]string{}
+	for _, r := range d.resources {
+		for l := range r.leases {
+			if l.ledgerID != "" {
+				out[r.ledgerKey] = append(out[r.ledgerKey], l.ledgerID)
+			}
+		}
+	}
+	return out
+}
+
+// takeLocked claims r's ledger slot for a new lease: its id, or "" with
+// r marked remoteFull when the cluster has none free.
+func (d *Dispatcher) takeLocked(r *resource, long bool) (string, error) {
+	id := d.ledger.NewLeaseID()
+	ok, err := d.ledger.Take(d.ctx, r.ledgerKey, r.spec.Capacity, r.spec.LongCapacity, long, id)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrClusterUnavailable, err)
+	}
+	if !ok {
+		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
+		return "", nil
+	}
+	return id, nil
+}
+
+// returnLocked queues a ledger return (never blocks: on a full queue the
+// lease expires within the TTL).
+func (d *Dispatcher) returnLocked(r *resource, id string) {
+	select {
+	case d.returns <- ledgerReturn{key: r.ledgerKey, id: id}:
+	default:
+		d.log.Warn("cluster return queue full; the lease expires within the TTL", zap.String("key", r.ledgerKey))
+	}
+}
+
+// ClusterHeld is the number of leases the whole cluster holds on each
+// provider ("node/provider"), from the ledger; nil without one.
+func (d *Dispatcher) ClusterHeld(ctx context.Context) (map[string]int, error) {
+	if d.ledger == nil {
+		return nil, nil
+	}
+	d.mu.Lock()
+	keys := make([]string, 0, len(d.resources))
+	names := make(map[string]string, len(d.resources))
+	for k, r := range d.resources {
+		keys = append(keys, r.ledgerKey)
+		names[r.ledgerKey] = k.node + "/" + k.provider
+	}
+	d.mu.Unlock()
+	held, err := d.ledger.Held(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(held))
+	for k, n := range held {
+		out[names[k]] = n
+	}
+	return out, nil
+}

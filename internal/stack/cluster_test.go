@@ -1,0 +1,98 @@
+package stack
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/internal/testredis"
+)
+
+func clusterCfg(redisAddr string) *config.Edge {
+	c := oneNodeCluster()
+	c.Nodes[0].Providers[0].Capacity = 2
+	c.Nodes[0].Providers[0].Extra = map[string]any{"delay_ms": 300}
+	c.Models[0].QueueTimeoutSec = 20
+	c.Cluster.Redis = config.ClusterRedis{Address: redisAddr, LeaseTTLSec: 2, TimeoutMS: 300}
+	return c
+}
+
+func postAsync(url string) <-chan int {
+	ch := make(chan int, 1)
+	// Owner: the test; ends with the request.
+	go func() {
+		resp, err := http.Post(url+"/v1/chat/completions", "application/json",
+			bytes.NewReader([]byte(`{"model":"demo","messages":[{"role":"user","content":"a b c"}]}`)))
+		if err != nil {
+			ch <- 0
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		ch <- resp.StatusCode
+	}()
+	return ch
+}
+
+// Two edges share a provider of capacity 2 through Redis: while one edge
+// holds both slots the other queues its request (the node's own gate
+// would refuse a third), and serves it once a slot is returned. With Redis
+// gone an edge answers 503 cluster_unavailable at once, and recovers by
+// itself when Redis is back.
+func TestEdgesShareCapacityThroughRedis(t *testing.T) {
+	rs := testredis.Start(t)
+	ea := StartEdge(t, clusterCfg(rs.Addr), EdgeOptions{})
+	eb := StartEdge(t, clusterCfg(rs.Addr), EdgeOptions{})
+	StartNode(t, ea.NodeAddr, "a", NodeOptions{Token: "ta", MoreEdges: []string{eb.NodeAddr}})
+	ea.WaitReady(t, "a", 10*time.Second)
+	eb.WaitReady(t, "a", 10*time.Second)
+
+	a1, a2 := postAsync(ea.URL), postAsync(ea.URL)
+	WaitFor(t, 5*time.Second, "edge a holds both slots", func() bool {
+		held, err := eb.Dispatcher.ClusterHeld(context.Background())
+		return err == nil && held["a/m"] == 2
+	})
+	b := postAsync(eb.URL)
+	WaitFor(t, 5*time.Second, "edge b queues its request", func() bool {
+		return eb.Dispatcher.Status().Models[0].Pending == 1
+	})
+	for _, ch := range []<-chan int{a1, a2, b} {
+		select {
+		case code := <-ch:
+			if code != http.StatusOK {
+				t.Fatalf("status %d", code)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("a request never finished")
+		}
+	}
+	WaitFor(t, 5*time.Second, "every slot back", func() bool {
+		held, err := ea.Dispatcher.ClusterHeld(context.Background())
+		return err == nil && held["a/m"] == 0
+	})
+
+	rs.Stop()
+	start := time.Now()
+	resp, err := http.Post(eb.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"demo","messages":[{"role":"user","content":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "cluster_unavailable") {
+		t.Fatalf("redis down: %d %s", resp.StatusCode, body)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("redis down answered after %s", waited)
+	}
+	rs.Restart()
+	WaitFor(t, 10*time.Second, "served again once redis is back", func() bool {
+		return <-postAsync(eb.URL) == http.StatusOK
+	})
+}
