@@ -108,6 +108,9 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 			if err := d.ledger.Renew(d.ctx, d.heldLeases()); err != nil && d.ctx.Err() == nil {
 				d.log.Warn("cluster lease renewal failed", zap.Error(err))
 			}
+			if err := d.ledger.SetPending(d.ctx, d.pendingByModel()); err != nil && d.ctx.Err() == nil {
+				d.log.Debug("cluster pending not published", zap.Error(err))
+			}
 		}
 	}
 }
@@ -163,6 +166,48 @@ func (d *Dispatcher) returnLocked(r *resource, id string) {
 	default:
 		d.log.Warn("cluster return queue full; the lease expires within the TTL", zap.String("key", r.ledgerKey))
 	}
+}
+
+// pendingByModel is this edge's waiting requests by model.
+func (d *Dispatcher) pendingByModel() map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]int{}
+	for name, m := range d.models {
+		if m.pending > 0 {
+			out[name] = m.pending
+		}
+	}
+	return out
+}
+
+// ClusterStatus is the whole cluster's occupancy as the ledger records it.
+type ClusterStatus struct {
+	// Reachable is false while Redis does not answer (the figures are
+	// then absent).
+	Reachable bool `json:"reachable"`
+	// InFlight is the leases every edge together holds, by
+	// "node/provider".
+	InFlight map[string]int `json:"in_flight,omitempty"`
+	// Pending is the requests waiting on every edge, by model (as the
+	// edges last published them, every TTL/3).
+	Pending map[string]int `json:"pending,omitempty"`
+}
+
+// Cluster returns the cluster's status, or nil without a ledger.
+func (d *Dispatcher) Cluster(ctx context.Context) *ClusterStatus {
+	if d.ledger == nil {
+		return nil
+	}
+	held, err := d.ClusterHeld(ctx)
+	if err != nil {
+		return &ClusterStatus{}
+	}
+	pending, err := d.ledger.Pending(ctx)
+	if err != nil {
+		return &ClusterStatus{}
+	}
+	return &ClusterStatus{Reachable: true, InFlight: held, Pending: pending}
 }
 
 // ClusterHeld is the number of leases the whole cluster holds on each

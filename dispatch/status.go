@@ -19,6 +19,9 @@ const maxEvents = 100
 type Status struct {
 	Nodes  []NodeStatus  `json:"nodes"`
 	Models []ModelStatus `json:"models"`
+	// Cluster is the whole cluster's occupancy and queues (several edges
+	// on Redis); absent for a lone edge. Nodes and Models are this edge's.
+	Cluster *ClusterStatus `json:"cluster,omitempty"`
 }
 
 // NodeStatus is one configured node.

@@ -31,7 +31,9 @@ func adminError(c *gin.Context, status int, code, msg string) {
 }
 
 func (s *Server) adminStatus(c *gin.Context) {
-	c.JSON(http.StatusOK, s.d.Status())
+	st := s.d.Status()
+	st.Cluster = s.d.Cluster(c.Request.Context())
+	c.JSON(http.StatusOK, st)
 }
 
 func (s *Server) adminReload(c *gin.Context) {

@@ -171,3 +171,53 @@ func (l *Ledger) Held(ctx context.Context, keys []string) (map[string]int, error
 	}
 	return out, nil
 }
+
+const pendingPrefix = "iop:pending:"
+
+// SetPending publishes this edge's waiting requests by model (a hash that
+// expires after the TTL unless refreshed), for every edge's status.
+func (l *Ledger) SetPending(ctx context.Context, pending map[string]int) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	key := pendingPrefix + l.cfg.EdgeID
+	pipe := l.rdb.TxPipeline()
+	pipe.Del(ctx, key)
+	if len(pending) > 0 {
+		vals := make([]any, 0, 2*len(pending))
+		for m, n := range pending {
+			vals = append(vals, m, n)
+		}
+		pipe.HSet(ctx, key, vals...)
+		pipe.PExpire(ctx, key, l.cfg.TTL)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("%w: pending: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// maxEdges bounds the edges' pending hashes read for a status.
+const maxEdges = 256
+
+// Pending sums every edge's waiting requests by model.
+func (l *Ledger) Pending(ctx context.Context) (map[string]int, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	out := map[string]int{}
+	iter := l.rdb.Scan(ctx, 0, pendingPrefix+"*", 64).Iterator()
+	for n := 0; iter.Next(ctx) && n < maxEdges; n++ {
+		vals, err := l.rdb.HGetAll(ctx, iter.Val()).Result()
+		if err != nil {
+			return nil, fmt.Errorf("%w: pending: %w", ErrUnavailable, err)
+		}
+		for m, v := range vals {
+			if k, err := strconv.Atoi(v); err == nil && k > 0 {
+				out[m] += k
+			}
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("%w: pending: %w", ErrUnavailable, err)
+	}
+	return out, nil
+}

@@ -16,7 +16,7 @@ import (
 func clusterCfg(redisAddr string) *config.Edge {
 	c := oneNodeCluster()
 	c.Nodes[0].Providers[0].Capacity = 2
-	c.Nodes[0].Providers[0].Extra = map[string]any{"delay_ms": 300}
+	c.Nodes[0].Providers[0].Extra = map[string]any{"delay_ms": 1500}
 	c.Models[0].QueueTimeoutSec = 20
 	c.Cluster.Redis = config.ClusterRedis{Address: redisAddr, LeaseTTLSec: 2, TimeoutMS: 300}
 	return c
@@ -60,6 +60,11 @@ func TestEdgesShareCapacityThroughRedis(t *testing.T) {
 	b := postAsync(eb.URL)
 	WaitFor(t, 5*time.Second, "edge b queues its request", func() bool {
 		return eb.Dispatcher.Status().Models[0].Pending == 1
+	})
+	// Any edge's status shows the cluster: a's two leases, b's waiter.
+	WaitFor(t, 5*time.Second, "the cluster status on edge a", func() bool {
+		cs := ea.Dispatcher.Cluster(context.Background())
+		return cs != nil && cs.Reachable && cs.InFlight["a/m"] == 2 && cs.Pending["demo"] == 1
 	})
 	for _, ch := range []<-chan int{a1, a2, b} {
 		select {
