@@ -73,10 +73,13 @@ bench: fleetbench
 	$(GO) run ./bench/iopbench -out docs/benchmarks.md
 
 ## fleetbench: routing strategies (ordered, least_load, prefix_affinity)
-## against round robin on four simulated vLLM backends; see docs/routing.md.
+## against round robin on four simulated vLLM backends, and what a Redis
+## lease ledger adds per request (needs redis-server); docs/routing.md,
+## docs/cluster.md.
 FLEETCOUNT ?= 3
 fleetbench:
 	$(GO) test -run '^$$' -bench Fleet -benchtime 1x -count $(FLEETCOUNT) ./bench/fleetbench/ | tee fleet.txt
+	$(GO) test -run '^$$' -bench ClusterLease -benchtime 2000x -count $(FLEETCOUNT) ./bench/fleetbench/ | tee -a fleet.txt
 
 ## gobench: the Go benchmarks (framing, dispatch, request parsing, the
 ## in-process edge+node stack) COUNT times each, to $(BENCHOUT); compare two

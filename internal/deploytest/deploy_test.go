@@ -428,3 +428,36 @@ func TestDockerfileStatic(t *testing.T) {
 		}
 	}
 }
+
+// The cluster profile: two edges on one config with Redis, a node that
+// dials both by their service names, all in the profile.
+func TestComposeClusterProfile(t *testing.T) {
+	t.Setenv("IOP_COMPOSE_NODE_TOKEN", "deploytest-token")
+	edge, err := config.LoadEdge(path("configs/compose/cluster/edge.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := config.LoadNode(path("configs/compose/cluster/node.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := loadCompose(t)
+	if h, _ := hostPort(t, edge.Cluster.Redis.Address); c.Services[h].Image == "" {
+		t.Errorf("cluster.redis.address %s is not a compose service", edge.Cluster.Redis.Address)
+	}
+	_, wirePort := hostPort(t, edge.Listen.Node)
+	for _, a := range node.Edge.Addresses {
+		h, p := hostPort(t, a)
+		if _, ok := c.Services[h]; !ok || p != wirePort {
+			t.Errorf("node dials %s: not an edge service on the wire port %s", a, wirePort)
+		}
+	}
+	if len(node.Edge.Addresses) != 2 || edge.Node(node.Node.ID) == nil {
+		t.Errorf("node %s dials %v", node.Node.ID, node.Edge.Addresses)
+	}
+	for _, s := range []string{"redis", "edge-c1", "edge-c2", "node-c"} {
+		if svc, ok := c.Services[s]; !ok || len(svc.Profiles) != 1 || svc.Profiles[0] != "cluster" {
+			t.Errorf("service %s is missing or not in the cluster profile", s)
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package fleetbench
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/internal/stack"
+	"github.com/iop-gateway/iop/internal/testredis"
+)
+
+// BenchmarkClusterLease measures what sharing leases through Redis adds to
+// a request: the same non-streamed chat, answered by the node's mock
+// provider (no backend, so the gateway is all there is), through a lone
+// edge and through an edge of a two-edge cluster on a loopback Redis. Run
+// both in one `go test -bench ClusterLease` and compare ns/op.
+func BenchmarkClusterLease(b *testing.B) {
+	for _, mode := range []string{"single", "redis"} {
+		b.Run(mode, func(b *testing.B) {
+			cfg := func() *config.Edge {
+				return &config.Edge{
+					Log: config.Log{Level: "warn", Format: "json"},
+					Nodes: []config.NodeSpec{{ID: nodeID, Token: token,
+						Providers: []config.ProviderSpec{{Name: "mock", Type: "mock", Capacity: 64}}}},
+					Models: []config.ModelSpec{{Name: "m", Providers: []config.ModelProvider{{Node: nodeID, Provider: "mock", Target: "x"}}}},
+				}
+			}
+			var edges []*stack.Edge
+			if mode == "single" {
+				edges = append(edges, stack.StartEdge(b, cfg(), stack.EdgeOptions{}))
+			} else {
+				rs := testredis.Start(b)
+				for range 2 {
+					c := cfg()
+					c.Cluster.Redis = config.ClusterRedis{Address: rs.Addr}
+					edges = append(edges, stack.StartEdge(b, c, stack.EdgeOptions{}))
+				}
+			}
+			var more []string
+			for _, e := range edges[1:] {
+				more = append(more, e.NodeAddr)
+			}
+			stack.StartNode(b, edges[0].NodeAddr, nodeID, stack.NodeOptions{Token: token, MoreEdges: more})
+			for _, e := range edges {
+				e.WaitReady(b, nodeID, 10*time.Second)
+			}
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+			b.Cleanup(client.CloseIdleConnections)
+			url := edges[0].URL + "/v1/chat/completions"
+			body := `{"model":"m","messages":[{"role":"user","content":"one two three"}]}`
+			b.ResetTimer()
+			for range b.N {
+				resp, err := client.Post(url, "application/json", strings.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+		})
+	}
+}
