@@ -73,8 +73,10 @@ func (st *muxStream) Read(p []byte) (int, error) {
 				st.sess.buffered.Add(-int64(n))
 			}
 			if st.roff == len(st.rbuf) {
-				// Drop the buffer once drained: a held stream keeps no
-				// memory while it waits.
+				// Hand the buffer back once drained: a held stream keeps
+				// no memory while it waits, and the next frame of any
+				// stream reuses it.
+				putRecvBuf(st.rbuf)
 				st.rbuf, st.roff = nil, 0
 			}
 			st.consumed += uint32(n)
@@ -243,6 +245,7 @@ func (st *muxStream) Reset() {
 // the session's buffer bound.
 func (st *muxStream) dropLocked() {
 	st.uncountLocked()
+	putRecvBuf(st.rbuf)
 	st.rbuf, st.roff = nil, 0
 }
 
@@ -305,6 +308,9 @@ func (st *muxStream) deliver(payload []byte, flags uint16) error {
 		} else {
 			if st.roff > 0 && st.roff == len(st.rbuf) {
 				st.rbuf, st.roff = st.rbuf[:0], 0
+			}
+			if st.rbuf == nil {
+				st.rbuf = getRecvBuf(len(payload))
 			}
 			st.rbuf = append(st.rbuf, payload...)
 		}
