@@ -3,6 +3,7 @@ package dispatch
 import (
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
 	"go.uber.org/zap"
 	"time"
@@ -229,6 +230,8 @@ type waiter struct {
 	tunnel  bool // needs the tunnel
 	session string
 	hashes  []uint64 // the prompt's prefix hashes (prefix_affinity)
+	member  string   // its place in the cluster's wait set ("" without a ledger)
+	prio    int      // Request.Priority
 	seq     uint64   // arrival order across all models
 	// key orders waiters (lowest first): arrival time since the
 	// dispatcher started, less Priority × PriorityStep; ties by seq.
@@ -267,7 +270,10 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		return nil, fmt.Errorf("%w: model %s", ErrNoCapableProvider, req.Model)
 	}
 	for c := d.pickLocked(m, long, tunnel, req.SessionID, hashes, req.Avoid); c != nil; c = d.pickLocked(m, long, tunnel, req.SessionID, hashes, req.Avoid) {
-		l, err := d.grantLocked(m, c, long, req.SessionID, hashes)
+		l, err := d.grantLocked(m, c, long, req.SessionID, hashes, queueOf(long, tunnel), "", req.Priority)
+		if errors.Is(err, errYield) {
+			break // older waiters on other edges go first: queue behind them
+		}
 		if err != nil {
 			d.mu.Unlock()
 			return nil, err
@@ -293,12 +299,18 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		return nil, fmt.Errorf("%w: model %s", ErrQueueFull, req.Model)
 	}
 	d.waiterSeq++
-	w := &waiter{model: m, long: long, tunnel: tunnel, session: req.SessionID, hashes: hashes, seq: d.waiterSeq, result: make(chan waitResult, 1),
+	w := &waiter{model: m, long: long, tunnel: tunnel, session: req.SessionID, hashes: hashes, seq: d.waiterSeq, prio: req.Priority, result: make(chan waitResult, 1),
 		key: int64(start.Sub(d.epoch)) - int64(req.Priority)*int64(PriorityStep)}
 	w.qelem = insertWaiter(m.queues[queueOf(long, tunnel)], w)
 	m.pending++
+	if d.ledger != nil {
+		d.waitLocked(w)
+	}
 	timeout := time.Duration(m.spec.QueueTimeoutSec * float64(time.Second))
 	d.mu.Unlock()
+	if w.member != "" {
+		d.registerWaiter(w)
+	}
 	if !req.Deadline.IsZero() {
 		// The caller's deadline cuts the wait short: queued past it, the
 		// request could not be answered in time anyway.
@@ -426,11 +438,11 @@ func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, session string, has
 // grantLocked leases c for a request. With a cluster ledger it takes the
 // ledger slot first: nil (and c's resource marked remoteFull) when the
 // cluster has none free, ErrClusterUnavailable when Redis cannot say.
-func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session string, hashes []uint64) (*Lease, error) {
+func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session string, hashes []uint64, kind int, member string, prio int) (*Lease, error) {
 	r := c.res
 	var ledgerID string
 	if d.ledger != nil {
-		id, err := d.takeLocked(r, long)
+		id, err := d.takeLocked(r, m, kind, member, prio)
 		if err != nil || id == "" {
 			return nil, err
 		}
@@ -460,6 +472,9 @@ func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session stri
 }
 
 func (d *Dispatcher) removeWaiterLocked(w *waiter) {
+	if w.member != "" {
+		d.unwaitLocked(w)
+	}
 	w.model.queues[queueOf(w.long, w.tunnel)].Remove(w.qelem)
 	w.qelem = nil
 	w.model.pending--
@@ -509,7 +524,7 @@ func (d *Dispatcher) pumpLocked(r *resource) {
 			return
 		}
 		c := best.model.candidateFor(r)
-		l, err := d.grantLocked(best.model, c, best.long, best.session, best.hashes)
+		l, err := d.grantLocked(best.model, c, best.long, best.session, best.hashes, queueOf(best.long, best.tunnel), best.member, best.prio)
 		if l == nil {
 			// The cluster has no slot (or Redis cannot say): the waiter
 			// keeps its place; a return announcement, the retry tick or

@@ -45,12 +45,20 @@ var ErrClusterUnavailable = errors.New("dispatch: cluster ledger unavailable")
 const (
 	// retryRemoteFull is how long a provider the ledger called full is
 	// left alone when no return announcement arrives.
-	retryRemoteFull = 500 * time.Millisecond
+	retryRemoteFull = 200 * time.Millisecond
 	// returnQueue bounds the returns waiting for the returner.
 	returnQueue = 4096
 )
 
-type ledgerReturn struct{ key, id string }
+// ledgerReturn is a ledger update sent by the returner: a lease return, or
+// (unwait) a waiter leaving its wait set.
+type ledgerReturn struct {
+	key, id string
+	unwait  bool
+}
+
+// errYield: the ledger owes the slot to an older waiter of another edge.
+var errYield = errors.New("dispatch: an older waiter of another edge goes first")
 
 // startCluster starts the returner and the cluster loop (Owner: the
 // Dispatcher; both stop when Close cancels d.ctx).
@@ -75,6 +83,12 @@ func (d *Dispatcher) returner() {
 		case <-d.ctx.Done():
 			return
 		case r := <-d.returns:
+			if r.unwait {
+				if err := d.ledger.Unwait(d.ctx, r.key, r.id); err != nil && d.ctx.Err() == nil {
+					d.log.Debug("waiter not taken out of the cluster's wait set; it ages out", zap.Error(err))
+				}
+				continue
+			}
 			if err := d.ledger.Return(d.ctx, r.key, r.id); err != nil && d.ctx.Err() == nil {
 				d.log.Warn("lease not returned to the cluster ledger; it expires within the TTL", zap.String("key", r.key), zap.Error(err))
 			}
@@ -90,6 +104,7 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 	freed := sub.Channel()
 	renew := time.NewTicker(ttl / 3)
 	defer renew.Stop()
+	_ = d.ledger.Alive(d.ctx)
 	retry := time.NewTicker(retryRemoteFull)
 	defer retry.Stop()
 	for {
@@ -105,6 +120,7 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 			now := time.Now()
 			d.wake(func(r *resource) bool { return r.remoteFull && !now.Before(r.remoteFullUntil) })
 		case <-renew.C:
+			_ = d.ledger.Alive(d.ctx)
 			if err := d.ledger.Renew(d.ctx, d.heldLeases()); err != nil && d.ctx.Err() == nil {
 				d.log.Warn("cluster lease renewal failed", zap.Error(err))
 			}
@@ -143,19 +159,49 @@ func (d *Dispatcher) heldLeases() map[string][]string {
 	return out
 }
 
-// takeLocked claims r's ledger slot for a new lease: its id, or "" with
-// r marked remoteFull when the cluster has none free.
-func (d *Dispatcher) takeLocked(r *resource, long bool) (string, error) {
+// takeLocked claims r's ledger slot for a new lease of a request of
+// model m and queue kind (member: its place in the wait set, "" when not
+// queued): its id; "" with r marked remoteFull when the cluster has none
+// free; errYield (r marked too) when an older waiter of another edge is
+// owed it.
+func (d *Dispatcher) takeLocked(r *resource, m *model, kind int, member string, prio int) (string, error) {
 	id := d.ledger.NewLeaseID()
-	ok, err := d.ledger.Take(d.ctx, r.ledgerKey, r.spec.Capacity, r.spec.LongCapacity, long, id)
+	out, err := d.ledger.Take(d.ctx, r.ledgerKey, r.spec.Capacity, r.spec.LongCapacity, kindLong(kind), id,
+		cluster.WaitKey(m.name, kind), member, time.Duration(prio)*PriorityStep)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrClusterUnavailable, err)
 	}
-	if !ok {
+	switch out {
+	case cluster.Taken:
+		return id, nil
+	case cluster.Yield:
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
-		return "", nil
+		return "", errYield
 	}
-	return id, nil
+	r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
+	return "", nil
+}
+
+// waitLocked gives a new waiter its place in the cluster's wait set (the
+// registration itself goes out after the lock, see registerWaiter).
+func (d *Dispatcher) waitLocked(w *waiter) {
+	w.member = d.ledger.NewWaiterID()
+}
+
+// registerWaiter adds w to its wait set; on failure w only loses its
+// claim to fairness across edges.
+func (d *Dispatcher) registerWaiter(w *waiter) {
+	if err := d.ledger.Wait(d.ctx, cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), w.member, time.Duration(w.prio)*PriorityStep); err != nil && d.ctx.Err() == nil {
+		d.log.Debug("waiter not registered with the cluster", zap.Error(err))
+	}
+}
+
+// unwaitLocked queues w's removal from its wait set.
+func (d *Dispatcher) unwaitLocked(w *waiter) {
+	select {
+	case d.returns <- ledgerReturn{key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), id: w.member, unwait: true}:
+	default: // it ages out of the set (MaxYield)
+	}
 }
 
 // returnLocked queues a ledger return (never blocks: on a full queue the

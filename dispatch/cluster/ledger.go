@@ -94,22 +94,95 @@ var (
 	renewScript = redis.NewScript(renewSrc)
 )
 
+// Outcome of Take.
+type Outcome int
+
+const (
+	Full  Outcome = iota // the cluster has no free slot
+	Taken                // the lease is held
+	Yield                // an older waiter of another edge is owed the slot
+)
+
+// Fairness across edges (see WaitKey): a request yields a slot to a waiter
+// of another live edge that arrived more than FairSlack before it, unless
+// that waiter has waited longer than MaxYield (an edge that cannot serve
+// its waiter never holds the others up for longer).
+const (
+	FairSlack = 100 * time.Millisecond
+	MaxYield  = 2 * time.Second
+)
+
 // Take claims one slot of key for id when fewer than capacity leases (and,
 // for a long one, fewer than longCapacity long leases) are held across
-// the cluster. It reports false when the cluster has none free.
-func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity int, long bool, id string) (bool, error) {
+// the cluster. waitKey and member name the request's model-and-kind wait
+// set and its own place in it ("" when it is not queued); waitKey ""
+// skips the fairness check. shift is a request's priority as time (it
+// counts as arriving that much earlier; see Wait).
+func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity int, long bool, id, waitKey, member string, shift time.Duration) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
 	isLong := "0"
 	if long {
 		isLong = "1"
 	}
-	n, err := takeScript.Run(ctx, l.rdb, []string{key, key + ":long"},
-		l.cfg.TTL.Milliseconds(), capacity, longCapacity, isLong, id).Int()
+	n, err := takeScript.Run(ctx, l.rdb, []string{key, key + ":long", waitKey},
+		l.cfg.TTL.Milliseconds(), capacity, longCapacity, isLong, id, member,
+		FairSlack.Milliseconds(), MaxYield.Milliseconds(), shift.Milliseconds()).Int()
 	if err != nil {
-		return false, fmt.Errorf("%w: take: %w", ErrUnavailable, err)
+		return Full, fmt.Errorf("%w: take: %w", ErrUnavailable, err)
 	}
-	return n == 1, nil
+	switch n {
+	case 1:
+		return Taken, nil
+	case 2:
+		return Yield, nil
+	}
+	return Full, nil
+}
+
+// WaitKey is the wait set of a model's requests of one queue kind, shared
+// by every edge.
+func WaitKey(model string, kind int) string { return "iop:wait:" + model + ":" + strconv.Itoa(kind) }
+
+// NewWaiterID returns a fresh waiter member of this edge.
+func (l *Ledger) NewWaiterID() string {
+	return l.cfg.EdgeID + "/w" + strconv.FormatUint(l.seq.Add(1), 10)
+}
+
+//go:embed wait.lua
+var waitSrc string
+
+var waitScript = redis.NewScript(waitSrc)
+
+// Wait puts member in the wait set at Redis's now less shift (its
+// priority, as the edges order their own queues).
+func (l *Ledger) Wait(ctx context.Context, waitKey, member string, shift time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	if err := waitScript.Run(ctx, l.rdb, []string{waitKey}, member, (10 * MaxYield).Milliseconds(), shift.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("%w: wait: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Unwait takes member out of the wait set.
+func (l *Ledger) Unwait(ctx context.Context, waitKey, member string) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	if err := l.rdb.ZRem(ctx, waitKey, member).Err(); err != nil {
+		return fmt.Errorf("%w: unwait: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Alive marks this edge live for the TTL: its waiters count (see Take).
+func (l *Ledger) Alive(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	if err := l.rdb.Set(ctx, "iop:edge:"+l.cfg.EdgeID, 1, l.cfg.TTL).Err(); err != nil {
+		return fmt.Errorf("%w: alive: %w", ErrUnavailable, err)
+	}
+	return nil
 }
 
 // Return gives id's slot of key back and announces it. A failure leaves

@@ -38,12 +38,12 @@ func TestTakeNeverExceedsCapacity(t *testing.T) {
 				for i := range 40 {
 					isLong := (w+i)%5 == 0
 					id := l.NewLeaseID()
-					ok, err := l.Take(context.Background(), key, capacity, longCap, isLong, id)
+					out, err := l.Take(context.Background(), key, capacity, longCap, isLong, id, "", "", 0)
 					if err != nil {
 						t.Error(err)
 						return
 					}
-					if !ok {
+					if out != Taken {
 						continue
 					}
 					h := held.Add(1)
@@ -91,11 +91,11 @@ func TestLeaseExpiryRenewalAndUnavailable(t *testing.T) {
 		l  *Ledger
 		id string
 	}{{a, crashed}, {b, kept}} {
-		if ok, err := tk.l.Take(ctx, key, 2, 2, false, tk.id); !ok || err != nil {
-			t.Fatalf("take: %v %v", ok, err)
+		if out, err := tk.l.Take(ctx, key, 2, 2, false, tk.id, "", "", 0); out != Taken || err != nil {
+			t.Fatalf("take: %v %v", out, err)
 		}
 	}
-	if ok, _ := b.Take(ctx, key, 2, 2, false, b.NewLeaseID()); ok {
+	if out, _ := b.Take(ctx, key, 2, 2, false, b.NewLeaseID(), "", "", 0); out == Taken {
 		t.Fatal("a third lease on capacity 2")
 	}
 	// b renews its lease through two TTLs; a's (crashed) is never renewed.
@@ -109,15 +109,60 @@ func TestLeaseExpiryRenewalAndUnavailable(t *testing.T) {
 	if err != nil || held[key] != 1 {
 		t.Fatalf("after the TTL held %v, want only the renewed lease (%v)", held, err)
 	}
-	if ok, err := b.Take(ctx, key, 2, 2, false, b.NewLeaseID()); !ok || err != nil {
-		t.Fatalf("the crashed edge's slot did not come back: %v %v", ok, err)
+	if out, err := b.Take(ctx, key, 2, 2, false, b.NewLeaseID(), "", "", 0); out != Taken || err != nil {
+		t.Fatalf("the crashed edge's slot did not come back: %v %v", out, err)
 	}
 	rs.Stop()
-	if _, err := b.Take(ctx, key, 2, 2, false, b.NewLeaseID()); !errors.Is(err, ErrUnavailable) {
+	if _, err := b.Take(ctx, key, 2, 2, false, b.NewLeaseID(), "", "", 0); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("redis down: err = %v", err)
 	}
 	rs.Restart()
-	if ok, err := b.Take(ctx, key, 2, 2, false, b.NewLeaseID()); !ok || err != nil {
-		t.Fatalf("after redis came back: %v %v", ok, err)
+	if out, err := b.Take(ctx, key, 2, 2, false, b.NewLeaseID(), "", "", 0); out != Taken || err != nil {
+		t.Fatalf("after redis came back: %v %v", out, err)
+	}
+}
+
+// Fairness: a request yields a free slot to an older waiter of another
+// live edge, not to one of its own edge, not to one of an edge that is
+// gone, and not to one that has waited longer than MaxYield.
+func TestTakeYieldsToOlderWaiterOfAnotherEdge(t *testing.T) {
+	rs := testredis.Start(t)
+	ctx := context.Background()
+	key, wait := Key("n", "p"), WaitKey("m", 0)
+	a, b := ledger(t, rs.Addr, "edge-a", 5*time.Second), ledger(t, rs.Addr, "edge-b", 5*time.Second)
+	if err := a.Alive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old := a.NewWaiterID()
+	if err := a.Wait(ctx, wait, old, 0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(FairSlack + 50*time.Millisecond)
+	if out, err := b.Take(ctx, key, 1, 1, false, b.NewLeaseID(), wait, "", 0); out != Yield || err != nil {
+		t.Fatalf("a younger request of another edge: %v %v, want Yield", out, err)
+	}
+	id := a.NewLeaseID()
+	if out, err := a.Take(ctx, key, 1, 1, false, id, wait, old, 0); out != Taken || err != nil {
+		t.Fatalf("the old waiter itself: %v %v, want Taken", out, err)
+	}
+	if err := a.Unwait(ctx, wait, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Return(ctx, key, id); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := b.Take(ctx, key, 1, 1, false, b.NewLeaseID(), wait, "", 0); out != Taken {
+		t.Fatalf("once the old waiter is served: %v, want Taken", out)
+	}
+
+	// A waiter of an edge that is not alive is dropped, not yielded to.
+	key2 := Key("n", "q")
+	ghost := "edge-gone/w1"
+	if err := a.Wait(ctx, wait, ghost, 0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(FairSlack + 50*time.Millisecond)
+	if out, _ := b.Take(ctx, key2, 1, 1, false, b.NewLeaseID(), wait, "", 0); out != Taken {
+		t.Fatalf("behind a gone edge's waiter: %v, want Taken", out)
 	}
 }

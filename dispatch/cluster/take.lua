@@ -1,10 +1,36 @@
 -- KEYS[1] the resource's leases, KEYS[2] its long leases (sorted sets,
--- score = expiry in Redis milliseconds).
--- ARGV: ttl_ms, capacity, long_capacity, is_long ("1"/"0"), lease id.
--- Returns 1 when the lease was taken, 0 when the cluster has no free slot.
+-- score = expiry in Redis milliseconds); KEYS[3] the waiters of the
+-- request's model and kind on every edge (score = arrival), or "" for
+-- none.
+-- ARGV: ttl_ms, capacity, long_capacity, is_long ("1"/"0"), lease id,
+-- waiter member of this request ("" for one not queued), slack_ms,
+-- max_yield_ms, shift_ms (a request not queued counts as arriving this
+-- much earlier: its priority; see wait.lua).
+-- Returns 1 taken, 0 the cluster has no free slot, 2 yield: a waiter of
+-- another live edge that arrived more than slack_ms before this request
+-- (and less than max_yield_ms ago) is owed the slot first.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[1])
+if KEYS[3] ~= '' then
+  local mine = now - tonumber(ARGV[9])
+  if ARGV[6] ~= '' then
+    local s = redis.call('ZSCORE', KEYS[3], ARGV[6])
+    if s then mine = tonumber(s) end
+  end
+  local maxYield = tonumber(ARGV[8])
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - 10 * maxYield)
+  local older = redis.call('ZRANGEBYSCORE', KEYS[3], now - maxYield, mine - tonumber(ARGV[7]), 'LIMIT', 0, 16)
+  for _, m in ipairs(older) do
+    if m ~= ARGV[6] then
+      local edge = string.match(m, '^(.*)/[^/]*$')
+      if edge and redis.call('EXISTS', 'iop:edge:' .. edge) == 1 then
+        return 2
+      end
+      redis.call('ZREM', KEYS[3], m) -- a waiter of an edge that is gone
+    end
+  end
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/internal/testredis"
 )
 
@@ -100,4 +101,54 @@ func TestEdgesShareCapacityThroughRedis(t *testing.T) {
 	WaitFor(t, 10*time.Second, "served again once redis is back", func() bool {
 		return <-postAsync(eb.URL) == http.StatusOK
 	})
+}
+
+// Across edges the older waiter goes first: with the one slot held on
+// edge a, a request queued on edge b and then a younger one on edge a,
+// the slot a frees goes to b's waiter, although a's own queue would have
+// taken it.
+func TestOlderWaiterOfAnotherEdgeGoesFirst(t *testing.T) {
+	rs := testredis.Start(t)
+	cfg := func() *config.Edge {
+		c := clusterCfg(rs.Addr)
+		c.Nodes[0].Providers[0].Capacity = 1
+		return c
+	}
+	ea, eb := StartEdge(t, cfg(), EdgeOptions{}), StartEdge(t, cfg(), EdgeOptions{})
+	StartNode(t, ea.NodeAddr, "a", NodeOptions{Token: "ta", MoreEdges: []string{eb.NodeAddr}})
+	ea.WaitReady(t, "a", 10*time.Second)
+	eb.WaitReady(t, "a", 10*time.Second)
+	ctx := context.Background()
+	held, err := ea.Dispatcher.Acquire(ctx, dispatch.Request{Model: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		edge string
+		l    *dispatch.Lease
+	}
+	order := make(chan got, 2)
+	acquire := func(e *Edge, name string) {
+		// Owner: the test; ends with the grant or the queue timeout.
+		go func() {
+			l, err := e.Dispatcher.Acquire(ctx, dispatch.Request{Model: "demo"})
+			if err != nil {
+				t.Error(err)
+			}
+			order <- got{name, l}
+		}()
+	}
+	acquire(eb, "b")
+	WaitFor(t, 5*time.Second, "b's waiter queued", func() bool { return eb.Dispatcher.Status().Models[0].Pending == 1 })
+	time.Sleep(300 * time.Millisecond) // b's waiter is registered and older by more than the slack
+	acquire(ea, "a")
+	WaitFor(t, 5*time.Second, "a's waiter queued", func() bool { return ea.Dispatcher.Status().Models[0].Pending == 1 })
+	held.Release(dispatch.ReasonCompleted)
+	first := <-order
+	if first.edge != "b" {
+		t.Fatalf("edge %s's younger waiter was served first", first.edge)
+	}
+	first.l.Release(dispatch.ReasonCompleted)
+	second := <-order
+	second.l.Release(dispatch.ReasonCompleted)
 }
