@@ -87,6 +87,8 @@ type Dispatcher struct {
 	// only); returns feeds its returner. Both set once in New.
 	ledger  *cluster.Ledger
 	returns chan ledgerReturn
+	// ledgerDownUntil: grants fail at once until then (guarded by mu).
+	ledgerDownUntil time.Time
 }
 
 // New builds a dispatcher for cfg (already normalized).

@@ -48,6 +48,9 @@ const (
 	retryRemoteFull = 200 * time.Millisecond
 	// returnQueue bounds the returns waiting for the returner.
 	returnQueue = 4096
+	// ledgerBackoff: after a failed grant, grants fail at once for this
+	// long instead of each waiting out the Redis timeout under the lock.
+	ledgerBackoff = 500 * time.Millisecond
 )
 
 // ledgerReturn is a ledger update sent by the returner: a lease return, or
@@ -165,10 +168,16 @@ func (d *Dispatcher) heldLeases() map[string][]string {
 // free; errYield (r marked too) when an older waiter of another edge is
 // owed it.
 func (d *Dispatcher) takeLocked(r *resource, m *model, kind int, member string, prio int) (string, error) {
+	if now := time.Now(); now.Before(d.ledgerDownUntil) {
+		// Redis just failed: answer at once rather than hold the lock for
+		// another timeout on every request.
+		return "", ErrClusterUnavailable
+	}
 	id := d.ledger.NewLeaseID()
 	out, err := d.ledger.Take(d.ctx, r.ledgerKey, r.spec.Capacity, r.spec.LongCapacity, kindLong(kind), id,
 		cluster.WaitKey(m.name, kind), member, time.Duration(prio)*PriorityStep)
 	if err != nil {
+		d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
 		return "", fmt.Errorf("%w: %w", ErrClusterUnavailable, err)
 	}
 	switch out {
