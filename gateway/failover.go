@@ -28,6 +28,9 @@ const (
 	failoverCapacity    = "at_capacity" // the node's own capacity gate refused
 )
 
+// failoverReasons are every reason of iop_failovers_total.
+var failoverReasons = []string{failoverNodeLost, failoverUnavailable, failoverCapacity}
+
 // failover takes a lease on another candidate for k after its attempt on
 // lease failed for why, and leaves it in k.next. It reports whether it did.
 func (s *Server) failover(c *gin.Context, k *call, lease *dispatch.Lease, why string) bool {

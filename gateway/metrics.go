@@ -129,6 +129,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // reported as 30 s, nor a 10-minute run as +Inf.
 var DurationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 450, 600, 900, 1200, 1800}
 
+// declareModels creates each model's failover counters at zero, so the
+// first failover shows in rate() and increase().
+func (m *Metrics) declareModels(models []string) {
+	for _, name := range models {
+		for _, r := range failoverReasons {
+			m.failovers.WithLabelValues(name, r)
+		}
+	}
+}
+
 // failover counts a request moved to another candidate. Rare: no cache.
 func (m *Metrics) failover(model, reason string) { m.failovers.WithLabelValues(model, reason).Inc() }
 

@@ -70,6 +70,13 @@ var contractMetrics = []contractMetric{
 	// Beyond CONTRACT §6 (added, none renamed): which nodes run an old
 	// config after a reload.
 	{"iop_node_config_current", gauge, []string{"node"}, nil},
+	// Backend load from the nodes' reports, failover and API surfaces.
+	{"iop_backend_requests_running", gauge, []string{"node", "provider"}, nil},
+	{"iop_backend_requests_waiting", gauge, []string{"node", "provider"}, nil},
+	{"iop_backend_kv_cache_usage", gauge, []string{"node", "provider"}, nil},
+	{"iop_failovers_total", counter, []string{"model", "reason"},
+		map[string][]string{"reason": {"node_lost", "unavailable", "at_capacity"}}},
+	{"iop_surface_requests_total", counter, []string{"surface", "code"}, map[string][]string{"surface": {"openai"}}},
 }
 
 const failPrompt = "please fail right now"

@@ -174,6 +174,7 @@ func (s *Server) SetConfig(cfg *config.Edge) {
 		idx.names = append(idx.names, m.Name)
 	}
 	s.models.Store(idx)
+	s.metrics.declareModels(idx.names)
 }
 
 func bearer(c *gin.Context) (string, bool) {
