@@ -1,6 +1,7 @@
 package fleetbench
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -17,9 +18,13 @@ import (
 // provider (no backend, so the gateway is all there is), through a lone
 // edge and through an edge of a two-edge cluster on a loopback Redis. Run
 // both in one `go test -bench ClusterLease` and compare ns/op.
+//
+// The -parallel variants send from 8 goroutines at once (b.RunParallel with
+// SetParallelism(4) on 2 cores): their ns/op is the inverse of throughput.
 func BenchmarkClusterLease(b *testing.B) {
-	for _, mode := range []string{"single", "redis"} {
+	for _, mode := range []string{"single", "redis", "single-parallel", "redis-parallel"} {
 		b.Run(mode, func(b *testing.B) {
+			parallel := strings.HasSuffix(mode, "-parallel")
 			cfg := func() *config.Edge {
 				return &config.Edge{
 					Log: config.Log{Level: "warn", Format: "json"},
@@ -29,7 +34,7 @@ func BenchmarkClusterLease(b *testing.B) {
 				}
 			}
 			var edges []*stack.Edge
-			if mode == "single" {
+			if strings.HasPrefix(mode, "single") {
 				edges = append(edges, stack.StartEdge(b, cfg(), stack.EdgeOptions{}))
 			} else {
 				rs := testredis.Start(b)
@@ -51,18 +56,36 @@ func BenchmarkClusterLease(b *testing.B) {
 			b.Cleanup(client.CloseIdleConnections)
 			url := edges[0].URL + "/v1/chat/completions"
 			body := `{"model":"m","messages":[{"role":"user","content":"one two three"}]}`
-			b.ResetTimer()
-			for range b.N {
+			one := func() error {
 				resp, err := client.Post(url, "application/json", strings.NewReader(body))
 				if err != nil {
-					b.Fatal(err)
+					return err
 				}
 				_, _ = io.Copy(io.Discard, resp.Body)
 				_ = resp.Body.Close()
 				if resp.StatusCode != http.StatusOK {
-					b.Fatalf("status %d", resp.StatusCode)
+					return fmt.Errorf("status %d", resp.StatusCode)
 				}
+				return nil
 			}
+			b.ResetTimer()
+			if !parallel {
+				for range b.N {
+					if err := one(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return
+			}
+			b.SetParallelism(4)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := one(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
 		})
 	}
 }
