@@ -9,8 +9,13 @@ package fleetbench
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,6 +64,79 @@ func startSims(b *testing.B) []string {
 	return urls
 }
 
+// nginxConf is an nginx round-robin upstream over the backends (its
+// default balancing), streaming unbuffered as an LLM proxy must.
+const nginxConf = `worker_processes 1;
+daemon off;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path %[1]s/body;
+  proxy_temp_path %[1]s/proxy;
+  fastcgi_temp_path %[1]s/fastcgi;
+  uwsgi_temp_path %[1]s/uwsgi;
+  scgi_temp_path %[1]s/scgi;
+  upstream fleet {
+%[2]s    keepalive 64;
+  }
+  server {
+    listen 127.0.0.1:%[3]d;
+    location / {
+      proxy_pass http://fleet;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+    }
+  }
+}
+`
+
+// startNginx runs nginx (Debian's package) round robin in front of the
+// backends, the outside reference; without nginx the row is skipped.
+func startNginx(b *testing.B, urls []string) string {
+	b.Helper()
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		b.Skip("nginx is not installed (apt-get install nginx-light)")
+	}
+	dir := b.TempDir()
+	var servers strings.Builder
+	for _, u := range urls {
+		fmt.Fprintf(&servers, "    server %s;\n", strings.TrimPrefix(u, "http://"))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	conf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, servers.String(), port), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if resp, err := http.Get(base + "/health"); err == nil {
+			_ = resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("nginx did not come up")
+		}
+	}
+	return base
+}
+
 // startIOP puts one edge and one node in front of the backends, model "m"
 // routed by strategy.
 func startIOP(b *testing.B, urls []string, strategy string) string {
@@ -82,11 +160,15 @@ func startIOP(b *testing.B, urls []string, strategy string) string {
 // -benchtime 1x) and reports output tokens/s, TTFT p50/p99 and the
 // fleet's prefix cache hit rate.
 func BenchmarkFleetRouting(b *testing.B) {
-	for _, strategy := range []string{"round_robin", "ordered", "least_load", "prefix_affinity"} {
+	for _, strategy := range []string{"round_robin", "nginx", "ordered", "least_load", "prefix_affinity"} {
 		b.Run(strategy, func(b *testing.B) {
 			urls := startSims(b)
 			base := ""
-			if strategy != "round_robin" {
+			switch strategy {
+			case "round_robin":
+			case "nginx":
+				base = startNginx(b, urls)
+			default:
 				base = startIOP(b, urls, strategy)
 			}
 			client := fleetload.NewClient()
@@ -97,12 +179,14 @@ func BenchmarkFleetRouting(b *testing.B) {
 			q0, h0, _ := fleetload.ScrapeHitRate(ctx, client, urls)
 			b.ResetTimer()
 			for range b.N {
+				w := workload
+				if strategy == "round_robin" || strategy == "nginx" {
+					w.Model = sim.Model // no gateway maps the model name
+				}
 				if base == "" {
-					direct := workload
-					direct.Model = sim.Model // no gateway maps the model name
-					res, err = fleetload.RunDirect(ctx, urls, direct, client)
+					res, err = fleetload.RunDirect(ctx, urls, w, client)
 				} else {
-					res, err = fleetload.Run(ctx, base, workload, client)
+					res, err = fleetload.Run(ctx, base, w, client)
 				}
 				if err != nil {
 					b.Fatal(err)
