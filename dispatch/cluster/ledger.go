@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 )
 
 // ErrUnavailable wraps every failure to reach Redis: the caller must not
@@ -293,4 +294,15 @@ func (l *Ledger) Pending(ctx context.Context) (map[string]int, error) {
 		return nil, fmt.Errorf("%w: pending: %w", ErrUnavailable, err)
 	}
 	return out, nil
+}
+
+// UseLogger sends the Redis client's own messages (reconnects, pool
+// errors) to log at warn level instead of stderr. The client's logger is
+// process-wide.
+func UseLogger(log *zap.Logger) { redis.SetLogger(zapPrintf{log.Named("redis")}) }
+
+type zapPrintf struct{ log *zap.Logger }
+
+func (z zapPrintf) Printf(_ context.Context, format string, v ...any) {
+	z.log.Warn(fmt.Sprintf(format, v...))
 }

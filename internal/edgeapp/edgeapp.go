@@ -131,6 +131,7 @@ func New(cfg *config.Edge, opts Options) (*Edge, error) {
 	dopts := dispatch.Options{Logger: log, Bus: bus, Metrics: dispatch.NewMetrics(reg), HealthInterval: health}
 	var ledger *cluster.Ledger
 	if r := cfg.Cluster.Redis; r.Address != "" {
+		cluster.UseLogger(log)
 		ledger = cluster.Open(cluster.Config{
 			Address: r.Address, Password: r.Password, DB: r.DB, TTL: r.LeaseTTL(),
 			Timeout: time.Duration(r.TimeoutMS) * time.Millisecond, EdgeID: edgeID(),
