@@ -270,7 +270,18 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		return nil, fmt.Errorf("%w: model %s", ErrNoCapableProvider, req.Model)
 	}
 	for c := d.pickLocked(m, long, tunnel, req.SessionID, hashes, req.Avoid); c != nil; c = d.pickLocked(m, long, tunnel, req.SessionID, hashes, req.Avoid) {
-		l, err := d.grantLocked(m, c, long, req.SessionID, hashes, queueOf(long, tunnel), "", req.Priority)
+		var (
+			l   *Lease
+			err error
+		)
+		if d.ledger != nil {
+			l, err = d.grantClusterLocked(m, c, long, req, hashes)
+		} else {
+			l, err = d.grantLocked(m, c, long, req.SessionID, hashes, queueOf(long, tunnel), "", req.Priority, "")
+		}
+		if errors.Is(err, errRetryPick) {
+			continue
+		}
 		if errors.Is(err, errYield) {
 			break // older waiters on other edges go first: queue behind them
 		}
@@ -438,10 +449,9 @@ func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, session string, has
 // grantLocked leases c for a request. With a cluster ledger it takes the
 // ledger slot first: nil (and c's resource marked remoteFull) when the
 // cluster has none free, ErrClusterUnavailable when Redis cannot say.
-func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session string, hashes []uint64, kind int, member string, prio int) (*Lease, error) {
+func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session string, hashes []uint64, kind int, member string, prio int, ledgerID string) (*Lease, error) {
 	r := c.res
-	var ledgerID string
-	if d.ledger != nil {
+	if d.ledger != nil && ledgerID == "" {
 		id, err := d.takeLocked(r, m, kind, member, prio)
 		if err != nil || id == "" {
 			return nil, err
@@ -524,7 +534,7 @@ func (d *Dispatcher) pumpLocked(r *resource) {
 			return
 		}
 		c := best.model.candidateFor(r)
-		l, err := d.grantLocked(best.model, c, best.long, best.session, best.hashes, queueOf(best.long, best.tunnel), best.member, best.prio)
+		l, err := d.grantLocked(best.model, c, best.long, best.session, best.hashes, queueOf(best.long, best.tunnel), best.member, best.prio, "")
 		if l == nil {
 			// The cluster has no slot (or Redis cannot say): the waiter
 			// keeps its place; a return announcement, the retry tick or

@@ -191,6 +191,62 @@ func (d *Dispatcher) takeLocked(r *resource, m *model, kind int, member string, 
 	return "", nil
 }
 
+// errRetryPick: the resource changed while its ledger slot was being
+// taken (fenced, removed, reloaded); pick again.
+var errRetryPick = errors.New("dispatch: pick again")
+
+// grantClusterLocked grants c to a request not queued, taking its ledger
+// slot with d.mu released, so that fresh requests do not queue behind one
+// another's Redis round trips: the slot is reserved locally first (no
+// other grant can hand it out meanwhile), the reservation is undone after
+// the round trip, and the grant is made only if the resource is still the
+// one picked. Called and returning with d.mu held.
+func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req Request, hashes []uint64) (*Lease, error) {
+	r, kind := c.res, queueOf(long, req.NeedsTunnel)
+	if now := time.Now(); now.Before(d.ledgerDownUntil) {
+		return nil, ErrClusterUnavailable
+	}
+	gen := r.gen
+	r.inFlight++
+	if long {
+		r.longInFlight++
+	}
+	id := d.ledger.NewLeaseID()
+	d.mu.Unlock()
+	out, err := d.ledger.Take(d.ctx, r.ledgerKey, r.spec.Capacity, r.spec.LongCapacity, long, id,
+		cluster.WaitKey(m.name, kind), "", time.Duration(req.Priority)*PriorityStep)
+	d.mu.Lock()
+	// The reservation counts only while the generation it was made in
+	// lives (activation resets the counts).
+	if r.live && r.gen == gen {
+		r.inFlight--
+		if long {
+			r.longInFlight--
+		}
+	}
+	// A reload may have rebuilt the model's candidates meanwhile: find
+	// r's again rather than trust c.
+	var same *candidate
+	if r.live && r.gen == gen && d.resources[r.key] == r && d.models[m.name] == m {
+		same = m.candidateFor(r)
+	}
+	switch {
+	case err != nil:
+		d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
+		return nil, fmt.Errorf("%w: %w", ErrClusterUnavailable, err)
+	case out == cluster.Yield:
+		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
+		return nil, errYield
+	case out == cluster.Full:
+		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
+		return nil, nil
+	case same == nil || !r.fits(long) || !r.serves(req.NeedsTunnel):
+		d.returnLocked(r, id)
+		return nil, errRetryPick
+	}
+	return d.grantLocked(m, same, long, req.SessionID, hashes, kind, "", req.Priority, id)
+}
+
 // waitLocked gives a new waiter its place in the cluster's wait set (the
 // registration itself goes out after the lock, see registerWaiter).
 func (d *Dispatcher) waitLocked(w *waiter) {
