@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/iop-gateway/iop/nodeagent/adapter"
+	"github.com/iop-gateway/iop/nodeagent/h1client"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -121,8 +122,14 @@ func newInstance(cfg *iop.AdapterConfig, env adapter.Env, kind string) (*Instanc
 // overall client timeout (streams run for minutes); each request carries its
 // own deadline. Compression stays off so a tunnelled body reaches the caller
 // exactly as the upstream encoded it.
-func newTransport() *http.Transport {
-	return &http.Transport{
+//
+// A plain-HTTP backend (a vLLM or OpenAI-style server beside the node, the
+// common case) is served by h1client: the request and response handled in
+// the caller's goroutine, no per-connection goroutines, so that a held
+// stream costs one goroutine and one buffer. https, HTTP/2 and proxied
+// backends go through http.Transport.
+func newTransport() http.RoundTripper {
+	std := &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: (&net.Dialer{
 			Timeout:   10 * time.Second,
@@ -137,6 +144,15 @@ func newTransport() *http.Transport {
 		DisableCompression:     true,
 		MaxResponseHeaderBytes: maxResponseHeaderBytes,
 	}
+	return h1client.New(h1client.Options{
+		Fallback:               std,
+		Proxy:                  http.ProxyFromEnvironment,
+		DialTimeout:            10 * time.Second,
+		KeepAlive:              30 * time.Second,
+		MaxIdlePerHost:         256,
+		IdleTimeout:            90 * time.Second,
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
+	})
 }
 
 // Reconfigure applies a same-type config change in place. Capacity is the
