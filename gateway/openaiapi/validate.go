@@ -33,8 +33,8 @@ func decodeTopLevel(body []byte) (object, *Error) {
 	if !utf8.Valid(body) {
 		return nil, InvalidRequest("The request body is not valid UTF-8.", "")
 	}
-	var obj object
-	if err := json.Unmarshal(trimmed, &obj); err != nil {
+	obj, err := decodeObject(trimmed)
+	if err != nil {
 		// Unmarshal validates the whole document before decoding, so a type
 		// error means valid JSON that is not an object.
 		var typeErr *json.UnmarshalTypeError
@@ -52,6 +52,19 @@ func decodeTopLevel(body []byte) (object, *Error) {
 		return nil, e
 	}
 	return obj, nil
+}
+
+// decodeObject is json.Unmarshal of body into an object, validating once
+// and cutting the members out by scanning in the common case.
+func decodeObject(body []byte) (object, error) {
+	if body[0] == '{' && json.Valid(body) {
+		if obj, ok := scanObject(body); ok {
+			return obj, nil
+		}
+	}
+	var obj object
+	err := json.Unmarshal(body, &obj)
+	return obj, err
 }
 
 // kindOf names the JSON type of raw for error messages.
@@ -318,6 +331,9 @@ func asArray(raw json.RawMessage) ([]json.RawMessage, bool) {
 	if len(t) == 0 || t[0] != '[' {
 		return nil, false
 	}
+	if arr, ok := scanArray(t); ok {
+		return arr, true
+	}
 	var arr []json.RawMessage
 	if json.Unmarshal(t, &arr) != nil {
 		return nil, false
@@ -329,6 +345,9 @@ func asObject(raw json.RawMessage) (object, bool) {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 || t[0] != '{' {
 		return nil, false
+	}
+	if o, ok := scanObject(t); ok {
+		return o, true
 	}
 	var o object
 	if json.Unmarshal(t, &o) != nil {

@@ -1,0 +1,105 @@
+package openaiapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// Request validation cuts members out of a body that json.Valid (or a
+// json.Unmarshal) already accepted, so re-running encoding/json on each
+// member — a second validation pass plus a copy of every value — is wasted
+// work on every request. scanObject and scanArray split an already
+// validated value by byte scanning instead; their results alias raw (capped
+// so that an append never writes into it). Anything that is not the
+// expected shape (they may also be handed unvalidated bytes) makes them
+// report !ok, and the callers then fall back to encoding/json, so the
+// outcome is always what json.Unmarshal would give.
+
+// scanObject returns the members of the JSON object raw, a later duplicate
+// key winning, as json.Unmarshal into an object does. ok is false when raw
+// is not a well-formed object as far as the scan can tell.
+func scanObject(raw []byte) (o object, ok bool) {
+	t := bytes.TrimSpace(raw)
+	if len(t) < 2 || t[0] != '{' || t[len(t)-1] != '}' {
+		return nil, false
+	}
+	o = make(object, 8)
+	i := skipWS(t, 1)
+	if i < len(t) && t[i] == '}' {
+		return o, i == len(t)-1
+	}
+	for i < len(t) {
+		if t[i] != '"' {
+			return nil, false
+		}
+		ke := skipString(t, i)
+		if ke > len(t) || t[ke-1] != '"' || ke-i < 2 {
+			return nil, false
+		}
+		key := t[i+1 : ke-1]
+		var k string
+		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+			// Escapes, or bytes encoding/json replaces with U+FFFD.
+			if json.Unmarshal(t[i:ke], &k) != nil {
+				return nil, false
+			}
+		} else {
+			k = string(key)
+		}
+		i = skipWS(t, ke)
+		if i >= len(t) || t[i] != ':' {
+			return nil, false
+		}
+		vs := skipWS(t, i+1)
+		if vs >= len(t)-1 { // the value cannot be the closing brace
+			return nil, false
+		}
+		ve := skipValue(t, vs)
+		if ve <= vs || ve > len(t)-1 {
+			return nil, false
+		}
+		o[k] = json.RawMessage(t[vs:ve:ve])
+		i = skipWS(t, ve)
+		switch {
+		case i == len(t)-1 && t[i] == '}':
+			return o, true
+		case i < len(t) && t[i] == ',':
+			i = skipWS(t, i+1)
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// scanArray returns the elements of the JSON array raw, as json.Unmarshal
+// into []json.RawMessage does; ok as for scanObject.
+func scanArray(raw []byte) (elems []json.RawMessage, ok bool) {
+	t := bytes.TrimSpace(raw)
+	if len(t) < 2 || t[0] != '[' || t[len(t)-1] != ']' {
+		return nil, false
+	}
+	elems = []json.RawMessage{}
+	i := skipWS(t, 1)
+	if i < len(t) && t[i] == ']' {
+		return elems, i == len(t)-1
+	}
+	for i < len(t)-1 {
+		ve := skipValue(t, i)
+		if ve <= i || ve > len(t)-1 {
+			return nil, false
+		}
+		elems = append(elems, json.RawMessage(t[i:ve:ve]))
+		i = skipWS(t, ve)
+		switch {
+		case i == len(t)-1 && t[i] == ']':
+			return elems, true
+		case i < len(t) && t[i] == ',':
+			i = skipWS(t, i+1)
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,60 @@
+package openaiapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// FuzzScan checks scanObject and scanArray against encoding/json, their
+// model: on valid JSON they must succeed exactly when json.Unmarshal does
+// and yield the same members and elements; on anything else they must not
+// panic (and their callers fall back to encoding/json when they refuse).
+func FuzzScan(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `[]`, ` { "a" : 1 , "b":[1,{"c":"}"}] } `, `{"a":1,"a":2}`, `{"\u006dodel":"x","m\"":null}`,
+		`[1, "two", {"3":[]}, null, true]`, `{"a":"\\"}`, `[{"role":"user","content":[{"type":"text","text":"hi"}]}]`,
+		`{"a":}`, `{"a" 1}`, `[1,]`, `{"a":1}x`, `"str"`, `{`, `[`, `{"a":[}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		o, ok := scanObject(b)
+		a, aok := scanArray(b)
+		if !json.Valid(b) {
+			return // no panic is all that is asked; callers validate first
+		}
+		var want object
+		werr := json.Unmarshal(b, &want)
+		isObj := werr == nil && want != nil
+		if ok != isObj {
+			t.Fatalf("scanObject ok=%v, json.Unmarshal object=%v (err %v) for %q", ok, isObj, werr, b)
+		}
+		if ok {
+			if len(o) != len(want) {
+				t.Fatalf("scanObject %d members, json %d, for %q", len(o), len(want), b)
+			}
+			for k, v := range want {
+				if !bytes.Equal(o[k], v) {
+					t.Fatalf("member %q: scan %q, json %q", k, o[k], v)
+				}
+			}
+		}
+		var wantA []json.RawMessage
+		aerr := json.Unmarshal(b, &wantA)
+		isArr := aerr == nil && wantA != nil
+		if aok != isArr {
+			t.Fatalf("scanArray ok=%v, json array=%v (err %v) for %q", aok, isArr, aerr, b)
+		}
+		if aok {
+			if len(a) != len(wantA) {
+				t.Fatalf("scanArray %d elements, json %d, for %q", len(a), len(wantA), b)
+			}
+			for i := range a {
+				if !bytes.Equal(a[i], wantA[i]) {
+					t.Fatalf("element %d: scan %q, json %q", i, a[i], wantA[i])
+				}
+			}
+		}
+	})
+}
