@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,6 +57,14 @@ func chatBody(model string, n int, stream bool) []byte {
 		s += `,"stream":true,"stream_options":{"include_usage":true}`
 	}
 	return []byte(s + "}")
+}
+
+// pacedBody is a streamed chatBody that also asks the mock for chunks
+// events interval apart. The pacing travels in the body because a gateway
+// forwards the body but not every header.
+func pacedBody(model string, n, chunks int, interval time.Duration) []byte {
+	b := chatBody(model, n, true)
+	return fmt.Appendf(b[:len(b)-1], `,"%s":%d,"%s":%d}`, mockup.BodyChunks, chunks, mockup.BodyInterval, interval.Milliseconds())
 }
 
 // once performs one non-streamed request and reads the whole body.
@@ -243,23 +250,23 @@ type streamResult struct {
 
 // streamOnce opens a paced stream and reads it line by line, timing each
 // `data:` line. chunks/interval set the mock's pacing (direct, nginx,
-// tunnel); the run path paces by words instead. onFirst, when set, runs once
-// at the first data line.
-func streamOnce(ctx context.Context, cl *http.Client, t target, chunks int, interval time.Duration, onFirst func()) streamResult {
+// tunnel); the run path paces by words instead. The paced phase uses it
+// (few streams, through net/http as a client would); the step and memory
+// phases use streamLoad, which reads the same figures at a fraction of the
+// cost.
+func streamOnce(ctx context.Context, cl *http.Client, t target, chunks int, interval time.Duration) streamResult {
 	var r streamResult
 	n := mockup.DefaultChunks
 	if t.runPath {
 		n = chunks
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url+"/v1/chat/completions", bytes.NewReader(chatBody(t.streamModel, n, true)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url+"/v1/chat/completions", bytes.NewReader(pacedBody(t.streamModel, n, chunks, interval)))
 	if err != nil {
 		r.err = err
 		return r
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set(mockup.HeaderChunks, strconv.Itoa(chunks))
-	req.Header.Set(mockup.HeaderInterval, strconv.FormatInt(interval.Milliseconds(), 10))
 	start := time.Now()
 	resp, err := cl.Do(req)
 	if err != nil {
@@ -281,9 +288,6 @@ func streamOnce(ctx context.Context, cl *http.Client, t target, chunks int, inte
 			r.lines++
 			if r.lines == 1 {
 				r.ttft = now.Sub(start)
-				if onFirst != nil {
-					onFirst()
-				}
 			} else if r.lines <= chunks {
 				r.gaps = append(r.gaps, now.Sub(last))
 			}
@@ -387,7 +391,7 @@ func runStreams(ctx context.Context, cl *http.Client, t target, n int, ramp time
 		// Owner: runStreams; bounded by sctx.
 		go func() {
 			defer wg.Done()
-			res[i] = streamOnce(sctx, cl, t, chunks, interval, nil)
+			res[i] = streamOnce(sctx, cl, t, chunks, interval)
 		}()
 	}
 	wg.Wait()
@@ -438,16 +442,22 @@ func stepOnce(ctx context.Context, h *harness, t target, p plan, n int) (ok bool
 	ramp := max(time.Duration(n)*time.Second/time.Duration(p.rampRate), 200*time.Millisecond)
 	chunks := int((ramp + p.stepHold) / pacing)
 	logf("concurrent paced streams: %s, %d streams (ramp %s, %d chunks)", t.name, n, ramp, chunks)
-	cl := newClient()
-	defer cl.CloseIdleConnections()
+	addr, req, err := streamRequest(t, chunks, pacing)
+	if err != nil {
+		return false, fmt.Sprintf("%d: %v", n, err), err.Error(), 0
+	}
 	before := h.snapshot()
-	res := runStreams(ctx, cl, t, n, ramp, chunks, pacing, 30*time.Second)
+	res, err := runStreamLoad(ctx, loadSpec{addr: addr, req: req, n: n, ramp: ramp, chunks: chunks, gaps: true,
+		timeout: ramp + time.Duration(chunks)*pacing + 30*time.Second})
+	if err != nil {
+		return false, fmt.Sprintf("%d: %v", n, err), err.Error(), 0
+	}
 	lines := 0
 	for _, s := range res {
 		lines += s.lines
 	}
 	use := h.since(before, lines)
-	var ttft []time.Duration
+	var ttft, gaps []time.Duration
 	errs := 0
 	for _, s := range res {
 		if s.err != nil {
@@ -455,19 +465,23 @@ func stepOnce(ctx context.Context, h *harness, t target, p plan, n int) (ok bool
 			continue
 		}
 		ttft = append(ttft, s.ttft)
-		for _, g := range s.gaps {
-			gmax = max(gmax, g)
-		}
+		gaps = append(gaps, s.gaps...)
 	}
-	ts := summarize(ttft)
-	cpu := ""
+	ts, gs := summarize(ttft), summarize(gaps)
+	gmax = gs.Max
+	// The harness's own cost (mock + load generator, both on the load CPU)
+	// is shown on every path: it bounds the step a path can pass.
+	cpu := fmt.Sprintf(", mock+loadgen %.1f+%.1f µs CPU per chunk", use.CPU["mock"], use.CPU["loadgen"])
 	switch t.name {
 	case "nginx", "goproxy":
-		cpu = fmt.Sprintf(", %s %.1f µs CPU per chunk", t.name, use.CPU[t.name])
+		cpu += fmt.Sprintf(", %s %.1f µs CPU per chunk", t.name, use.CPU[t.name])
 	case "tunnel", "run":
-		cpu = fmt.Sprintf(", edge+node %.1f µs CPU per chunk", use.CPU["edge"]+use.CPU["node"])
+		cpu += fmt.Sprintf(", edge+node %.1f µs CPU per chunk", use.CPU["edge"]+use.CPU["node"])
 	}
-	line = fmt.Sprintf("%d: max gap %s, TTFT p99 %s, %d failed%s", n, ms(gmax), ms(ts.P99), errs, cpu)
+	// The gap p99 shows how the chunks arrived: near the pacing, or in
+	// bursts (a p99 far above it) once the mock coalesces the due chunks of
+	// a stream because the load CPU is saturated.
+	line = fmt.Sprintf("%d: max gap %s, gap p99 %s, TTFT p99 %s, %d failed%s", n, ms(gmax), ms(gs.P99), ms(ts.P99), errs, cpu)
 	if errs > 0 || gmax > maxGap {
 		why = fmt.Sprintf("max gap %s, %d of %d streams failed", ms(gmax), errs, n)
 		if e := firstErr(res); e != nil {
@@ -520,56 +534,43 @@ func selfRSS() int64 { return rssOfPID("self") }
 func holdRun(ctx context.Context, h *harness, t target, n int, p plan) holdResult {
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cl := newClient()
-	defer cl.CloseIdleConnections()
 	chunks := 600 // 600 × the pacing: far longer than the hold; cancelled below
-	var open, failed atomic.Int64
-	var wg sync.WaitGroup
 	ramp := time.Duration(n) * time.Second / time.Duration(p.rampRate)
-	start := time.Now()
-	for i := range n {
-		if d := time.Until(start.Add(ramp * time.Duration(i) / time.Duration(n))); d > 0 {
-			time.Sleep(d)
-		}
-		if hctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		// Owner: holdRun; stops when hctx is cancelled.
-		go func() {
-			defer wg.Done()
-			counted := false
-			s := streamOnce(hctx, cl, t, chunks, p.holdInterval, func() { counted = true; open.Add(1) })
-			if counted {
-				open.Add(-1)
-			}
-			if s.err != nil && hctx.Err() == nil {
-				failed.Add(1)
-			}
-		}()
+	r := holdResult{Path: t.name, Label: fmt.Sprintf("%d streams", n), Want: n, Ramp: ramp}
+	addr, req, err := streamRequest(t, chunks, p.holdInterval)
+	if err != nil {
+		r.Note = err.Error()
+		return r
 	}
+	var open, failed atomic.Int64
+	done := make(chan error, 1)
+	// Owner: holdRun; ends when hctx is cancelled (the loop then closes
+	// every connection).
+	go func() {
+		_, err := runStreamLoad(hctx, loadSpec{addr: addr, req: req, n: n, ramp: ramp, chunks: chunks, open: &open, failed: &failed})
+		done <- err
+	}()
 	// Wait (bounded) until every stream is open or has failed.
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(ramp + 60*time.Second)
 	for int(open.Load()+failed.Load()) < n && time.Now().Before(deadline) && hctx.Err() == nil {
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second) // a couple of chunks on every stream
-	r := h.holdSample(t.name, fmt.Sprintf("%d streams", n), n, &open)
+	r = h.holdSample(t.name, r.Label, n, &open)
 	r.Failed = int(failed.Load())
 	r.Ramp = ramp
 	if r.Open < n {
 		r.Note = fmt.Sprintf("only %d of %d streams open (%d failed)", r.Open, n, r.Failed)
 	}
 	cancel()
-	done := make(chan struct{})
-	// Owner: holdRun; ends when every stream has ended (hctx is cancelled).
-	go func() { wg.Wait(); close(done) }()
 	select {
-	case <-done:
+	case err := <-done:
+		if err != nil {
+			r.Note += "; load generator: " + err.Error()
+		}
 	case <-time.After(60 * time.Second):
 		r.Note += "; streams did not all end within 60s of cancel"
 	}
-	cl.CloseIdleConnections()
 	time.Sleep(3 * time.Second) // let the gateway release what it held
 	return r
 }

@@ -9,6 +9,11 @@
 //
 //	go run ./bench/iopbench -out docs/benchmarks.md   # full, ~5-7 minutes
 //	go run ./bench/iopbench -quick                    # ~1 minute, stdout only
+//
+// -phases and -paths narrow a run; -steps replaces the plan's concurrency
+// steps, e.g. the harness's own ceiling alone:
+//
+//	go run ./bench/iopbench -quick -build=false -phases steps -paths direct -steps 1000,2000,5000
 package main
 
 import (
@@ -21,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -91,6 +97,7 @@ func main() {
 	nice := flag.Int("nice", -10, "nice value for the harness and every process it starts (needs privilege below 0; 0 leaves it)")
 	paths := flag.String("paths", strings.Join(pathNames, ","), "paths to measure, comma-separated (added figures need direct)")
 	phases := flag.String("phases", "latency,throughput,paced,steps,memory", "phases to run, comma-separated")
+	steps := flag.String("steps", "", "concurrent paced stream steps, comma-separated, e.g. 1000,2000,5000 (default: the plan's; quick 100,250, full 100 to 10000)")
 	flag.Parse()
 	if *mock {
 		os.Exit(serveChild("mockup", "MOCKUP_ADDR", mockup.Server()))
@@ -115,6 +122,17 @@ func main() {
 			os.Exit(2)
 		}
 		p.paths[x] = true
+	}
+	if *steps != "" {
+		p.steps = nil
+		for _, x := range strings.Split(*steps, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(x))
+			if err != nil || n < 1 {
+				fmt.Fprintf(os.Stderr, "iopbench: -steps: %q is not a positive stream count\n", x)
+				os.Exit(2)
+			}
+			p.steps = append(p.steps, n)
+		}
 	}
 	p.phases = map[string]bool{}
 	for _, ph := range strings.Split(*phases, ",") {

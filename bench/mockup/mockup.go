@@ -5,8 +5,16 @@
 // /v1/models answer what the vllm adapter probes.
 //
 // Stream pacing defaults to DefaultChunks chunks DefaultInterval apart (the
-// first at once); the request headers HeaderChunks and HeaderInterval
-// override it, so one upstream serves short and long-lived streams.
+// first at once); the request body's members BodyChunks and BodyInterval,
+// or else the request headers HeaderChunks and HeaderInterval, override it,
+// so one upstream serves short and long-lived streams. The body members
+// are what a gateway carries through: iop-edge forwards only an allowlist
+// of request headers, but the body as the client sent it.
+//
+// Streams over HTTP/1.1 leave net/http after the request: the connection is
+// hijacked and one pacer goroutine per process writes every stream's due
+// chunks (stream.go), so that thousands of concurrent streams cost the mock
+// little more than the socket writes. The connection stays keep-alive.
 package mockup
 
 import (
@@ -25,6 +33,8 @@ const (
 	DefaultInterval = 20 * time.Millisecond
 	HeaderChunks    = "X-Bench-Chunks"
 	HeaderInterval  = "X-Bench-Interval-Ms"
+	BodyChunks      = "bench_chunks"
+	BodyInterval    = "bench_interval_ms"
 	// MaxChunks bounds a stream so no request can hold the mock forever.
 	MaxChunks = 100000
 	// Model is the model id the mock answers with.
@@ -78,7 +88,9 @@ var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // Handler serves the mock API.
 func Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", chat)
+	// chat hands hijacked connections to serveConn, which answers their
+	// later requests with this same mux.
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { chat(w, r, mux) })
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
@@ -96,13 +108,25 @@ func Server() *http.Server {
 	return &http.Server{Handler: Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 }
 
-func chat(w http.ResponseWriter, r *http.Request) {
+// streamStarter is the ResponseWriter of a hijacked connection: it starts
+// the stream on the pacer itself.
+type streamStarter interface {
+	startStream(chunks int, interval time.Duration, usage bool)
+}
+
+func chat(w http.ResponseWriter, r *http.Request, h http.Handler) {
 	buf := bodyPool.Get().(*bytes.Buffer)
 	buf.Reset()
 	_, err := buf.ReadFrom(io.LimitReader(r.Body, 8<<20))
 	body := buf.Bytes()
 	stream := bytes.Contains(body, []byte(`"stream":true`)) || bytes.Contains(body, []byte(`"stream": true`))
 	usage := bytes.Contains(body, []byte(`"include_usage":true`)) || bytes.Contains(body, []byte(`"include_usage": true`))
+	var chunks int
+	var interval time.Duration
+	var perr error
+	if stream {
+		chunks, interval, perr = pacing(body, r.Header)
+	}
 	bodyPool.Put(buf)
 	if err != nil {
 		http.Error(w, "read body", http.StatusBadRequest)
@@ -115,34 +139,80 @@ func chat(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(Completion)
 		return
 	}
-	chunks, interval, err := pacing(r.Header)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	if perr != nil {
+		http.Error(w, perr.Error(), http.StatusBadRequest)
+		return
+	}
+	if st, ok := w.(streamStarter); ok {
+		st.startStream(chunks, interval, usage)
+		return
+	}
+	// HTTP/1.1 streams go to the pacer; anything else (HTTP/1.0, HTTP/2,
+	// a wrapped ResponseWriter) is served by this goroutine.
+	if hj, ok := w.(http.Hijacker); ok && r.ProtoMajor == 1 && r.ProtoMinor == 1 && hijackStream(hj, r, h, chunks, interval, usage) {
 		return
 	}
 	serveStream(w, r, chunks, interval, usage)
 }
 
-func pacing(h http.Header) (int, time.Duration, error) {
+// pacing reads a stream's pacing from the body's members, else from the
+// headers, else the defaults.
+func pacing(body []byte, h http.Header) (int, time.Duration, error) {
 	chunks, interval := DefaultChunks, DefaultInterval
-	if v := h.Get(HeaderChunks); v != "" {
+	v, ok := bodyInt(body, BodyChunks)
+	if !ok {
+		v = h.Get(HeaderChunks)
+	}
+	if v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxChunks {
-			return 0, 0, fmt.Errorf("%s: want 1..%d", HeaderChunks, MaxChunks)
+			return 0, 0, fmt.Errorf("stream chunks: want 1..%d", MaxChunks)
 		}
 		chunks = n
 	}
-	if v := h.Get(HeaderInterval); v != "" {
+	v, ok = bodyInt(body, BodyInterval)
+	if !ok {
+		v = h.Get(HeaderInterval)
+	}
+	if v != "" {
 		ms, err := strconv.Atoi(v)
 		if err != nil || ms < 0 || ms > 60000 {
-			return 0, 0, fmt.Errorf("%s: want 0..60000", HeaderInterval)
+			return 0, 0, fmt.Errorf("stream interval: want 0..60000 ms")
 		}
 		interval = time.Duration(ms) * time.Millisecond
 	}
 	return chunks, interval, nil
 }
 
-// serveStream writes chunks events, the i-th at start + i*interval (an
+// bodyInt finds the member "name": <digits> in a JSON body by its bytes
+// (the mock's bodies are the benchmark's own; a full decode per request
+// would be the mock's largest cost). ok is false when the member is absent;
+// v is then empty.
+func bodyInt(body []byte, name string) (v string, ok bool) {
+	key := `"` + name + `"`
+	i := bytes.Index(body, []byte(key))
+	if i < 0 {
+		return "", false
+	}
+	rest := bytes.TrimLeft(body[i+len(key):], " \t\r\n")
+	if len(rest) == 0 || rest[0] != ':' {
+		return "", false
+	}
+	rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+	n := 0
+	for n < len(rest) && (rest[n] >= '0' && rest[n] <= '9' || n == 0 && rest[n] == '-') {
+		n++
+	}
+	// A member that is not a plain integer is reported as such (Atoi fails).
+	if n == 0 {
+		return "?", true
+	}
+	return string(rest[:n]), true
+}
+
+// serveStream writes the stream through net/http (a goroutine, a timer and
+// a flush per chunk), where the connection cannot be hijacked. It writes
+// chunks events, the i-th at start + i*interval (an
 // absolute schedule, so scheduling delays do not accumulate), then the
 // usage chunk when asked for and [DONE].
 func serveStream(w http.ResponseWriter, r *http.Request, chunks int, interval time.Duration, usage bool) {

@@ -2,11 +2,18 @@ package mockup
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -92,5 +99,323 @@ func TestBadPacing(t *testing.T) {
 	resp := post(t, srv.URL, `{"stream":true}`, map[string]string{HeaderChunks: "0"})
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("status %d, want 400", resp.StatusCode)
+	}
+}
+
+// countingClient dials through a counter, so a test can tell whether
+// requests reused one connection.
+func countingClient(dials *atomic.Int64) *http.Client {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return d.DialContext(ctx, network, addr)
+		},
+		DisableCompression: true,
+	}}
+}
+
+// readEvents reads a whole SSE body and returns its data payloads.
+func readEvents(t *testing.T, r io.Reader) []string {
+	t.Helper()
+	var events []string
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadString('\n')
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			events = append(events, strings.TrimSpace(data))
+		}
+		if err == io.EOF {
+			return events
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func do(t *testing.T, cl *http.Client, method, url, body string, h map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+func waitInFlight(t *testing.T, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for streamsInFlight.Load() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d streams in flight, want %d", streamsInFlight.Load(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// After a stream the connection serves every endpoint and further streams
+// (the mock's own request loop), and stays one connection throughout.
+func TestKeepAliveAfterStream(t *testing.T) {
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+	var dials atomic.Int64
+	cl := countingClient(&dials)
+	defer cl.CloseIdleConnections()
+	url := srv.URL + "/v1/chat/completions"
+	pace := map[string]string{HeaderChunks: "3", HeaderInterval: "1"}
+	for round := range 3 {
+		resp, b := do(t, cl, http.MethodPost, url, `{"stream":true}`, pace)
+		if ev := readEvents(t, bytes.NewReader(b)); resp.StatusCode != 200 || len(ev) != 4 || ev[3] != "[DONE]" {
+			t.Fatalf("round %d: stream %d %q", round, resp.StatusCode, ev)
+		}
+		resp, b = do(t, cl, http.MethodPost, url, `{"stream":false}`, nil)
+		if resp.StatusCode != 200 || !bytes.Equal(b, Completion) || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("round %d: completion %d %s", round, resp.StatusCode, b)
+		}
+		if resp, _ = do(t, cl, http.MethodGet, srv.URL+"/health", "", nil); resp.StatusCode != 200 {
+			t.Fatalf("health %d", resp.StatusCode)
+		}
+		if resp, b = do(t, cl, http.MethodGet, srv.URL+"/metrics", "", nil); resp.StatusCode != 200 || !bytes.Contains(b, []byte("vllm:num_requests_running")) {
+			t.Fatalf("metrics %d %s", resp.StatusCode, b)
+		}
+		if resp, b = do(t, cl, http.MethodGet, srv.URL+"/v1/models", "", nil); resp.StatusCode != 200 || !bytes.Contains(b, []byte(Model)) {
+			t.Fatalf("models %d %s", resp.StatusCode, b)
+		}
+		if resp, _ = do(t, cl, http.MethodPost, url, `{"stream":true}`, map[string]string{HeaderInterval: "x"}); resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("bad pacing %d", resp.StatusCode)
+		}
+		if resp, _ = do(t, cl, http.MethodGet, srv.URL+"/nope", "", nil); resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("unknown path %d", resp.StatusCode)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("%d connections, want 1 (keep-alive)", n)
+	}
+	waitInFlight(t, 0)
+}
+
+// A client that leaves mid-stream frees the stream at once.
+func TestDisconnectFreesStream(t *testing.T) {
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+	base := streamsInFlight.Load()
+	var dials atomic.Int64
+	cl := countingClient(&dials)
+	defer cl.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(`{"stream":true}`))
+	req.Header.Set(HeaderChunks, "100000")
+	req.Header.Set(HeaderInterval, "5000") // long: only the disconnect can end it soon
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	waitInFlight(t, base+1)
+	resp.Body.Close() // closes the connection: the body was not read to the end
+	waitInFlight(t, base)
+}
+
+// The wire format: the exact head, one chunk per event, the tail with the
+// usage chunk and [DONE], the zero chunk; then, on the same connection, a
+// pipelined request sent during the stream is answered after it.
+func TestStreamWire(t *testing.T) {
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	body := `{"stream":true,"stream_options":{"include_usage":true}}`
+	req := "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Bench-Chunks: 3\r\nX-Bench-Interval-Ms: 20\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	if _, err := io.WriteString(conn, req+"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" ||
+		resp.Header.Get("Cache-Control") != "no-cache" || len(resp.TransferEncoding) != 1 || resp.TransferEncoding[0] != "chunked" || resp.Close {
+		t.Fatalf("head: %d %v close=%v", resp.StatusCode, resp.Header, resp.Close)
+	}
+	// Read the raw chunked framing.
+	want := [][]byte{firstChunk, midChunk, append(append(append([]byte(nil), lastChunk...), usageChunk(3)...), doneEvent...)}
+	for i, w := range want {
+		size, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(size), 16, 64)
+		if err != nil || int(n) != len(w) {
+			t.Fatalf("chunk %d: size line %q, want %x", i, size, len(w))
+		}
+		got := make([]byte, n+2)
+		if _, err := io.ReadFull(br, got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got[:n], w) || string(got[n:]) != "\r\n" {
+			t.Fatalf("chunk %d: %q", i, got)
+		}
+	}
+	if end, err := br.ReadString('\n'); err != nil || end != "0\r\n" {
+		t.Fatalf("terminator %q %v", end, err)
+	}
+	if end, err := br.ReadString('\n'); err != nil || end != "\r\n" {
+		t.Fatalf("terminator end %q %v", end, err)
+	}
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("pipelined health: %v %v", resp, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	waitInFlight(t, 0)
+}
+
+// The hijacked stream carries the same events as the net/http one that
+// serves a non-hijackable writer.
+func TestStreamMatchesFallback(t *testing.T) {
+	body := `{"stream":true,"stream_options":{"include_usage":true}}`
+	h := map[string]string{HeaderChunks: "7", HeaderInterval: "0"}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	Handler().ServeHTTP(rec, req)
+	want := readEvents(t, rec.Body)
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+	var dials atomic.Int64
+	cl := countingClient(&dials)
+	defer cl.CloseIdleConnections()
+	_, b := do(t, cl, http.MethodPost, srv.URL+"/v1/chat/completions", body, h)
+	if got := readEvents(t, bytes.NewReader(b)); strings.Join(got, "\n") != strings.Join(want, "\n") || len(got) != 9 {
+		t.Fatalf("hijacked %q\nfallback %q", got, want)
+	}
+}
+
+// An unpaced stream larger than the socket buffers, read by a client that
+// stalls first, arrives whole (the pacer retries a full socket).
+func TestUnpacedStalledReader(t *testing.T) {
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+	var dials atomic.Int64
+	cl := countingClient(&dials)
+	defer cl.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(`{"stream":true}`))
+	req.Header.Set(HeaderChunks, "40000") // ~9 MB
+	req.Header.Set(HeaderInterval, "0")
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	time.Sleep(200 * time.Millisecond)
+	if ev := readEvents(t, resp.Body); len(ev) != 40001 || ev[40000] != "[DONE]" {
+		t.Fatalf("%d events", len(ev))
+	}
+	waitInFlight(t, 0)
+}
+
+// Go's reverse proxy in front of the mock (the goproxy path) relays streams
+// and reuses its upstream connection after each.
+func TestReverseProxyReuse(t *testing.T) {
+	up := httptest.NewServer(Handler())
+	defer up.Close()
+	u, _ := url.Parse(up.URL)
+	var upDials atomic.Int64
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.Transport = countingClient(&upDials).Transport
+	rp.FlushInterval = -1
+	px := httptest.NewServer(rp)
+	defer px.Close()
+	var dials atomic.Int64
+	cl := countingClient(&dials)
+	defer cl.CloseIdleConnections()
+	for range 3 {
+		resp, b := do(t, cl, http.MethodPost, px.URL+"/v1/chat/completions", `{"stream":true}`, map[string]string{HeaderChunks: "4", HeaderInterval: "2"})
+		if ev := readEvents(t, bytes.NewReader(b)); resp.StatusCode != 200 || len(ev) != 5 || ev[4] != "[DONE]" {
+			t.Fatalf("via proxy: %d %q", resp.StatusCode, ev)
+		}
+	}
+	if n := upDials.Load(); n != 1 {
+		t.Fatalf("proxy dialled the mock %d times, want 1", n)
+	}
+	waitInFlight(t, 0)
+}
+
+// An HTTP/1.0 client gets the net/http stream (no chunked encoding).
+func TestHTTP10Stream(t *testing.T) {
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	body := `{"stream":true}`
+	_, _ = io.WriteString(conn, "POST /v1/chat/completions HTTP/1.0\r\nX-Bench-Chunks: 2\r\nX-Bench-Interval-Ms: 1\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := readEvents(t, resp.Body); resp.StatusCode != 200 || len(ev) != 3 || ev[2] != "[DONE]" {
+		t.Fatalf("%d %q", resp.StatusCode, ev)
+	}
+}
+
+// The pacing members in the body win over the headers (a gateway forwards
+// the body, not every header); either may be absent.
+func TestPacingSources(t *testing.T) {
+	hdr := http.Header{}
+	hdr.Set(HeaderChunks, "9")
+	hdr.Set(HeaderInterval, "7")
+	for _, tc := range []struct {
+		body     string
+		h        http.Header
+		chunks   int
+		interval time.Duration
+		bad      bool
+	}{
+		{`{"stream":true}`, http.Header{}, DefaultChunks, DefaultInterval, false},
+		{`{"stream":true}`, hdr, 9, 7 * time.Millisecond, false},
+		{`{"stream":true,"bench_chunks":3,"bench_interval_ms":0}`, hdr, 3, 0, false},
+		{`{"stream":true, "bench_chunks" : 12 ,"x":1}`, http.Header{}, 12, DefaultInterval, false},
+		{`{"bench_interval_ms":250}`, hdr, 9, 250 * time.Millisecond, false},
+		{`{"bench_chunks":0}`, http.Header{}, 0, 0, true},
+		{`{"bench_chunks":"5"}`, http.Header{}, 0, 0, true},
+		{`{"bench_interval_ms":-1}`, http.Header{}, 0, 0, true},
+		{`{"bench_chunks":100001}`, http.Header{}, 0, 0, true},
+	} {
+		chunks, interval, err := pacing([]byte(tc.body), tc.h)
+		if tc.bad {
+			if err == nil {
+				t.Errorf("%s: no error", tc.body)
+			}
+			continue
+		}
+		if err != nil || chunks != tc.chunks || interval != tc.interval {
+			t.Errorf("%s: %d %s %v, want %d %s", tc.body, chunks, interval, err, tc.chunks, tc.interval)
+		}
 	}
 }

@@ -80,11 +80,15 @@ func labelled(proc string, f func()) {
 	pprof.Do(context.Background(), pprof.Labels("proc", proc), func(context.Context) { f() })
 }
 
-func body(model string, words int, stream bool) []byte {
+// body is a chat request; a stream is paced by the mock interval ms apart
+// (the pacing travels in the body: the edge does not forward the mock's
+// pacing headers).
+func body(model string, words int, stream bool, chunks, interval int) []byte {
 	s := `{"model":"` + model + `","messages":[{"role":"system","content":"You are a helpful assistant. Answer briefly."},` +
 		`{"role":"user","content":"` + strings.TrimSpace(strings.Repeat("word ", words)) + `"}],"max_tokens":64,"temperature":0.7`
 	if stream {
-		s += `,"stream":true,"stream_options":{"include_usage":true}`
+		s += `,"stream":true,"stream_options":{"include_usage":true},"` + mockup.BodyChunks + `":` + strconv.Itoa(chunks) +
+			`,"` + mockup.BodyInterval + `":` + strconv.Itoa(interval)
 	}
 	return []byte(s + "}")
 }
@@ -97,7 +101,6 @@ func (e *env) post(b *testing.B, url string, payload []byte, stream bool) {
 		b.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(mockup.HeaderInterval, "0") // unpaced: the relay's cost only
 	resp, err := e.client.Do(req)
 	if err != nil {
 		b.Fatal(err)
@@ -133,7 +136,7 @@ func bench(b *testing.B, direct bool, model string, words int, stream bool, para
 	if direct {
 		url = e.mockURL
 	}
-	payload := body(model, words, stream)
+	payload := body(model, words, stream, mockup.DefaultChunks, 0) // unpaced: the relay's cost only
 	e.post(b, url, payload, stream) // warm
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -179,14 +182,12 @@ func TestHeldStreams(t *testing.T) {
 	defer cancel()
 	var open atomic.Int64
 	var wg sync.WaitGroup
-	payload := body("bench-tunnel", 16, true)
+	payload := body("bench-tunnel", 16, true, 100, 5000)
 	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.edge.URL+"/v1/chat/completions", bytes.NewReader(payload))
-			req.Header.Set(mockup.HeaderChunks, "100")
-			req.Header.Set(mockup.HeaderInterval, "5000")
 			resp, err := e.client.Do(req)
 			if err != nil {
 				return
