@@ -246,6 +246,12 @@ type tunnelSink struct {
 	status    bool
 	flushEach bool
 	stats     *usageStats
+
+	// body and bodyEnv are reused by every Body frame (Send and Queue
+	// encode before they return): a streamed chunk allocates nothing here.
+	body    iop.ProviderTunnelFrame
+	bodyEnv iop.Envelope_ProviderTunnelFrame
+	env     iop.Envelope
 }
 
 func (s *tunnelSink) frame(f *iop.ProviderTunnelFrame) *iop.Envelope {
@@ -295,14 +301,19 @@ func (s *tunnelSink) Body(p []byte) error {
 	}
 	for len(p) > 0 {
 		n := min(len(p), nodewire.MaxBodyChunk)
-		// The frame is encoded before Send returns, so p may be reused.
-		f := &iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, Body: p[:n]}
+		// The frame is encoded before Send returns, so p and the frame
+		// may be reused.
+		s.seq++
+		s.body.Kind, s.body.Sequence, s.body.RunId, s.body.Body = iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, s.seq, s.runID, p[:n]
+		s.bodyEnv.ProviderTunnelFrame = &s.body
+		s.env.Body = &s.bodyEnv
 		var err error
 		if s.flushEach {
-			err = s.send(f)
+			err = s.st.Send(&s.env)
 		} else {
-			err = s.queue(f)
+			err = s.st.Queue(&s.env)
 		}
+		s.body.Body = nil // not kept past the call
 		if err != nil {
 			return err
 		}

@@ -75,9 +75,13 @@ func WriteFrame(w io.Writer, env *iop.Envelope, maxSize int) error {
 func AppendFrame(dst []byte, env *iop.Envelope, maxSize int) ([]byte, error) {
 	start := len(dst)
 	buf := append(dst, 0, 0, 0, 0)
-	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, env)
-	if err != nil {
-		return dst[:start], fmt.Errorf("%w: %w", ErrEncode, err)
+	if f := simpleTunnelFrame(env); f != nil {
+		buf = appendTunnelFrame(buf, f) // see tunnelframe.go
+	} else {
+		var err error
+		if buf, err = (proto.MarshalOptions{}).MarshalAppend(buf, env); err != nil {
+			return dst[:start], fmt.Errorf("%w: %w", ErrEncode, err)
+		}
 	}
 	n := len(buf) - start - frameHeaderLen
 	if maxSize <= 0 {
@@ -141,8 +145,12 @@ func readPayload(r io.Reader, n int) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// DecodeEnvelope decodes one frame payload.
+// DecodeEnvelope decodes one frame payload. The envelope may alias
+// payload (a tunnel frame's body does), so payload must not be reused.
 func DecodeEnvelope(payload []byte) (*iop.Envelope, error) {
+	if env, ok := decodeTunnelFrame(payload); ok { // see tunnelframe.go
+		return env, nil
+	}
 	env := &iop.Envelope{}
 	if err := proto.Unmarshal(payload, env); err != nil {
 		return nil, fmt.Errorf("nodewire: decode: %w", err)

@@ -225,6 +225,13 @@ func relaySSE(r io.Reader, sink adapter.TunnelSink) error {
 		if err := sink.Body(chunk); err != nil {
 			return &sinkErr{err}
 		}
+		// Most events carry no usage: one search of the whole chunk skips
+		// splitting it into events and their data. It is exact: an event's
+		// data joins its data lines with newlines, so a "usage" key in the
+		// data lies within one line of the chunk.
+		if !bytes.Contains(chunk, usageKey) {
+			return nil
+		}
 		return forEachEvent(chunk, func(data []byte) error {
 			if u := sseUsage(data); u != nil {
 				last = u
@@ -266,11 +273,13 @@ func relaySSE(r io.Reader, sink adapter.TunnelSink) error {
 	}
 }
 
+var usageKey = []byte(`"usage"`)
+
 // sseUsage returns the usage of one event's data when it carries a non-null
 // "usage" object (the include_usage chunk, or every chunk with
 // continuous_usage_stats).
 func sseUsage(data []byte) *iop.Usage {
-	if !bytes.Contains(data, []byte(`"usage"`)) {
+	if !bytes.Contains(data, usageKey) {
 		return nil
 	}
 	var chunk struct {
