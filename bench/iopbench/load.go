@@ -405,6 +405,17 @@ type stepResult struct {
 	Why      string        // why it failed
 	MaxGap   time.Duration // at the highest passing step
 	Tried    []string      // per step: "N: max gap, p99 ttft, errors"
+	Points   []stepPoint   // per attempt, in the order run
+}
+
+// stepPoint is one attempt at one step.
+type stepPoint struct {
+	N      int
+	OK     bool
+	GapP99 time.Duration
+	// GatewayCPU is the gateway's CPU µs per streamed chunk (edge+node for
+	// tunnel and run, the proxy for nginx and goproxy); 0 for direct.
+	GatewayCPU float64
 }
 
 // stepRun raises the number of concurrent paced streams step by step until
@@ -415,7 +426,10 @@ func stepRun(ctx context.Context, h *harness, t target, p plan) stepResult {
 	for _, n := range p.steps {
 		passed := false
 		for try := 1; try <= p.stepTries && !passed && ctx.Err() == nil; try++ {
-			ok, line, why, gmax := stepOnce(ctx, h, t, p, n)
+			ok, line, why, gmax, pt := stepOnce(ctx, h, t, p, n)
+			if pt.N > 0 {
+				r.Points = append(r.Points, pt)
+			}
 			if try > 1 {
 				line = fmt.Sprintf("%s (attempt %d)", line, try)
 			}
@@ -438,19 +452,19 @@ func stepRun(ctx context.Context, h *harness, t target, p plan) stepResult {
 }
 
 // stepOnce runs n concurrent paced streams once.
-func stepOnce(ctx context.Context, h *harness, t target, p plan, n int) (ok bool, line, why string, gmax time.Duration) {
+func stepOnce(ctx context.Context, h *harness, t target, p plan, n int) (ok bool, line, why string, gmax time.Duration, pt stepPoint) {
 	ramp := max(time.Duration(n)*time.Second/time.Duration(p.rampRate), 200*time.Millisecond)
 	chunks := int((ramp + p.stepHold) / pacing)
 	logf("concurrent paced streams: %s, %d streams (ramp %s, %d chunks)", t.name, n, ramp, chunks)
 	addr, req, err := streamRequest(t, chunks, pacing)
 	if err != nil {
-		return false, fmt.Sprintf("%d: %v", n, err), err.Error(), 0
+		return false, fmt.Sprintf("%d: %v", n, err), err.Error(), 0, pt
 	}
 	before := h.snapshot()
 	res, err := runStreamLoad(ctx, loadSpec{addr: addr, req: req, n: n, ramp: ramp, chunks: chunks, gaps: true,
 		timeout: ramp + time.Duration(chunks)*pacing + 30*time.Second})
 	if err != nil {
-		return false, fmt.Sprintf("%d: %v", n, err), err.Error(), 0
+		return false, fmt.Sprintf("%d: %v", n, err), err.Error(), 0, pt
 	}
 	lines := 0
 	for _, s := range res {
@@ -472,11 +486,14 @@ func stepOnce(ctx context.Context, h *harness, t target, p plan, n int) (ok bool
 	// The harness's own cost (mock + load generator, both on the load CPU)
 	// is shown on every path: it bounds the step a path can pass.
 	cpu := fmt.Sprintf(", mock+loadgen %.1f+%.1f µs CPU per chunk", use.CPU["mock"], use.CPU["loadgen"])
+	pt = stepPoint{N: n, GapP99: gs.P99}
 	switch t.name {
 	case "nginx", "goproxy":
-		cpu += fmt.Sprintf(", %s %.1f µs CPU per chunk", t.name, use.CPU[t.name])
+		pt.GatewayCPU = use.CPU[t.name]
+		cpu += fmt.Sprintf(", %s %.1f µs CPU per chunk", t.name, pt.GatewayCPU)
 	case "tunnel", "run":
-		cpu += fmt.Sprintf(", edge+node %.1f µs CPU per chunk", use.CPU["edge"]+use.CPU["node"])
+		pt.GatewayCPU = use.CPU["edge"] + use.CPU["node"]
+		cpu += fmt.Sprintf(", edge+node %.1f µs CPU per chunk", pt.GatewayCPU)
 	}
 	// The gap p99 shows how the chunks arrived: near the pacing, or in
 	// bursts (a p99 far above it) once the mock coalesces the due chunks of
@@ -487,9 +504,10 @@ func stepOnce(ctx context.Context, h *harness, t target, p plan, n int) (ok bool
 		if e := firstErr(res); e != nil {
 			why += fmt.Sprintf(" (e.g. %v)", e)
 		}
-		return false, line, why, gmax
+		return false, line, why, gmax, pt
 	}
-	return true, line, "", gmax
+	pt.OK = true
+	return true, line, "", gmax, pt
 }
 
 type holdResult struct {

@@ -356,6 +356,7 @@ func (r *results) targets(b *strings.Builder) {
 		b.WriteString("| 10,000 concurrent streams, edge RSS < 500 MB | — | not measured in this mode |\n")
 	}
 
+	r.targetsRound2(b)
 	r.reference(b)
 
 	gl, _ := r.lat("goproxy")
@@ -417,4 +418,102 @@ func (r *results) reference(b *strings.Builder) {
 		x, ok := r.latIdle(p)
 		return x.Lat.P50 - di.Lat.P50, ok && x.N > 0
 	})
+}
+
+// stepAt is the mean over the attempts at step n of path p: the gateway's
+// CPU µs per chunk and the gap p99; ok is false when p never ran step n.
+func (r *results) stepAt(p string, n int) (cpu float64, gapP99 time.Duration, ok bool) {
+	x, found := r.step(p)
+	if !found {
+		return 0, 0, false
+	}
+	k := 0
+	for _, pt := range x.Points {
+		if pt.N == n {
+			cpu += pt.GatewayCPU
+			gapP99 += pt.GapP99
+			k++
+		}
+	}
+	if k == 0 {
+		return 0, 0, false
+	}
+	return cpu / float64(k), gapP99 / time.Duration(k), true
+}
+
+// targetsRound2 renders the second round's targets: each hop at most one
+// Go proxy's CPU, the streaming relay at nginx's CPU per chunk, the memory
+// of 10,000 held streams, and a harness that is not the limit.
+func (r *results) targetsRound2(b *strings.Builder) {
+	const stepN, holdN = 1000, 10000
+	b.WriteString("\n### Targets, round two\n\n| target | measured | result |\n|---|---|---|\n")
+	row := func(target, measured string, ok, have bool) {
+		v := "not measured in this run"
+		if have {
+			v = verdict(ok)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s |\n", target, measured, v)
+	}
+	tt, okT := r.tput("tunnel")
+	gt, okG := r.tput("goproxy")
+	have := okT && okG
+	edge, node, gp := tt.Use.CPU["edge"], tt.Use.CPU["node"], gt.Use.CPU["goproxy"]
+	row(fmt.Sprintf("edge CPU per tunnelled request (c=%d) ≤ goproxy's", r.Plan.tputConc),
+		fmt.Sprintf("edge %.1f µs, goproxy %.1f µs: %s", edge, gp, ratio(edge, gp)), edge <= gp, have)
+	row(fmt.Sprintf("node CPU per tunnelled request (c=%d) ≤ goproxy's", r.Plan.tputConc),
+		fmt.Sprintf("node %.1f µs, goproxy %.1f µs: %s", node, gp, ratio(node, gp)), node <= gp, have)
+
+	tc, tg, okT := r.stepAt("tunnel", stepN)
+	nc, _, okN := r.stepAt("nginx", stepN)
+	row(fmt.Sprintf("edge+node CPU per streamed chunk at %d paced streams ≤ nginx's", stepN),
+		fmt.Sprintf("edge+node %.1f µs, nginx %.1f µs: %s", tc, nc, ratio(tc, nc)), tc <= nc, okT && okN)
+	_, dg, okD := r.stepAt("direct", stepN)
+	dp, _ := r.paced("direct")
+	tp, okP := r.paced("tunnel")
+	small := tp.Gap.P99 - dp.Gap.P99
+	big := tg - dg
+	row(fmt.Sprintf("gap p99 added ≤ 1 ms (%d paced streams; %d concurrent)", r.Plan.pacedN, stepN),
+		fmt.Sprintf("%s; %s", signed(small), signed(big)), small <= time.Millisecond && big <= time.Millisecond, okP && okT && okD)
+
+	var idle, full *holdResult
+	for i, h := range r.Hold {
+		if h.Path != "tunnel" {
+			continue
+		}
+		switch h.Want {
+		case 0:
+			idle = &r.Hold[i]
+		case holdN:
+			full = &r.Hold[i]
+		}
+	}
+	if full != nil && idle != nil {
+		mb := func(kb int64) float64 { return float64(kb) / 1024 }
+		per := func(kb, idleKB int64) string {
+			return fmt.Sprintf("%.1f KB per stream", float64(kb-idleKB)/float64(max(full.Open, 1)))
+		}
+		all := full.Open >= holdN
+		row(fmt.Sprintf("node RSS at %d held streams < 250 MB", holdN),
+			fmt.Sprintf("%d open, node %.1f MB (idle %.1f MB; %s)", full.Open, mb(full.NodeKB), mb(idle.NodeKB), per(full.NodeKB, idle.NodeKB)),
+			all && mb(full.NodeKB) < 250, true)
+		row(fmt.Sprintf("edge RSS at %d held streams < 250 MB", holdN),
+			fmt.Sprintf("%d open, edge %.1f MB (idle %.1f MB; %s)", full.Open, mb(full.EdgeKB), mb(idle.EdgeKB), per(full.EdgeKB, idle.EdgeKB)),
+			all && mb(full.EdgeKB) < 250, true)
+	} else {
+		row(fmt.Sprintf("node and edge RSS at %d held streams < 250 MB", holdN), "—", false, false)
+	}
+	dx, okDS := r.step("direct")
+	row("direct (load generator + mock) holds 5,000 paced streams",
+		fmt.Sprintf("direct passes %d%s", dx.Passed, failedAt(dx)), dx.Passed >= 5000, okDS)
+	if x, ok := r.step("tunnel"); ok {
+		fmt.Fprintf(b, "\niop's ceiling (tunnel, no gap above %s): %d concurrent paced streams%s; direct's: %d%s.\n", maxGap, x.Passed, failedAt(x), dx.Passed, failedAt(dx))
+	}
+}
+
+// failedAt is " (fails at N)" for a step result that failed, else "".
+func failedAt(x stepResult) string {
+	if x.FailedAt > 0 {
+		return fmt.Sprintf(" (fails at %d)", x.FailedAt)
+	}
+	return ""
 }

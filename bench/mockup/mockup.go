@@ -53,18 +53,34 @@ var Completion = []byte(`{"id":"chatcmpl-8f1c2b7e9d4a4f0c9b6e1a2d3c4b5a69","obje
 	`"stop_reason":null}],"usage":{"prompt_tokens":48,"total_tokens":112,"completion_tokens":64,"prompt_tokens_details":null},` +
 	`"prompt_logprobs":null,"kv_transfer_params":null}`)
 
-func chunk(delta, finish string) []byte {
+// chunk renders one chat.completion.chunk event. With usage (the request
+// asked for stream_options.include_usage) it carries "usage":null, as
+// vLLM's and OpenAI's chunks do until the usage chunk.
+func chunk(delta, finish string, usage bool) []byte {
+	tail := `}]}`
+	if usage {
+		tail = `}],"usage":null}`
+	}
 	return []byte(`data: {"id":"chatcmpl-8f1c2b7e9d4a4f0c9b6e1a2d3c4b5a69","object":"chat.completion.chunk","created":` + created +
 		`,"model":"` + Model + `","choices":[{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":` + finish +
-		`}]}` + "\n\n")
+		tail + "\n\n")
 }
 
+// The stream's events, indexed by whether usage was asked for.
 var (
-	firstChunk = chunk(`{"role":"assistant","content":"Sure"}`, "null")
-	midChunk   = chunk(`{"content":" token"}`, "null")
-	lastChunk  = chunk(`{"content":"."}`, `"stop"`)
+	firstChunk = [2][]byte{chunk(`{"role":"assistant","content":"Sure"}`, "null", false), chunk(`{"role":"assistant","content":"Sure"}`, "null", true)}
+	midChunk   = [2][]byte{chunk(`{"content":" token"}`, "null", false), chunk(`{"content":" token"}`, "null", true)}
+	lastChunk  = [2][]byte{chunk(`{"content":"."}`, `"stop"`, false), chunk(`{"content":"."}`, `"stop"`, true)}
 	doneEvent  = []byte("data: [DONE]\n\n")
 )
+
+// b2i indexes the chunk tables above.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 func usageChunk(completion int) []byte {
 	return []byte(`data: {"id":"chatcmpl-8f1c2b7e9d4a4f0c9b6e1a2d3c4b5a69","object":"chat.completion.chunk","created":` + created +
@@ -241,12 +257,12 @@ func serveStream(w http.ResponseWriter, r *http.Request, chunks int, interval ti
 				}
 			}
 		}
-		c := midChunk
+		c := midChunk[b2i(usage)]
 		switch {
 		case i == chunks-1:
-			c = lastChunk
+			c = lastChunk[b2i(usage)]
 		case i == 0:
-			c = firstChunk
+			c = firstChunk[b2i(usage)]
 		}
 		if _, err := w.Write(c); err != nil {
 			return

@@ -258,7 +258,7 @@ func TestStreamWire(t *testing.T) {
 		t.Fatalf("head: %d %v close=%v", resp.StatusCode, resp.Header, resp.Close)
 	}
 	// Read the raw chunked framing.
-	want := [][]byte{firstChunk, midChunk, append(append(append([]byte(nil), lastChunk...), usageChunk(3)...), doneEvent...)}
+	want := [][]byte{firstChunk[1], midChunk[1], append(append(append([]byte(nil), lastChunk[1]...), usageChunk(3)...), doneEvent...)}
 	for i, w := range want {
 		size, err := br.ReadString('\n')
 		if err != nil {

@@ -57,13 +57,14 @@ func frame(payload []byte) []byte {
 // usage chunk, [DONE] and the terminating zero chunk) depends on the
 // stream.
 var (
-	frameFirst = frame(firstChunk)
-	frameMid   = frame(midChunk)
+	frameFirst = [2][]byte{frame(firstChunk[0]), frame(firstChunk[1])}
+	frameMid   = [2][]byte{frame(midChunk[0]), frame(midChunk[1])}
 )
 
 func streamTail(chunks int, usage bool) []byte {
-	p := make([]byte, 0, 2*len(lastChunk)+len(doneEvent))
-	p = append(p, lastChunk...)
+	last := lastChunk[b2i(usage)]
+	p := make([]byte, 0, 2*len(last)+len(doneEvent))
+	p = append(p, last...)
 	if usage {
 		p = append(p, usageChunk(chunks)...)
 	}
@@ -106,6 +107,7 @@ type stream struct {
 	start    time.Time
 	interval time.Duration
 	chunks   int
+	usage    bool // include_usage: chunks carry "usage":null
 	tail     []byte
 	next     int       // index of the next chunk to send; chunks: all sent
 	pend     []byte    // accepted for sending but not taken by the socket yet
@@ -122,9 +124,9 @@ func (s *stream) frame(i int) []byte {
 	case i == s.chunks-1:
 		return s.tail
 	case i == 0:
-		return frameFirst
+		return frameFirst[b2i(s.usage)]
 	}
-	return frameMid
+	return frameMid[b2i(s.usage)]
 }
 
 // dueBy is how many chunks are due at t (an absolute schedule: chunk i at
@@ -183,7 +185,7 @@ func startStream(conn net.Conn, chunks int, interval time.Duration, usage, close
 		return nil
 	}
 	now := time.Now()
-	s := &stream{conn: conn, fd: fd, start: now, interval: interval, chunks: chunks, tail: streamTail(chunks, usage), idx: -1, done: make(chan struct{})}
+	s := &stream{conn: conn, fd: fd, start: now, interval: interval, chunks: chunks, usage: usage, tail: streamTail(chunks, usage), idx: -1, done: make(chan struct{})}
 	streamsInFlight.Add(1)
 	// The first write is small (head and first chunk); an unpaced stream's
 	// further chunks go out in the pacer's larger writes.
@@ -489,7 +491,7 @@ func hijackStream(hj http.Hijacker, r *http.Request, h http.Handler, chunks int,
 // connection without a file descriptor (a wrapped net.Conn). It returns the
 // ended stream.
 func blockingStream(conn net.Conn, chunks int, interval time.Duration, usage, closeAfter bool) *stream {
-	s := &stream{conn: conn, start: time.Now(), interval: interval, chunks: chunks, tail: streamTail(chunks, usage), idx: -1, done: make(chan struct{})}
+	s := &stream{conn: conn, start: time.Now(), interval: interval, chunks: chunks, usage: usage, tail: streamTail(chunks, usage), idx: -1, done: make(chan struct{})}
 	streamsInFlight.Add(1)
 	buf := append(make([]byte, 0, 4096), streamHead(s.start, closeAfter)...)
 	for s.next < s.chunks {

@@ -137,7 +137,7 @@ func bench(b *testing.B, direct bool, model string, words int, stream bool, para
 		url = e.mockURL
 	}
 	payload := body(model, words, stream, mockup.DefaultChunks, 0) // unpaced: the relay's cost only
-	e.post(b, url, payload, stream) // warm
+	e.post(b, url, payload, stream)                                // warm
 	b.ReportAllocs()
 	b.ResetTimer()
 	labelled("client", func() {

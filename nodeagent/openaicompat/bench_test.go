@@ -1,6 +1,13 @@
 package openaicompat
 
-import "testing"
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
 
 // chatCompletionBody is a vLLM chat.completion of ~900 bytes, usage near
 // its end as vLLM writes it.
@@ -20,6 +27,54 @@ func BenchmarkUsageFromBody(b *testing.B) {
 	for b.Loop() {
 		if u := tb.usage(); u == nil || u.GetCompletionTokens() != 64 {
 			b.Fatalf("usage %v", u)
+		}
+	}
+}
+
+// eventReader yields one SSE stream the way a paced upstream delivers it:
+// every Read returns one whole event (or less, if p is smaller).
+type eventReader struct {
+	events [][]byte
+	i, off int
+}
+
+func (r *eventReader) Read(p []byte) (int, error) {
+	if r.i == len(r.events) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.events[r.i][r.off:])
+	if r.off += n; r.off == len(r.events[r.i]) {
+		r.i, r.off = r.i+1, 0
+	}
+	return n, nil
+}
+
+// countSink counts body bytes; it keeps nothing.
+type countSink struct{ n int }
+
+func (s *countSink) Status(int, http.Header) error    { return nil }
+func (s *countSink) Body(p []byte) error              { s.n += len(p); return nil }
+func (s *countSink) Usage(*iop.Usage) error           { return nil }
+func (s *countSink) Metadata(map[string]string) error { return nil }
+
+// BenchmarkRelaySSE relays a 64-chunk chat stream with its usage chunk, one
+// event per upstream read (a paced stream): the node's per-chunk work
+// outside the wire.
+func BenchmarkRelaySSE(b *testing.B) {
+	var events [][]byte
+	for i := range 64 {
+		events = append(events, fmt.Appendf(nil, "data: {\"id\":\"chatcmpl-5a1f3b2c9e8d4f7a\",\"object\":\"chat.completion.chunk\",\"created\":1727000000,\"model\":\"Qwen/Qwen2.5-7B-Instruct\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok%d\"},\"logprobs\":null,\"finish_reason\":null}],\"usage\":null}\n\n", i))
+	}
+	events = append(events, []byte("data: {\"id\":\"chatcmpl-5a1f3b2c9e8d4f7a\",\"object\":\"chat.completion.chunk\",\"created\":1727000000,\"model\":\"Qwen/Qwen2.5-7B-Instruct\",\"choices\":[],\"usage\":{\"prompt_tokens\":48,\"total_tokens\":112,\"completion_tokens\":64}}\n\n"), []byte("data: [DONE]\n\n"))
+	total := 0
+	for _, e := range events {
+		total += len(e)
+	}
+	b.SetBytes(int64(total))
+	for b.Loop() {
+		sink := &countSink{}
+		if err := relaySSE(&eventReader{events: events}, sink); err != nil || sink.n != total {
+			b.Fatalf("relayed %d of %d bytes: %v", sink.n, total, err)
 		}
 	}
 }

@@ -139,10 +139,10 @@ func (s *sseSplitter) settleCR() {
 
 // eventData returns the joined "data" field of one SSE event ("data:" lines
 // with one optional leading space stripped, joined by "\n"), and whether the
-// event had any data line.
+// event had any data line. The data of a one-line event aliases event.
 func eventData(event []byte) ([]byte, bool) {
 	var data []byte
-	found := false
+	found, owned := false, false
 	for len(event) > 0 {
 		line := event
 		event = nil
@@ -156,10 +156,17 @@ func eventData(event []byte) ([]byte, bool) {
 		if hasColon && len(value) > 0 && value[0] == ' ' {
 			value = value[1:]
 		}
-		if found {
-			data = append(data, '\n')
+		switch {
+		case !found:
+			data = value // one data line, the usual case: aliased, not copied
+		case !owned:
+			// A second data line: data aliases event, so it is copied
+			// before anything is appended.
+			data = append(append(append(make([]byte, 0, len(data)+1+len(value)), data...), '\n'), value...)
+			owned = true
+		default:
+			data = append(append(data, '\n'), value...)
 		}
-		data = append(data, value...)
 		found = true
 	}
 	return data, found

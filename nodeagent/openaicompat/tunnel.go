@@ -204,9 +204,19 @@ func identityEncoding(v string) bool {
 // what it is given, so a buffer is free again when the relay returns.
 var readBufs = sync.Pool{New: func() any { b := make([]byte, tunnelReadSize); return &b }}
 
-// sseReadBufs are smaller: events are small and a stream may be held open
-// for minutes, so its buffer is memory per concurrent stream.
-var sseReadBufs = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
+// An SSE relay waits for its stream's next bytes with only sseWaitSize
+// bytes of its own: a stream may sit idle between events for minutes, and
+// 10,000 held streams each waiting in a 4 KiB buffer would pin 40 MB. One
+// chat-completion chunk event (~200-400 bytes) fits in the small read, so a
+// paced stream never touches a larger buffer; when the small read comes
+// back full, a burst is waiting, and the rest of it is read into a pooled
+// sseBurstSize buffer, which goes back to the pool before the next wait.
+const (
+	sseWaitSize  = 512
+	sseBurstSize = 4 << 10
+)
+
+var sseBurstBufs = sync.Pool{New: func() any { b := make([]byte, sseBurstSize); return &b }}
 
 // relaySSE relays an event stream. Usage is cumulative in OpenAI streams
 // (with continuous_usage_stats every chunk carries the running total), so
@@ -214,9 +224,7 @@ var sseReadBufs = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &
 // counted twice.
 func relaySSE(r io.Reader, sink adapter.TunnelSink) error {
 	sp := newSSESplitter(maxSSEEvent)
-	bp := sseReadBufs.Get().(*[]byte)
-	defer sseReadBufs.Put(bp)
-	buf := *bp
+	small := make([]byte, sseWaitSize)
 	var last *iop.Usage
 	emit := func(chunk []byte) error {
 		if len(chunk) == 0 {
@@ -249,9 +257,17 @@ func relaySSE(r io.Reader, sink adapter.TunnelSink) error {
 		return nil
 	}
 	for {
-		n, err := r.Read(buf)
+		n, err := r.Read(small)
 		if n > 0 {
-			if eerr := emit(sp.push(buf[:n])); eerr != nil {
+			// Emitted before any further read: that read may block until
+			// the upstream's next event.
+			if eerr := emit(sp.push(small[:n])); eerr != nil {
+				return eerr
+			}
+		}
+		if n == len(small) && err == nil {
+			var eerr error
+			if err, eerr = readBurst(r, sp, emit); eerr != nil {
 				return eerr
 			}
 		}
@@ -273,22 +289,32 @@ func relaySSE(r io.Reader, sink adapter.TunnelSink) error {
 	}
 }
 
+// readBurst reads once more into a pooled buffer, after a small read came
+// back full, and emits what it completes: err is the read's error, emitErr
+// emit's. The buffer is back in the pool when it returns. Like any read it
+// may block, when the small read happened to take exactly what had
+// arrived; what had arrived is emitted by then.
+func readBurst(r io.Reader, sp *sseSplitter, emit func([]byte) error) (err, emitErr error) {
+	bp := sseBurstBufs.Get().(*[]byte)
+	defer sseBurstBufs.Put(bp)
+	n, err := r.Read(*bp)
+	if n > 0 {
+		emitErr = emit(sp.push((*bp)[:n]))
+	}
+	return err, emitErr
+}
+
 var usageKey = []byte(`"usage"`)
 
 // sseUsage returns the usage of one event's data when it carries a non-null
 // "usage" object (the include_usage chunk, or every chunk with
-// continuous_usage_stats).
+// continuous_usage_stats). With include_usage every other chunk carries
+// "usage":null, so the data is scanned (usageOfObject), not decoded.
 func sseUsage(data []byte) *iop.Usage {
 	if !bytes.Contains(data, usageKey) {
 		return nil
 	}
-	var chunk struct {
-		Usage *usageJSON `json:"usage"`
-	}
-	if json.Unmarshal(data, &chunk) != nil || chunk.Usage == nil {
-		return nil
-	}
-	return chunk.Usage.proto()
+	return usageOfObject(data).proto()
 }
 
 // relayJSON relays a JSON body as read and reports its usage at the end.
@@ -451,11 +477,24 @@ func usageOfObject(body []byte) *usageJSON {
 func decodeUsages(body []byte, vals [][2]int) *usageJSON {
 	var u *usageJSON
 	for _, v := range vals {
-		if json.Unmarshal(body[v[0]:v[1]], &u) != nil {
+		val := body[v[0]:v[1]]
+		if string(bytes.TrimSpace(val)) == "null" {
+			u = nil // what Unmarshal does with null, without its allocations
+			continue
+		}
+		var err error
+		if u, err = decodeUsage(val, u); err != nil {
 			return nil
 		}
 	}
 	return u
+}
+
+// decodeUsage is json.Unmarshal(val, &u), which decodes into *u when u is
+// not nil. Apart so that only a non-null value pays for u escaping.
+func decodeUsage(val []byte, u *usageJSON) (*usageJSON, error) {
+	err := json.Unmarshal(val, &u)
+	return u, err
 }
 
 // isUsageKey reports whether encoding/json matches the quoted key to the

@@ -138,11 +138,15 @@ func TestTunnelSSEContinuousUsageReportedOnce(t *testing.T) {
 	}
 }
 
-func TestTunnelSSEDeliversEventBeforePause(t *testing.T) {
+// deliveredBeforePause checks that first, written by the upstream before a
+// pause, reaches the sink (as the whole of the first body chunk) before
+// the pause ends: the relay holds no event back waiting for more data.
+func deliveredBeforePause(t *testing.T, first string) {
+	t.Helper()
 	pauseOver := make(chan struct{})
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		sseHeaders(w)
-		sseWrite(t, w, vllmChunk(`{"content":"first"}`, ""))
+		sseWrite(t, w, first)
 		select {
 		case <-time.After(200 * time.Millisecond):
 		case <-r.Context().Done():
@@ -158,9 +162,9 @@ func TestTunnelSSEDeliversEventBeforePause(t *testing.T) {
 		done <- in.Tunnel(context.Background(), &iop.ProviderTunnelRequest{Method: "POST", Path: "/chat/completions"}, sink)
 	}()
 	select {
-	case first := <-sink.bodyCh:
-		if !bytes.Contains(first, []byte(`"first"`)) || bytes.Contains(first, []byte(`"second"`)) {
-			t.Fatalf("first chunk %q", first)
+	case got := <-sink.bodyCh:
+		if string(got) != first {
+			t.Fatalf("first chunk is %q (%d bytes), want the first event (%d bytes)", got, len(got), len(first))
 		}
 		select {
 		case <-pauseOver:
@@ -174,6 +178,62 @@ func TestTunnelSSEDeliversEventBeforePause(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("tunnel: %v", err)
+	}
+}
+
+func TestTunnelSSEDeliversEventBeforePause(t *testing.T) {
+	deliveredBeforePause(t, vllmChunk(`{"content":"first"}`, ""))
+}
+
+// sseEvent is one event of exactly n bytes ("data: xxx…\n\n").
+func sseEvent(n int) string {
+	return "data: " + strings.Repeat("x", n-len("data: \n\n")) + "\n\n"
+}
+
+// An event that exactly fills the relay's small wait read is emitted before
+// the relay reads again: that read blocks until the upstream's next event.
+func TestTunnelSSEEventFillingTheWaitReadIsNotHeld(t *testing.T) {
+	deliveredBeforePause(t, sseEvent(sseWaitSize))
+}
+
+// Bursts larger than the small read (several events in one write, one event
+// larger than the burst buffer) arrive intact and cut at event boundaries.
+func TestTunnelSSEBursts(t *testing.T) {
+	var writes []string
+	var full strings.Builder
+	for _, sizes := range [][]int{
+		{sseWaitSize - 1, 9},                // the small read ends one byte into the second event
+		{300, 300, 300, 300, 300, 300},      // a batch of ordinary chunks
+		{sseBurstSize + 700},                // one event larger than the burst buffer
+		{sseWaitSize, sseWaitSize, 3 << 10}, // full small read, then more
+	} {
+		var w strings.Builder
+		for _, n := range sizes {
+			w.WriteString(sseEvent(n))
+		}
+		writes = append(writes, w.String())
+		full.WriteString(w.String())
+	}
+	writes = append(writes, vllmDone)
+	full.WriteString(vllmDone)
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		sseHeaders(w)
+		for _, s := range writes {
+			sseWrite(t, w, s)
+		}
+	})
+	in := newTestInstance(t, TypeOpenAICompat, testConfig(srv.URL))
+	sink := &fakeTunnelSink{}
+	if err := in.Tunnel(context.Background(), &iop.ProviderTunnelRequest{Method: "POST", Path: "/chat/completions", Stream: true}, sink); err != nil {
+		t.Fatalf("tunnel: %v", err)
+	}
+	if got := string(sink.body()); got != full.String() {
+		t.Fatalf("body altered: %d bytes, want %d", len(got), full.Len())
+	}
+	for i, c := range sink.chunks {
+		if !bytes.HasSuffix(c, []byte("\n\n")) {
+			t.Fatalf("chunk %d does not end at an event boundary: %q", i, c)
+		}
 	}
 }
 
