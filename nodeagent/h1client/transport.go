@@ -308,11 +308,13 @@ func (t *Transport) reap() {
 		expired = append(expired, cs[:i]...)
 		t.nidle -= i
 		if rest := cs[i:]; len(rest) > 0 {
-			t.idle[key] = append(cs[:0], rest...)
-			clear(cs[len(rest):])
+			// The oldest kept connection sets the next round; read it
+			// before the move below overwrites (and clears) rest's slots.
 			if d := t.idleTimeout - now.Sub(rest[0].idleAt); next < 0 || d < next {
 				next = d
 			}
+			t.idle[key] = append(cs[:0], rest...)
+			clear(cs[len(rest):])
 		} else {
 			delete(t.idle, key)
 		}

@@ -589,3 +589,52 @@ func TestDialErrorAndCancelledRequest(t *testing.T) {
 		t.Fatalf("cancelled request: %v", err)
 	}
 }
+
+// A reaper round that expires some of a host's idle connections and keeps
+// younger ones re-arms for the oldest kept one (it used to read a slot
+// its own compaction had cleared).
+func TestIdleReapKeepsYoungerConnections(t *testing.T) {
+	releaseFirst, releaseSecond := make(chan struct{}), make(chan struct{})
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/first" {
+			<-releaseFirst
+		} else {
+			<-releaseSecond
+		}
+		io.WriteString(w, "ok")
+	})
+	tr, cl := newTestTransport(Options{MaxIdlePerHost: 4, IdleTimeout: 150 * time.Millisecond})
+	defer tr.Close()
+	var wg sync.WaitGroup
+	for _, path := range []string{"/first", "/second"} {
+		wg.Add(1)
+		// Owner: the test; stops when its handler is released.
+		go func() {
+			defer wg.Done()
+			resp, err := cl.Get(srv.URL + path)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
+	}
+	time.Sleep(30 * time.Millisecond) // both requests on their own connection
+	close(releaseFirst)
+	time.Sleep(100 * time.Millisecond) // the second goes idle 100 ms after the first
+	close(releaseSecond)
+	wg.Wait()
+	waitIdle := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(3 * time.Second)
+		for tr.IdleConns() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("idle connections %d, want %d", tr.IdleConns(), want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitIdle(1) // the first expired, the second kept
+	waitIdle(0) // and reaped in a later round
+}
