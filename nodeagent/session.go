@@ -80,26 +80,6 @@ func (a *Agent) serveCancel(req *iop.CancelRequest) {
 	}
 }
 
-// watchCancel reads the exchange's stream for a CancelRequest (or the
-// Edge giving up: its side closing before our terminal message) and cancels
-// the run. It returns when the stream ends.
-func (a *Agent) watchCancel(st *nodewire.Stream, cancel context.CancelFunc, done <-chan struct{}) {
-	for {
-		env, err := st.Recv()
-		if err != nil {
-			select {
-			case <-done: // finished normally; the Edge closed after our terminal
-			default:
-				cancel()
-			}
-			return
-		}
-		if cr := env.GetCancelRequest(); cr != nil {
-			cancel()
-		}
-	}
-}
-
 // runCtx derives a run's context: cancelled by CANCEL_RUN (on the stream or
 // by run id), by the Edge abandoning the stream, by the connection closing,
 // or by timeoutSec (> 0).
@@ -110,22 +90,10 @@ func (a *Agent) runCtx(ctx context.Context, st *nodewire.Stream, runID string, t
 		rctx, tcancel = context.WithTimeout(rctx, time.Duration(timeoutSec)*time.Second)
 	}
 	a.trackRun(runID, cancel)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	// Owner: the exchange (stop below waits for it). Stops when the stream's
-	// read side ends: the Edge's close after our terminal message, its
-	// abort, or the connection closing; the final SetReadDeadline bounds it.
-	go func() {
-		defer wg.Done()
-		a.watchCancel(st, cancel, done)
-	}()
+	w := watchCancel(st, cancel)
 	stop := func() {
-		close(done)
 		a.untrackRun(runID)
-		_ = st.CloseWrite()
-		_ = st.SetReadDeadline(time.Now().Add(afterTerminalWait))
-		wg.Wait()
+		w.stop(afterTerminalWait)
 		tcancel()
 		cancel()
 	}

@@ -37,6 +37,10 @@ type muxStream struct {
 	// whatever the peer still sends is dropped and its credit returned.
 	discard bool
 
+	// rwatch is guarded by mu: set by afterReadable, taken and started in a
+	// goroutine of its own by the first data, FIN, reset or failure.
+	rwatch func()
+
 	rnotify chan struct{} // capacity 1: data, FIN, failure or a new read deadline
 	wnotify chan struct{} // capacity 1: window credit, failure or a new write deadline
 }
@@ -107,6 +111,24 @@ func (st *muxStream) Read(p []byte) (int, error) {
 		}
 		if err := st.wait(st.rnotify, deadline); err != nil {
 			return 0, err
+		}
+	}
+}
+
+// waitReadable blocks until a Read would return without waiting: unread
+// bytes, the peer's FIN or a failure (nil), or the read deadline passes
+// (its error). It holds no buffer while it waits.
+func (st *muxStream) waitReadable() error {
+	for {
+		st.mu.Lock()
+		if st.readableLocked() {
+			st.mu.Unlock()
+			return nil
+		}
+		deadline := st.rdeadline
+		st.mu.Unlock()
+		if err := st.wait(st.rnotify, deadline); err != nil {
+			return err
 		}
 	}
 }
@@ -230,9 +252,11 @@ func (st *muxStream) Reset() {
 	// Read under mu: announce sets both under mu, so a stream is either
 	// never announced (its first write now fails) or reset on the wire.
 	announced, id := st.synSent.Load(), st.id.Load()
+	watch := st.takeWatchLocked()
 	st.mu.Unlock()
 	notify(st.rnotify)
 	notify(st.wnotify)
+	startWatch(watch)
 	if id != 0 {
 		st.sess.forget(id)
 	}
@@ -278,9 +302,11 @@ func (st *muxStream) deliver(payload []byte, flags uint16) error {
 				st.dropLocked()
 			}
 		}
+		watch := st.takeWatchLocked()
 		st.mu.Unlock()
 		notify(st.rnotify)
 		notify(st.wnotify)
+		startWatch(watch)
 		st.sess.forget(st.id.Load())
 		return nil
 	}
@@ -328,8 +354,13 @@ func (st *muxStream) deliver(payload []byte, flags uint16) error {
 		st.rclosed = true
 		finished = st.wclosed
 	}
+	var watch func()
+	if st.readableLocked() {
+		watch = st.takeWatchLocked()
+	}
 	st.mu.Unlock()
 	notify(st.rnotify)
+	startWatch(watch)
 	if finished {
 		st.sess.forget(st.id.Load())
 	}
@@ -357,9 +388,56 @@ func (st *muxStream) fail(err error) {
 	}
 	// Data received before the failure stays readable (the peer may have
 	// sent its last frame and hung up).
+	watch := st.takeWatchLocked()
 	st.mu.Unlock()
 	notify(st.rnotify)
 	notify(st.wnotify)
+	startWatch(watch)
+}
+
+// readableLocked reports whether a Read would return without waiting
+// (st.mu held): unread bytes, the peer's FIN, or a failure.
+func (st *muxStream) readableLocked() bool {
+	return st.roff < len(st.rbuf) || st.rclosed || st.err != nil
+}
+
+// afterReadable arranges for f to be started, once, in a goroutine of its
+// own as soon as a Read would return without waiting: data, the peer's
+// FIN, a reset or a failure. It returns false, arranging nothing, when
+// that is already so. A later call replaces an armed f.
+func (st *muxStream) afterReadable(f func()) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.readableLocked() {
+		return false
+	}
+	st.rwatch = f
+	return true
+}
+
+// stopWatch disarms the f of afterReadable; false means there was none
+// armed: it was never armed, or it has been started.
+func (st *muxStream) stopWatch() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	armed := st.rwatch != nil
+	st.rwatch = nil
+	return armed
+}
+
+// takeWatchLocked takes the armed watch, if any (st.mu held); the caller
+// starts it with startWatch once it has released st.mu.
+func (st *muxStream) takeWatchLocked() func() {
+	f := st.rwatch
+	st.rwatch = nil
+	return f
+}
+
+func startWatch(f func()) {
+	if f != nil {
+		// Owner: whoever armed f (afterReadable); stops when f returns.
+		go f()
+	}
 }
 
 // SetReadDeadline bounds blocked and future reads; zero clears it.

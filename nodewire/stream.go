@@ -19,22 +19,27 @@ const abortLinger = 3 * time.Second
 // called from one goroutine at a time.
 type Stream struct {
 	s        *muxStream
-	br       *bufio.Reader
 	maxFrame int
 
 	wmu    sync.Mutex // serialises Send so frames never interleave
-	queued []byte     // guarded by wmu: frames encoded by Queue, not yet written
+	queued []byte     // guarded by wmu: frames encoded by Queue, not yet written; nil when none
+	qbuf   *[]byte    // guarded by wmu: the pooled buffer queued lives in
 	rmu    sync.Mutex // serialises Recv (guards br)
+	// br is guarded by rmu: a pooled reader, taken when bytes arrived and
+	// handed back once drained, so a quiet stream holds none.
+	br *bufio.Reader
 
 	closeOnce sync.Once
 }
 
 func newStream(s *muxStream, maxFrame int) *Stream {
-	// Mux streams read from an in-memory buffer, so a large bufio buffer
-	// per stream would only cost memory; a small one saves the lock round
-	// trips of reading a frame header and payload separately.
-	return &Stream{s: s, br: bufio.NewReaderSize(s, 512), maxFrame: maxFrame}
+	return &Stream{s: s, maxFrame: maxFrame}
 }
+
+// Mux streams read from an in-memory buffer, so a large bufio buffer would
+// only cost memory; a small one saves the lock round trips of reading a
+// frame header and payload separately.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 512) }}
 
 // ID is the stream's multiplexer id, for logs; 0 until its first frame is
 // sent on a stream this side opened.
@@ -79,8 +84,15 @@ const queueFlushAt = 64 << 10
 func (st *Stream) Queue(env *iop.Envelope) error {
 	st.wmu.Lock()
 	defer st.wmu.Unlock()
+	if st.queued == nil {
+		st.qbuf = bufPool.Get().(*[]byte)
+		st.queued = (*st.qbuf)[:0]
+	}
 	buf, err := AppendFrame(st.queued, env, st.maxFrame)
 	if err != nil {
+		if len(st.queued) == 0 {
+			st.releaseQueueLocked()
+		}
 		return err
 	}
 	st.queued = buf
@@ -101,15 +113,25 @@ func (st *Stream) flushLocked() error {
 	if len(st.queued) == 0 {
 		return nil
 	}
-	_, err := st.s.Write(st.queued)
-	st.queued = st.queued[:0]
-	if cap(st.queued) > 4*queueFlushAt {
-		st.queued = nil
-	}
+	_, err := st.s.Write(st.queued) // copies: the buffer is free again
+	st.releaseQueueLocked()
 	if err != nil {
 		return fmt.Errorf("nodewire: write: %w", err)
 	}
 	return nil
+}
+
+// releaseQueueLocked hands the queue's buffer back (st.wmu held): a
+// stream between batches holds none.
+func (st *Stream) releaseQueueLocked() {
+	if st.qbuf == nil {
+		return
+	}
+	if cap(st.queued) <= 4*queueFlushAt { // don't keep huge buffers alive in the pool
+		*st.qbuf = st.queued[:0]
+		bufPool.Put(st.qbuf)
+	}
+	st.qbuf, st.queued = nil, nil
 }
 
 // Recv reads the next envelope. io.EOF means the peer closed its side
@@ -117,8 +139,41 @@ func (st *Stream) flushLocked() error {
 func (st *Stream) Recv() (*iop.Envelope, error) {
 	st.rmu.Lock()
 	defer st.rmu.Unlock()
-	return ReadFrame(st.br, st.maxFrame)
+	if st.br == nil {
+		// Wait with nothing held: a stream may be quiet for minutes.
+		if err := st.s.waitReadable(); err != nil {
+			return nil, err
+		}
+		st.br = readers.Get().(*bufio.Reader)
+		st.br.Reset(st.s)
+	}
+	env, err := ReadFrame(st.br, st.maxFrame)
+	if st.br.Buffered() == 0 {
+		st.br.Reset(nil)
+		readers.Put(st.br)
+		st.br = nil
+	}
+	return env, err
 }
+
+// AfterReadable arranges for f to be started, once, in a goroutine of its
+// own as soon as Recv can return without waiting on the peer for more than
+// the rest of a frame it has begun: bytes arrived, the peer closed its
+// side, or the stream failed (the read deadline does not count). It
+// returns false, arranging nothing, when that is already so. It lets a
+// caller watch a quiet stream without a goroutine parked in Recv; the
+// caller must not Recv concurrently with it or with f.
+func (st *Stream) AfterReadable(f func()) bool {
+	st.rmu.Lock()
+	buffered := st.br != nil && st.br.Buffered() > 0
+	st.rmu.Unlock()
+	return !buffered && st.s.afterReadable(f)
+}
+
+// StopWatch disarms AfterReadable's f. It returns false when none was
+// armed: never armed, or already started (the caller then synchronises
+// with f itself).
+func (st *Stream) StopWatch() bool { return st.s.stopWatch() }
 
 // SetReadDeadline bounds the next Recv calls; zero clears it.
 func (st *Stream) SetReadDeadline(t time.Time) error { return st.s.SetReadDeadline(t) }

@@ -110,10 +110,14 @@ func (in *Instance) Tunnel(ctx context.Context, treq *iop.ProviderTunnelRequest,
 	if err := checkRelayHeaders(header); err != nil {
 		return err
 	}
+	relay := relayFor(resp.Header)
 	if err := sink.Status(resp.StatusCode, header); err != nil {
 		return sinkError("tunnel status", err)
 	}
-	err = relayBody(resp, sink)
+	// The headers went out with the status: a held stream keeps neither
+	// copy (about 1 KB each) for its lifetime.
+	resp.Header = nil
+	err = relay(resp.Body, sink)
 	if err != nil && !isSinkErr(err) {
 		return transportError(ctx, rctx, timeout, "tunnel body", err)
 	}
@@ -179,20 +183,24 @@ func isSinkErr(err error) bool {
 	return errors.As(err, &se)
 }
 
-// relayBody streams resp.Body to sink: SSE split at event boundaries, other
-// bodies as read. Usage is observed on the side, never by altering bytes.
-func relayBody(resp *http.Response, sink adapter.TunnelSink) error {
-	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	encoded := !identityEncoding(resp.Header.Get("Content-Encoding"))
+// relayFor picks how a response body with header h is streamed to the
+// sink: SSE split at event boundaries, other bodies as read. Usage is
+// observed on the side, never by altering bytes.
+func relayFor(h http.Header) func(io.Reader, adapter.TunnelSink) error {
+	mediaType, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	encoded := !identityEncoding(h.Get("Content-Encoding"))
 	switch {
 	case mediaType == "text/event-stream" && !encoded:
-		return relaySSE(resp.Body, sink)
+		return relaySSE
 	case mediaType == "application/json" && !encoded:
-		return relayJSON(resp.Body, sink)
+		return relayJSON
 	default:
-		return relayRaw(resp.Body, sink, nil)
+		return relayAny
 	}
 }
+
+// relayAny relays a body of any other type as read.
+func relayAny(r io.Reader, sink adapter.TunnelSink) error { return relayRaw(r, sink, nil) }
 
 func identityEncoding(v string) bool {
 	v = strings.TrimSpace(v)
