@@ -519,6 +519,7 @@ type holdResult struct {
 	EdgeKB    int64
 	NodeKB    int64
 	GoproxyKB int64
+	FloorKB   int64 // the plain net/http server
 	MockKB    int64
 	LoadKB    int64
 	Ramp      time.Duration
@@ -532,6 +533,7 @@ func (h *harness) holdSample(path, label string, want int, open *atomic.Int64) h
 		r.EdgeKB = max(r.EdgeKB, rssKB(h.edge))
 		r.NodeKB = max(r.NodeKB, rssKB(h.node))
 		r.GoproxyKB = max(r.GoproxyKB, rssKB(h.goproxy))
+		r.FloorKB = max(r.FloorKB, rssKB(h.floor))
 		r.MockKB = max(r.MockKB, rssKB(h.mock))
 		r.LoadKB = max(r.LoadKB, selfRSS())
 		if open != nil {

@@ -88,6 +88,7 @@ const (
 func main() {
 	mock := flag.Bool("mockup", false, "serve the mock upstream on 127.0.0.1 (internal: the harness starts it)")
 	goproxy := flag.String("goproxy", "", "serve httputil.ReverseProxy to this upstream (host:port) on 127.0.0.1 (internal: the harness starts it)")
+	floor := flag.Bool("nethttp", false, "serve the mock API through plain net/http, no hijacking, on 127.0.0.1 (internal: the harness starts it)")
 	quick := flag.Bool("quick", false, "short run (~1 minute)")
 	out := flag.String("out", "", "write the Markdown report to this file")
 	root := flag.String("root", ".", "module root to build from")
@@ -104,6 +105,9 @@ func main() {
 	}
 	if *goproxy != "" {
 		os.Exit(serveGoproxy(*goproxy))
+	}
+	if *floor {
+		os.Exit(serveChild("nethttp", "NETHTTP_ADDR", &http.Server{Handler: mockup.NetHTTPHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}))
 	}
 	p := fullPlan
 	if *quick {
@@ -326,10 +330,12 @@ func measureAll(ctx context.Context, h *harness, p plan, targets []target, res *
 	}
 	// Memory: the tunnel first (its 10,000-stream figure is a target), then
 	// the one-hop Go proxy as the reference for what a Go gateway holds per
-	// stream.
-	for _, name := range []string{"tunnel", "goproxy"} {
-		t, ok := find(targets, name, func(t target) string { return t.name })
-		if !ok || !p.phases["memory"] {
+	// stream, then a plain net/http server: the floor of any gateway that
+	// keeps net/http on its client side, as the edge does.
+	memTargets := append(targets, target{name: "nethttp", url: h.floorURL, model: "bench-model", streamModel: "bench-model"})
+	for _, name := range []string{"tunnel", "goproxy", "nethttp"} {
+		t, ok := find(memTargets, name, func(t target) string { return t.name })
+		if !ok || !p.phases["memory"] || (name == "nethttp" && h.floorURL == "") {
 			continue
 		}
 		res.Hold = append(res.Hold, h.holdSample(name, "idle", 0, nil))

@@ -35,8 +35,9 @@ type harness struct {
 	procs []*proc
 
 	mock, edge, node, nginx, goproxy *proc
+	floor                            *proc // plain net/http (-nethttp), for the memory floor
 	mockAddr, edgeURL                string
-	nginxURL, goproxyURL             string
+	nginxURL, goproxyURL, floorURL   string
 	stdins                           []io.Closer        // of the -mockup and -goproxy children
 	idle                             map[string]float64 // CPU ns per second while idle, per component
 	keep                             bool
@@ -211,7 +212,25 @@ func (h *harness) startAll(ctx context.Context, skipNginx bool) error {
 		}
 	}
 	// The Go proxy needs nothing installed, so -no-nginx leaves it.
-	return h.startGoproxy(ctx)
+	if err := h.startGoproxy(ctx); err != nil {
+		return err
+	}
+	return h.startFloor(ctx)
+}
+
+// startFloor starts the plain net/http server (this binary with -nethttp)
+// on the gateway CPU: the memory a Go server with net/http on its client
+// side holds per open stream before any gateway work.
+func (h *harness) startFloor(ctx context.Context) error {
+	p, addr, err := h.startChild(ctx, "nethttp", gatewayCPU, "NETHTTP_ADDR", "-nethttp")
+	if err != nil {
+		return err
+	}
+	h.floor, h.floorURL = p, "http://"+addr
+	if err := waitOK(ctx, h.floorURL+"/health", 10*time.Second); err != nil {
+		return fmt.Errorf("nethttp not answering: %w\n%s", err, h.tail(p))
+	}
+	return nil
 }
 
 // startChild starts this binary in an internal mode (-mockup, -goproxy)

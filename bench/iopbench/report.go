@@ -246,6 +246,12 @@ func (r *results) markdown() string {
 			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s |\n", h.Label, h.Open, mb(h.GoproxyKB), mb(h.MockKB), mb(h.LoadKB), h.Note)
 		}
 	}
+	if r.holds("nethttp") != nil {
+		b.WriteString("\n### Memory, plain net/http server (VmRSS, floor)\n\nThe mock's API served through net/http alone (no hijacking, a handler goroutine per stream, as the edge's client side): what any Go server that keeps net/http holds per open stream.\n\n| concurrent streams | open at sample | net/http server | note |\n|---|---|---|---|\n")
+		for _, h := range r.holds("nethttp") {
+			fmt.Fprintf(&b, "| %s | %d | %s | %s |\n", h.Label, h.Open, mb(h.FloorKB), h.Note)
+		}
+	}
 	r.targets(&b)
 	b.WriteString("\n### Concurrency steps\n\n")
 	for _, s := range r.Steps {
@@ -475,29 +481,24 @@ func (r *results) targetsRound2(b *strings.Builder) {
 	row(fmt.Sprintf("gap p99 added ≤ 1 ms (%d paced streams; %d concurrent)", r.Plan.pacedN, stepN),
 		fmt.Sprintf("%s; %s", signed(small), signed(big)), small <= time.Millisecond && big <= time.Millisecond, okP && okT && okD)
 
-	var idle, full *holdResult
-	for i, h := range r.Hold {
-		if h.Path != "tunnel" {
-			continue
-		}
-		switch h.Want {
-		case 0:
-			idle = &r.Hold[i]
-		case holdN:
-			full = &r.Hold[i]
-		}
-	}
-	if full != nil && idle != nil {
+	some, full := r.holdAt("tunnel", 1000), r.holdAt("tunnel", holdN)
+	if full != nil && some != nil {
 		mb := func(kb int64) float64 { return float64(kb) / 1024 }
-		per := func(kb, idleKB int64) string {
-			return fmt.Sprintf("%.1f KB per stream", float64(kb-idleKB)/float64(max(full.Open, 1)))
+		// Per stream: the slope between the two samples, so that what the
+		// earlier phases left in the heap (the same in both) cancels out.
+		per := func(kb, someKB int64) string {
+			return fmt.Sprintf("%.1f KB per stream", float64(kb-someKB)/float64(max(full.Open-some.Open, 1)))
 		}
 		all := full.Open >= holdN
 		row(fmt.Sprintf("node RSS at %d held streams < 250 MB", holdN),
-			fmt.Sprintf("%d open, node %.1f MB (idle %.1f MB; %s)", full.Open, mb(full.NodeKB), mb(idle.NodeKB), per(full.NodeKB, idle.NodeKB)),
+			fmt.Sprintf("%d open, node %.1f MB (%s)", full.Open, mb(full.NodeKB), per(full.NodeKB, some.NodeKB)),
 			all && mb(full.NodeKB) < 250, true)
+		floor := ""
+		if f, f1 := r.holdAt("nethttp", holdN), r.holdAt("nethttp", 1000); f != nil && f1 != nil && f.Open >= holdN {
+			floor = fmt.Sprintf("; plain net/http server %.1f MB, %.1f KB per stream", mb(f.FloorKB), float64(f.FloorKB-f1.FloorKB)/float64(max(f.Open-f1.Open, 1)))
+		}
 		row(fmt.Sprintf("edge RSS at %d held streams < 250 MB", holdN),
-			fmt.Sprintf("%d open, edge %.1f MB (idle %.1f MB; %s)", full.Open, mb(full.EdgeKB), mb(idle.EdgeKB), per(full.EdgeKB, idle.EdgeKB)),
+			fmt.Sprintf("%d open, edge %.1f MB (%s%s)", full.Open, mb(full.EdgeKB), per(full.EdgeKB, some.EdgeKB), floor),
 			all && mb(full.EdgeKB) < 250, true)
 	} else {
 		row(fmt.Sprintf("node and edge RSS at %d held streams < 250 MB", holdN), "—", false, false)
@@ -516,4 +517,14 @@ func failedAt(x stepResult) string {
 		return fmt.Sprintf(" (fails at %d)", x.FailedAt)
 	}
 	return ""
+}
+
+// holdAt is path p's memory sample at n streams, nil when none was taken.
+func (r *results) holdAt(p string, n int) *holdResult {
+	for i, h := range r.Hold {
+		if h.Path == p && h.Want == n && !h.Skipped {
+			return &r.Hold[i]
+		}
+	}
+	return nil
 }

@@ -101,12 +101,26 @@ vllm:kv_cache_usage_perc{engine="0",model_name="bench-model"} 0.01
 
 var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// Handler serves the mock API.
-func Handler() http.Handler {
+// Handler serves the mock API. Paced streams on HTTP/1.1 connections are
+// hijacked and written by one pacer goroutine, so that the mock costs the
+// harness little.
+func Handler() http.Handler { return handler(true) }
+
+// NetHTTPHandler serves the same API with every stream written through
+// net/http by its own handler goroutine (a timer and a flush per chunk):
+// what a plain Go HTTP server holds per open stream.
+func NetHTTPHandler() http.Handler { return handler(false) }
+
+func handler(hijack bool) http.Handler {
 	mux := http.NewServeMux()
 	// chat hands hijacked connections to serveConn, which answers their
 	// later requests with this same mux.
-	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { chat(w, r, mux) })
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		if !hijack {
+			w = noHijack{w}
+		}
+		chat(w, r, mux)
+	})
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
@@ -123,6 +137,12 @@ func Handler() http.Handler {
 func Server() *http.Server {
 	return &http.Server{Handler: Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 }
+
+// noHijack hides the Hijacker of a ResponseWriter; the response controller
+// still reaches the Flusher through Unwrap.
+type noHijack struct{ http.ResponseWriter }
+
+func (w noHijack) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // streamStarter is the ResponseWriter of a hijacked connection: it starts
 // the stream on the pacer itself.

@@ -419,3 +419,27 @@ func TestPacingSources(t *testing.T) {
 		}
 	}
 }
+
+// NetHTTPHandler streams the same events as the hijacking Handler, written
+// by net/http (the memory floor's server): the same bytes, no hijack.
+func TestNetHTTPHandlerMatchesHandler(t *testing.T) {
+	body := `{"stream":true,"stream_options":{"include_usage":true},"bench_chunks":5,"bench_interval_ms":1}`
+	var got [2][]string
+	for i, h := range []http.Handler{Handler(), NetHTTPHandler()} {
+		srv := httptest.NewServer(h)
+		var dials atomic.Int64
+		cl := countingClient(&dials)
+		_, b := do(t, cl, http.MethodPost, srv.URL+"/v1/chat/completions", body, nil)
+		got[i] = readEvents(t, bytes.NewReader(b))
+		cl.CloseIdleConnections()
+		srv.Close()
+	}
+	if strings.Join(got[0], "\n") != strings.Join(got[1], "\n") || len(got[1]) != 7 {
+		t.Fatalf("hijacked %q\nnet/http %q", got[0], got[1])
+	}
+	for _, e := range got[1][:5] {
+		if !strings.Contains(e, `"usage":null`) {
+			t.Fatalf("chunk without \"usage\":null although include_usage was asked: %q", e)
+		}
+	}
+}
