@@ -35,7 +35,7 @@ type call struct {
 	op       string
 	path     string // upstream path relative to the provider base URL
 	model    string
-	body     []byte
+	body     []byte // valid JSON (Parse* accepted it, or the edge encoded it): see RewriteValidModel
 	stream   bool
 	hasTools bool
 	tokens   int

@@ -214,7 +214,8 @@ func (t *tunnelExchange) open(k *call) bool {
 	t.deadline = t.start.Add(time.Duration(limits.ResponseTimeoutSec) * time.Second)
 	t.idle = limits.StreamIdleTimeout()
 	t.w = deadlineWriter{w: c.Writer, rc: *http.NewResponseController(c.Writer), timeout: time.Duration(limits.WriteTimeoutSec) * time.Second}
-	body, err := openaiapi.RewriteModel(k.body, lease.Target)
+	// k.body was validated when the call was built (Parse*, or encoded here).
+	body, err := openaiapi.RewriteValidModel(k.body, lease.Target)
 	if err != nil {
 		writeError(c, apiError(err, k.model))
 		return false

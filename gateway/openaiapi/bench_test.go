@@ -37,6 +37,25 @@ func BenchmarkRewriteModel4MiB(b *testing.B) {
 	}
 }
 
+// BenchmarkRewriteModelSmall is the rewrite of a typical request, with the
+// body validated again (RewriteModel) and as the edge does it, on the body
+// Parse* accepted (RewriteValidModel).
+func BenchmarkRewriteModelSmall(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		rewrite func([]byte, string) ([]byte, error)
+	}{{"validate", RewriteModel}, {"valid", RewriteValidModel}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(smallChat)))
+			for b.Loop() {
+				if _, err := bc.rewrite(smallChat, "Qwen/Qwen2.5-7B-Instruct"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // smallChat is a typical ~300-byte request: a system and a user message,
 // streamed, with one tool.
 var smallChat = []byte(`{"model":"qwen-7b","stream":true,"messages":[{"role":"system","content":"You are a helpful assistant."},` +

@@ -26,7 +26,18 @@ var ErrNotJSONObject = errors.New("openaiapi: body is not a JSON object")
 // inserted before its first member. Parse* refuses case variants and
 // duplicates outright (see modelKeyError); this is the second line.
 func RewriteModel(body []byte, target string) ([]byte, error) {
-	open, members, err := scanTopLevel(body)
+	if !json.Valid(body) {
+		return nil, ErrNotJSONObject
+	}
+	return RewriteValidModel(body, target)
+}
+
+// RewriteValidModel is RewriteModel for a body already known to be valid
+// JSON: one that a Parse* function accepted, or that the edge encoded
+// itself. It skips validating the body a second time, which on a small
+// request costs as much as the rewrite. Any other body is a caller's bug.
+func RewriteValidModel(body []byte, target string) ([]byte, error) {
+	open, members, err := scanValidTopLevel(body)
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +132,7 @@ func scanValidTopLevel(body []byte) (open int, members []member, err error) {
 	if body[i] == '}' {
 		return open, nil, nil
 	}
+	members = make([]member, 0, 16) // a request has a dozen members or fewer
 	for {
 		keyStart := i
 		keyEnd := skipString(body, i)
@@ -146,6 +158,9 @@ func scanValidTopLevel(body []byte) (open int, members []member, err error) {
 // keyIsModel reports whether a raw JSON string literal decodes to exactly
 // "model".
 func keyIsModel(raw []byte) bool {
+	if bytes.IndexByte(raw, '\\') < 0 { // no escapes: compare in place
+		return len(raw) >= 2 && string(raw[1:len(raw)-1]) == "model"
+	}
 	k, ok := decodeKey(raw)
 	return ok && k == "model"
 }
@@ -156,9 +171,14 @@ func keyIsModel(raw []byte) bool {
 // Unicode simple case folding, which is how Go's encoding/json (Ollama,
 // LocalAI, many OpenAI-style servers) matches keys to struct fields.
 func keyFoldsToModel(raw []byte) bool {
+	if bytes.IndexByte(raw, '\\') < 0 { // no escapes: fold in place (same folding)
+		return len(raw) >= 2 && bytes.EqualFold(raw[1:len(raw)-1], modelKey)
+	}
 	k, ok := decodeKey(raw)
 	return ok && strings.EqualFold(k, "model")
 }
+
+var modelKey = []byte("model")
 
 // decodeKey decodes a raw JSON string literal cut from a valid document.
 func decodeKey(raw []byte) (string, bool) {
