@@ -442,4 +442,21 @@ func TestNetHTTPHandlerMatchesHandler(t *testing.T) {
 			t.Fatalf("chunk without \"usage\":null although include_usage was asked: %q", e)
 		}
 	}
+	// While a NetHTTPHandler stream is open, no hijacked stream exists.
+	waitInFlight(t, 0) // the hijacked streams above have ended
+	srv := httptest.NewServer(NetHTTPHandler())
+	defer srv.Close()
+	const base = 0
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"stream":true,"bench_chunks":3,"bench_interval_ms":300}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	if n := streamsInFlight.Load(); n != base {
+		t.Fatalf("%d hijacked streams in flight during a net/http stream, want %d", n, base)
+	}
 }
