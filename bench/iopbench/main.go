@@ -332,6 +332,22 @@ func measureAll(ctx context.Context, h *harness, p plan, targets []target, res *
 	// the one-hop Go proxy as the reference for what a Go gateway holds per
 	// stream, then a plain net/http server: the floor of any gateway that
 	// keeps net/http on its client side, as the edge does.
+	// The gateways start afresh for it: their RSS is then what the held
+	// streams cost, not what the earlier phases left in their heaps.
+	if p.phases["memory"] && len(p.phases) > 1 {
+		logf("restarting edge, node, goproxy and nethttp for the memory phase")
+		if err := h.restartGateways(ctx); err != nil {
+			return err
+		}
+		// The edge listens on new ports: the same paths, new addresses.
+		var fresh []target
+		for _, t := range h.targets() {
+			if _, ok := find(targets, t.name, func(t target) string { return t.name }); ok {
+				fresh = append(fresh, t)
+			}
+		}
+		targets = fresh
+	}
 	memTargets := append(targets, target{name: "nethttp", url: h.floorURL, model: "bench-model", streamModel: "bench-model"})
 	for _, name := range []string{"tunnel", "goproxy", "nethttp"} {
 		t, ok := find(memTargets, name, func(t target) string { return t.name })

@@ -218,6 +218,28 @@ func (h *harness) startAll(ctx context.Context, skipNginx bool) error {
 	return h.startFloor(ctx)
 }
 
+// restartGateways stops the edge, the node, the Go proxy and the plain
+// net/http server and starts them again (the mock and nginx stay).
+func (h *harness) restartGateways(ctx context.Context) error {
+	for _, p := range []*proc{h.edge, h.node, h.goproxy, h.floor} {
+		if p != nil {
+			p.stop()
+		}
+	}
+	if err := h.startIOP(ctx); err != nil {
+		return err
+	}
+	if h.goproxy != nil {
+		if err := h.startGoproxy(ctx); err != nil {
+			return err
+		}
+	}
+	if h.floor != nil {
+		return h.startFloor(ctx)
+	}
+	return nil
+}
+
 // startFloor starts the plain net/http server (this binary with -nethttp)
 // on the gateway CPU: the memory a Go server with net/http on its client
 // side holds per open stream before any gateway work.
