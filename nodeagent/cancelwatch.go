@@ -23,8 +23,9 @@ type cancelWatch struct {
 	stopped bool // guarded by mu: stop has begun; no reader re-arms
 	ended   bool // guarded by mu: Recv failed (EOF, reset, connection)
 	// exited is closed by the reader that ends the chain of readers (it
-	// saw the end of the stream or stop); nil while none was started.
-	exited chan struct{} // guarded by mu
+	// saw the end of the stream or stop); stop waits on it only when a
+	// reader was started.
+	exited chan struct{} // closed under mu
 }
 
 // watchCancel starts watching st for the run whose context cancel ends.

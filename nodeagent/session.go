@@ -223,9 +223,14 @@ type tunnelSink struct {
 }
 
 func (s *tunnelSink) frame(f *iop.ProviderTunnelFrame) *iop.Envelope {
+	s.stamp(f)
+	return &iop.Envelope{Body: &iop.Envelope_ProviderTunnelFrame{ProviderTunnelFrame: f}}
+}
+
+// stamp gives f the exchange's next sequence number and its run id.
+func (s *tunnelSink) stamp(f *iop.ProviderTunnelFrame) {
 	s.seq++
 	f.Sequence, f.RunId = s.seq, s.runID
-	return &iop.Envelope{Body: &iop.Envelope_ProviderTunnelFrame{ProviderTunnelFrame: f}}
 }
 
 func (s *tunnelSink) send(f *iop.ProviderTunnelFrame) error { return s.st.Send(s.frame(f)) }
@@ -271,8 +276,8 @@ func (s *tunnelSink) Body(p []byte) error {
 		n := min(len(p), nodewire.MaxBodyChunk)
 		// The frame is encoded before Send returns, so p and the frame
 		// may be reused.
-		s.seq++
-		s.body.Kind, s.body.Sequence, s.body.RunId, s.body.Body = iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, s.seq, s.runID, p[:n]
+		s.body.Kind, s.body.Body = iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, p[:n]
+		s.stamp(&s.body)
 		s.bodyEnv.ProviderTunnelFrame = &s.body
 		s.env.Body = &s.bodyEnv
 		var err error

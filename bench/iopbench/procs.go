@@ -243,16 +243,9 @@ func (h *harness) restartGateways(ctx context.Context) error {
 // startFloor starts the plain net/http server (this binary with -nethttp)
 // on the gateway CPU: the memory a Go server with net/http on its client
 // side holds per open stream before any gateway work.
-func (h *harness) startFloor(ctx context.Context) error {
-	p, addr, err := h.startChild(ctx, "nethttp", gatewayCPU, "NETHTTP_ADDR", "-nethttp")
-	if err != nil {
-		return err
-	}
-	h.floor, h.floorURL = p, "http://"+addr
-	if err := waitOK(ctx, h.floorURL+"/health", 10*time.Second); err != nil {
-		return fmt.Errorf("nethttp not answering: %w\n%s", err, h.tail(p))
-	}
-	return nil
+func (h *harness) startFloor(ctx context.Context) (err error) {
+	h.floor, h.floorURL, err = h.startServer(ctx, "nethttp", "NETHTTP_ADDR", "-nethttp")
+	return err
 }
 
 // startChild starts this binary in an internal mode (-mockup, -goproxy)
@@ -311,16 +304,24 @@ func (h *harness) startMock(ctx context.Context) error {
 // on the gateway CPU like nginx (h.start applies the same nice and, via
 // the pinning, GOMAXPROCS 1). /health goes through it to the mock, so the
 // check covers the proxy path.
-func (h *harness) startGoproxy(ctx context.Context) error {
-	p, addr, err := h.startChild(ctx, "goproxy", gatewayCPU, "GOPROXY_ADDR", "-goproxy", h.mockAddr)
+func (h *harness) startGoproxy(ctx context.Context) (err error) {
+	h.goproxy, h.goproxyURL, err = h.startServer(ctx, "goproxy", "GOPROXY_ADDR", "-goproxy", h.mockAddr)
+	return err
+}
+
+// startServer starts this binary as an HTTP server child on the gateway
+// CPU and waits until its /health answers; it returns the child and its
+// base URL.
+func (h *harness) startServer(ctx context.Context, name, key string, args ...string) (*proc, string, error) {
+	p, addr, err := h.startChild(ctx, name, gatewayCPU, key, args...)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	h.goproxy, h.goproxyURL = p, "http://"+addr
-	if err := waitOK(ctx, h.goproxyURL+"/health", 10*time.Second); err != nil {
-		return fmt.Errorf("goproxy not answering: %w\n%s", err, h.tail(p))
+	url := "http://" + addr
+	if err := waitOK(ctx, url+"/health", 10*time.Second); err != nil {
+		return nil, "", fmt.Errorf("%s not answering: %w\n%s", name, err, h.tail(p))
 	}
-	return nil
+	return p, url, nil
 }
 
 const edgeConfig = `listen:
