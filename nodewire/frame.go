@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
@@ -78,21 +79,41 @@ func AppendFrame(dst []byte, env *iop.Envelope, maxSize int) ([]byte, error) {
 	if f := simpleTunnelFrame(env); f != nil {
 		buf = appendTunnelFrame(buf, f) // see tunnelframe.go
 	} else {
-		var err error
-		if buf, err = (proto.MarshalOptions{}).MarshalAppend(buf, env); err != nil {
+		// The generated vtprotobuf codec (same wire format as proto.Marshal,
+		// without reflection); it does not check UTF-8, which proto.Marshal
+		// would, so ValidUTF8 does first (see runtime_utf8.pb.go).
+		if !env.ValidUTF8() {
+			return dst[:start], fmt.Errorf("%w: %w", ErrEncode, errInvalidUTF8)
+		}
+		size := env.SizeVT()
+		if size > maxFrame(maxSize) {
+			return dst[:start], fmt.Errorf("%w: %d bytes > %d", ErrFrameTooLarge, size, maxFrame(maxSize))
+		}
+		buf = slices.Grow(buf, size)[:len(buf)+size]
+		if _, err := env.MarshalToSizedBufferVT(buf[len(buf)-size:]); err != nil {
 			return dst[:start], fmt.Errorf("%w: %w", ErrEncode, err)
 		}
 	}
 	n := len(buf) - start - frameHeaderLen
-	if maxSize <= 0 {
-		maxSize = DefaultMaxFrameSize
-	}
-	if n > maxSize {
-		return dst[:start], fmt.Errorf("%w: %d bytes > %d", ErrFrameTooLarge, n, maxSize)
+	if n > maxFrame(maxSize) {
+		return dst[:start], fmt.Errorf("%w: %d bytes > %d", ErrFrameTooLarge, n, maxFrame(maxSize))
 	}
 	binary.BigEndian.PutUint32(buf[start:], uint32(n))
 	return buf, nil
 }
+
+// maxFrame is the frame size limit for a maxSize argument: <= 0 means
+// DefaultMaxFrameSize.
+func maxFrame(maxSize int) int {
+	if maxSize <= 0 {
+		return DefaultMaxFrameSize
+	}
+	return maxSize
+}
+
+// errInvalidUTF8 is a string field that is not valid UTF-8, which proto3
+// forbids on both sides of the wire.
+var errInvalidUTF8 = errors.New("a string field is not valid UTF-8")
 
 // ReadFrame reads one frame and decodes its envelope. maxSize <= 0 means
 // DefaultMaxFrameSize. A length over maxSize fails with ErrFrameTooLarge
@@ -151,9 +172,25 @@ func DecodeEnvelope(payload []byte) (*iop.Envelope, error) {
 	if env, ok := decodeTunnelFrame(payload); ok { // see tunnelframe.go
 		return env, nil
 	}
+	// The generated vtprotobuf decoder, without reflection. It differs from
+	// proto.Unmarshal, the reference, in three ways: it accepts strings that
+	// are not UTF-8 (ValidUTF8 refuses them here, as proto.Unmarshal would);
+	// it refuses a known field with another wire type, which proto.Unmarshal
+	// keeps as an unknown field; and it does not check that an unknown
+	// group's end tag matches its start. Payloads of the last two kinds,
+	// which no encoder of ours writes, take proto.Unmarshal: on an error, or
+	// when unknown fields were kept. What is left is a malformed group inside
+	// a map entry, which both drop with the entry's other unknown fields;
+	// proto.Unmarshal also refuses the frame. FuzzDecodeEnvelope holds the
+	// result to proto.Unmarshal's. Bytes fields are copied out of payload.
 	env := &iop.Envelope{}
-	if err := proto.Unmarshal(payload, env); err != nil {
-		return nil, fmt.Errorf("nodewire: decode: %w", err)
+	if err := env.UnmarshalVT(payload); err != nil || env.HasUnknownFields() {
+		env = &iop.Envelope{}
+		if err := proto.Unmarshal(payload, env); err != nil {
+			return nil, fmt.Errorf("nodewire: decode: %w", err)
+		}
+	} else if !env.ValidUTF8() {
+		return nil, fmt.Errorf("nodewire: decode: %w", errInvalidUTF8)
 	}
 	if env.Body == nil {
 		return nil, ErrEmptyEnvelope

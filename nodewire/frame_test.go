@@ -423,3 +423,63 @@ func BenchmarkReadFrame(b *testing.B) {
 		})
 	}
 }
+
+// The generated codec checks UTF-8 as proto.Marshal and proto.Unmarshal
+// do, wherever the string sits: a field, a repeated message's field, a map
+// key or value, a oneof member, a repeated string. Encoding such a message
+// fails with ErrEncode (the message is at fault, not the connection), and a
+// payload carrying one (as a peer could send it) is refused on decode; the
+// same message with a valid string goes through.
+func TestFrameRefusesInvalidUTF8(t *testing.T) {
+	tunnel := func(r *iop.ProviderTunnelRequest) *iop.Envelope {
+		return &iop.Envelope{Body: &iop.Envelope_ProviderTunnelRequest{ProviderTunnelRequest: r}}
+	}
+	run := func(r *iop.RunRequest) *iop.Envelope {
+		return &iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: r}}
+	}
+	for name, build := range map[string]func(s string) *iop.Envelope{
+		"field": func(s string) *iop.Envelope { return tunnel(&iop.ProviderTunnelRequest{Path: s}) },
+		"repeated msg": func(s string) *iop.Envelope {
+			return tunnel(&iop.ProviderTunnelRequest{Headers: []*iop.Header{{Name: "X-A", Value: "v"}, {Name: "X-B", Value: s}}})
+		},
+		"map key": func(s string) *iop.Envelope {
+			return tunnel(&iop.ProviderTunnelRequest{Metadata: map[string]string{s: "v"}})
+		},
+		"map value": func(s string) *iop.Envelope {
+			return tunnel(&iop.ProviderTunnelRequest{Metadata: map[string]string{"k": s}})
+		},
+		"oneof string": func(s string) *iop.Envelope {
+			return run(&iop.RunRequest{Input: &iop.RunInput{Messages: []*iop.ChatMessage{{Content: []*iop.ContentPart{{Part: &iop.ContentPart_Text{Text: s}}}}}}})
+		},
+		"repeated string": func(s string) *iop.Envelope {
+			return run(&iop.RunRequest{Input: &iop.RunInput{EmbedInputs: []string{"a", s}}})
+		},
+		"envelope oneof": func(s string) *iop.Envelope {
+			return &iop.Envelope{Body: &iop.Envelope_CancelRequest{CancelRequest: &iop.CancelRequest{RunId: s}}}
+		},
+	} {
+		bad := build("ok\xff")
+		if _, err := proto.Marshal(bad); err == nil {
+			t.Fatalf("%s: proto.Marshal accepted it: not a case the reference refuses", name)
+		}
+		if _, err := AppendFrame(nil, bad, 0); !errors.Is(err, ErrEncode) {
+			t.Errorf("%s: AppendFrame: %v, want ErrEncode", name, err)
+		}
+		payload, err := bad.MarshalVT() // what a peer that skips the check sends
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := DecodeEnvelope(payload); err == nil {
+			t.Errorf("%s: DecodeEnvelope accepted %x", name, payload)
+		}
+		good := build("ok ✓")
+		frame, err := AppendFrame(nil, good, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := ReadFrame(bytes.NewReader(frame), 0)
+		if err != nil || !proto.Equal(got, good) {
+			t.Errorf("%s: round trip: %v %v", name, got, err)
+		}
+	}
+}

@@ -1,8 +1,10 @@
 // Command protogen compiles the project's .proto files and writes the Go code
-// protoc-gen-go would write, without a protoc binary: the compiler is
-// bufbuild/protocompile and the generator is protoc-gen-go's own package, both
-// pinned in tools/go.mod. Output is deterministic, so `make proto-check` can
-// compare it byte for byte with the committed code.
+// protoc-gen-go and protoc-gen-go-vtproto would write, without a protoc
+// binary: the compiler is bufbuild/protocompile, the generators are
+// protoc-gen-go's own package and planetscale/vtprotobuf's (features marshal,
+// unmarshal and size: reflection-free codecs that nodewire uses on every
+// frame), all pinned in tools/go.mod. Output is deterministic, so `make
+// proto-check` can compare it byte for byte with the committed code.
 package main
 
 import (
@@ -13,6 +15,10 @@ import (
 	"path/filepath"
 
 	"github.com/bufbuild/protocompile"
+	_ "github.com/planetscale/vtprotobuf/features/marshal"
+	_ "github.com/planetscale/vtprotobuf/features/size"
+	_ "github.com/planetscale/vtprotobuf/features/unmarshal"
+	vtgen "github.com/planetscale/vtprotobuf/generator"
 	gengo "google.golang.org/protobuf/cmd/protoc-gen-go/internal_gengo"
 	"google.golang.org/protobuf/compiler/protogen"
 	"google.golang.org/protobuf/proto"
@@ -73,8 +79,16 @@ func run(importPath, out, module string, files []string) error {
 	for _, f := range gen.Files {
 		if f.Generate {
 			gengo.GenerateFile(gen, f)
+			generateUTF8(gen, f)
 		}
 	}
+	vt, err := vtgen.NewGenerator(gen, []string{"marshal", "unmarshal", "size"}, &vtgen.Config{
+		Poolable: vtgen.NewObjectSet(), PoolableExclude: vtgen.NewObjectSet(),
+	})
+	if err != nil {
+		return fmt.Errorf("vtproto generator: %w", err)
+	}
+	vt.Generate()
 	resp := gen.Response()
 	if resp.Error != nil {
 		return fmt.Errorf("generate: %s", resp.GetError())
