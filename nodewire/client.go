@@ -219,8 +219,8 @@ func (c *ClientConn) ReadyAgain(nodeID string) error {
 // and must CloseWrite it when done.
 type StreamHandler func(ctx context.Context, st *Stream, first *iop.Envelope)
 
-// Serve accepts Edge-opened streams and runs h for each in its own
-// goroutine, until the connection closes or ctx is cancelled. It returns the
+// Serve accepts Edge-opened streams and runs h for each on a goroutine of
+// its own (reused from an earlier stream when one waits), until the connection closes or ctx is cancelled. It returns the
 // connection's close cause after every handler has returned.
 func (c *ClientConn) Serve(ctx context.Context, h StreamHandler) error {
 	callerCtx := ctx
@@ -239,6 +239,16 @@ func (c *ClientConn) Serve(ctx context.Context, h StreamHandler) error {
 	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	workers := newWorkerPool(ctx, &wg, func(st *Stream) {
+		_ = st.SetReadDeadline(time.Now().Add(c.cfg.HandshakeTimeout))
+		first, err := st.Recv()
+		if err != nil {
+			st.Abort()
+			return
+		}
+		_ = st.SetReadDeadline(time.Time{})
+		h(ctx, st, first)
+	})
 	for {
 		st, err := c.acceptStream(ctx)
 		if err != nil {
@@ -259,19 +269,6 @@ func (c *ClientConn) Serve(ctx context.Context, h StreamHandler) error {
 			}
 			return err
 		}
-		wg.Add(1)
-		// Owner: Serve (waits on wg). Stops when the handler returns; the
-		// handler watches ctx, cancelled when the connection closes.
-		go func() {
-			defer wg.Done()
-			_ = st.SetReadDeadline(time.Now().Add(c.cfg.HandshakeTimeout))
-			first, err := st.Recv()
-			if err != nil {
-				st.Abort()
-				return
-			}
-			_ = st.SetReadDeadline(time.Time{})
-			h(ctx, st, first)
-		}()
+		workers.serve(st) // see workers.go
 	}
 }

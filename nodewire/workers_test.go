@@ -1,0 +1,111 @@
+package nodewire
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestWorkerPoolReusesWaitingGoroutines(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var running, peak, served int
+	var lastID string
+	p := newWorkerPool(ctx, &wg, func(*Stream) {
+		mu.Lock()
+		running++
+		peak = max(peak, running)
+		served++
+		lastID = goroutineID()
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		running--
+		mu.Unlock()
+	})
+	p.maxIdle = 2
+	base := runtime.NumGoroutine()
+
+	// Five streams at once: five goroutines.
+	for range 5 {
+		p.serve(&Stream{})
+	}
+	waitFor(t, "5 running", func() bool { mu.Lock(); defer mu.Unlock(); return running == 5 })
+	if n := runtime.NumGoroutine() - base; n != 5 {
+		t.Fatalf("%d goroutines for 5 streams", n)
+	}
+	close(release)
+	// Only maxIdle of them stay to wait for more work.
+	waitFor(t, "2 idle workers", func() bool { return runtime.NumGoroutine()-base == 2 })
+
+	// Sequential streams reuse the waiting goroutines: they run on a
+	// handful of goroutines, not one each. (A stream that arrives while a
+	// worker is between its handler and its wait starts a new goroutine, so
+	// the bound is loose.)
+	ids := map[string]bool{}
+	for i := range 20 {
+		p.serve(&Stream{})
+		waitFor(t, "stream served", func() bool { mu.Lock(); defer mu.Unlock(); return served == 6+i && running == 0 })
+		mu.Lock()
+		ids[lastID] = true
+		mu.Unlock()
+		waitFor(t, "workers waiting", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.idle == 2 })
+	}
+	if len(ids) > 5 {
+		t.Fatalf("20 sequential streams ran on %d goroutines", len(ids))
+	}
+	mu.Lock()
+	if served != 25 {
+		t.Fatalf("served %d streams, want 25", served)
+	}
+	mu.Unlock()
+
+	// Cancelling Serve's context ends the waiting workers.
+	cancel()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiting workers did not exit on cancel")
+	}
+}
+
+func TestWorkerPoolIdleWorkersExpire(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	p := newWorkerPool(ctx, &wg, func(*Stream) {})
+	p.idleAfter = 20 * time.Millisecond
+	for range 3 {
+		p.serve(&Stream{})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("idle workers outlived workerIdle")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.idle != 0 {
+		t.Fatalf("idle count %d after every worker left", p.idle)
+	}
+}
+
+// goroutineID is the running goroutine's number, from its stack header.
+func goroutineID() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := strings.Fields(string(buf))
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
+}
