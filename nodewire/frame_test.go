@@ -390,6 +390,27 @@ var benchFrames = []struct {
 }{
 	{"TunnelBody4KiB", func() *iop.Envelope { return tunnelBodyEnvelope(4 << 10) }},
 	{"RunEventDelta", smallDeltaEnvelope},
+	{"TunnelRequest", tunnelRequestEnvelope},
+	{"TunnelStatus", tunnelStatusEnvelope},
+}
+
+// tunnelRequestEnvelope is what the edge sends per tunnelled chat request:
+// filtered headers, metadata, a ~200-byte body.
+func tunnelRequestEnvelope() *iop.Envelope {
+	return &iop.Envelope{Body: &iop.Envelope_ProviderTunnelRequest{ProviderTunnelRequest: &iop.ProviderTunnelRequest{
+		RunId: "run_0123456789abcdef", Method: "POST", Path: "/chat/completions", SessionId: "sess-1",
+		Headers:  []*iop.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "Accept", Value: "*/*"}, {Name: "User-Agent", Value: "OpenAI/Python 1.99.0"}},
+		Body:     []byte(`{"model":"target-model","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello in five words, please, and nothing else at all."}],"max_tokens":32}`),
+		Metadata: map[string]string{"request_id": "req_0123456789abcdef", "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+	}}}
+}
+
+// tunnelStatusEnvelope is the node's first frame of a tunnelled answer.
+func tunnelStatusEnvelope() *iop.Envelope {
+	return &iop.Envelope{Body: &iop.Envelope_ProviderTunnelFrame{ProviderTunnelFrame: &iop.ProviderTunnelFrame{
+		Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_STATUS, Sequence: 1, StatusCode: 200, RunId: "run_0123456789abcdef",
+		Headers: []*iop.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "Date", Value: "Fri, 04 Dec 2026 02:00:00 GMT"}, {Name: "Server", Value: "uvicorn"}},
+	}}}
 }
 
 func BenchmarkWriteFrame(b *testing.B) {
