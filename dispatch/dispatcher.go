@@ -263,14 +263,16 @@ func (d *Dispatcher) syncSpecsLocked(n *node, desired *config.NodeSpec) {
 		if r == nil {
 			continue
 		}
-		r.spec, r.onNode = *ps, true
+		r.setSpec(ps)
+		r.onNode = true
 		if n.running == nil {
 			continue
 		}
 		r.onNode = false
 		for k := range n.running.Providers {
 			if rp := &n.running.Providers[k]; rp.Name == ps.Name {
-				r.spec, r.onNode = *rp, true
+				r.setSpec(rp)
+				r.onNode = true
 				break
 			}
 		}

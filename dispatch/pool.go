@@ -18,9 +18,12 @@ type resKey struct{ node, provider string }
 
 // resource is one (node, provider) dispatch target.
 type resource struct {
-	key        resKey
-	spec       config.ProviderSpec
-	referenced bool // some model lists it: only then is it dispatched to
+	key  resKey
+	spec config.ProviderSpec // set with setSpec
+	// cancelGrace is cancelGrace(spec), worked out when spec is set rather
+	// than on every grant.
+	cancelGrace time.Duration
+	referenced  bool // some model lists it: only then is it dispatched to
 	// live is true while the node's ready generation gen owns it.
 	live bool
 	gen  uint64
@@ -60,6 +63,12 @@ type resource struct {
 	ledgerKey       string
 	remoteFull      bool
 	remoteFullUntil time.Time
+}
+
+// setSpec sets the provider's spec and what is derived from it.
+func (r *resource) setSpec(ps *config.ProviderSpec) {
+	r.spec = *ps
+	r.cancelGrace = cancelGrace(r.spec)
 }
 
 // fits reports whether the resource has a slot for a request now.
@@ -467,7 +476,7 @@ func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session stri
 		NodeID: r.key.node, ProviderID: r.key.provider, ProviderType: r.spec.Type,
 		Category: r.category(), ToolMode: r.spec.WireToolMode(), Target: c.target,
 		Model: m.name, Workspace: m.spec.Workspace, Long: long, SessionID: session,
-		AcquiredAt: time.Now(), CancelGrace: cancelGrace(r.spec), Tunnel: r.tunnels(),
+		AcquiredAt: time.Now(), CancelGrace: r.cancelGrace, Tunnel: r.tunnels(),
 		MaxAttempts: m.spec.MaxAttempts, ledgerID: ledgerID,
 	}
 	r.leases[l] = struct{}{}

@@ -246,8 +246,8 @@ func validateMessage(m object, p pname) (int, *Error) {
 // returns the bytes it contributes to the prompt estimate. p names the
 // content (p.j is -1; each part sets it).
 func validateContent(raw json.RawMessage, p pname) (int, *Error) {
-	if s, ok := asString(raw); ok {
-		return len(s), nil
+	if n, ok := stringLen(raw); ok {
+		return n, nil
 	}
 	parts, ok := asArray(raw)
 	if !ok {
@@ -277,11 +277,11 @@ func validateContent(raw json.RawMessage, p pname) (int, *Error) {
 			if !ok || isNull(rawText) {
 				return 0, missingParam(pp.dot(".text").String())
 			}
-			text, ok := asString(rawText)
+			n, ok := stringLen(rawText)
 			if !ok {
 				return 0, typeError(pp.dot(".text").String(), "a string", rawText)
 			}
-			size += len(text)
+			size += n
 			continue
 		}
 		size += nonTextPartBytes

@@ -45,7 +45,7 @@ func scanObject(raw []byte) (o object, ok bool) {
 				return nil, false
 			}
 		} else {
-			k = string(key)
+			k = intern(key)
 		}
 		i = skipWS(t, ke)
 		if i >= len(t) || t[i] != ':' {
@@ -103,3 +103,31 @@ func scanArray(raw []byte) (elems []json.RawMessage, ok bool) {
 	}
 	return nil, false
 }
+
+// intern returns b as a string, without allocating for the member names
+// and enum values requests commonly carry: every key of every object of
+// every request, and every role, would otherwise cost an allocation. (A
+// map index with string(b) as key does not allocate.)
+func intern(b []byte) string {
+	if s, ok := interned[string(b)]; ok {
+		return s
+	}
+	return string(b)
+}
+
+var interned = func() map[string]string {
+	m := map[string]string{}
+	for _, w := range []string{
+		"model", "messages", "role", "content", "name", "stream", "stream_options",
+		"include_usage", "max_tokens", "max_completion_tokens", "temperature",
+		"top_p", "n", "stop", "seed", "user", "tools", "tool_choice", "tool_calls",
+		"tool_call_id", "parallel_tool_calls", "type", "function", "parameters",
+		"description", "arguments", "id", "text", "image_url", "url",
+		"response_format", "presence_penalty", "frequency_penalty", "logprobs",
+		"top_logprobs", "prompt", "input", "encoding_format", "system",
+		"assistant", "tool", "developer", "auto", "none", "required",
+	} {
+		m[w] = w
+	}
+	return m
+}()

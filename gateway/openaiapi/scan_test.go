@@ -58,3 +58,39 @@ func FuzzScan(f *testing.F) {
 		}
 	})
 }
+
+// stringLen measures what asString decodes, escapes and all, and agrees
+// on what is not a string; intern gives back the bytes it was handed.
+func TestStringLenMatchesAsString(t *testing.T) {
+	for _, raw := range []string{
+		`""`, `"user"`, ` "a b" `, `"caf\u00e9"`, `"line\nbreak"`, `"tab\tand \"quotes\""`,
+		`"✓ unicode"`, `"\ud83d\ude00"`, `"\ud800"`, `"a\\b"`, `null`, `42`, `[]`, `{}`, `"unterminated`, ``,
+	} {
+		s, ok := asString(json.RawMessage(raw))
+		n, nok := stringLen(json.RawMessage(raw))
+		if ok != nok || (ok && n != len(s)) {
+			t.Errorf("%s: stringLen %d,%v; asString %q,%v", raw, n, nok, s, ok)
+		}
+	}
+	for _, w := range []string{"model", "role", "user", "not-a-known-key", ""} {
+		if got := intern([]byte(w)); got != w {
+			t.Errorf("intern(%q) = %q", w, got)
+		}
+	}
+}
+
+// FuzzStringLen: stringLen agrees with asString on every input, valid JSON
+// strings with any escapes included.
+func FuzzStringLen(f *testing.F) {
+	for _, s := range []string{`"plain"`, `"a\"b\\c\/d\b\f\n\r\t"`, `"\u00e9\u4e2d\ud83d\ude00"`, `"\ud800x"`, `"\udc00\ud800"`,
+		`"\ud83d\u0041"`, "\"caf\xc3\xa9\"", "\"\xff\"", `"\u12"`, `"a"b"`, "\"\x01\"", `null`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		s, ok := asString(raw)
+		n, nok := stringLen(raw)
+		if ok != nok || (ok && n != len(s)) {
+			t.Fatalf("%q: stringLen %d,%v; asString %d,%v", raw, n, nok, len(s), ok)
+		}
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -365,15 +366,119 @@ func asString(raw json.RawMessage) (string, bool) {
 	// cut from an already validated document, so the quotes delimit it, and
 	// re-running encoding/json's validation would dominate parsing of
 	// multi-MiB prompts.
-	if len(t) >= 2 && t[len(t)-1] == '"' && bytes.IndexByte(t[1:len(t)-1], '\\') < 0 &&
-		bytes.IndexByte(t[1:len(t)-1], '"') < 0 && utf8.Valid(t) {
-		return string(t[1 : len(t)-1]), true
+	if plainString(t) {
+		return intern(t[1 : len(t)-1]), true
 	}
 	var s string
 	if json.Unmarshal(t, &s) != nil {
 		return "", false
 	}
 	return s, true
+}
+
+// plainString reports whether t (trimmed) is a quoted string with no
+// escapes, which decodes to the bytes between its quotes.
+func plainString(t []byte) bool {
+	return len(t) >= 2 && t[0] == '"' && t[len(t)-1] == '"' && bytes.IndexByte(t[1:len(t)-1], '\\') < 0 &&
+		bytes.IndexByte(t[1:len(t)-1], '"') < 0 && utf8.Valid(t)
+}
+
+// stringLen is len(s) for the string asString would return, without
+// decoding it (a message's content can be megabytes that validation only
+// measures). FuzzStringLen holds it to asString.
+func stringLen(raw json.RawMessage) (int, bool) {
+	t := bytes.TrimSpace(raw)
+	if plainString(t) {
+		return len(t) - 2, true
+	}
+	if len(t) >= 2 && t[0] == '"' && t[len(t)-1] == '"' {
+		if n, ok := unquotedLen(t[1 : len(t)-1]); ok {
+			return n, true
+		}
+	}
+	s, ok := asString(raw)
+	return len(s), ok
+}
+
+// unquotedLen is the length of the UTF-8 that encoding/json decodes the
+// string body b (between its quotes) to: an escape counts as the bytes it
+// stands for, a \u escape as its rune's UTF-8 (a valid surrogate pair as
+// one rune, any other surrogate as U+FFFD), and a byte that is not UTF-8
+// as U+FFFD. ok is false for anything unexpected (an unescaped quote or
+// control byte, a broken escape), which the caller leaves to asString.
+func unquotedLen(b []byte) (n int, ok bool) {
+	for i := 0; i < len(b); {
+		c := b[i]
+		switch {
+		case c == '"' || c < ' ':
+			return 0, false
+		case c < utf8.RuneSelf && c != '\\':
+			n++
+			i++
+			continue
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				n += utf8.RuneLen(utf8.RuneError)
+			} else {
+				n += size
+			}
+			i += size
+			continue
+		}
+		// An escape.
+		if i+1 >= len(b) {
+			return 0, false
+		}
+		switch b[i+1] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			n++
+			i += 2
+			continue
+		case 'u':
+		default:
+			return 0, false
+		}
+		r, ok := hex4(b[i+2:])
+		if !ok {
+			return 0, false
+		}
+		i += 6
+		if utf16.IsSurrogate(r) {
+			if i+1 < len(b) && b[i] == '\\' && b[i+1] == 'u' {
+				if r2, ok := hex4(b[i+2:]); ok && utf16.DecodeRune(r, r2) != utf8.RuneError {
+					n += 4 // a pair is a rune above U+FFFF
+					i += 6
+					continue
+				}
+			}
+			r = utf8.RuneError
+		}
+		n += utf8.RuneLen(r)
+	}
+	return n, true
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 // asIntArray reports whether raw is an array of integers (a token array) and
