@@ -407,7 +407,14 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 		}
 		if t.hold {
 			if len(t.body)+len(f.GetBody()) <= maxHeldBody {
-				t.body = append(t.body, f.GetBody()...)
+				if len(t.body) == 0 {
+					// Most held answers are one frame: keep its body
+					// rather than a copy (each decoded frame owns its
+					// body; nothing else reads it once relayed).
+					t.body = f.GetBody()
+				} else {
+					t.body = append(t.body, f.GetBody()...)
+				}
 				return "", false
 			}
 			// Too large to hold: relay the rest as it comes.

@@ -37,12 +37,14 @@ func RewriteModel(body []byte, target string) ([]byte, error) {
 // itself. It skips validating the body a second time, which on a small
 // request costs as much as the rewrite. Any other body is a caller's bug.
 func RewriteValidModel(body []byte, target string) ([]byte, error) {
-	open, members, err := scanValidTopLevel(body)
+	var buf [16]member // a request has a dozen members or fewer
+	open, members, err := scanValidTopLevel(body, buf[:0])
 	if err != nil {
 		return nil, err
 	}
 	value := encodeString(target)
-	var models []member
+	var mbuf [2]member
+	models := mbuf[:0]
 	exact := false
 	for _, m := range members {
 		if m.isModel {
@@ -55,7 +57,7 @@ func RewriteValidModel(body []byte, target string) ([]byte, error) {
 			// Parse* refuses such bodies; a caller that skipped it still
 			// never forwards a case variant's value.
 			body = replaceValues(body, models, value)
-			if _, members, err = scanValidTopLevel(body); err != nil {
+			if _, members, err = scanValidTopLevel(body, members[:0]); err != nil {
 				return nil, err
 			}
 		}
@@ -116,13 +118,14 @@ func scanTopLevel(body []byte) (open int, members []member, err error) {
 	if !json.Valid(body) {
 		return 0, nil, ErrNotJSONObject
 	}
-	return scanValidTopLevel(body)
+	return scanValidTopLevel(body, nil)
 }
 
 // scanValidTopLevel is scanTopLevel for a body already known to be valid
 // JSON (e.g. one json.Unmarshal accepted), skipping the second validation
-// pass over a possibly multi-MiB body.
-func scanValidTopLevel(body []byte) (open int, members []member, err error) {
+// pass over a possibly multi-MiB body. The members are appended to dst
+// (callers pass a stack array's slice, so that the scan allocates nothing).
+func scanValidTopLevel(body []byte, dst []member) (open int, members []member, err error) {
 	i := skipWS(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return 0, nil, ErrNotJSONObject
@@ -132,7 +135,7 @@ func scanValidTopLevel(body []byte) (open int, members []member, err error) {
 	if body[i] == '}' {
 		return open, nil, nil
 	}
-	members = make([]member, 0, 16) // a request has a dozen members or fewer
+	members = dst
 	for {
 		keyStart := i
 		keyEnd := skipString(body, i)
@@ -199,7 +202,8 @@ func decodeKey(raw []byte) (string, bool) {
 // the model → target mapping is an access boundary. body must be valid JSON
 // whose top level is an object.
 func modelKeyError(body []byte) *Error {
-	_, members, err := scanValidTopLevel(body)
+	var buf [16]member
+	_, members, err := scanValidTopLevel(body, buf[:0])
 	if err != nil {
 		return nil // not an object; the caller reports that
 	}
