@@ -120,7 +120,12 @@ func decodeTunnelFrame(payload []byte) (env *iop.Envelope, ok bool) {
 	if m < 0 || n+m != len(payload) {
 		return nil, false
 	}
-	f := &iop.ProviderTunnelFrame{}
+	// The envelope, its oneof wrapper and the frame in one allocation: a
+	// stream decodes one of these per chunk.
+	te := &tunnelEnvelope{}
+	te.wrap.ProviderTunnelFrame = &te.frame
+	te.env.Body = &te.wrap
+	f := &te.frame
 	for len(inner) > 0 {
 		num, typ, n := protowire.ConsumeTag(inner)
 		if n < 0 {
@@ -164,5 +169,13 @@ func decodeTunnelFrame(payload []byte) (env *iop.Envelope, ok bool) {
 			return nil, false
 		}
 	}
-	return &iop.Envelope{Body: &iop.Envelope_ProviderTunnelFrame{ProviderTunnelFrame: f}}, true
+	return &te.env, true
+}
+
+// tunnelEnvelope holds what decodeTunnelFrame returns; the pointers into
+// it keep all of it alive, as three allocations would keep themselves.
+type tunnelEnvelope struct {
+	env   iop.Envelope
+	wrap  iop.Envelope_ProviderTunnelFrame
+	frame iop.ProviderTunnelFrame
 }
