@@ -172,19 +172,22 @@ func DecodeEnvelope(payload []byte) (*iop.Envelope, error) {
 	if env, ok := decodeTunnelFrame(payload); ok { // see tunnelframe.go
 		return env, nil
 	}
-	// The generated vtprotobuf decoder, without reflection. It differs from
-	// proto.Unmarshal, the reference, in three ways: it accepts strings that
-	// are not UTF-8 (ValidUTF8 refuses them here, as proto.Unmarshal would);
-	// it refuses a known field with another wire type, which proto.Unmarshal
-	// keeps as an unknown field; and it does not check that an unknown
-	// group's end tag matches its start. Payloads of the last two kinds,
-	// which no encoder of ours writes, take proto.Unmarshal: on an error, or
-	// when unknown fields were kept. What is left is a malformed group inside
-	// a map entry, which both drop with the entry's other unknown fields;
-	// proto.Unmarshal also refuses the frame. FuzzDecodeEnvelope holds the
-	// result to proto.Unmarshal's. Bytes fields are copied out of payload.
+	// The generated vtprotobuf decoder, without reflection. Where it differs
+	// from proto.Unmarshal, the reference: it accepts strings that are not
+	// UTF-8 (ValidUTF8 refuses them here); it refuses a known field with
+	// another wire type, which proto.Unmarshal keeps as an unknown field;
+	// it reads a map entry's key and value whatever their wire types, and
+	// checks unknown groups less strictly. A payload whose map entries are
+	// not well-formed (CheckMapEntries), that it refuses, or that kept
+	// unknown fields is decoded by proto.Unmarshal instead. So whatever
+	// proto.Unmarshal accepts is accepted with the same result; beyond that,
+	// some non-canonical encodings no encoder writes are accepted (a
+	// ten-byte varint with bits past 64, a string field sent twice whose
+	// first value was not UTF-8), and what they decode to is still a
+	// well-formed message. FuzzDecodeEnvelope checks both. Bytes fields
+	// are copied out of payload.
 	env := &iop.Envelope{}
-	if err := env.UnmarshalVT(payload); err != nil || env.HasUnknownFields() {
+	if !env.CheckMapEntries(payload) || env.UnmarshalVT(payload) != nil || env.HasUnknownFields() {
 		env = &iop.Envelope{}
 		if err := proto.Unmarshal(payload, env); err != nil {
 			return nil, fmt.Errorf("nodewire: decode: %w", err)
