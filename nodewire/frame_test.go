@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"pgregory.net/rapid"
 
@@ -502,5 +503,39 @@ func TestFrameRefusesInvalidUTF8(t *testing.T) {
 		if err != nil || !proto.Equal(got, good) {
 			t.Errorf("%s: round trip: %v %v", name, got, err)
 		}
+	}
+}
+
+// A map entry whose value comes with another wire type is an unknown field
+// to proto.Unmarshal (the value stays empty); the generated decoder would
+// read the bytes after it as the value. DecodeEnvelope gives the
+// reference's answer.
+func TestDecodeMistypedMapEntry(t *testing.T) {
+	entry := protowire.AppendTag(nil, 1, protowire.BytesType)
+	entry = protowire.AppendString(entry, "k")
+	entry = protowire.AppendTag(entry, 2, protowire.Fixed64Type)
+	// Little endian: 0x12 first, read as a length by a decoder that ignores
+	// the wire type: 18 bytes, the other seven and the unknown field below.
+	entry = protowire.AppendFixed64(entry, 0x6161616161616112)
+	entry = protowire.AppendTag(entry, 3, protowire.BytesType) // unknown field: what a misread value would swallow
+	entry = protowire.AppendString(entry, "swallowed")
+	frame := protowire.AppendTag(nil, 9, protowire.BytesType) // ProviderTunnelFrame.metadata
+	frame = protowire.AppendBytes(frame, entry)
+	payload := protowire.AppendTag(nil, 9, protowire.BytesType) // Envelope.provider_tunnel_frame
+	payload = protowire.AppendBytes(payload, frame)
+
+	if (*iop.Envelope)(nil).CheckMapEntries(payload) {
+		t.Fatal("CheckMapEntries accepted a fixed64 map value")
+	}
+	want := &iop.Envelope{}
+	if err := proto.Unmarshal(payload, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeEnvelope(payload)
+	if err != nil || !proto.Equal(got, want) {
+		t.Fatalf("DecodeEnvelope: %v %v, want %v", got, err, want)
+	}
+	if v := got.GetProviderTunnelFrame().GetMetadata()["k"]; v != "" {
+		t.Fatalf("metadata value %q, want empty (the mistyped value is dropped)", v)
 	}
 }
