@@ -57,7 +57,7 @@ type exchange struct {
 // (see setRecvDeadlineLocked).
 const maxRecvSlack = 250 * time.Millisecond
 
-func (d *Dispatcher) openExchange(ctx context.Context, l *Lease, runID string, first *iop.Envelope) (*exchange, error) {
+func (d *Dispatcher) openExchange(ctx context.Context, deadline time.Time, l *Lease, runID string, first *iop.Envelope) (*exchange, error) {
 	d.mu.Lock()
 	released, conn := l.released, l.conn
 	d.mu.Unlock()
@@ -73,10 +73,13 @@ func (d *Dispatcher) openExchange(ctx context.Context, l *Lease, runID string, f
 	}
 	// A request body larger than the stream window waits for the node to
 	// grant credit; a node that never reads would hold it forever. The
-	// send is bounded by ctx: its deadline (the caller's response timeout)
-	// and its cancellation (the client went away).
-	if dl, ok := ctx.Deadline(); ok {
-		_ = st.SetWriteDeadline(dl)
+	// send is bounded by the deadline (the caller's response timeout; a
+	// deadline rather than a derived context, which would cost a timer and
+	// two cancellation hooks per request) and by ctx's cancellation (the
+	// client went away).
+	deadline = earliest(deadline, ctx)
+	if !deadline.IsZero() {
+		_ = st.SetWriteDeadline(deadline)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = st.SetWriteDeadline(time.Now()) })
 	err = st.Send(first)
@@ -86,7 +89,7 @@ func (d *Dispatcher) openExchange(ctx context.Context, l *Lease, runID string, f
 		if errors.Is(err, nodewire.ErrEncode) {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 		}
-		if cerr := ctxErr(ctx, err); cerr != nil {
+		if cerr := ctxErr(ctx, deadline, err); cerr != nil {
 			return nil, fmt.Errorf("dispatch: send request: %w", cerr)
 		}
 		return nil, fmt.Errorf("%w: send request: %w", ErrNodeLost, err)
@@ -99,14 +102,24 @@ func (d *Dispatcher) openExchange(ctx context.Context, l *Lease, runID string, f
 	return &exchange{st: st, runID: runID}, nil
 }
 
-// ctxErr is ctx's error when err is (or was caused by) ctx ending: the
-// stream deadline taken from ctx can pass a moment before ctx's own timer
+// earliest is the earlier of deadline and ctx's deadline (zero: neither
+// has one).
+func earliest(deadline time.Time, ctx context.Context) time.Time {
+	if dl, ok := ctx.Deadline(); ok && (deadline.IsZero() || dl.Before(deadline)) {
+		return dl
+	}
+	return deadline
+}
+
+// ctxErr is ctx's error when err is (or was caused by) ctx ending, and
+// context.DeadlineExceeded when it was caused by deadline (zero: none)
+// passing: the stream deadline can pass a moment before ctx's own timer
 // marks it done.
-func ctxErr(ctx context.Context, err error) error {
+func ctxErr(ctx context.Context, deadline time.Time, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return cerr
 	}
-	if dl, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(dl) {
+	if !deadline.IsZero() && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(deadline) {
 		return context.DeadlineExceeded
 	}
 	return nil
@@ -274,10 +287,10 @@ func tunnelTerminal(f *iop.ProviderTunnelFrame) bool {
 }
 
 // OpenRun sends req on the lease's node and returns its event stream.
-// Sending is bounded by ctx (see OpenTunnel).
-func (l *Lease) OpenRun(ctx context.Context, req *iop.RunRequest) (*RunStream, error) {
+// Sending is bounded as in OpenTunnel.
+func (l *Lease) OpenRun(ctx context.Context, deadline time.Time, req *iop.RunRequest) (*RunStream, error) {
 	req.Adapter, req.Target = l.ProviderID, l.Target
-	x, err := l.d.openExchange(ctx, l, req.GetRunId(), &iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: req}})
+	x, err := l.d.openExchange(ctx, deadline, l, req.GetRunId(), &iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: req}})
 	if err != nil {
 		return nil, err
 	}
@@ -285,12 +298,13 @@ func (l *Lease) OpenRun(ctx context.Context, req *iop.RunRequest) (*RunStream, e
 }
 
 // OpenTunnel sends req on the lease's node and returns its frame stream.
-// Sending is bounded by ctx: when ctx ends first (its deadline, or a
-// cancellation) the stream is aborted and the error wraps ctx's error
-// (context.DeadlineExceeded or context.Canceled) instead of ErrNodeLost.
-func (l *Lease) OpenTunnel(ctx context.Context, req *iop.ProviderTunnelRequest) (*TunnelStream, error) {
+// Sending is bounded by deadline (zero: none), by ctx's deadline and by
+// ctx's cancellation: when one of them ends it first, the stream is
+// aborted and the error wraps context.DeadlineExceeded or
+// context.Canceled instead of ErrNodeLost.
+func (l *Lease) OpenTunnel(ctx context.Context, deadline time.Time, req *iop.ProviderTunnelRequest) (*TunnelStream, error) {
 	req.Adapter, req.Target = l.ProviderID, l.Target
-	x, err := l.d.openExchange(ctx, l, req.GetRunId(), &iop.Envelope{Body: &iop.Envelope_ProviderTunnelRequest{ProviderTunnelRequest: req}})
+	x, err := l.d.openExchange(ctx, deadline, l, req.GetRunId(), &iop.Envelope{Body: &iop.Envelope_ProviderTunnelRequest{ProviderTunnelRequest: req}})
 	if err != nil {
 		return nil, err
 	}
@@ -389,20 +403,21 @@ func (d *Dispatcher) request(ctx context.Context, nodeID string, req *iop.Envelo
 		return nil, fmt.Errorf("%w: %w", ErrNodeLost, err)
 	}
 	defer st.Abort()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = st.SetDeadline(dl)
+	deadline := earliest(time.Time{}, ctx)
+	if !deadline.IsZero() {
+		_ = st.SetDeadline(deadline)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = st.SetDeadline(time.Now()) })
 	defer stop()
 	if err := st.Send(req); err != nil {
-		if cerr := ctxErr(ctx, err); cerr != nil {
+		if cerr := ctxErr(ctx, deadline, err); cerr != nil {
 			return nil, fmt.Errorf("dispatch: send to node: %w", cerr)
 		}
 		return nil, fmt.Errorf("%w: %w", ErrNodeLost, err)
 	}
 	env, err := st.Recv()
 	if err != nil {
-		if cerr := ctxErr(ctx, err); cerr != nil {
+		if cerr := ctxErr(ctx, deadline, err); cerr != nil {
 			return nil, fmt.Errorf("dispatch: wait for node: %w", cerr)
 		}
 		return nil, fmt.Errorf("%w: %w", ErrNodeLost, err)

@@ -89,7 +89,7 @@ func TestRecvDeadlineAndCancelNeedNoNode(t *testing.T) {
 	f := newFixture(t, buildCfg(t, oneNodeCfg(t, 2), oneNodeModels), nil)
 	n := startWireNode(t, f, silentNode)
 	l := mustAcquire(t, f.d, Request{Model: "m"})
-	rs, err := l.OpenRun(context.Background(), runReq())
+	rs, err := l.OpenRun(context.Background(), time.Time{}, runReq())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestFinishReleasesAtTheTerminal(t *testing.T) {
 		_ = st.CloseWrite()
 	})
 	l := mustAcquire(t, f.d, Request{Model: "m"})
-	rs, err := l.OpenRun(context.Background(), runReq())
+	rs, err := l.OpenRun(context.Background(), time.Time{}, runReq())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,8 @@ func TestFinishReleasesAtTheTerminal(t *testing.T) {
 }
 
 // Sending a request larger than the stream window to a node that never
-// reads is bounded by the context: its deadline and its cancellation.
+// reads is bounded by the context (its deadline and its cancellation) and
+// by the deadline given.
 func TestOpenBoundedByContext(t *testing.T) {
 	f := newFixture(t, buildCfg(t, oneNodeCfg(t, 2), oneNodeModels), nil)
 	startWireNode(t, f, nil)
@@ -186,10 +187,22 @@ func TestOpenBoundedByContext(t *testing.T) {
 	l := mustAcquire(t, f.d, Request{Model: "m"})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	start := time.Now()
-	_, err := l.OpenTunnel(ctx, big)
+	_, err := l.OpenTunnel(ctx, time.Time{}, big)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrNodeLost) {
 		t.Errorf("open past the deadline: %v, want context.DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took < 250*time.Millisecond || took > 2*time.Second {
+		t.Errorf("open returned after %s (deadline 300ms)", took)
+	}
+	l.Release(ReasonError)
+
+	// The same bound given as a deadline, ctx without one.
+	l = mustAcquire(t, f.d, Request{Model: "m"})
+	start = time.Now()
+	_, err = l.OpenTunnel(context.Background(), start.Add(300*time.Millisecond), big)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrNodeLost) {
+		t.Errorf("open past the given deadline: %v, want context.DeadlineExceeded", err)
 	}
 	if took := time.Since(start); took < 250*time.Millisecond || took > 2*time.Second {
 		t.Errorf("open returned after %s (deadline 300ms)", took)
@@ -200,7 +213,7 @@ func TestOpenBoundedByContext(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	start = time.Now()
-	_, err = l.OpenTunnel(ctx, big)
+	_, err = l.OpenTunnel(ctx, time.Time{}, big)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("open after cancellation: %v, want context.Canceled", err)
 	}
@@ -223,7 +236,7 @@ func TestFinishedExchangeFreesStreamWithoutPeerFIN(t *testing.T) {
 	const runs = 3
 	for i := 0; i < runs; i++ {
 		l := mustAcquire(t, f.d, Request{Model: "m"})
-		rs, err := l.OpenRun(context.Background(), runReq())
+		rs, err := l.OpenRun(context.Background(), time.Time{}, runReq())
 		if err != nil {
 			t.Fatal(err)
 		}

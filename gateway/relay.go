@@ -226,13 +226,11 @@ func (t *tunnelExchange) open(k *call) bool {
 	}
 	// Sending the request counts against the response timeout too: a node
 	// that grants no window for a large body is cut off with the rest.
-	sctx, cancel := context.WithDeadline(ctx, t.deadline)
-	ts, err := lease.OpenTunnel(sctx, &iop.ProviderTunnelRequest{
+	ts, err := lease.OpenTunnel(ctx, t.deadline, &iop.ProviderTunnelRequest{
 		RunId: newID("run_"), Method: http.MethodPost, Path: path, Headers: forwardHeaders(c.Request.Header),
 		Body: body, Stream: k.stream, SessionId: lease.SessionID,
 		Metadata: wireMetadata(ctx, t.in.requestID),
 	})
-	cancel()
 	if err != nil {
 		if ctx.Err() == nil && t.s.failoverErr(c, k, lease, &t.cs, err) {
 			return false // the lease goes back as an error; the next attempt answers

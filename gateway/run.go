@@ -90,13 +90,11 @@ func (r *runExchange) open() bool {
 		return false
 	}
 	// Sending counts against the response timeout (see tunnel's open).
-	sctx, cancel := context.WithDeadline(ctx, r.deadline)
-	rs, err := lease.OpenRun(sctx, &iop.RunRequest{
+	rs, err := lease.OpenRun(ctx, r.deadline, &iop.RunRequest{
 		RunId: newID("run_"), Workspace: lease.Workspace, Input: input, Operation: op,
 		Stream: k.stream, SessionId: lease.SessionID,
 		Metadata: wireMetadata(ctx, r.in.requestID),
 	})
-	cancel()
 	if err != nil {
 		if ctx.Err() == nil && s.failoverErr(c, k, lease, &r.cs, err) {
 			return false // the lease goes back as an error; the next attempt answers
