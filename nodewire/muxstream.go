@@ -43,6 +43,8 @@ type muxStream struct {
 
 	rnotify chan struct{} // capacity 1: data, FIN, failure or a new read deadline
 	wnotify chan struct{} // capacity 1: window credit, failure or a new write deadline
+	// rtimer and wtimer are lent to waits for rnotify and wnotify.
+	rtimer, wtimer waitTimer
 }
 
 func newMuxStream(s *muxSession, id uint32) *muxStream {
@@ -109,7 +111,7 @@ func (st *muxStream) Read(p []byte) (int, error) {
 		if len(p) == 0 {
 			return 0, nil
 		}
-		if err := st.wait(st.rnotify, deadline); err != nil {
+		if err := st.wait(st.rnotify, &st.rtimer, deadline); err != nil {
 			return 0, err
 		}
 	}
@@ -127,7 +129,7 @@ func (st *muxStream) waitReadable() error {
 		}
 		deadline := st.rdeadline
 		st.mu.Unlock()
-		if err := st.wait(st.rnotify, deadline); err != nil {
+		if err := st.wait(st.rnotify, &st.rtimer, deadline); err != nil {
 			return err
 		}
 	}
@@ -135,9 +137,9 @@ func (st *muxStream) waitReadable() error {
 
 // wait blocks until c is signalled, the session closes (which fails the
 // stream: a stream not yet announced is in no session table) or the
-// deadline (zero: none) passes.
-func (st *muxStream) wait(c chan struct{}, deadline time.Time) error {
-	closed, err := waitSignal(c, st.sess.done, deadline)
+// deadline (zero: none) passes, timing it with wt's timer.
+func (st *muxStream) wait(c chan struct{}, wt *waitTimer, deadline time.Time) error {
+	closed, err := waitSignal(c, st.sess.done, deadline, wt)
 	if closed {
 		st.fail(st.sess.err())
 	}
@@ -171,7 +173,7 @@ func (st *muxStream) Write(p []byte) (int, error) {
 		case st.sendWin == 0:
 			deadline := st.wdeadline
 			st.mu.Unlock()
-			if err := st.wait(st.wnotify, deadline); err != nil {
+			if err := st.wait(st.wnotify, &st.wtimer, deadline); err != nil {
 				return written, err
 			}
 			continue
