@@ -220,7 +220,8 @@ func (c *ClientConn) ReadyAgain(nodeID string) error {
 type StreamHandler func(ctx context.Context, st *Stream, first *iop.Envelope)
 
 // Serve accepts Edge-opened streams and runs h for each on a goroutine of
-// its own (reused from an earlier stream when one waits), until the connection closes or ctx is cancelled. It returns the
+// its own (reused from an earlier stream when one waits, see workers.go),
+// until the connection closes or ctx is cancelled. It returns the
 // connection's close cause after every handler has returned.
 func (c *ClientConn) Serve(ctx context.Context, h StreamHandler) error {
 	callerCtx := ctx

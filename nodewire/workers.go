@@ -3,6 +3,7 @@ package nodewire
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,11 +29,10 @@ type workerPool struct {
 	run  func(*Stream)   // serves one stream
 	work chan *Stream    // unbuffered: a send succeeds only into a waiting worker
 
-	maxIdle   int           // maxIdleWorkers; tests shrink it
+	maxIdle   int32         // maxIdleWorkers; tests shrink it
 	idleAfter time.Duration // workerIdle; tests shrink it
 
-	mu   sync.Mutex
-	idle int // workers waiting on work; guarded by mu
+	idle atomic.Int32 // workers waiting on work
 }
 
 func newWorkerPool(ctx context.Context, wg *sync.WaitGroup, run func(*Stream)) *workerPool {
@@ -66,22 +66,17 @@ func (p *workerPool) worker(st *Stream) {
 		} else {
 			idle.Reset(p.idleAfter)
 		}
+		// serve's send never blocks, so a stream is handed over only in
+		// the first case: a worker that leaves by another drops nothing.
 		select {
 		case st = <-p.work:
-			p.unpark()
+			p.idle.Add(-1)
 			idle.Stop()
 		case <-idle.C:
-			p.unpark()
-			// A stream may have been handed over between the timer
-			// firing and unpark; it is served, not dropped.
-			select {
-			case st = <-p.work:
-				continue
-			default:
-				return
-			}
+			p.idle.Add(-1)
+			return
 		case <-p.ctx.Done():
-			p.unpark()
+			p.idle.Add(-1)
 			return
 		}
 	}
@@ -89,17 +84,9 @@ func (p *workerPool) worker(st *Stream) {
 
 // park counts the caller as waiting, unless enough already wait.
 func (p *workerPool) park() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.idle >= p.maxIdle {
+	if p.idle.Add(1) > p.maxIdle {
+		p.idle.Add(-1)
 		return false
 	}
-	p.idle++
 	return true
-}
-
-func (p *workerPool) unpark() {
-	p.mu.Lock()
-	p.idle--
-	p.mu.Unlock()
 }

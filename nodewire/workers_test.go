@@ -14,12 +14,11 @@ func TestWorkerPoolReusesWaitingGoroutines(t *testing.T) {
 	var wg sync.WaitGroup
 	release := make(chan struct{})
 	var mu sync.Mutex
-	var running, peak, served int
+	var running, served int
 	var lastID string
 	p := newWorkerPool(ctx, &wg, func(*Stream) {
 		mu.Lock()
 		running++
-		peak = max(peak, running)
 		served++
 		lastID = goroutineID()
 		mu.Unlock()
@@ -54,7 +53,7 @@ func TestWorkerPoolReusesWaitingGoroutines(t *testing.T) {
 		mu.Lock()
 		ids[lastID] = true
 		mu.Unlock()
-		waitFor(t, "workers waiting", func() bool { p.mu.Lock(); defer p.mu.Unlock(); return p.idle == 2 })
+		waitFor(t, "workers waiting", func() bool { return p.idle.Load() == 2 })
 	}
 	if len(ids) > 5 {
 		t.Fatalf("20 sequential streams ran on %d goroutines", len(ids))
@@ -92,10 +91,8 @@ func TestWorkerPoolIdleWorkersExpire(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("idle workers outlived workerIdle")
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.idle != 0 {
-		t.Fatalf("idle count %d after every worker left", p.idle)
+	if n := p.idle.Load(); n != 0 {
+		t.Fatalf("idle count %d after every worker left", n)
 	}
 }
 

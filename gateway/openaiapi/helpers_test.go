@@ -211,3 +211,11 @@ func sdkStreamAll(t *testing.T, raw string) ([]openai.ChatCompletionStreamRespon
 		out = append(out, c)
 	}
 }
+
+// scanTopLevel validates body, then scans it as scanValidTopLevel does.
+func scanTopLevel(body []byte) (open int, members []member, err error) {
+	if !json.Valid(body) {
+		return 0, nil, ErrNotJSONObject
+	}
+	return scanValidTopLevel(body, nil)
+}

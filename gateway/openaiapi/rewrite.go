@@ -111,19 +111,10 @@ type member struct {
 	isExact  bool // the key decodes to exactly "model"
 }
 
-// scanTopLevel validates body and returns the index of the top-level '{' and
-// the byte spans of the object's members. Because the document is validated
-// first, the scanner below only has to find boundaries, not diagnose errors.
-func scanTopLevel(body []byte) (open int, members []member, err error) {
-	if !json.Valid(body) {
-		return 0, nil, ErrNotJSONObject
-	}
-	return scanValidTopLevel(body, nil)
-}
-
-// scanValidTopLevel is scanTopLevel for a body already known to be valid
-// JSON (e.g. one json.Unmarshal accepted), skipping the second validation
-// pass over a possibly multi-MiB body. The members are appended to dst
+// scanValidTopLevel returns the index of the top-level '{' of body, which
+// must be valid JSON (e.g. one json.Unmarshal accepted), and the byte spans
+// of the object's members. Because the document is valid, the scanner only
+// has to find boundaries, not diagnose errors. The members are appended to dst
 // (callers pass a stack array's slice, so that the scan allocates nothing).
 func scanValidTopLevel(body []byte, dst []member) (open int, members []member, err error) {
 	i := skipWS(body, 0)

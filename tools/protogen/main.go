@@ -79,7 +79,7 @@ func run(importPath, out, module string, files []string) error {
 	for _, f := range gen.Files {
 		if f.Generate {
 			gengo.GenerateFile(gen, f)
-			generateUTF8(gen, f)
+			generateWireChecks(gen, f)
 		}
 	}
 	vt, err := vtgen.NewGenerator(gen, []string{"marshal", "unmarshal", "size"}, &vtgen.Config{
