@@ -22,6 +22,7 @@ type Edge struct {
 	Limits  EdgeLimits  `mapstructure:"limits"`
 	Log     Log         `mapstructure:"log"`
 	Tracing Tracing     `mapstructure:"tracing"`
+	Runtime Runtime     `mapstructure:"runtime"`
 	Cluster Cluster     `mapstructure:"cluster"`
 	Nodes   []NodeSpec  `mapstructure:"nodes"`
 	Models  []ModelSpec `mapstructure:"models"`
@@ -438,6 +439,7 @@ func (c *Edge) Normalize() error {
 	}
 	c.Log.normalize(&p)
 	c.Tracing.normalize(&p)
+	c.Runtime.normalize(&p)
 
 	providers := map[[2]string]*ProviderSpec{}
 	nodeIDs := map[string]bool{}

@@ -30,6 +30,7 @@ func TestEdgeDefaults(t *testing.T) {
 		"limits.max_body_bytes":         {l.MaxBodyBytes, int64(8 << 20)},
 		"stream idle timeout":           {l.StreamIdleTimeout(), 300 * time.Second},
 		"offline grace":                 {c.Models[0].OfflineGrace(), 10 * time.Second},
+		"runtime.gc_heap_floor_mb":      {c.Runtime.GCHeapFloorBytes(), uint64(64 << 20)},
 	}
 	for k, v := range checks {
 		if v[0] != v[1] {
@@ -39,17 +40,18 @@ func TestEdgeDefaults(t *testing.T) {
 }
 
 // Zero keeps its documented meaning where it has one: no stream idle
-// bound, no fast path.
+// bound, no fast path, no heap floor.
 func TestEdgeZeroMeans(t *testing.T) {
 	c := minimalEdge()
-	zero, zeroF := 0, 0.0
+	zero, zeroF, zeroFloor := 0, 0.0, 0
 	c.Limits.StreamIdleTimeoutSec = &zero
 	c.Models[0].OfflineGraceSec = &zeroF
+	c.Runtime.GCHeapFloorMB = &zeroFloor
 	if err := c.Normalize(); err != nil {
 		t.Fatal(err)
 	}
-	if c.Limits.StreamIdleTimeout() != 0 || c.Models[0].OfflineGrace() != 0 {
-		t.Fatalf("zero became %v / %v", c.Limits.StreamIdleTimeout(), c.Models[0].OfflineGrace())
+	if c.Limits.StreamIdleTimeout() != 0 || c.Models[0].OfflineGrace() != 0 || c.Runtime.GCHeapFloorBytes() != 0 {
+		t.Fatalf("zero became %v / %v / %v", c.Limits.StreamIdleTimeout(), c.Models[0].OfflineGrace(), c.Runtime.GCHeapFloorBytes())
 	}
 }
 
@@ -58,6 +60,7 @@ func TestEdgeZeroMeans(t *testing.T) {
 func TestEdgeProblemsReportedTogether(t *testing.T) {
 	c := minimalEdge()
 	neg, negF := -1, -1.0
+	c.Runtime.GCHeapFloorMB = &neg
 	c.Limits.MaxBodyBytes = 64 << 20
 	c.Limits.ReadTimeoutSec = -5
 	c.Limits.StreamIdleTimeoutSec = &neg
@@ -73,6 +76,7 @@ func TestEdgeProblemsReportedTogether(t *testing.T) {
 		"limits.stream_idle_timeout_sec must not be negative",
 		"listen.max_pending_handshakes must be positive",
 		"offline_grace_sec",
+		"runtime.gc_heap_floor_mb must be between 0 and 16384",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("problems lack %q:\n%v", want, err)

@@ -17,6 +17,7 @@ type Node struct {
 	WorkspaceRoot string  `mapstructure:"workspace_root"`
 	Log           Log     `mapstructure:"log"`
 	Tracing       Tracing `mapstructure:"tracing"`
+	Runtime       Runtime `mapstructure:"runtime"`
 }
 
 // NodeEdge says where the Edge is: one edge (address), or every edge of a
@@ -126,6 +127,7 @@ func (c *Node) Normalize() error {
 	}
 	c.Log.normalize(&p)
 	c.Tracing.normalize(&p)
+	c.Runtime.normalize(&p)
 	return p.err("")
 }
 

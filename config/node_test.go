@@ -37,3 +37,17 @@ func TestNodeEdgeAddresses(t *testing.T) {
 		}
 	}
 }
+
+// runtime.gc_heap_floor_mb: 64 MiB when unset, 0 off, out of range refused.
+func TestNodeGCHeapFloor(t *testing.T) {
+	c := &Node{Node: NodeIdentity{ID: "a", Token: "t"}, Edge: NodeEdge{Address: "e:1"}}
+	if err := c.Normalize(); err != nil || c.Runtime.GCHeapFloorBytes() != 64<<20 {
+		t.Fatalf("default floor %d, err %v", c.Runtime.GCHeapFloorBytes(), err)
+	}
+	for _, v := range []int{-1, 16<<10 + 1} {
+		c := &Node{Node: NodeIdentity{ID: "a", Token: "t"}, Edge: NodeEdge{Address: "e:1"}, Runtime: Runtime{GCHeapFloorMB: &v}}
+		if err := c.Normalize(); err == nil || !strings.Contains(err.Error(), "runtime.gc_heap_floor_mb") {
+			t.Errorf("floor %d: err = %v", v, err)
+		}
+	}
+}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/internal/edgeapp"
+	"github.com/iop-gateway/iop/internal/gcfloor"
 	"github.com/iop-gateway/iop/tracing"
 )
 
@@ -37,6 +38,10 @@ func run() int {
 		return 1
 	}
 	defer func() { _ = log.Sync() }()
+	// The heap floor spares the collector most cycles while the live heap
+	// is small; Close puts GOGC back.
+	gcFloor := gcfloor.Start(cfg.Runtime.GCHeapFloorBytes())
+	defer gcFloor.Close()
 
 	tp, shutdownTracing, err := tracing.Setup(context.Background(), cfg.Tracing, "iop-edge")
 	if err != nil {

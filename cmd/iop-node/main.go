@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/internal/gcfloor"
 	"github.com/iop-gateway/iop/nodeagent"
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 	"github.com/iop-gateway/iop/nodeagent/adapters"
@@ -41,6 +42,10 @@ func run() int {
 	}
 	defer func() { _ = log.Sync() }()
 	log = log.With(zap.String("node_id", cfg.Node.ID))
+	// The heap floor spares the collector most cycles while the live heap
+	// is small; Close puts GOGC back.
+	gcFloor := gcfloor.Start(cfg.Runtime.GCHeapFloorBytes())
+	defer gcFloor.Close()
 
 	dial := nodewire.DialConfig{Logger: log}
 	if cfg.Edge.TLS.Enabled {

@@ -1,0 +1,183 @@
+package gcfloor
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"testing"
+	"time"
+)
+
+// goal is the runtime's heap goal for a percent (mgcpacer.go's commit):
+// live + (live + roots) × p/100, at least the scaled minimum.
+func goal(live, roots uint64, p int) uint64 {
+	return max(uint64(runtimeHeapMinimum)*uint64(p)/100, live+(live+roots)*uint64(p)/100)
+}
+
+// TestPercentModel holds Percent to what it promises, over random heaps:
+// never below GOGC; the goal reaches the floor (within the cap's rounding)
+// while the live heap is under it; the goal overshoots neither the floor
+// (beyond ceil's rounding) nor what GOGC alone gives.
+func TestPercentModel(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 200_000 {
+		floor := uint64(r.Int64N(1 << 31))
+		live := uint64(r.Int64N(1 << 31))
+		if i%2 == 0 {
+			live %= max(floor, 1) // half the cases below the floor
+		}
+		roots := uint64(r.Int64N(1 << 24))
+		base := []int{50, 100, 200, 400}[r.IntN(4)]
+		p := Percent(floor, live, roots, base)
+		if p < base {
+			t.Fatalf("Percent(%d, %d, %d, %d) = %d, below GOGC", floor, live, roots, base, p)
+		}
+		g, gBase := goal(live, roots, p), goal(live, roots, base)
+		if live < floor && g+runtimeHeapMinimum/100 < floor {
+			t.Fatalf("Percent(%d, %d, %d, %d) = %d: goal %d under the floor", floor, live, roots, base, p, g)
+		}
+		if limit := max(floor+(live+roots)/100+1, gBase); g > limit {
+			t.Fatalf("Percent(%d, %d, %d, %d) = %d: goal %d over max(floor, GOGC's goal) = %d", floor, live, roots, base, p, g, limit)
+		}
+	}
+	if got := Percent(64<<20, 1<<20, 0, -1); got != -1 {
+		t.Fatalf("GOGC off: Percent = %d, want -1", got)
+	}
+	if got := Percent(64<<20, 0, 0, 100); got != 1600 {
+		t.Fatalf("unmeasured heap: Percent = %d, want the cap 1600", got)
+	}
+	if got := Percent(2<<20, 1<<20, 0, 100); got != 100 {
+		t.Fatalf("floor under the runtime's minimum: Percent = %d, want GOGC's 100", got)
+	}
+}
+
+func readUint(name string) uint64 {
+	s := []metrics.Sample{{Name: name}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+var sink []byte
+
+// churn allocates n bytes of garbage in 16 KiB pieces and returns how many
+// GC cycles ran meanwhile.
+func churn(n int) uint64 {
+	before := readUint("/gc/cycles/total:gc-cycles")
+	for range n / (16 << 10) {
+		sink = make([]byte, 16<<10)
+	}
+	sink = nil
+	return readUint("/gc/cycles/total:gc-cycles") - before
+}
+
+// waitTunes waits (bounded) until the Floor has adjusted n more times,
+// forcing cycles so that it does not depend on allocation.
+func waitTunes(t *testing.T, f *Floor, n int64) {
+	t.Helper()
+	want := f.tunes.Load() + n
+	deadline := time.Now().Add(10 * time.Second)
+	for f.tunes.Load() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("the floor adjusted %d times in 10s, want %d: its cleanup is not re-armed", f.tunes.Load(), want)
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestFloorCutsCycles: the same garbage costs far fewer cycles with a
+// 64 MiB floor than at plain GOGC over this test's small live heap.
+func TestFloorCutsCycles(t *testing.T) {
+	const garbage = 512 << 20
+	runtime.GC()
+	plain := churn(garbage)
+
+	f := Start(64 << 20)
+	defer f.Close()
+	waitTunes(t, f, 2)
+	if p := f.Current(); p <= 100 {
+		t.Fatalf("percent %d over a small heap with a 64 MiB floor, want above 100", p)
+	}
+	if g := readUint("/gc/heap/goal:bytes"); g < 60<<20 || g > 68<<20 {
+		t.Fatalf("heap goal %d MiB with a 64 MiB floor", g>>20)
+	}
+	floored := churn(garbage)
+	// 512 MiB over a 64 MiB goal is ~8 cycles; at plain GOGC the goal is
+	// a few MiB, so well over 50.
+	if floored > 16 || plain < 3*floored {
+		t.Fatalf("cycles for %d MiB of garbage: %d plain, %d with the floor", garbage>>20, plain, floored)
+	}
+	t.Logf("cycles for %d MiB of garbage: %d plain, %d with a 64 MiB floor (percent %d)", garbage>>20, plain, floored, f.Current())
+}
+
+// TestFloorStepsAsideOverLargeHeap: once the live heap passes the floor
+// the percent is GOGC's again, and it rises again when the heap shrinks.
+func TestFloorStepsAsideOverLargeHeap(t *testing.T) {
+	base := debug.SetGCPercent(100)
+	debug.SetGCPercent(base)
+	f := Start(16 << 20)
+	defer f.Close()
+	waitTunes(t, f, 2)
+	if f.Current() <= base {
+		t.Fatalf("percent %d over a small heap, want above %d", f.Current(), base)
+	}
+	held := make([][]byte, 0, 48)
+	for range 48 {
+		held = append(held, make([]byte, 1<<20))
+	}
+	waitTunes(t, f, 2)
+	if f.Current() != base {
+		t.Fatalf("percent %d with 48 MiB live over a 16 MiB floor, want GOGC's %d", f.Current(), base)
+	}
+	runtime.KeepAlive(held)
+	held = nil
+	waitTunes(t, f, 2)
+	if f.Current() <= base {
+		t.Fatalf("percent %d after the heap shrank, want above %d", f.Current(), base)
+	}
+}
+
+// TestCloseRestoresGOGC: Close puts the starting percent back and stops
+// adjusting; a second Close is harmless.
+func TestCloseRestoresGOGC(t *testing.T) {
+	prev := debug.SetGCPercent(150)
+	defer debug.SetGCPercent(prev)
+	f := Start(64 << 20)
+	waitTunes(t, f, 1)
+	if f.Current() <= 150 {
+		t.Fatalf("percent %d, want above 150", f.Current())
+	}
+	f.Close()
+	f.Close()
+	if got := readUint("/gc/gogc:percent"); got != 150 {
+		t.Fatalf("GOGC after Close = %d, want 150", got)
+	}
+	tunes := f.tunes.Load()
+	for range 5 {
+		runtime.GC()
+	}
+	time.Sleep(10 * time.Millisecond)
+	if got := readUint("/gc/gogc:percent"); got != 150 || f.tunes.Load() != tunes {
+		t.Fatalf("after Close and 5 cycles: GOGC %d, %d more adjustments", got, f.tunes.Load()-tunes)
+	}
+}
+
+// TestInert: a zero floor and GOGC=off leave the percent alone.
+func TestInert(t *testing.T) {
+	prev := debug.SetGCPercent(-1)
+	defer debug.SetGCPercent(prev)
+	f := Start(64 << 20)
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Fatalf("GOGC=off became %d", got)
+	}
+	f.Close()
+	if got := debug.SetGCPercent(100); got != -1 {
+		t.Fatalf("Close of an inert floor set GOGC to %d", got)
+	}
+	f = Start(0)
+	f.Close()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("zero floor changed GOGC to %d", got)
+	}
+}
