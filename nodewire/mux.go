@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,11 @@ const (
 	muxMaxData = 32 << 10
 	// muxReadBuffer is the session reader's buffer.
 	muxReadBuffer = 64 << 10
+	// muxCoalesceBelow: a writer woken with fewer pending bytes than this
+	// first lets every goroutine that is already runnable queue its frames
+	// (writeLoop), so that a batch of streams readied together goes out in
+	// one write instead of one write each.
+	muxCoalesceBelow = 16 << 10
 	// muxMaxPending is how many frame bytes may wait for the writer before
 	// data writers block (control frames never do): the socket's
 	// backpressure reaches writers instead of unbounded buffering.
@@ -478,6 +484,18 @@ func (s *muxSession) writeLoop() {
 		case <-s.wake:
 		case <-s.done:
 			return
+		}
+		// The goroutine that woke the writer runs it next (the scheduler's
+		// runnext), ahead of the streams readied in the same batch (one
+		// netpoll wake-up, one mock pass): each of them would then wake
+		// the writer again and pay its own write. Yielding once when the
+		// batch is small lets them queue first; with nothing else
+		// runnable it returns at once. grpc-go's writer does the same.
+		s.wmu.Lock()
+		small := len(s.pending) < muxCoalesceBelow
+		s.wmu.Unlock()
+		if small {
+			runtime.Gosched()
 		}
 		s.wmu.Lock()
 		buf := s.pending

@@ -10,6 +10,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -507,4 +510,70 @@ func TestMuxForgetsFinishedStreams(t *testing.T) {
 	waitFor(t, "no streams left", func() bool { return client.NumStreams() == 0 && server.NumStreams() == 0 })
 	_ = server.Close()
 	<-done
+}
+
+// writeCountConn counts Write calls on a connection.
+type writeCountConn struct {
+	net.Conn
+	writes atomic.Int64
+}
+
+func (c *writeCountConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestSchedMuxCoalescesReadiedStreams: frames from streams readied
+// together leave in a few writes, not one write each. On one P the waking
+// stream would otherwise run the writer next (runnext) for every frame
+// (64 writes); the writer's yield lets the others queue first. The race
+// detector randomizes runnext, so `make test` runs this without -race.
+func TestSchedMuxCoalescesReadiedStreams(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector shuffles the run queue; make test runs this test without -race")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	c, s := tcpPair(t)
+	cc := &writeCountConn{Conn: c}
+	client := muxClient(cc)
+	defer client.Close()
+	server := muxServer(s)
+	defer server.Close()
+
+	const n = 64
+	streams := make([]*muxStream, n)
+	for i := range streams {
+		st, err := client.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Write([]byte("open")); err != nil {
+			t.Fatal(err)
+		}
+		streams[i] = st
+		acceptWithin(t, server)
+	}
+	waitFor(t, "opening frames written", func() bool { return client.written.Load() == client.queuedMark() })
+	before := cc.writes.Load()
+
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, st := range streams {
+		wg.Add(1)
+		// Owner: the test; each writes one frame and ends.
+		go func() {
+			defer wg.Done()
+			<-start
+			_, _ = st.Write([]byte("chunk"))
+		}()
+	}
+	time.Sleep(10 * time.Millisecond) // every writer parked on start
+	close(start)
+	wg.Wait()
+	waitFor(t, "chunks written", func() bool { return client.written.Load() == client.queuedMark() })
+	if w := cc.writes.Load() - before; w > n/4 {
+		t.Fatalf("%d frames from streams readied together took %d writes, want at most %d", n, w, n/4)
+	} else {
+		t.Logf("%d frames, %d writes", n, w)
+	}
 }
