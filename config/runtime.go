@@ -9,11 +9,13 @@ const maxGCHeapFloorMB = 16 << 10
 
 // Runtime tunes the Go runtime of the process. Read at start only.
 type Runtime struct {
-	// GCHeapFloorMB lets the heap grow to this many MiB before the garbage
-	// collector runs while the live heap is small (internal/gcfloor): at
-	// moderate load the collector then runs tens of times less often, for
-	// at most this much more memory. Above it GOGC rules as usual, and
-	// GOMEMLIMIT still caps the heap. Unset means 64; 0 turns it off.
+	// GCHeapFloorMB bounds the garbage collector's heap floor
+	// (internal/gcfloor): while the live heap is small, the collector lets
+	// the heap grow by what the process allocates in a quarter second at
+	// its current rate, at most this many MiB, so that under load it runs
+	// a few times a second instead of every couple of MiB. Above it GOGC
+	// rules as usual, and GOMEMLIMIT still caps the heap. Unset means 64;
+	// 0 turns the floor off.
 	GCHeapFloorMB *int `mapstructure:"gc_heap_floor_mb"`
 }
 

@@ -1,5 +1,6 @@
-// Package gcfloor gives the garbage collector a heap floor: the heap goal is
-// the larger of the floor and what GOGC alone gives.
+// Package gcfloor gives the garbage collector a heap floor that follows
+// the allocation rate: under load the collector runs about every Interval
+// instead of every couple of MiB allocated.
 //
 // Go's collector aims each cycle at live + (live + roots) × GOGC/100 bytes,
 // with a 4 MiB minimum. A gateway's live heap at moderate load is a few MiB
@@ -7,10 +8,14 @@
 // ~10 KiB per request, so at the default GOGC it collects every couple of
 // hundred requests and every cycle marks the whole live heap again: about
 // a tenth of the edge's CPU at 32 concurrent requests (docs/performance.md).
-// With a floor the collector waits until floor bytes are in use while the
-// live heap is small; once GOGC's own goal exceeds the floor (thousands of
-// held streams), nothing changes, so the floor adds at most its own size to
-// the process's memory.
+//
+// The floor is what the process allocates in Interval at the rate of the
+// last cycle, at most the configured maximum: the heap goal is the larger
+// of it and GOGC's own goal. A busy process thus collects a few times a
+// second; a quiet one keeps GOGC's small heap (a fixed floor would make
+// even an idle process walk through, and fault in, that much fresh memory
+// before its first collection); a large live heap (thousands of held
+// streams) has a GOGC goal above any floor, and nothing changes.
 //
 // It works by setting the GC percent after each cycle from that cycle's
 // figures (runtime/metrics), never below the percent the process started
@@ -26,7 +31,13 @@ import (
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
+	"time"
 )
+
+// Interval is how long the floor lets allocation run between collections
+// under load: at most a few per second, each a few milliseconds of marking
+// over a small live heap, keeps the collector near 1 % of a busy CPU.
+const Interval = 250 * time.Millisecond
 
 // runtimeHeapMinimum is the runtime's minimum heap goal at GOGC=100
 // (defaultHeapMinimum). The runtime scales it with the percent, so a
@@ -34,17 +45,19 @@ import (
 // goal past the floor; Percent never sets one.
 const runtimeHeapMinimum = 4 << 20
 
-// Metric names read after each cycle.
-const (
-	metricLive    = "/gc/heap/live:bytes"
-	metricStacks  = "/gc/scan/stack:bytes"
-	metricGlobals = "/gc/scan/globals:bytes"
-)
+// Metric names read after each cycle, in Floor.samples order.
+var metricNames = []string{
+	"/gc/heap/live:bytes",
+	"/gc/scan/stack:bytes",
+	"/gc/scan/globals:bytes",
+	"/gc/heap/allocs:bytes",
+}
 
-// Floor keeps the heap goal at or above a number of bytes. The zero value
-// is not usable; Start returns one. Close undoes it.
+// Floor keeps the heap goal at or above what Interval's allocation needs,
+// up to a maximum. The zero value is not usable; Start returns one. Close
+// undoes it.
 type Floor struct {
-	floor uint64
+	max uint64
 	// base is the GC percent the process had at Start; the floor never
 	// sets a lower one and Close restores it. Negative: GC off, and the
 	// Floor is inert.
@@ -56,9 +69,13 @@ type Floor struct {
 	// tunes counts completed adjustments (tests wait on it).
 	tunes atomic.Int64
 
-	mu sync.Mutex // guards samples, and orders SetGCPercent calls with Close
+	mu sync.Mutex // guards the fields below, and orders SetGCPercent with Close
 	// samples is reused for every read (cleanups may run concurrently).
 	samples []metrics.Sample
+	// lastAllocs and lastAt are the allocation counter and the time of the
+	// previous adjustment: the rate is measured between adjustments.
+	lastAllocs uint64
+	lastAt     time.Time
 }
 
 // sentinel is allocated once per GC cycle and left unreachable: its
@@ -71,22 +88,25 @@ type sentinel struct {
 	_ uintptr
 }
 
-// Start sets the floor in bytes and keeps it after every GC cycle until
-// Close. A zero floor, or GOGC=off, gives an inert Floor (Close still
+// Start keeps a floor of at most maxBytes after every GC cycle until
+// Close. A zero maximum, or GOGC=off, gives an inert Floor (Close still
 // safe).
-func Start(floorBytes uint64) *Floor {
-	f := &Floor{floor: floorBytes, samples: []metrics.Sample{{Name: metricLive}, {Name: metricStacks}, {Name: metricGlobals}}}
+func Start(maxBytes uint64) *Floor {
+	f := &Floor{max: maxBytes, samples: make([]metrics.Sample, len(metricNames))}
+	for i, name := range metricNames {
+		f.samples[i].Name = name
+	}
 	// SetGCPercent is the only way to read the percent without
 	// runtime/metrics' uint64 (which cannot say "off"); it is put back at
 	// once.
 	f.base = debug.SetGCPercent(100)
 	debug.SetGCPercent(f.base)
 	f.percent.Store(int64(f.base))
-	if floorBytes == 0 || f.base < 0 {
+	if maxBytes == 0 || f.base < 0 {
 		f.stopped.Store(true)
 		return f
 	}
-	f.tune()
+	f.tune(time.Now())
 	f.arm()
 	return f
 }
@@ -98,21 +118,29 @@ func (f *Floor) arm() {
 		if f.stopped.Load() {
 			return
 		}
-		f.tune()
+		f.tune(time.Now())
 		f.arm()
 	}, f)
 }
 
 // tune sets the percent that puts the goal at the floor, from the last
-// cycle's live heap and roots.
-func (f *Floor) tune() {
+// cycle's live heap and roots and the allocation rate since the previous
+// adjustment.
+func (f *Floor) tune(now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.stopped.Load() {
 		return
 	}
 	metrics.Read(f.samples)
-	p := Percent(f.floor, sampleUint(f.samples[0]), sampleUint(f.samples[1])+sampleUint(f.samples[2]), f.base)
+	live, roots := sampleUint(f.samples[0]), sampleUint(f.samples[1])+sampleUint(f.samples[2])
+	allocs := sampleUint(f.samples[3])
+	var floor uint64
+	if !f.lastAt.IsZero() && allocs >= f.lastAllocs {
+		floor = Target(f.max, allocs-f.lastAllocs, now.Sub(f.lastAt))
+	}
+	f.lastAllocs, f.lastAt = allocs, now
+	p := Percent(floor, live, roots, f.base)
 	// Only a change worth a call: the goal moves by less than 1/8 otherwise.
 	if cur := int(f.percent.Load()); p != cur && (p < cur-cur/8 || p > cur+cur/8 || p == f.base) {
 		debug.SetGCPercent(p)
@@ -126,6 +154,20 @@ func sampleUint(s metrics.Sample) uint64 {
 		return 0
 	}
 	return s.Value.Uint64()
+}
+
+// Target is the floor for a process that allocated this many bytes in
+// elapsed: Interval's worth at that rate, at most max. Exported for its
+// model test.
+func Target(max, allocated uint64, elapsed time.Duration) uint64 {
+	if elapsed <= 0 {
+		return 0
+	}
+	t := float64(allocated) * float64(Interval) / float64(elapsed)
+	if t >= float64(max) {
+		return max
+	}
+	return uint64(t)
 }
 
 // Percent is the GC percent whose goal, live + (live + roots) × p/100, is
