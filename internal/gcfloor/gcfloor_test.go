@@ -95,6 +95,29 @@ func waitTunes(t *testing.T, f *Floor, n int64, busy bool) {
 	sink = nil
 }
 
+// startBusy starts a Floor of at most maxBytes, allocates until it has
+// adjusted twice and checks that it raised the percent over GOGC's (the
+// test binary's live heap is small); it returns the Floor and GOGC.
+func startBusy(t *testing.T, maxBytes uint64) (*Floor, int) {
+	t.Helper()
+	base := debug.SetGCPercent(100)
+	debug.SetGCPercent(base)
+	f := Start(maxBytes)
+	t.Cleanup(f.Close)
+	expectAbove(t, f, "busy", base)
+	return f, base
+}
+
+// expectAbove allocates until f has adjusted twice more and checks that
+// the percent is above base.
+func expectAbove(t *testing.T, f *Floor, when string, base int) {
+	t.Helper()
+	waitTunes(t, f, 2, true)
+	if f.Current() <= base {
+		t.Fatalf("%s: percent %d over a small heap, want above %d", when, f.Current(), base)
+	}
+}
+
 // TestFloorCutsCycles: the same garbage costs far fewer cycles with the
 // floor than at plain GOGC over this test's small live heap.
 func TestFloorCutsCycles(t *testing.T) {
@@ -102,12 +125,7 @@ func TestFloorCutsCycles(t *testing.T) {
 	runtime.GC()
 	plain := churn(garbage)
 
-	f := Start(64 << 20)
-	defer f.Close()
-	waitTunes(t, f, 2, true)
-	if p := f.Current(); p <= 100 {
-		t.Fatalf("percent %d over a small heap with a 64 MiB floor, want above 100", p)
-	}
+	f, _ := startBusy(t, 64<<20)
 	// The floor is a quarter second of this loop's allocation (hundreds
 	// of MiB a second, less under -race), at most 64 MiB.
 	if g := readUint("/gc/heap/goal:bytes"); g < 16<<20 || g > 68<<20 {
@@ -125,14 +143,7 @@ func TestFloorCutsCycles(t *testing.T) {
 // TestFloorStepsAsideOverLargeHeap: once the live heap passes the floor
 // the percent is GOGC's again, and it rises again when the heap shrinks.
 func TestFloorStepsAsideOverLargeHeap(t *testing.T) {
-	base := debug.SetGCPercent(100)
-	debug.SetGCPercent(base)
-	f := Start(16 << 20)
-	defer f.Close()
-	waitTunes(t, f, 2, true)
-	if f.Current() <= base {
-		t.Fatalf("percent %d over a small heap, want above %d", f.Current(), base)
-	}
+	f, base := startBusy(t, 16<<20)
 	held := make([][]byte, 0, 48)
 	for range 48 {
 		held = append(held, make([]byte, 1<<20))
@@ -143,10 +154,7 @@ func TestFloorStepsAsideOverLargeHeap(t *testing.T) {
 	}
 	runtime.KeepAlive(held)
 	held = nil
-	waitTunes(t, f, 2, true)
-	if f.Current() <= base {
-		t.Fatalf("percent %d after the heap shrank, want above %d", f.Current(), base)
-	}
+	expectAbove(t, f, "after the heap shrank", base)
 }
 
 // TestTargetModel: the floor is Interval's worth of allocation at the
@@ -181,22 +189,12 @@ func TestTargetModel(t *testing.T) {
 // percent back (no floor to fault in for nothing), and a busy one gets the
 // floor again.
 func TestFloorFollowsRate(t *testing.T) {
-	base := debug.SetGCPercent(100)
-	debug.SetGCPercent(base)
-	f := Start(64 << 20)
-	defer f.Close()
-	waitTunes(t, f, 2, true)
-	if f.Current() <= base {
-		t.Fatalf("busy: percent %d, want above %d", f.Current(), base)
-	}
+	f, base := startBusy(t, 64<<20)
 	waitTunes(t, f, 3, false)
 	if f.Current() != base {
 		t.Fatalf("quiet: percent %d, want GOGC's %d", f.Current(), base)
 	}
-	waitTunes(t, f, 2, true)
-	if f.Current() <= base {
-		t.Fatalf("busy again: percent %d, want above %d", f.Current(), base)
-	}
+	expectAbove(t, f, "busy again", base)
 }
 
 // TestCloseRestoresGOGC: Close puts the starting percent back and stops
@@ -204,11 +202,7 @@ func TestFloorFollowsRate(t *testing.T) {
 func TestCloseRestoresGOGC(t *testing.T) {
 	prev := debug.SetGCPercent(150)
 	defer debug.SetGCPercent(prev)
-	f := Start(64 << 20)
-	waitTunes(t, f, 2, true)
-	if f.Current() <= 150 {
-		t.Fatalf("percent %d, want above 150", f.Current())
-	}
+	f, _ := startBusy(t, 64<<20)
 	f.Close()
 	f.Close()
 	if got := readUint("/gc/gogc:percent"); got != 150 {
