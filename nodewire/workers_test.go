@@ -28,19 +28,21 @@ func TestWorkerPoolReusesWaitingGoroutines(t *testing.T) {
 		mu.Unlock()
 	})
 	p.maxIdle = 2
-	base := runtime.NumGoroutine()
+	// Counted by their stacks, not runtime.NumGoroutine: goroutines of
+	// earlier tests may still be ending.
+	waitFor(t, "no workers of earlier tests", func() bool { return workerGoroutines() == 0 })
 
 	// Five streams at once: five goroutines.
 	for range 5 {
 		p.serve(&Stream{})
 	}
 	waitFor(t, "5 running", func() bool { mu.Lock(); defer mu.Unlock(); return running == 5 })
-	if n := runtime.NumGoroutine() - base; n != 5 {
+	if n := workerGoroutines(); n != 5 {
 		t.Fatalf("%d goroutines for 5 streams", n)
 	}
 	close(release)
 	// Only maxIdle of them stay to wait for more work.
-	waitFor(t, "2 idle workers", func() bool { return runtime.NumGoroutine()-base == 2 })
+	waitFor(t, "2 idle workers", func() bool { return workerGoroutines() == 2 })
 
 	// Sequential streams reuse the waiting goroutines: they run on a
 	// handful of goroutines, not one each. (A stream that arrives while a
@@ -94,6 +96,14 @@ func TestWorkerPoolIdleWorkersExpire(t *testing.T) {
 	if n := p.idle.Load(); n != 0 {
 		t.Fatalf("idle count %d after every worker left", n)
 	}
+}
+
+// workerGoroutines counts the live goroutines running a workerPool's
+// worker.
+func workerGoroutines() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "nodewire.(*workerPool).worker(")
 }
 
 // goroutineID is the running goroutine's number, from its stack header.

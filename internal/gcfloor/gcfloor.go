@@ -57,7 +57,7 @@ var metricNames = []string{
 // up to a maximum. The zero value is not usable; Start returns one. Close
 // undoes it.
 type Floor struct {
-	max uint64
+	maxFloor uint64
 	// base is the GC percent the process had at Start; the floor never
 	// sets a lower one and Close restores it. Negative: GC off, and the
 	// Floor is inert.
@@ -90,9 +90,9 @@ type sentinel struct {
 
 // Start keeps a floor of at most maxBytes after every GC cycle until
 // Close. A zero maximum, or GOGC=off, gives an inert Floor (Close still
-// safe).
+// safe). The GC percent is process-wide: one Floor per process (main's).
 func Start(maxBytes uint64) *Floor {
-	f := &Floor{max: maxBytes, samples: make([]metrics.Sample, len(metricNames))}
+	f := &Floor{maxFloor: maxBytes, samples: make([]metrics.Sample, len(metricNames))}
 	for i, name := range metricNames {
 		f.samples[i].Name = name
 	}
@@ -137,7 +137,7 @@ func (f *Floor) tune(now time.Time) {
 	allocs := sampleUint(f.samples[3])
 	var floor uint64
 	if !f.lastAt.IsZero() && allocs >= f.lastAllocs {
-		floor = Target(f.max, allocs-f.lastAllocs, now.Sub(f.lastAt))
+		floor = Target(f.maxFloor, allocs-f.lastAllocs, now.Sub(f.lastAt))
 	}
 	f.lastAllocs, f.lastAt = allocs, now
 	p := Percent(floor, live, roots, f.base)
@@ -157,15 +157,15 @@ func sampleUint(s metrics.Sample) uint64 {
 }
 
 // Target is the floor for a process that allocated this many bytes in
-// elapsed: Interval's worth at that rate, at most max. Exported for its
-// model test.
-func Target(max, allocated uint64, elapsed time.Duration) uint64 {
+// elapsed: Interval's worth at that rate, at most maxFloor. Exported for
+// its model test.
+func Target(maxFloor, allocated uint64, elapsed time.Duration) uint64 {
 	if elapsed <= 0 {
 		return 0
 	}
 	t := float64(allocated) * float64(Interval) / float64(elapsed)
-	if t >= float64(max) {
-		return max
+	if t >= float64(maxFloor) {
+		return maxFloor
 	}
 	return uint64(t)
 }
