@@ -492,12 +492,11 @@ func (s *muxSession) writeLoop() {
 		// batch is small lets them queue first; with nothing else
 		// runnable it returns at once. grpc-go's writer does the same.
 		s.wmu.Lock()
-		small := len(s.pending) < muxCoalesceBelow
-		s.wmu.Unlock()
-		if small {
+		if len(s.pending) < muxCoalesceBelow {
+			s.wmu.Unlock()
 			runtime.Gosched()
+			s.wmu.Lock()
 		}
-		s.wmu.Lock()
 		buf := s.pending
 		s.pending = s.spare[:0]
 		s.spare = nil

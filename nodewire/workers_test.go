@@ -68,13 +68,7 @@ func TestWorkerPoolReusesWaitingGoroutines(t *testing.T) {
 
 	// Cancelling Serve's context ends the waiting workers.
 	cancel()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("waiting workers did not exit on cancel")
-	}
+	waitGroupWithin(t, &wg, "waiting workers did not exit on cancel")
 }
 
 func TestWorkerPoolIdleWorkersExpire(t *testing.T) {
@@ -86,15 +80,22 @@ func TestWorkerPoolIdleWorkersExpire(t *testing.T) {
 	for range 3 {
 		p.serve(&Stream{})
 	}
+	waitGroupWithin(t, &wg, "idle workers outlived workerIdle")
+	if n := p.idle.Load(); n != 0 {
+		t.Fatalf("idle count %d after every worker left", n)
+	}
+}
+
+// waitGroupWithin fails the test with msg unless wg is done within 5 s.
+func waitGroupWithin(t *testing.T, wg *sync.WaitGroup, msg string) {
+	t.Helper()
 	done := make(chan struct{})
+	// Owner: the test; ends when wg is done (a leak only if it fails).
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		t.Fatal("idle workers outlived workerIdle")
-	}
-	if n := p.idle.Load(); n != 0 {
-		t.Fatalf("idle count %d after every worker left", n)
+		t.Fatal(msg)
 	}
 }
 

@@ -42,7 +42,7 @@ const Interval = 250 * time.Millisecond
 // runtimeHeapMinimum is the runtime's minimum heap goal at GOGC=100
 // (defaultHeapMinimum). The runtime scales it with the percent, so a
 // percent above floor/runtimeHeapMinimum × 100 would raise the minimum
-// goal past the floor; Percent never sets one.
+// goal past the floor; percentFor never sets one.
 const runtimeHeapMinimum = 4 << 20
 
 // Metric names read after each cycle, in Floor.samples order.
@@ -137,10 +137,10 @@ func (f *Floor) tune(now time.Time) {
 	allocs := sampleUint(f.samples[3])
 	var floor uint64
 	if !f.lastAt.IsZero() && allocs >= f.lastAllocs {
-		floor = Target(f.maxFloor, allocs-f.lastAllocs, now.Sub(f.lastAt))
+		floor = target(f.maxFloor, allocs-f.lastAllocs, now.Sub(f.lastAt))
 	}
 	f.lastAllocs, f.lastAt = allocs, now
-	p := Percent(floor, live, roots, f.base)
+	p := percentFor(floor, live, roots, f.base)
 	// Only a change worth a call: the goal moves by less than 1/8 otherwise.
 	if cur := int(f.percent.Load()); p != cur && (p < cur-cur/8 || p > cur+cur/8 || p == f.base) {
 		debug.SetGCPercent(p)
@@ -156,10 +156,9 @@ func sampleUint(s metrics.Sample) uint64 {
 	return s.Value.Uint64()
 }
 
-// Target is the floor for a process that allocated this many bytes in
-// elapsed: Interval's worth at that rate, at most maxFloor. Exported for
-// its model test.
-func Target(maxFloor, allocated uint64, elapsed time.Duration) uint64 {
+// target is the floor for a process that allocated this many bytes in
+// elapsed: Interval's worth at that rate, at most maxFloor.
+func target(maxFloor, allocated uint64, elapsed time.Duration) uint64 {
 	if elapsed <= 0 {
 		return 0
 	}
@@ -170,12 +169,12 @@ func Target(maxFloor, allocated uint64, elapsed time.Duration) uint64 {
 	return uint64(t)
 }
 
-// Percent is the GC percent whose goal, live + (live + roots) × p/100, is
-// the floor. It is never below base, and never above the percent at which
-// the runtime's own minimum goal (4 MiB × p/100) would pass the floor:
-// over a tiny live heap that cap is what holds the goal at the floor.
-// Exported for its model test.
-func Percent(floor, live, roots uint64, base int) int {
+// percentFor is the GC percent whose goal, live + (live + roots) × p/100,
+// is the floor. It is never below base, and never above the percent at
+// which the runtime's own minimum goal (4 MiB × p/100) would pass the
+// floor: over a tiny live heap that cap is what holds the goal at the
+// floor.
+func percentFor(floor, live, roots uint64, base int) int {
 	if base < 0 || live >= floor {
 		return base
 	}
@@ -185,9 +184,6 @@ func Percent(floor, live, roots uint64, base int) int {
 	capped := float64(floor) * 100 / runtimeHeapMinimum
 	return max(base, int(min(p, capped)))
 }
-
-// Current is the GC percent the Floor last set.
-func (f *Floor) Current() int { return int(f.percent.Load()) }
 
 // Close stops adjusting and puts back the percent the process started
 // with. Safe to call more than once and on an inert Floor.

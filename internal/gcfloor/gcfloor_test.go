@@ -29,28 +29,31 @@ func TestPercentModel(t *testing.T) {
 		}
 		roots := uint64(r.Int64N(1 << 24))
 		base := []int{50, 100, 200, 400}[r.IntN(4)]
-		p := Percent(floor, live, roots, base)
+		p := percentFor(floor, live, roots, base)
 		if p < base {
-			t.Fatalf("Percent(%d, %d, %d, %d) = %d, below GOGC", floor, live, roots, base, p)
+			t.Fatalf("percentFor(%d, %d, %d, %d) = %d, below GOGC", floor, live, roots, base, p)
 		}
 		g, gBase := goal(live, roots, p), goal(live, roots, base)
 		if live < floor && g+runtimeHeapMinimum/100 < floor {
-			t.Fatalf("Percent(%d, %d, %d, %d) = %d: goal %d under the floor", floor, live, roots, base, p, g)
+			t.Fatalf("percentFor(%d, %d, %d, %d) = %d: goal %d under the floor", floor, live, roots, base, p, g)
 		}
 		if limit := max(floor+(live+roots)/100+1, gBase); g > limit {
-			t.Fatalf("Percent(%d, %d, %d, %d) = %d: goal %d over max(floor, GOGC's goal) = %d", floor, live, roots, base, p, g, limit)
+			t.Fatalf("percentFor(%d, %d, %d, %d) = %d: goal %d over max(floor, GOGC's goal) = %d", floor, live, roots, base, p, g, limit)
 		}
 	}
-	if got := Percent(64<<20, 1<<20, 0, -1); got != -1 {
-		t.Fatalf("GOGC off: Percent = %d, want -1", got)
+	if got := percentFor(64<<20, 1<<20, 0, -1); got != -1 {
+		t.Fatalf("GOGC off: percentFor = %d, want -1", got)
 	}
-	if got := Percent(64<<20, 0, 0, 100); got != 1600 {
-		t.Fatalf("unmeasured heap: Percent = %d, want the cap 1600", got)
+	if got := percentFor(64<<20, 0, 0, 100); got != 1600 {
+		t.Fatalf("unmeasured heap: percentFor = %d, want the cap 1600", got)
 	}
-	if got := Percent(2<<20, 1<<20, 0, 100); got != 100 {
-		t.Fatalf("floor under the runtime's minimum: Percent = %d, want GOGC's 100", got)
+	if got := percentFor(2<<20, 1<<20, 0, 100); got != 100 {
+		t.Fatalf("floor under the runtime's minimum: percentFor = %d, want GOGC's 100", got)
 	}
 }
+
+// current is the GC percent f last set.
+func current(f *Floor) int { return int(f.percent.Load()) }
 
 func readUint(name string) uint64 {
 	s := []metrics.Sample{{Name: name}}
@@ -113,8 +116,8 @@ func startBusy(t *testing.T, maxBytes uint64) (*Floor, int) {
 func expectAbove(t *testing.T, f *Floor, when string, base int) {
 	t.Helper()
 	waitTunes(t, f, 2, true)
-	if f.Current() <= base {
-		t.Fatalf("%s: percent %d over a small heap, want above %d", when, f.Current(), base)
+	if current(f) <= base {
+		t.Fatalf("%s: percent %d over a small heap, want above %d", when, current(f), base)
 	}
 }
 
@@ -137,7 +140,7 @@ func TestFloorCutsCycles(t *testing.T) {
 	if floored > 40 || plain < 3*floored {
 		t.Fatalf("cycles for %d MiB of garbage: %d plain, %d with the floor", garbage>>20, plain, floored)
 	}
-	t.Logf("cycles for %d MiB of garbage: %d plain, %d with a floor of up to 64 MiB (percent %d)", garbage>>20, plain, floored, f.Current())
+	t.Logf("cycles for %d MiB of garbage: %d plain, %d with a floor of up to 64 MiB (percent %d)", garbage>>20, plain, floored, current(f))
 }
 
 // TestFloorStepsAsideOverLargeHeap: once the live heap passes the floor
@@ -149,8 +152,8 @@ func TestFloorStepsAsideOverLargeHeap(t *testing.T) {
 		held = append(held, make([]byte, 1<<20))
 	}
 	waitTunes(t, f, 2, true)
-	if f.Current() != base {
-		t.Fatalf("percent %d with 48 MiB live over a 16 MiB floor, want GOGC's %d", f.Current(), base)
+	if current(f) != base {
+		t.Fatalf("percent %d with 48 MiB live over a 16 MiB floor, want GOGC's %d", current(f), base)
 	}
 	runtime.KeepAlive(held)
 	held = nil
@@ -165,22 +168,22 @@ func TestTargetModel(t *testing.T) {
 		maxFloor := uint64(r.Int64N(1 << 34))
 		allocated := uint64(r.Int64N(1 << 34))
 		elapsed := time.Duration(r.Int64N(int64(10 * time.Second)))
-		got := Target(maxFloor, allocated, elapsed)
+		got := target(maxFloor, allocated, elapsed)
 		if got > maxFloor {
-			t.Fatalf("Target(%d, %d, %v) = %d, above the maximum", maxFloor, allocated, elapsed, got)
+			t.Fatalf("target(%d, %d, %v) = %d, above the maximum", maxFloor, allocated, elapsed, got)
 		}
 		if elapsed == 0 {
 			if got != 0 {
-				t.Fatalf("Target(%d, %d, 0) = %d, want 0", maxFloor, allocated, got)
+				t.Fatalf("target(%d, %d, 0) = %d, want 0", maxFloor, allocated, got)
 			}
 			continue
 		}
 		want := float64(allocated) * Interval.Seconds() / elapsed.Seconds()
 		if got < maxFloor && (float64(got) > want+1 || float64(got) < want-1-want*1e-9) {
-			t.Fatalf("Target(%d, %d, %v) = %d, want %.0f", maxFloor, allocated, elapsed, got, want)
+			t.Fatalf("target(%d, %d, %v) = %d, want %.0f", maxFloor, allocated, elapsed, got, want)
 		}
-		if more := Target(maxFloor, allocated+1<<20, elapsed); more < got {
-			t.Fatalf("Target fell from %d to %d with more allocated", got, more)
+		if more := target(maxFloor, allocated+1<<20, elapsed); more < got {
+			t.Fatalf("target fell from %d to %d with more allocated", got, more)
 		}
 	}
 }
@@ -191,8 +194,8 @@ func TestTargetModel(t *testing.T) {
 func TestFloorFollowsRate(t *testing.T) {
 	f, base := startBusy(t, 64<<20)
 	waitTunes(t, f, 3, false)
-	if f.Current() != base {
-		t.Fatalf("quiet: percent %d, want GOGC's %d", f.Current(), base)
+	if current(f) != base {
+		t.Fatalf("quiet: percent %d, want GOGC's %d", current(f), base)
 	}
 	expectAbove(t, f, "busy again", base)
 }
