@@ -106,7 +106,7 @@ func Start(maxBytes uint64) *Floor {
 		f.stopped.Store(true)
 		return f
 	}
-	f.tune(time.Now())
+	f.tune()
 	f.arm()
 	return f
 }
@@ -118,7 +118,7 @@ func (f *Floor) arm() {
 		if f.stopped.Load() {
 			return
 		}
-		f.tune(time.Now())
+		f.tune()
 		f.arm()
 	}, f)
 }
@@ -126,12 +126,15 @@ func (f *Floor) arm() {
 // tune sets the percent that puts the goal at the floor, from the last
 // cycle's live heap and roots and the allocation rate since the previous
 // adjustment.
-func (f *Floor) tune(now time.Time) {
+func (f *Floor) tune() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.stopped.Load() {
 		return
 	}
+	// Read under the lock: a concurrent cleanup cannot then measure a
+	// negative interval.
+	now := time.Now()
 	metrics.Read(f.samples)
 	live, roots := sampleUint(f.samples[0]), sampleUint(f.samples[1])+sampleUint(f.samples[2])
 	allocs := sampleUint(f.samples[3])
