@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -49,13 +48,19 @@ type call struct {
 	next    *dispatch.Lease
 }
 
+// answered lets go of what only another attempt would need — the request
+// body (a whole prompt) and the parsed request — once the answer has begun
+// to reach the client: failover can no longer happen, and a stream may
+// hold its handler for minutes.
+func (k *call) answered() { k.body, k.runCheck = nil, nil }
+
 // runChecker is a parsed request that knows whether a normalized run can
 // serve it. (Holding the request itself rather than its method value saves
 // allocating a closure per request.)
 type runChecker interface{ RunSupported() error }
 
 func (s *Server) readBody(c *gin.Context) ([]byte, bool) {
-	body, err := io.ReadAll(c.Request.Body)
+	body, err := readAll(c.Request.Body, c.Request.ContentLength)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

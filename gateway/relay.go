@@ -338,6 +338,7 @@ func (t *tunnelExchange) head() bool {
 	t.hold = !t.sse && (!t.stream || first.GetStatusCode() >= 400)
 	if !t.hold {
 		t.writeHead(int(first.GetStatusCode()))
+		t.k.answered()
 	}
 	return true
 }

@@ -259,6 +259,7 @@ func (r *runExchange) streamWriter() streamRenderer {
 		c.Status(http.StatusOK)
 		c.Writer.WriteHeaderNow()
 		r.firstToken()
+		r.k.answered()
 	}
 	if r.k.op == opCompletion {
 		return openaiapi.NewCompletionStreamWriter(w, func() { _ = w.Flush() }, opts)

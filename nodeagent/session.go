@@ -126,19 +126,24 @@ func runEvent(ev *iop.RunEvent) *iop.Envelope {
 }
 
 // serveRun runs a RunRequest: START, DELTAs, then exactly one terminal.
+//
+// As in serveTunnel, nothing here uses req once the adapter has it (the
+// closures below take the run id, not req): a streamed run parks this
+// frame for its whole life, and req holds the whole prompt.
 func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunRequest) {
-	log := a.log.With(zap.String("run_id", req.GetRunId()), zap.String("adapter", req.GetAdapter()))
+	runID := req.GetRunId()
+	log := a.log.With(zap.String("run_id", runID), zap.String("adapter", req.GetAdapter()))
 	var seq uint64
 	send := func(ev *iop.RunEvent) error {
 		seq++
-		ev.RunId, ev.Sequence = req.GetRunId(), seq
+		ev.RunId, ev.Sequence = runID, seq
 		return st.Send(runEvent(ev))
 	}
 	fail := func(code iop.ErrorCode, msg string) {
 		_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: &iop.RunError{Code: code, Message: msg}})
 	}
 	ctx, span := a.tracer.Start(tracing.Extract(ctx, req.GetMetadata()), "iop.node.run", trace.WithAttributes(
-		attribute.String("iop.adapter", req.GetAdapter()), attribute.String("iop.run_id", req.GetRunId()), attribute.String("iop.operation", req.GetOperation().String())))
+		attribute.String("iop.adapter", req.GetAdapter()), attribute.String("iop.run_id", runID), attribute.String("iop.operation", req.GetOperation().String())))
 	defer span.End()
 	in := a.instance(req.GetAdapter())
 	if in == nil {
@@ -157,13 +162,13 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 	defer release()
 	in.stats.requests.Add(1)
 
-	rctx, stop := a.runCtx(ctx, st, req.GetRunId(), req.GetTimeoutSec())
+	rctx, stop := a.runCtx(ctx, st, runID, req.GetTimeoutSec())
 	defer stop()
 	seq++
-	if err := st.Queue(runEvent(&iop.RunEvent{RunId: req.GetRunId(), Sequence: seq, Type: iop.RunEventType_RUN_EVENT_TYPE_START})); err != nil {
+	if err := st.Queue(runEvent(&iop.RunEvent{RunId: runID, Sequence: seq, Type: iop.RunEventType_RUN_EVENT_TYPE_START})); err != nil {
 		return
 	}
-	res, err := in.impl.Run(rctx, req, runSink{st: st, runID: req.GetRunId(), seq: &seq, stream: req.GetStream()})
+	res, err := in.impl.Run(rctx, req, runSink{st: st, runID: runID, seq: &seq, stream: req.GetStream()})
 	release()
 	if err == nil {
 		if res == nil {
@@ -306,13 +311,18 @@ func (s *tunnelSink) Metadata(m map[string]string) error {
 
 // serveTunnel runs a ProviderTunnelRequest: STATUS, BODY..., then exactly
 // one END or ERROR frame.
+//
+// Nothing here uses req once the adapter has it: the adapter lets go of
+// the request body (the prompt) once sent, and so must this frame, parked
+// here for as long as the answer streams.
 func (a *Agent) serveTunnel(ctx context.Context, st *nodewire.Stream, req *iop.ProviderTunnelRequest) {
-	sink := &tunnelSink{st: st, runID: req.GetRunId(), flushEach: req.GetStream()}
+	runID := req.GetRunId()
+	sink := &tunnelSink{st: st, runID: runID, flushEach: req.GetStream()}
 	fail := func(re *iop.RunError) {
 		_ = sink.send(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR, End: true, Error: re})
 	}
 	ctx, span := a.tracer.Start(tracing.Extract(ctx, req.GetMetadata()), "iop.node.tunnel", trace.WithAttributes(
-		attribute.String("iop.adapter", req.GetAdapter()), attribute.String("iop.run_id", req.GetRunId()), attribute.String("iop.path", req.GetPath())))
+		attribute.String("iop.adapter", req.GetAdapter()), attribute.String("iop.run_id", runID), attribute.String("iop.path", req.GetPath())))
 	defer span.End()
 	in := a.instance(req.GetAdapter())
 	if in == nil {
@@ -328,7 +338,7 @@ func (a *Agent) serveTunnel(ctx context.Context, st *nodewire.Stream, req *iop.P
 	release := sync.OnceFunc(in.gate.release) // freed before the terminal frame, as in serveRun
 	defer release()
 	in.stats.requests.Add(1)
-	rctx, stop := a.runCtx(ctx, st, req.GetRunId(), req.GetTimeoutSec())
+	rctx, stop := a.runCtx(ctx, st, runID, req.GetTimeoutSec())
 	defer stop()
 	err := in.impl.Tunnel(rctx, req, sink)
 	release()
@@ -342,7 +352,7 @@ func (a *Agent) serveTunnel(ctx context.Context, st *nodewire.Stream, req *iop.P
 		re = &iop.RunError{Code: iop.ErrorCode_ERROR_CODE_CANCELLED, Message: "tunnel cancelled"}
 	}
 	if re.Code == adapter.CodeInternal && ctx.Err() == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.ErrClosedPipe) {
-		a.log.Warn("tunnel failed", zap.String("run_id", req.GetRunId()), zap.Error(err))
+		a.log.Warn("tunnel failed", zap.String("run_id", runID), zap.Error(err))
 	}
 	fail(re)
 }

@@ -1,7 +1,6 @@
 package ollama
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/iop-gateway/iop/nodeagent/adapter"
+	"github.com/iop-gateway/iop/nodeagent/h1client"
 )
 
 // maxErrorBody bounds how much of a non-2xx body is read for its message.
@@ -77,11 +77,7 @@ func (o *Instance) post(ctx context.Context, cfg *config, path string, body any)
 // do performs one request with the configured headers and credentials.
 // Non-2xx responses are consumed and returned as *adapter.Error.
 func (o *Instance) do(ctx context.Context, cfg *config, method, path string, body []byte) (*http.Response, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, cfg.baseURL+path, rd)
+	req, release, err := h1client.NewRequest(ctx, method, cfg.baseURL+path, body)
 	if err != nil {
 		return nil, fmt.Errorf("ollama: build request: %w", err)
 	}
@@ -96,6 +92,7 @@ func (o *Instance) do(ctx context.Context, cfg *config, method, path string, bod
 		req.Header.Set("Authorization", "Bearer "+cfg.apiKey)
 	}
 	resp, err := o.client.Do(req)
+	release()
 	if err != nil {
 		if ctx.Err() != nil {
 			// The caller maps context failures; keep the cause chain.

@@ -9,7 +9,6 @@
 package openaicompat
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -242,10 +241,11 @@ func (in *Instance) authorize(req *http.Request, c *config) {
 
 // postJSON sends body to url with the instance's headers and key.
 func (in *Instance) postJSON(ctx context.Context, c *config, url string, body []byte, stream bool) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req, release, err := h1client.NewRequest(ctx, http.MethodPost, url, body)
 	if err != nil {
 		return nil, fmt.Errorf("openaicompat: build request: %w", err)
 	}
+	defer release()
 	req.Header.Set("Content-Type", "application/json")
 	if stream {
 		req.Header.Set("Accept", "text/event-stream")

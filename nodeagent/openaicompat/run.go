@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	"go.uber.org/zap"
@@ -80,9 +81,12 @@ func (r *run) chat(input *iop.RunInput) (*adapter.Result, error) {
 	if r.c.toolMode == iop.ToolMode_TOOL_MODE_TEXT || r.in.knownNoTools(r.target) {
 		return r.textTools(input)
 	}
-	res, ue, err := r.attempt("/chat/completions", body)
+	resp, ue, err := r.post("/chat/completions", body)
+	if err != nil {
+		return nil, err
+	}
 	if ue == nil {
-		return res, err
+		return r.consume(resp) // input is not used past here (see post)
 	}
 	if !rejectsTools(*ue) {
 		return nil, ue.adapterError()
@@ -114,16 +118,22 @@ func (r *run) textTools(input *iop.RunInput) (*adapter.Result, error) {
 
 // stream posts a streaming request and turns a non-2xx answer into an error.
 func (r *run) stream(path string, body map[string]json.RawMessage) (*adapter.Result, error) {
-	res, ue, err := r.attempt(path, body)
+	resp, ue, err := r.post(path, body)
 	if ue != nil {
 		return nil, ue.adapterError()
 	}
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	return r.consume(resp)
 }
 
-// attempt posts body and consumes a 2xx stream. A non-2xx answer comes back
-// as an upstreamError for the caller to judge (tool fallback or failure).
-func (r *run) attempt(path string, body map[string]json.RawMessage) (*adapter.Result, *upstreamError, error) {
+// post posts body for a streamed answer. A non-2xx answer comes back as an
+// upstreamError for the caller to judge (tool fallback or failure), a 2xx
+// one as the response for consume. Posting and consuming are separate so
+// that a caller keeps what a fallback would need (the run input, a whole
+// prompt) only until the answer's status is known, not while it streams.
+func (r *run) post(path string, body map[string]json.RawMessage) (*http.Response, *upstreamError, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return nil, nil, fmt.Errorf("openaicompat: encode request: %w", err)
@@ -132,20 +142,25 @@ func (r *run) attempt(path string, body map[string]json.RawMessage) (*adapter.Re
 	if err != nil {
 		return nil, nil, transportError(r.parent, r.ctx, r.timeout, "run", err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
 		ue := readUpstreamError(resp)
 		return nil, &ue, nil
 	}
+	return resp, nil, nil
+}
+
+// consume relays a 2xx stream from post and closes it.
+func (r *run) consume(resp *http.Response) (*adapter.Result, error) {
+	defer resp.Body.Close()
 	st := &streamState{sink: r.sink}
 	if err := st.consume(resp); err != nil {
 		if isSinkErr(err) || isAdapterErr(err) {
-			return nil, nil, err
+			return nil, err
 		}
-		return nil, nil, transportError(r.parent, r.ctx, r.timeout, "run stream", err)
+		return nil, transportError(r.parent, r.ctx, r.timeout, "run stream", err)
 	}
-	res, err := st.result()
-	return res, nil, err
+	return st.result()
 }
 
 // setStreaming asks for a streamed answer with a final usage chunk, keeping

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/iop-gateway/iop/nodeagent/adapter"
+	"github.com/iop-gateway/iop/nodeagent/h1client"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -96,11 +97,12 @@ func (in *Instance) Tunnel(ctx context.Context, treq *iop.ProviderTunnelRequest,
 	rctx, cancel := withTimeout(ctx, timeout)
 	defer cancel()
 
-	req, err := in.tunnelRequest(rctx, c, treq)
+	req, release, err := in.tunnelRequest(rctx, c, treq)
 	if err != nil {
 		return err
 	}
 	resp, err := in.client.Do(req)
+	release()
 	if err != nil {
 		return transportError(ctx, rctx, timeout, "tunnel", err)
 	}
@@ -124,10 +126,12 @@ func (in *Instance) Tunnel(ctx context.Context, treq *iop.ProviderTunnelRequest,
 	return err
 }
 
-func (in *Instance) tunnelRequest(ctx context.Context, c *config, treq *iop.ProviderTunnelRequest) (*http.Request, error) {
+// tunnelRequest builds the upstream request of treq; release lets go of
+// its body once the request is done (see h1client.NewRequest).
+func (in *Instance) tunnelRequest(ctx context.Context, c *config, treq *iop.ProviderTunnelRequest) (req *http.Request, release func(), err error) {
 	u, err := c.resolve(treq.GetPath())
 	if err != nil {
-		return nil, &adapter.Error{Code: adapter.CodeInvalidRequest, Message: "invalid tunnel path", Err: err}
+		return nil, nil, &adapter.Error{Code: adapter.CodeInvalidRequest, Message: "invalid tunnel path", Err: err}
 	}
 	method := treq.GetMethod()
 	if method == "" {
@@ -137,15 +141,11 @@ func (in *Instance) tunnelRequest(ctx context.Context, c *config, treq *iop.Prov
 		}
 	}
 	if !validHeaderName(method) {
-		return nil, &adapter.Error{Code: adapter.CodeInvalidRequest, Message: "invalid tunnel method"}
+		return nil, nil, &adapter.Error{Code: adapter.CodeInvalidRequest, Message: "invalid tunnel method"}
 	}
-	var body io.Reader
-	if len(treq.GetBody()) > 0 {
-		body = bytes.NewReader(treq.GetBody())
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	req, release, err = h1client.NewRequest(ctx, method, u.String(), treq.GetBody())
 	if err != nil {
-		return nil, &adapter.Error{Code: adapter.CodeInvalidRequest, Message: "invalid tunnel request", Err: err}
+		return nil, nil, &adapter.Error{Code: adapter.CodeInvalidRequest, Message: "invalid tunnel request", Err: err}
 	}
 	var connection []string
 	for _, h := range treq.GetHeaders() {
@@ -165,11 +165,11 @@ func (in *Instance) tunnelRequest(ctx context.Context, c *config, treq *iop.Prov
 		}
 		req.Header.Add(canon, h.GetValue())
 	}
-	if body != nil && req.Header.Get("Content-Type") == "" {
+	if len(treq.GetBody()) > 0 && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	in.authorize(req, c)
-	return req, nil
+	return req, release, nil
 }
 
 // sinkErr wraps a sink failure so that it is not mistaken for a read error.
