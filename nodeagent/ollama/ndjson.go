@@ -102,9 +102,12 @@ type lineReader struct {
 	sc *bufio.Scanner
 }
 
+// newLineReader reads lines of up to maxLine bytes. Its buffer starts at
+// 4 KiB and grows only for a longer line: it is held for the stream's whole
+// life, and Ollama's lines are a few hundred bytes.
 func newLineReader(r io.Reader, maxLine int) *lineReader {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	sc.Buffer(make([]byte, 0, min(4<<10, maxLine)), maxLine)
 	return &lineReader{sc: sc}
 }
 

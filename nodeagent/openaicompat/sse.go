@@ -224,11 +224,18 @@ func (s *sseSplitter) advanceFirst() {
 	}
 }
 
+// readEventsBuffer is readEvents' read size (see there).
+const readEventsBuffer = 4 << 10
+
 // readEvents reads r to the end, calling fn with each event's data as soon as
 // the event is complete.
+//
+// The read buffer is held for the stream's whole life, mostly parked in
+// Read between events of a few hundred bytes, so it is small: a larger
+// event takes a few reads (the splitter joins them, up to maxSSEEvent).
 func readEvents(r io.Reader, fn func(data []byte) error) error {
 	sp := newSSESplitter(maxSSEEvent)
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, readEventsBuffer)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
