@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,8 +63,16 @@ func chatBody(model string, n int, stream bool) []byte {
 // pacedBody is a streamed chatBody that also asks the mock for chunks
 // events interval apart. The pacing travels in the body because a gateway
 // forwards the body but not every header.
-func pacedBody(model string, n, chunks int, interval time.Duration) []byte {
+//
+// pad bytes are added to the system message: a prompt of a realistic size
+// for the memory phase (what a gateway holds of it per stream).
+func pacedBody(model string, n, chunks int, interval time.Duration, pad int) []byte {
 	b := chatBody(model, n, true)
+	if pad > 0 {
+		const at = `Answer briefly.`
+		i := bytes.Index(b, []byte(at)) + len(at)
+		b = slices.Concat(b[:i], bytes.Repeat([]byte(" x"), (pad+1)/2)[:pad], b[i:])
+	}
 	return fmt.Appendf(b[:len(b)-1], `,"%s":%d,"%s":%d}`, mockup.BodyChunks, chunks, mockup.BodyInterval, interval.Milliseconds())
 }
 
@@ -260,7 +269,7 @@ func streamOnce(ctx context.Context, cl *http.Client, t target, chunks int, inte
 	if t.runPath {
 		n = chunks
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url+"/v1/chat/completions", bytes.NewReader(pacedBody(t.streamModel, n, chunks, interval)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url+"/v1/chat/completions", bytes.NewReader(pacedBody(t.streamModel, n, chunks, interval, 0)))
 	if err != nil {
 		r.err = err
 		return r
@@ -456,7 +465,7 @@ func stepOnce(ctx context.Context, h *harness, t target, p plan, n int) (ok bool
 	ramp := max(time.Duration(n)*time.Second/time.Duration(p.rampRate), 200*time.Millisecond)
 	chunks := int((ramp + p.stepHold) / pacing)
 	logf("concurrent paced streams: %s, %d streams (ramp %s, %d chunks)", t.name, n, ramp, chunks)
-	addr, req, err := streamRequest(t, chunks, pacing)
+	addr, req, err := streamRequest(t, chunks, pacing, 0)
 	if err != nil {
 		return false, fmt.Sprintf("%d: %v", n, err), err.Error(), 0, pt
 	}
@@ -557,7 +566,7 @@ func holdRun(ctx context.Context, h *harness, t target, n int, p plan) holdResul
 	chunks := 600 // 600 × the pacing: far longer than the hold; cancelled below
 	ramp := time.Duration(n) * time.Second / time.Duration(p.rampRate)
 	r := holdResult{Path: t.name, Label: fmt.Sprintf("%d streams", n), Want: n, Ramp: ramp}
-	addr, req, err := streamRequest(t, chunks, p.holdInterval)
+	addr, req, err := streamRequest(t, chunks, p.holdInterval, p.holdPrompt)
 	if err != nil {
 		r.Note = err.Error()
 		return r

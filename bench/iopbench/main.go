@@ -50,6 +50,7 @@ type plan struct {
 	rounds         int           // latency and throughput rounds over all paths
 	holdN          []int         // concurrent long-paced streams for RSS
 	holdInterval   time.Duration // pacing of the long-paced streams
+	holdPrompt     int           // bytes added to each held stream's prompt (0: the usual few hundred)
 	overallTimeout time.Duration
 	phases, paths  map[string]bool
 }
@@ -75,6 +76,21 @@ var (
 	}
 )
 
+// counts parses a comma-separated list of positive counts for flag name,
+// exiting with a usage error on anything else.
+func counts(name, list string) []int {
+	var out []int
+	for _, x := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(x))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "iopbench: -%s: %q is not a positive stream count\n", name, x)
+			os.Exit(2)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
 // pathNames are the measurable paths, in report order (see targets).
 var pathNames = []string{"direct", "nginx", "goproxy", "tunnel", "run"}
 
@@ -99,6 +115,8 @@ func main() {
 	paths := flag.String("paths", strings.Join(pathNames, ","), "paths to measure, comma-separated (added figures need direct)")
 	phases := flag.String("phases", "latency,throughput,paced,steps,memory", "phases to run, comma-separated")
 	steps := flag.String("steps", "", "concurrent paced stream steps, comma-separated, e.g. 1000,2000,5000 (default: the plan's; quick 100,250, full 100 to 10000)")
+	hold := flag.String("hold", "", "concurrent held streams of the memory phase, comma-separated (default: the plan's; quick 1000, full 1000,10000)")
+	holdPrompt := flag.Int("hold-prompt", 0, "bytes added to each held stream's prompt in the memory phase (0: the usual few hundred)")
 	flag.Parse()
 	if *mock {
 		os.Exit(serveChild("mockup", "MOCKUP_ADDR", mockup.Server()))
@@ -128,16 +146,16 @@ func main() {
 		p.paths[x] = true
 	}
 	if *steps != "" {
-		p.steps = nil
-		for _, x := range strings.Split(*steps, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(x))
-			if err != nil || n < 1 {
-				fmt.Fprintf(os.Stderr, "iopbench: -steps: %q is not a positive stream count\n", x)
-				os.Exit(2)
-			}
-			p.steps = append(p.steps, n)
-		}
+		p.steps = counts("steps", *steps)
 	}
+	if *hold != "" {
+		p.holdN = counts("hold", *hold)
+	}
+	if *holdPrompt < 0 || *holdPrompt > 4<<20 {
+		fmt.Fprintf(os.Stderr, "iopbench: -hold-prompt: %d is not between 0 and 4 MiB\n", *holdPrompt)
+		os.Exit(2)
+	}
+	p.holdPrompt = *holdPrompt
 	p.phases = map[string]bool{}
 	for _, ph := range strings.Split(*phases, ",") {
 		p.phases[strings.TrimSpace(ph)] = true

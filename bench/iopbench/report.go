@@ -158,8 +158,8 @@ func (r *results) markdown() string {
 	fmt.Fprintf(&b, "- c=1: %d sequential requests in total after %d warm-up (20 per later round); added = path − direct at the same percentile. After idle: %d more sequential requests, each after a %s pause, so that every process on the path is asleep when it arrives (what light traffic and the first token of a stream on a quiet gateway see). c=%d: closed loops for %s in total (0.3 s warm-up per round). Paced: %d streams started %s apart; TTFT = request sent → first `data:` line; gap = between consecutive `data:` lines of the paced part (bufio line reader). "+
 		"Latency and throughput run in %d rounds that visit every path in turn (paced streams in 2), so that outside load hits all paths alike. "+
 		"Concurrency steps %v: streams started at %d/s and paced 20 ms, long enough to overlap ≥ %s; a step passes when every stream completes with no gap above %s (up to %d attempts: one clean attempt passes). "+
-		"RSS: the edge, the node, goproxy and the plain net/http server are restarted first (fresh heaps); then tunnel, goproxy and net/http streams, each set paced %s and held open together; VmRSS from /proc/PID/status.\n\n",
-		r.Plan.latN, r.Plan.latWarm, r.Plan.idleN, r.Plan.idleGap, r.Plan.tputConc, r.Plan.tputDur, r.Plan.pacedN, r.Plan.pacedStagger, r.Plan.rounds, r.Plan.steps, r.Plan.rampRate, r.Plan.stepHold, maxGap, r.Plan.stepTries, r.Plan.holdInterval)
+		"RSS: the edge, the node, goproxy and the plain net/http server are restarted first (fresh heaps); then tunnel, goproxy and net/http streams, each set paced %s and held open together%s; VmRSS from /proc/PID/status.\n\n",
+		r.Plan.latN, r.Plan.latWarm, r.Plan.idleN, r.Plan.idleGap, r.Plan.tputConc, r.Plan.tputDur, r.Plan.pacedN, r.Plan.pacedStagger, r.Plan.rounds, r.Plan.steps, r.Plan.rampRate, r.Plan.stepHold, maxGap, r.Plan.stepTries, r.Plan.holdInterval, promptNote(r.Plan.holdPrompt))
 
 	b.WriteString("## Results\n\n| figure |")
 	for _, p := range r.Paths {
@@ -527,4 +527,12 @@ func (r *results) holdAt(p string, n int) *holdResult {
 		}
 	}
 	return nil
+}
+
+// promptNote describes the held streams' prompt padding, if any.
+func promptNote(pad int) string {
+	if pad <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", each with %d bytes more of prompt", pad)
 }

@@ -46,7 +46,7 @@ type loadSpec struct {
 }
 
 // streamRequest encodes the request streamOnce sends, for t.
-func streamRequest(t target, chunks int, interval time.Duration) (netip.AddrPort, []byte, error) {
+func streamRequest(t target, chunks int, interval time.Duration, pad int) (netip.AddrPort, []byte, error) {
 	u, err := url.Parse(t.url)
 	if err != nil {
 		return netip.AddrPort{}, nil, fmt.Errorf("target url: %w", err)
@@ -59,7 +59,7 @@ func streamRequest(t target, chunks int, interval time.Duration) (netip.AddrPort
 	if t.runPath {
 		n = chunks
 	}
-	body := pacedBody(t.streamModel, n, chunks, interval)
+	body := pacedBody(t.streamModel, n, chunks, interval, pad)
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "POST %s/v1/chat/completions HTTP/1.1\r\nHost: %s\r\nUser-Agent: iopbench\r\nContent-Length: %d\r\n"+
 		"Content-Type: application/json\r\nAccept: text/event-stream\r\n\r\n",

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -24,7 +25,7 @@ import (
 
 func loadFor(t *testing.T, base string, n, chunks int, interval time.Duration) loadSpec {
 	t.Helper()
-	addr, req, err := streamRequest(target{name: "test", url: base, streamModel: mockup.Model}, chunks, interval)
+	addr, req, err := streamRequest(target{name: "test", url: base, streamModel: mockup.Model}, chunks, interval, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +257,7 @@ func TestStreamLoadTimeout(t *testing.T) {
 }
 
 func TestStreamRequest(t *testing.T) {
-	addr, req, err := streamRequest(target{url: "http://127.0.0.1:8080", streamModel: "m"}, 7, 20*time.Millisecond)
+	addr, req, err := streamRequest(target{url: "http://127.0.0.1:8080", streamModel: "m"}, 7, 20*time.Millisecond, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +270,7 @@ func TestStreamRequest(t *testing.T) {
 	}
 	body, _ := io.ReadAll(r.Body)
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" || r.Host != "127.0.0.1:8080" ||
-		string(body) != string(pacedBody("m", mockup.DefaultChunks, 7, 20*time.Millisecond)) {
+		string(body) != string(pacedBody("m", mockup.DefaultChunks, 7, 20*time.Millisecond, 0)) {
 		t.Fatalf("request %+v body %s", r, body)
 	}
 }
@@ -298,5 +299,25 @@ func TestStreamLoadFeedAllocs(t *testing.T) {
 	})
 	if allocs != 0 || res[0].lines < 500 {
 		t.Fatalf("%.1f allocations per chunk, %d lines", allocs, res[0].lines)
+	}
+}
+
+// A padded paced body stays a valid chat request, its prompt pad bytes
+// longer, with the pacing members the mock reads.
+func TestPacedBodyPadding(t *testing.T) {
+	plain := pacedBody("m", 8, 3, 20*time.Millisecond, 0)
+	padded := pacedBody("m", 8, 3, 20*time.Millisecond, 16<<10)
+	var req struct {
+		Messages []struct{ Content string } `json:"messages"`
+		Chunks   int                        `json:"bench_chunks"`
+	}
+	if err := json.Unmarshal(padded, &req); err != nil {
+		t.Fatalf("padded body is not JSON: %v", err)
+	}
+	if d := len(padded) - len(plain); d != 16<<10 {
+		t.Fatalf("padding added %d bytes, want %d", d, 16<<10)
+	}
+	if len(req.Messages) != 2 || len(req.Messages[0].Content) < 16<<10 || req.Chunks != 3 {
+		t.Fatalf("the pad is not in the system message: %d messages", len(req.Messages))
 	}
 }
