@@ -17,6 +17,45 @@ func bigChat() []byte {
 	return []byte(b.String())
 }
 
+// longChat is a chat body with a 32 KiB prompt of prose: a long system
+// prompt or chat history, with the escapes such text carries (paragraph
+// breaks every ~400 bytes, a quotation every ~1,000).
+func longChat() []byte {
+	sentence := `The quick brown fox jumps over the lazy dog, and the gateway relays every token of it. `
+	var p strings.Builder
+	for i := 0; p.Len() < 32<<10; i++ {
+		p.WriteString(sentence)
+		if i%5 == 4 {
+			p.WriteString(`\n\n`)
+		}
+		if i%12 == 11 {
+			p.WriteString(`He said \"stream it\" and left. `)
+		}
+	}
+	return []byte(`{"model":"qwen-7b","messages":[{"role":"system","content":"You are a helpful assistant."},` +
+		`{"role":"user","content":"` + p.String() + `"}],"stream":true,"max_tokens":512}`)
+}
+
+func BenchmarkParseChatLong(b *testing.B) {
+	body := longChat()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := ParseChat(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRewriteValidModelLong(b *testing.B) {
+	body := longChat()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := RewriteValidModel(body, "Qwen/Qwen2.5-7B-Instruct"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkParseChat4MiB(b *testing.B) {
 	body := bigChat()
 	b.SetBytes(int64(len(body)))

@@ -58,7 +58,7 @@ func decodeTopLevel(body []byte) (object, *Error) {
 // decodeObject is json.Unmarshal of body into an object, validating once
 // and cutting the members out by scanning in the common case.
 func decodeObject(body []byte) (object, error) {
-	if body[0] == '{' && json.Valid(body) {
+	if body[0] == '{' && valid(body) {
 		if obj, ok := scanObject(body); ok {
 			return obj, nil
 		}
@@ -408,6 +408,11 @@ func stringLen(raw json.RawMessage) (int, bool) {
 // control byte, a broken escape), which the caller leaves to asString.
 func unquotedLen(b []byte) (n int, ok bool) {
 	for i := 0; i < len(b); {
+		if run := asciiRun(b[i:]); run > 0 { // plain text, eight bytes at a time
+			n += run
+			i += run
+			continue
+		}
 		c := b[i]
 		switch {
 		case c == '"' || c < ' ':
