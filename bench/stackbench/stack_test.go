@@ -162,6 +162,15 @@ func BenchmarkTunnel(b *testing.B)         { bench(b, false, "bench-tunnel", 16,
 func BenchmarkTunnelParallel(b *testing.B) { bench(b, false, "bench-tunnel", 16, false, true) }
 func BenchmarkRun(b *testing.B)            { bench(b, false, "bench-run", 16, false, false) }
 
+// A 32 KiB prompt (6,554 words: a chat history), not streamed: the cost
+// that grows with the request (reading, validating and relaying the body).
+func BenchmarkDirectLongPrompt(b *testing.B) { bench(b, true, mockup.Model, longPrompt, false, false) }
+func BenchmarkTunnelLongPrompt(b *testing.B) {
+	bench(b, false, "bench-tunnel", longPrompt, false, false)
+}
+
+const longPrompt = 6554 // words of 5 bytes: 32 KiB
+
 // Streams of 64 chunks, unpaced: per-chunk relay cost.
 func BenchmarkDirectStream(b *testing.B)         { bench(b, true, mockup.Model, 64, true, false) }
 func BenchmarkTunnelStream(b *testing.B)         { bench(b, false, "bench-tunnel", 64, true, false) }
