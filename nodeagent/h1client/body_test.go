@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"weak"
 )
@@ -161,5 +162,51 @@ func TestOnceReader(t *testing.T) {
 		t.Fatalf("an empty body: %v, body %v", err, req.Body)
 	} else {
 		release()
+	}
+}
+
+// writeCounter counts the writes on a connection.
+type writeCounter struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c writeCounter) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// A request with a 40 KiB body (a long prompt) leaves in one write, head
+// and body together: a 4 KiB buffer wrote it in eleven, and net/http's own
+// head flush before a body it does not know made it two.
+func TestLongRequestLeavesInOneWrite(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	var writes atomic.Int64
+	var d net.Dialer
+	tr, cl := newTestTransport(Options{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return writeCounter{Conn: c, writes: &writes}, nil
+	}})
+	defer tr.Close()
+	req, release, err := NewRequest(context.Background(), http.MethodPost, srv.URL, bytes.Repeat([]byte("p"), 40<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cl.Do(req)
+	release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "ok" || writes.Load() != 1 {
+		t.Fatalf("answer %q after %d writes, want one", b, writes.Load())
 	}
 }

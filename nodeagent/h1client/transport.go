@@ -352,7 +352,7 @@ func (t *Transport) exchange(c *conn, req *http.Request) (*http.Response, error)
 	c.r.n = 0
 	c.w.n = 0
 	bw := getWriter(&c.w)
-	err := req.Write(bw)
+	err := req.Write(requestWriter{bw})
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -476,8 +476,21 @@ func closeRequestBody(req *http.Request) {
 }
 
 // writers recycles request write buffers: one is needed only while a
-// request is written.
-var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
+// request is written. A request (head and body) up to writeBuffer bytes
+// leaves in one write, larger ones in pieces of that size: an LLM request
+// is mostly its prompt, tens of KiB, which a 4 KiB buffer sent in a write
+// per 4 KiB.
+var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writeBuffer) }}
+
+const writeBuffer = 64 << 10
+
+// requestWriter hands req.Write the pooled buffer without letting it see a
+// *bufio.Writer. net/http flushes the head on its own before a body it does
+// not know to be in memory (NewRequest's bodies are not *bytes.Reader), one
+// write more per request; this transport writes the whole request at once
+// and flushes after it. Being an io.ByteWriter keeps req.Write from adding
+// a buffer of its own.
+type requestWriter struct{ *bufio.Writer }
 
 func getWriter(w io.Writer) *bufio.Writer {
 	bw := writers.Get().(*bufio.Writer)
