@@ -167,25 +167,34 @@ func readPayload(r io.Reader, n int) ([]byte, error) {
 }
 
 // DecodeEnvelope decodes one frame payload. The envelope may alias
-// payload (a tunnel frame's body does), so payload must not be reused.
+// payload (a tunnel frame's body does, and a tunnelled request's), so
+// payload must not be reused.
 func DecodeEnvelope(payload []byte) (*iop.Envelope, error) {
 	if env, ok := decodeTunnelFrame(payload); ok { // see tunnelframe.go
 		return env, nil
 	}
-	// The generated vtprotobuf decoder, without reflection. Where it differs
-	// from proto.Unmarshal, the reference: it accepts strings that are not
-	// UTF-8 (ValidUTF8 refuses them here); it refuses a known field with
-	// another wire type, which proto.Unmarshal keeps as an unknown field;
-	// it reads a map entry's key and value whatever their wire types, and
-	// checks unknown groups less strictly. A payload whose map entries are
-	// not well-formed (CheckMapEntries), that it refuses, or that kept
-	// unknown fields is decoded by proto.Unmarshal instead. So whatever
-	// proto.Unmarshal accepts is accepted with the same result; beyond that,
-	// some non-canonical encodings no encoder writes are accepted (a
-	// ten-byte varint with bits past 64, a string field sent twice whose
-	// first value was not UTF-8), and what they decode to is still a
-	// well-formed message. FuzzDecodeEnvelope checks both. Bytes fields
-	// are copied out of payload.
+	if env, ok := decodeTunnelRequest(payload); ok { // see tunnelrequest.go
+		return env, nil
+	}
+	return decodeGeneric(payload)
+}
+
+// decodeGeneric is DecodeEnvelope for any payload.
+//
+// The generated vtprotobuf decoder, without reflection. Where it differs
+// from proto.Unmarshal, the reference: it accepts strings that are not
+// UTF-8 (ValidUTF8 refuses them here); it refuses a known field with
+// another wire type, which proto.Unmarshal keeps as an unknown field; it
+// reads a map entry's key and value whatever their wire types, and checks
+// unknown groups less strictly. A payload whose map entries are not
+// well-formed (CheckMapEntries), that it refuses, or that kept unknown
+// fields is decoded by proto.Unmarshal instead. So whatever proto.Unmarshal
+// accepts is accepted with the same result; beyond that, some non-canonical
+// encodings no encoder writes are accepted (a ten-byte varint with bits
+// past 64, a string field sent twice whose first value was not UTF-8), and
+// what they decode to is still a well-formed message. FuzzDecodeEnvelope
+// checks both. Bytes fields are copied out of payload.
+func decodeGeneric(payload []byte) (*iop.Envelope, error) {
 	env := &iop.Envelope{}
 	if !env.CheckMapEntries(payload) || env.UnmarshalVT(payload) != nil || env.HasUnknownFields() {
 		env = &iop.Envelope{}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,6 +103,10 @@ func FuzzReadFrame(f *testing.F) {
 // non-canonical encodings) still decodes to a message proto.Marshal takes.
 func FuzzDecodeEnvelope(f *testing.F) {
 	f.Add([]byte{})
+	rng := rand.New(rand.NewPCG(1, 1))
+	for range 4 {
+		f.Add(randomTunnelRequest(rng)) // the aliasing path of decodeTunnelRequest
+	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		env, err := DecodeEnvelope(payload)
 		ref := &iop.Envelope{}
