@@ -14,9 +14,11 @@ import "encoding/binary"
 // strings — nearly all of a prompt — are crossed eight bytes at a time.
 func valid(b []byte) bool {
 	// open holds one bit per open container: 1 for an object, 0 for an
-	// array. A fixed array: no allocation, and the depth bound is
-	// encoding/json's.
-	var open [maxDepth/64 + 1]uint64
+	// array. The first 512 levels are on the stack (a handler's stack
+	// stays small: it is what a held stream keeps); deeper documents grow
+	// it on the heap, up to encoding/json's bound.
+	var first [8]uint64
+	open := first[:]
 	depth := 0
 	i := skipWS(b, 0)
 	for {
@@ -32,6 +34,9 @@ func valid(b []byte) bool {
 		case c == '{' || c == '[':
 			if depth == maxDepth {
 				return false
+			}
+			if depth/64 == len(open) {
+				open = append(open, 0)
 			}
 			if c == '{' {
 				open[depth/64] |= 1 << (depth % 64)
