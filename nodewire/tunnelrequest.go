@@ -32,6 +32,9 @@ const (
 // bytes; ok is false for anything else, which the caller decodes
 // generically.
 func decodeTunnelRequest(payload []byte) (env *iop.Envelope, ok bool) {
+	if len(payload) < aliasBodyMin {
+		return nil, false // no room for such a body: the common small request skips the walk
+	}
 	num, typ, n := protowire.ConsumeTag(payload)
 	if n < 0 || num != fieldEnvelopeTunnelRequest || typ != protowire.BytesType {
 		return nil, false
