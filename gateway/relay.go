@@ -367,6 +367,9 @@ func checkHead(f *iop.ProviderTunnelFrame) string {
 // writeHead relays the provider's headers with status.
 func (t *tunnelExchange) writeHead(status int) {
 	t.copyHeaders()
+	// Written: nothing reads the status frame again, and a stream may be
+	// held open for minutes after it.
+	t.status = nil
 	if t.sse {
 		t.c.Writer.Header().Set("X-Accel-Buffering", "no")
 	}
