@@ -192,10 +192,11 @@ type tunnelExchange struct {
 	stream    bool                   // the client asked for a stream
 	sse       bool                   // the provider answered with an event stream
 	wroteBody bool
-	// A whole answer held until END (see head): its status frame and the
-	// body so far. Nothing has been written to the client while hold is
-	// set.
-	hold   bool
+	// A whole answer held until END (see head), and the body so far.
+	// Nothing has been written to the client while hold is set.
+	hold bool
+	// status is the provider's status frame from head until the head is
+	// written (writeHead clears it); a held answer's, until its END.
 	status *iop.ProviderTunnelFrame
 	body   []byte
 }
