@@ -487,10 +487,10 @@ func (s *muxSession) writeLoop() {
 		}
 		// The goroutine that woke the writer runs it next (the scheduler's
 		// runnext), ahead of the streams readied in the same batch (by one
-		// netpoll wake-up): each of them would then wake
-		// the writer again and pay its own write. Yielding once when the
-		// batch is small lets them queue first; with nothing else
-		// runnable it returns at once. grpc-go's writer does the same.
+		// netpoll wake-up): each of them would then wake the writer again
+		// and pay its own write. Yielding once when the batch is small lets
+		// them queue first; with nothing else runnable it returns at once.
+		// grpc-go's writer does the same.
 		s.wmu.Lock()
 		if len(s.pending) < muxCoalesceBelow {
 			s.wmu.Unlock()
