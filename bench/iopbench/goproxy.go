@@ -41,7 +41,22 @@ func serveGoproxy(upstream string) int {
 	})
 }
 
-func newGoproxy(target *url.URL) *httputil.ReverseProxy {
+// newGoproxy is the proxy's handler. Each request is served full duplex:
+// otherwise net/http drains and closes the request body when the proxy
+// writes the response head, which races with the transport still reading
+// that body for its end-of-body check ("http: invalid Read on closed
+// Body"); the transport then closes the upstream connection mid-answer, and
+// a fast upstream (the mock answers before the last read) makes that a
+// failed stream now and then.
+func newGoproxy(target *url.URL) http.Handler {
+	rp := newReverseProxy(target)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		rp.ServeHTTP(w, r)
+	})
+}
+
+func newReverseProxy(target *url.URL) *httputil.ReverseProxy {
 	var logOnce sync.Once
 	return &httputil.ReverseProxy{
 		// SetURL also sets Host to the upstream's, as nginx's proxy_pass

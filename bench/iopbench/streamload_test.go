@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -48,22 +46,9 @@ func TestStreamLoadMock(t *testing.T) {
 	mock := httptest.NewServer(mockup.Handler())
 	defer mock.Close()
 	u, _ := url.Parse(mock.URL)
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.FlushInterval = -1
-	// The request body is read up front: with the server's own body, the
-	// transport can still be reading it for its end-of-body check when the
-	// proxy writes the response head and the server closes the body ("http:
-	// invalid Read on closed Body"), a race of net/http seen under -race
-	// with any client and any upstream.
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(b))
-		rp.ServeHTTP(w, r)
-	}))
+	// The harness's goproxy, whose full-duplex serving this also covers
+	// (see newGoproxy).
+	proxy := httptest.NewServer(newGoproxy(u))
 	defer proxy.Close()
 	for _, base := range []string{mock.URL, proxy.URL} {
 		spec := loadFor(t, base, 30, 5, 10*time.Millisecond)

@@ -346,7 +346,14 @@ func TestReverseProxyReuse(t *testing.T) {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.Transport = countingClient(&upDials).Transport
 	rp.FlushInterval = -1
-	px := httptest.NewServer(rp)
+	// Full duplex, or net/http closes the request body when the proxy
+	// writes the response head while the transport may still be reading it
+	// for its end-of-body check, and the transport then drops the upstream
+	// connection mid-answer ("http: invalid Read on closed Body").
+	px := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		rp.ServeHTTP(w, r)
+	}))
 	defer px.Close()
 	var dials atomic.Int64
 	cl := countingClient(&dials)
