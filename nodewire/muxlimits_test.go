@@ -207,3 +207,67 @@ func TestResetAfterFINKeepsData(t *testing.T) {
 		t.Fatalf("read %d of %d bytes after the reset (%v)", len(got), len(answer), err)
 	}
 }
+
+// A reader that stays behind a fast writer for a long answer (it never
+// drains the stream) keeps a buffer bounded by the window, not by the
+// answer: the bytes it has read are dropped as new ones arrive. Before,
+// they stayed in the buffer until it drained, so a 4 MiB answer read this
+// way held a 4 MiB buffer.
+func TestLaggingReaderBufferBounded(t *testing.T) {
+	client, server := muxPair(t)
+	st, _ := client.OpenStream()
+	if _, err := st.Write([]byte("request")); err != nil {
+		t.Fatal(err)
+	}
+	peer := acceptWithin(t, server)
+	unread := func() int {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return len(st.rbuf) - st.roff
+	}
+	const event = 300 // one streamed chunk's frame
+	var next byte
+	var want, got []byte
+	send := func(n int) { // n bytes as events, within the window
+		t.Helper()
+		_ = peer.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		for n > 0 {
+			p := bytes.Repeat([]byte{next}, min(event, n))
+			next++
+			want = append(want, p...)
+			if _, err := peer.Write(p); err != nil {
+				t.Fatal(err)
+			}
+			n -= len(p)
+		}
+	}
+	send(muxWindow)
+	waitFor(t, "the window's bytes to arrive", func() bool { return unread() == muxWindow })
+	const step = 200 << 10 // read this much, leaving the rest behind
+	maxCap := 0
+	for range 20 {
+		buf := make([]byte, step)
+		if _, err := io.ReadFull(st, buf); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, buf...)
+		behind := unread()
+		send(step)
+		waitFor(t, "the next bytes to arrive", func() bool { return unread() == behind+step })
+		st.mu.Lock()
+		maxCap = max(maxCap, cap(st.rbuf))
+		st.mu.Unlock()
+	}
+	if maxCap > 2*muxWindow {
+		t.Fatalf("a reader %d bytes behind held a %d-byte buffer (bound %d)", muxWindow-step, maxCap, 2*muxWindow)
+	}
+	_ = peer.Close()
+	rest, err := io.ReadAll(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, rest...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes, want %d in order", len(got), len(want))
+	}
+}

@@ -119,6 +119,9 @@ func (m *muxModel) check(rt *rapid.T) {
 			if unread := len(st.rbuf) - st.roff; unread > muxWindow {
 				rt.Fatalf("stream %d buffers %d bytes, beyond its window", st.StreamID(), unread)
 			}
+			if cap(st.rbuf) > 2*muxWindow {
+				rt.Fatalf("stream %d holds a %d-byte buffer, beyond twice its window", st.StreamID(), cap(st.rbuf))
+			}
 			st.mu.Unlock()
 		}
 		if b := sess.buffered.Load(); b < 0 || b > muxMaxBuffered {

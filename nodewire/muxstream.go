@@ -339,6 +339,8 @@ func (st *muxStream) deliver(payload []byte, flags uint16) error {
 			}
 			if st.rbuf == nil {
 				st.rbuf = getRecvBuf(len(payload))
+			} else if len(st.rbuf)+len(payload) > cap(st.rbuf) {
+				st.makeRoomLocked(len(payload))
 			}
 			st.rbuf = append(st.rbuf, payload...)
 		}
@@ -367,6 +369,35 @@ func (st *muxStream) deliver(payload []byte, flags uint16) error {
 		st.sess.forget(st.id.Load())
 	}
 	return nil
+}
+
+// makeRoomLocked makes room for n more bytes at the end of rbuf (st.mu
+// held), for frames that arrive faster than the stream is read (an
+// unpaced answer's burst). When the unread bytes and n fill at most half
+// the buffer, the unread bytes slide to its front; otherwise they move to
+// a buffer at least twice as large: the large pooled class when they fit
+// it (a burst up to a tunnel body frame costs no allocation), else a new
+// one. Either way a move at least halves the buffer's fill, so a reader
+// that lags copies each byte a bounded number of times, and the bytes
+// already read are never carried along (append would copy them too).
+func (st *muxStream) makeRoomLocked(n int) {
+	unread := st.rbuf[st.roff:]
+	need := len(unread) + n
+	if need <= cap(st.rbuf)/2 {
+		st.rbuf, st.roff = st.rbuf[:copy(st.rbuf, unread)], 0
+		return
+	}
+	var nb []byte
+	if need <= recvLarge && 2*cap(st.rbuf) <= recvLarge {
+		nb = getRecvBuf(recvLarge)
+	} else {
+		// Never past twice the window: unread bytes stay within the
+		// window, so a buffer that large always slides.
+		nb = make([]byte, 0, max(need, min(2*cap(st.rbuf), 2*muxWindow)))
+	}
+	nb = append(nb, unread...)
+	putRecvBuf(st.rbuf)
+	st.rbuf, st.roff = nb, 0
 }
 
 // grant adds window credit from the peer.
