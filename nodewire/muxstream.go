@@ -377,9 +377,12 @@ func (st *muxStream) deliver(payload []byte, flags uint16) error {
 // the buffer, the unread bytes slide to its front; otherwise they move to
 // a buffer at least twice as large: the large pooled class when they fit
 // it (a burst up to a tunnel body frame costs no allocation), else a new
-// one. Either way a move at least halves the buffer's fill, so a reader
-// that lags copies each byte a bounded number of times, and the bytes
-// already read are never carried along (append would copy them too).
+// one. A move at least doubles the buffer, up to twice the window, past
+// which every frame slides; a slide frees at least half the buffer. So a
+// reader that lags copies each byte a bounded number of times, and the
+// bytes already read are never carried along: appending kept them until
+// the reader drained the stream, and a reader always a little behind held
+// the whole answer.
 func (st *muxStream) makeRoomLocked(n int) {
 	unread := st.rbuf[st.roff:]
 	need := len(unread) + n
