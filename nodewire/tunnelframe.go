@@ -106,18 +106,28 @@ func appendTunnelFrame(b []byte, f *iop.ProviderTunnelFrame) []byte {
 	return b
 }
 
+// onlyEnvelopeField returns the bytes of an Envelope's message field num
+// when payload is that field and nothing else; ok is false otherwise.
+func onlyEnvelopeField(payload []byte, num protowire.Number) (inner []byte, ok bool) {
+	got, typ, n := protowire.ConsumeTag(payload)
+	if n < 0 || got != num || typ != protowire.BytesType {
+		return nil, false
+	}
+	inner, m := protowire.ConsumeBytes(payload[n:])
+	if m < 0 || n+m != len(payload) {
+		return nil, false
+	}
+	return inner, true
+}
+
 // decodeTunnelFrame decodes payload when it is an Envelope holding only a
 // ProviderTunnelFrame with only the fields appendTunnelFrame writes; ok is
 // false for anything else (including malformed input), which the caller
 // hands to proto.Unmarshal. The body aliases payload, which the caller
 // allocated for this frame alone.
 func decodeTunnelFrame(payload []byte) (env *iop.Envelope, ok bool) {
-	num, typ, n := protowire.ConsumeTag(payload)
-	if n < 0 || num != fieldEnvelopeTunnelFrame || typ != protowire.BytesType {
-		return nil, false
-	}
-	inner, m := protowire.ConsumeBytes(payload[n:])
-	if m < 0 || n+m != len(payload) {
+	inner, ok := onlyEnvelopeField(payload, fieldEnvelopeTunnelFrame)
+	if !ok {
 		return nil, false
 	}
 	// The envelope, its oneof wrapper and the frame in one allocation: a

@@ -35,12 +35,8 @@ func decodeTunnelRequest(payload []byte) (env *iop.Envelope, ok bool) {
 	if len(payload) < aliasBodyMin {
 		return nil, false // no room for such a body: the common small request skips the walk
 	}
-	num, typ, n := protowire.ConsumeTag(payload)
-	if n < 0 || num != fieldEnvelopeTunnelRequest || typ != protowire.BytesType {
-		return nil, false
-	}
-	inner, m := protowire.ConsumeBytes(payload[n:])
-	if m < 0 || n+m != len(payload) {
+	inner, ok := onlyEnvelopeField(payload, fieldEnvelopeTunnelRequest)
+	if !ok {
 		return nil, false
 	}
 	var body []byte
@@ -67,7 +63,7 @@ func decodeTunnelRequest(payload []byte) (env *iop.Envelope, ok bool) {
 		return nil, false
 	}
 	rest := len(inner) - (end - start)
-	stripped := make([]byte, 0, n+protowire.SizeVarint(uint64(rest))+rest)
+	stripped := make([]byte, 0, protowire.SizeTag(fieldEnvelopeTunnelRequest)+protowire.SizeVarint(uint64(rest))+rest)
 	stripped = protowire.AppendTag(stripped, fieldEnvelopeTunnelRequest, protowire.BytesType)
 	stripped = protowire.AppendVarint(stripped, uint64(rest))
 	stripped = append(append(stripped, inner[:start]...), inner[end:]...)
