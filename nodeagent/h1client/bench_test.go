@@ -1,7 +1,9 @@
 package h1client
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -67,4 +69,94 @@ func BenchmarkRoundTrip(b *testing.B) {
 			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// BenchmarkStreamEvent relays one SSE event of a stream (~300 bytes, a
+// chat-completion chunk) from a raw upstream over loopback, each event
+// sent only once the one before has been taken: the events arrive one at
+// a time, as paced tokens do. "Read" reads the body as net/http frames it
+// (a read that finds the socket empty before each park), "WriteTo" pushes
+// it. The upstream is a goroutine on a raw socket, the same in both.
+func BenchmarkStreamEvent(b *testing.B) {
+	event := []byte("data: " + string(bytes.Repeat([]byte("x"), 290)) + "\n\n")
+	frame := []byte(fmt.Sprintf("%x\r\n%s\r\n", len(event), event))
+	for _, mode := range []string{"Read", "WriteTo"} {
+		b.Run("via="+mode, func(b *testing.B) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ln.Close()
+			send := make(chan struct{})
+			served := make(chan struct{})
+			// Owner: this benchmark; stops when send closes (the stream's
+			// end) or the connection fails.
+			go func() {
+				defer close(served)
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				if _, err := readRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+				for range send {
+					if _, err := c.Write(frame); err != nil {
+						return
+					}
+				}
+				io.WriteString(c, "0\r\n\r\n")
+			}()
+			tr := New(Options{})
+			defer tr.Close()
+			req, _ := http.NewRequest(http.MethodPost, "http://"+ln.Addr().String()+"/v1/chat/completions", bytes.NewReader([]byte("{}")))
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer resp.Body.Close()
+			recv := make(chan struct{}, 1)
+			got := 0
+			w := writeFunc(func(p []byte) error {
+				for got += len(p); got >= len(event); got -= len(event) {
+					recv <- struct{}{}
+				}
+				return nil
+			})
+			var body io.Reader = resp.Body
+			if mode == "Read" {
+				body = readOnly{resp.Body}
+			}
+			done := make(chan error, 1)
+			// Owner: this benchmark; ends with the stream (send closed).
+			go func() {
+				_, err := io.Copy(w, body)
+				done <- err
+			}()
+			b.ReportAllocs()
+			cpu0 := processCPU()
+			for b.Loop() {
+				send <- struct{}{}
+				<-recv
+			}
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+			close(send)
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+			<-served
+		})
+	}
+}
+
+// writeFunc is an io.Writer calling a function.
+type writeFunc func(p []byte) error
+
+func (f writeFunc) Write(p []byte) (int, error) {
+	if err := f(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

@@ -3,14 +3,18 @@
 // http.RoundTripper that does the work of http.Transport for that one case
 // in the calling goroutine: the request is written with (*http.Request).Write
 // and the answer parsed with http.ReadResponse, the standard library's own
-// wire code, over a pool of kept-alive connections.
+// wire code, over a pool of kept-alive connections. A body is read through
+// net/http's framing (Read), or pushed as it arrives (WriteTo, which
+// io.Copy and the node's relays use): then its framing is decoded by this
+// package's decoder, held to net/http's by a fuzzed model test.
 //
 // Why not http.Transport: it gives every connection a read goroutine and a
 // write goroutine and hands each request and response between them and the
 // caller over channels. For a gateway node that holds thousands of streams
 // open that is two parked goroutines and two 4 KiB buffers per stream, and
 // several goroutine switches per request; here a held stream is the
-// caller's goroutine, one connection and one read buffer.
+// caller's goroutine and one connection, with no read buffer while it is
+// pushed.
 //
 // Everything else (https, HTTP/2, a proxy from the environment, protocol
 // upgrades) goes to the Fallback transport unchanged.
@@ -85,9 +89,14 @@ type Options struct {
 	// MaxResponseHeaderBytes bounds the status line and headers of one
 	// response, 1xx responses included (≤ 0: DefaultMaxResponseHeaderBytes).
 	MaxResponseHeaderBytes int64
-	// ReadBufferSize is each connection's read buffer (≤ 0:
+	// ReadBufferSize is the read buffer a connection holds while it reads
+	// a response head, and a body through Read (≤ 0:
 	// DefaultReadBufferSize).
 	ReadBufferSize int
+	// StreamCheckInterval is how long a body read through WriteTo waits
+	// for the upstream's next bytes before it reads once more anyway (≤ 0:
+	// DefaultStreamCheckInterval).
+	StreamCheckInterval time.Duration
 }
 
 // Transport is an http.RoundTripper for plain HTTP/1.1. Safe for
@@ -101,6 +110,8 @@ type Transport struct {
 	idleTimeout time.Duration
 	maxHeader   int64
 	readBuf     int
+	streamCheck time.Duration
+	readers     sync.Pool // of *bufio.Reader of readBuf bytes, for response heads
 
 	mu     sync.Mutex
 	idle   map[string][]*conn // guarded by mu; per host:port, oldest first
@@ -120,6 +131,7 @@ func New(o Options) *Transport {
 		idleTimeout: o.IdleTimeout,
 		maxHeader:   o.MaxResponseHeaderBytes,
 		readBuf:     o.ReadBufferSize,
+		streamCheck: o.StreamCheckInterval,
 		idle:        map[string][]*conn{},
 	}
 	if t.fallback == nil {
@@ -146,6 +158,9 @@ func New(o Options) *Transport {
 	}
 	if t.readBuf <= 0 {
 		t.readBuf = DefaultReadBufferSize
+	}
+	if t.streamCheck <= 0 {
+		t.streamCheck = DefaultStreamCheckInterval
 	}
 	return t
 }
@@ -256,7 +271,7 @@ func (t *Transport) getConn(ctx context.Context, key string) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("h1client: dial %s: %w", key, err)
 	}
-	return newConn(nc, key, t.readBuf), nil
+	return newConn(nc, key), nil
 }
 
 // popIdle takes the most recently used idle connection to key that has not
@@ -351,6 +366,7 @@ func (t *Transport) exchange(c *conn, req *http.Request) (*http.Response, error)
 	stop := context.AfterFunc(ctx, c.interrupt)
 	c.r.n = 0
 	c.w.n = 0
+	c.takeReader(t)
 	bw := getWriter(&c.w)
 	err := req.Write(requestWriter{bw})
 	if err == nil {
@@ -382,6 +398,15 @@ func (t *Transport) exchange(c *conn, req *http.Request) (*http.Response, error)
 		return nil, err
 	}
 	b := &body{t: t, c: c, rc: resp.Body, ctx: ctx, stop: stop, keep: !resp.Close && !req.Close}
+	switch {
+	case b.rc == http.NoBody:
+	case len(resp.TransferEncoding) > 0 && resp.TransferEncoding[0] == "chunked":
+		b.kind = framingChunked
+	case resp.ContentLength >= 0:
+		b.kind, b.length = framingLength, resp.ContentLength
+	default:
+		b.kind = framingClose
+	}
 	resp.Body = b
 	if b.rc == http.NoBody {
 		// Nothing to read: the connection is free as soon as the head is
@@ -506,18 +531,24 @@ func putWriter(bw *bufio.Writer) {
 // conn is one upstream connection. Only the goroutine running its current
 // request reads and writes it; interrupt and close may come from any.
 type conn struct {
-	nc     net.Conn
-	raw    syscall.RawConn // for the liveness probe; nil when nc has none
-	key    string
-	r      countReader
-	w      countWriter
+	nc  net.Conn
+	raw syscall.RawConn // for the liveness probe and pushing bodies; nil when nc has none
+	key string
+	r   countReader
+	w   countWriter
+	// br buffers the response head, and a body read through Read; nil
+	// while the connection is idle or a body is pushed (WriteTo), so that
+	// neither holds it. Only the request's goroutine touches it.
 	br     *bufio.Reader
 	reused bool      // taken from the idle list for this request
 	idleAt time.Time // when it was last put idle
 	once   sync.Once
+
+	dmu         sync.Mutex
+	interrupted bool // guarded by dmu; set once, by interrupt
 }
 
-func newConn(nc net.Conn, key string, readBuf int) *conn {
+func newConn(nc net.Conn, key string) *conn {
 	c := &conn{nc: nc, key: key}
 	if sc, ok := nc.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
@@ -526,21 +557,77 @@ func newConn(nc net.Conn, key string, readBuf int) *conn {
 	}
 	c.r = countReader{r: nc, limit: -1}
 	c.w = countWriter{w: nc}
-	c.br = bufio.NewReaderSize(&c.r, readBuf)
 	return c
+}
+
+// takeReader gives c a read buffer for a response.
+func (c *conn) takeReader(t *Transport) {
+	if c.br != nil {
+		return
+	}
+	if br, ok := t.readers.Get().(*bufio.Reader); ok {
+		br.Reset(&c.r)
+		c.br = br
+		return
+	}
+	c.br = bufio.NewReaderSize(&c.r, t.readBuf)
+}
+
+// releaseReader returns c's read buffer to t when it holds no bytes.
+func (c *conn) releaseReader(t *Transport) {
+	if c.br == nil || c.br.Buffered() > 0 {
+		return
+	}
+	c.br.Reset(nil)
+	t.readers.Put(c.br)
+	c.br = nil
 }
 
 // aLongTimeAgo is a deadline in the past: it wakes a blocked Read or Write.
 var aLongTimeAgo = time.Unix(1, 0)
 
-func (c *conn) interrupt() { _ = c.nc.SetDeadline(aLongTimeAgo) }
+// interrupt wakes whatever the connection is blocked in, for good: it is
+// closed after, never reused, and armRead no longer moves the deadline.
+func (c *conn) interrupt() {
+	c.dmu.Lock()
+	c.interrupted = true
+	_ = c.nc.SetDeadline(aLongTimeAgo)
+	c.dmu.Unlock()
+}
+
+// armRead sets the read deadline to t, unless the connection was
+// interrupted (false), whose deadline must stay in the past.
+func (c *conn) armRead(t time.Time) bool {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	if c.interrupted {
+		return false
+	}
+	return c.nc.SetReadDeadline(t) == nil
+}
+
+// disarmRead clears the read deadline armRead set, before the connection
+// goes idle.
+func (c *conn) disarmRead() {
+	c.dmu.Lock()
+	if !c.interrupted {
+		_ = c.nc.SetReadDeadline(time.Time{})
+	}
+	c.dmu.Unlock()
+}
+
+func (c *conn) isInterrupted() bool {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	return c.interrupted
+}
 
 func (c *conn) close() { c.once.Do(func() { _ = c.nc.Close() }) }
 
 // alive reports whether an idle connection can take a request: no bytes
 // arrived while it was idle and the upstream has not closed it.
 func (c *conn) alive() bool {
-	if c.br.Buffered() > 0 {
+	if c.br != nil && c.br.Buffered() > 0 {
 		return false
 	}
 	if c.raw == nil {
@@ -596,6 +683,13 @@ type body struct {
 	ctx  context.Context
 	stop func() bool // stops the cancellation hook; false once it ran
 	keep bool        // the connection may be reused after a clean end
+	// kind and length are the body's framing, for WriteTo's decoder; kind
+	// is 0 for no body.
+	kind   framing
+	length int64
+	// pulled: Read or WriteTo has begun, and the framing's state is in
+	// the reader that began; only the reading goroutine touches it.
+	pulled bool
 
 	// state is bodyOpen, then bodyDone (read to the end or failed; the
 	// reader released the connection) or bodyClosed (Close won; it closed
@@ -617,6 +711,7 @@ func (b *body) Read(p []byte) (int, error) {
 	if b.state.Load() == bodyClosed {
 		return 0, ErrBodyClosed
 	}
+	b.pulled = true
 	n, err := b.rc.Read(p)
 	switch {
 	case err == nil:
@@ -644,7 +739,8 @@ func (b *body) finish(clean bool) {
 		return
 	}
 	hookStopped := b.stop()
-	if clean && b.keep && hookStopped && b.c.br.Buffered() == 0 {
+	if clean && b.keep && hookStopped && (b.c.br == nil || b.c.br.Buffered() == 0) {
+		b.c.releaseReader(b.t)
 		b.c.reused = false
 		b.t.putIdle(b.c)
 		return

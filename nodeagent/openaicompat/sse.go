@@ -230,11 +230,20 @@ const readEventsBuffer = 4 << 10
 // readEvents reads r to the end, calling fn with each event's data as soon as
 // the event is complete.
 //
-// The read buffer is held for the stream's whole life, mostly parked in
-// Read between events of a few hundred bytes, so it is small: a larger
-// event takes a few reads (the splitter joins them, up to maxSSEEvent).
+// Through Read, the read buffer is held for the stream's whole life,
+// mostly parked in Read between events of a few hundred bytes, so it is
+// small: a larger event takes a few reads (the splitter joins them, up to
+// maxSSEEvent).
 func readEvents(r io.Reader, fn func(data []byte) error) error {
 	sp := newSSESplitter(maxSSEEvent)
+	if wt, ok := r.(io.WriterTo); ok {
+		// A body that hands over its bytes as they arrive needs no buffer
+		// here (h1client's: see relaySSE).
+		if _, err := wt.WriteTo(writeFunc(func(p []byte) error { return forEachEvent(sp.push(p), fn) })); err != nil {
+			return err
+		}
+		return forEachEvent(sp.flush(), fn)
+	}
 	buf := make([]byte, readEventsBuffer)
 	for {
 		n, err := r.Read(buf)

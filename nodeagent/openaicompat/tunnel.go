@@ -232,7 +232,6 @@ var sseBurstBufs = sync.Pool{New: func() any { b := make([]byte, sseBurstSize); 
 // counted twice.
 func relaySSE(r io.Reader, sink adapter.TunnelSink) error {
 	sp := newSSESplitter(maxSSEEvent)
-	small := make([]byte, sseWaitSize)
 	var last *iop.Usage
 	emit := func(chunk []byte) error {
 		if len(chunk) == 0 {
@@ -264,6 +263,27 @@ func relaySSE(r io.Reader, sink adapter.TunnelSink) error {
 		}
 		return nil
 	}
+	if wt, ok := r.(io.WriterTo); ok {
+		// The body hands over its bytes as they arrive (h1client's does,
+		// reading the socket itself: between events it holds no buffer
+		// and makes no read that finds the socket empty).
+		_, err := wt.WriteTo(writeFunc(func(p []byte) error { return emit(sp.push(p)) }))
+		switch {
+		case err == nil:
+			if eerr := emit(sp.flush()); eerr != nil {
+				return eerr
+			}
+			return report()
+		case isSinkErr(err):
+			return err
+		}
+		// As below: the unfinished event is dropped, usage still reported.
+		if rerr := report(); rerr != nil {
+			return rerr
+		}
+		return err
+	}
+	small := make([]byte, sseWaitSize)
 	for {
 		n, err := r.Read(small)
 		if n > 0 {
@@ -295,6 +315,17 @@ func relaySSE(r io.Reader, sink adapter.TunnelSink) error {
 			return err
 		}
 	}
+}
+
+// writeFunc is an io.Writer that hands each write to a function, which
+// takes all of p or fails.
+type writeFunc func(p []byte) error
+
+func (f writeFunc) Write(p []byte) (int, error) {
+	if err := f(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // readBurst reads once more into a pooled buffer, after a small read came

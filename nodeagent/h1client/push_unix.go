@@ -1,0 +1,78 @@
+//go:build unix
+
+package h1client
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"time"
+)
+
+const pushSupported = true
+
+// readLoop reads the socket inside syscall.RawConn.Read, which resets the
+// descriptor's readiness once, on entry: from then on every arrival of
+// bytes raises a new wake-up, so after a read that came back short (the
+// socket is empty) the callback can park at once. Not so for a FIN that
+// came with the bytes just read (see DefaultStreamCheckInterval): such a
+// park arms the read deadline, which brings the loop back for one more
+// read after checkEvery. A read that finds the socket empty (EAGAIN) also
+// proves no FIN is pending, so a park after it needs no deadline: a quiet
+// stream is checked once after its last bytes, not once per interval. A
+// close-delimited body ends only with the FIN, so it is read until EAGAIN
+// as net.Conn does.
+func (ps *pusher) readLoop() error {
+	c := ps.b.c
+	every := ps.b.t.streamCheck
+	armed := false
+	for {
+		var ferr error
+		err := c.raw.Read(func(fd uintptr) bool {
+			bp := pushBufs.Get().(*[]byte)
+			defer pushBufs.Put(bp)
+			buf := *bp
+			for {
+				n, err := syscall.Read(int(fd), buf)
+				switch {
+				case errors.Is(err, syscall.EINTR):
+					continue
+				case errors.Is(err, syscall.EAGAIN):
+					return false
+				case err != nil:
+					ferr = os.NewSyscallError("read", err)
+					return true
+				case n == 0:
+					ferr = ps.eof()
+					return true
+				}
+				if ferr = ps.feed(buf[:n]); ferr != nil || ps.ended {
+					return true
+				}
+				if n < len(buf) && ps.d.kind != framingClose {
+					if !armed {
+						if !c.armRead(time.Now().Add(every)) {
+							ferr = errInterrupted
+							return true
+						}
+						armed = true
+					}
+					return false
+				}
+			}
+		})
+		switch {
+		case ferr != nil || ps.ended:
+			return ferr
+		case err == nil:
+			// The callback only stops on an end or an error, both above.
+			return errors.New("h1client: push stopped without an end")
+		case errors.Is(err, os.ErrDeadlineExceeded) && !c.isInterrupted():
+			// The check: clear the deadline and read once more.
+			c.disarmRead()
+			armed = false
+			continue
+		}
+		return err
+	}
+}
