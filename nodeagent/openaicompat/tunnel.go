@@ -212,7 +212,8 @@ func identityEncoding(v string) bool {
 // what it is given, so a buffer is free again when the relay returns.
 var readBufs = sync.Pool{New: func() any { b := make([]byte, tunnelReadSize); return &b }}
 
-// An SSE relay waits for its stream's next bytes with only sseWaitSize
+// An SSE relay that reads its body (a body that pushes, h1client's, needs
+// no buffer here) waits for the stream's next bytes with only sseWaitSize
 // bytes of its own: a stream may sit idle between events for minutes, and
 // 10,000 held streams each waiting in a 4 KiB buffer would pin 40 MB. One
 // chat-completion chunk event (~200-400 bytes) fits in the small read, so a
