@@ -116,26 +116,35 @@ type pusher struct {
 }
 
 func (ps *pusher) run() error {
-	c := ps.b.c
-	if k := c.br.Buffered(); k > 0 {
-		bp := pushBufs.Get().(*[]byte)
-		buf := (*bp)[:0]
-		for k > 0 {
-			p, _ := c.br.Peek(min(k, pushBufSize))
-			buf = append(buf[:0], p...)
-			_, _ = c.br.Discard(len(p))
-			k -= len(p)
-			if err := ps.feed(buf); err != nil || ps.ended {
-				pushBufs.Put(bp)
-				return err
-			}
-		}
-		pushBufs.Put(bp)
+	if err := ps.drainHead(); err != nil || ps.ended {
+		return err
 	}
 	// The head's buffer is not needed until the connection's next
 	// response: a parked stream does not keep it.
-	c.releaseReader(ps.b.t)
+	ps.b.c.releaseReader(ps.b.t)
 	return ps.readLoop()
+}
+
+// drainHead feeds the body bytes that came in with the response head.
+// They are copied out first: decode works in place, and the bufio.Reader's
+// buffer is not ours to write.
+func (ps *pusher) drainHead() error {
+	br := ps.b.c.br
+	if br.Buffered() == 0 {
+		return nil
+	}
+	bp := pushBufs.Get().(*[]byte)
+	defer pushBufs.Put(bp)
+	for k := br.Buffered(); k > 0 && !ps.ended; {
+		p, _ := br.Peek(min(k, pushBufSize))
+		buf := append((*bp)[:0], p...)
+		_, _ = br.Discard(len(p))
+		k -= len(p)
+		if err := ps.feed(buf); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // feed decodes p (in place) and writes the body bytes it carries. It ends
