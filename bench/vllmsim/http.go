@@ -200,7 +200,10 @@ func (h *routes) stream(w http.ResponseWriter, r *http.Request, q *seq, id strin
 			b = h.chunkHead(b, id)
 			b = append(b, `,"choices":[{"index":0,"delta":{"content":`...)
 			b = strconv.AppendQuote(b, answerText(q.seed, sent))
-			if fin && sent == n-1 {
+			// The last token is known by count, not by fin: the engine
+			// stores emitted before finished, so this loop can see every
+			// token while finished still reads false.
+			if sent == q.maxTokens-1 {
 				b = append(b, `},"logprobs":null,"finish_reason":"length","stop_reason":null}]}`+"\n\n"...)
 			} else {
 				b = append(b, `},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)

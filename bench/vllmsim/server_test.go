@@ -305,3 +305,57 @@ func TestCloseEndsStreams(t *testing.T) {
 		t.Fatalf("health after close: %d", r2.StatusCode)
 	}
 }
+
+// flushRecorder records a response and reports each Flush on flushed, so a
+// test can step a streaming handler without sharing its buffer unguarded.
+type flushRecorder struct {
+	hdr     http.Header
+	body    strings.Builder // written by the handler only; read after it returns
+	flushed chan struct{}   // capacity 1
+}
+
+func (f *flushRecorder) Header() http.Header         { return f.hdr }
+func (f *flushRecorder) WriteHeader(int)             {}
+func (f *flushRecorder) Write(p []byte) (int, error) { return f.body.Write(p) }
+func (f *flushRecorder) Flush() {
+	select {
+	case f.flushed <- struct{}{}:
+	default:
+	}
+}
+
+// TestStreamFinishWhenTokensPrecedeFinished pins the interleaving where the
+// handler sees every token emitted but finished not yet stored (the engine
+// stores emitted first): the last token must still carry finish_reason.
+func TestStreamFinishWhenTokensPrecedeFinished(t *testing.T) {
+	sim := New(fast)
+	defer sim.Close()
+	q := &seq{maxTokens: 2, notify: make(chan struct{}, 1)}
+	q.emitted.Store(2)
+	rec := &flushRecorder{hdr: http.Header{}, flushed: make(chan struct{}, 1)}
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	done := make(chan struct{})
+	// Owner: this test; stops when stream writes [DONE] after the signal below.
+	go func() {
+		defer close(done)
+		sim.handler.stream(rec, req, q, "id", false)
+	}()
+	// The stream writes both tokens, flushes, then waits for the signal.
+	select {
+	case <-rec.flushed:
+	case <-done:
+		t.Fatal("stream ended before finished was stored")
+	case <-time.After(5 * time.Second):
+		t.Fatal("stream never flushed")
+	}
+	q.finished.Store(true)
+	q.signal()
+	<-done
+	body := rec.body.String()
+	if n := strings.Count(body, `"finish_reason":"length"`); n != 1 {
+		t.Fatalf("%d finish_reason length chunks in:\n%s", n, body)
+	}
+	if !strings.HasSuffix(body, `"finish_reason":"length","stop_reason":null}]}`+"\n\ndata: [DONE]\n\n") {
+		t.Fatalf("last token does not carry finish_reason:\n%s", body)
+	}
+}
