@@ -21,7 +21,7 @@ const maxSSEEvent = 1 << 20
 // CRLF), so a split there waits for the next byte or for the end of the
 // stream; streams terminated by LF or CRLF are never delayed.
 type sseSplitter struct {
-	buf       []byte // pending bytes; buf[:scan] are scanned
+	buf       []byte // pending bytes; buf[:scan] are scanned (during push it may alias the caller's bytes)
 	scan      int
 	end       int  // just past the last complete event in buf[:scan]
 	lineStart bool // scan is at the start of a line
@@ -34,11 +34,14 @@ func newSSESplitter(limit int) *sseSplitter {
 }
 
 // push appends p and returns the complete events now available (possibly
-// several, possibly none). The returned slice is valid until the next call.
-// When an unfinished event reaches the limit, everything pending is returned
-// as is.
+// several, possibly none). The returned slice is valid until the next call
+// and while p is: it may be p's own prefix. p is not kept. When an
+// unfinished event reaches the limit, everything pending is returned as is.
 func (s *sseSplitter) push(p []byte) []byte {
 	s.compact()
+	if len(s.buf) == 0 {
+		return s.pushInPlace(p)
+	}
 	s.buf = append(s.buf, p...)
 	s.advance()
 	n := s.end
@@ -47,6 +50,28 @@ func (s *sseSplitter) push(p []byte) []byte {
 		n = len(s.buf)
 	}
 	return s.take(n)
+}
+
+// pushInPlace is push with nothing pending, the usual case (an upstream
+// writes whole events): p is scanned where it lies and its complete events
+// are returned as p's prefix, so only an unfinished tail is copied, and a
+// stream whose events arrive whole never allocates a buffer.
+func (s *sseSplitter) pushInPlace(p []byte) []byte {
+	own := s.buf // empty; its storage is kept for a tail
+	s.buf, s.scan = p, 0
+	s.advance()
+	n := s.end
+	if n == 0 && len(p) >= s.limit {
+		s.settleCR()
+		n = len(p)
+	}
+	s.buf = append(own, p[n:]...)
+	s.scan -= n
+	s.end = 0
+	if n == 0 {
+		return nil
+	}
+	return p[:n]
 }
 
 // flush returns whatever is pending, complete or not: the stream ended.

@@ -57,7 +57,10 @@ func checkSplitter(t *testing.T, input []byte, pieces [][]byte) {
 	sp := newSSESplitter(maxSSEEvent)
 	var got []byte
 	pushed := 0
-	for _, p := range pieces {
+	for _, piece := range pieces {
+		// The splitter gets a copy that is scribbled over once its output
+		// is taken: it must not keep the caller's bytes.
+		p := bytes.Clone(piece)
 		out := sp.push(p)
 		pushed += len(p)
 		if len(out) > 0 {
@@ -65,6 +68,9 @@ func checkSplitter(t *testing.T, input []byte, pieces [][]byte) {
 			if !bounds[len(got)] {
 				t.Fatalf("split at %d is not an event boundary (input %q)", len(got), input)
 			}
+		}
+		for i := range p {
+			p[i] = '#'
 		}
 		for b := range bounds {
 			// A boundary after a trailing CR is undecided until the next
@@ -108,6 +114,30 @@ func TestSSESplitterEmitsSeveralEventsAtOnce(t *testing.T) {
 	}
 	if out := sp.push([]byte("\n\n")); string(out) != "data: 3\n\n" {
 		t.Fatalf("got %q", out)
+	}
+}
+
+// TestSSESplitterHoldsNothingForWholeEvents: reads that end on event
+// boundaries (a paced upstream's) are handed back in place, so a held
+// stream keeps no buffer; a partial event is copied, then released whole.
+func TestSSESplitterHoldsNothingForWholeEvents(t *testing.T) {
+	sp := newSSESplitter(maxSSEEvent)
+	for range 3 {
+		p := []byte("data: {\"x\":1}\n\n")
+		if out := sp.push(p); &out[0] != &p[0] || len(out) != len(p) {
+			t.Fatalf("whole event not returned in place: %q", out)
+		}
+	}
+	if cap(sp.buf) != 0 {
+		t.Fatalf("splitter holds %d bytes of buffer for whole events", cap(sp.buf))
+	}
+	p := []byte("data: 1\n\ndata: 2")
+	if out := sp.push(p); string(out) != "data: 1\n\n" {
+		t.Fatalf("got %q", out)
+	}
+	clear(p)
+	if out := sp.push([]byte("\n\n")); string(out) != "data: 2\n\n" {
+		t.Fatalf("partial event not kept apart from the caller's bytes: %q", out)
 	}
 }
 
