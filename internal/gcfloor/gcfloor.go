@@ -19,7 +19,11 @@
 //
 // It works by setting the GC percent after each cycle from that cycle's
 // figures (runtime/metrics), never below the percent the process started
-// with (GOGC, default 100). GOMEMLIMIT keeps its meaning: the runtime
+// with (GOGC, default 100). A cleanup on an object that dies each cycle
+// reports the cycle's end at once; the runtime does not promise to run
+// cleanups, so a goroutine also checks every Backstop for a cycle that
+// ended unadjusted (a stale percent over a grown live heap would let the
+// heap grow by that percent). GOMEMLIMIT keeps its meaning: the runtime
 // collects as the limit nears, whatever the percent. With GOGC=off the
 // floor does nothing.
 package gcfloor
@@ -39,6 +43,10 @@ import (
 // over a small live heap, keeps the collector near 1 % of a busy CPU.
 const Interval = 250 * time.Millisecond
 
+// Backstop is how often the Floor checks for a GC cycle that ended without
+// an adjustment, in case a cleanup is late or never runs.
+const Backstop = 4 * Interval
+
 // runtimeHeapMinimum is the runtime's minimum heap goal at GOGC=100
 // (defaultHeapMinimum). The runtime scales it with the percent, so a
 // percent above floor/runtimeHeapMinimum × 100 would raise the minimum
@@ -51,6 +59,7 @@ var metricNames = []string{
 	"/gc/scan/stack:bytes",
 	"/gc/scan/globals:bytes",
 	"/gc/heap/allocs:bytes",
+	"/gc/cycles/total:gc-cycles",
 }
 
 // Floor keeps the heap goal at or above what Interval's allocation needs,
@@ -69,6 +78,10 @@ type Floor struct {
 	// tunes counts completed adjustments (tests wait on it).
 	tunes atomic.Int64
 
+	// stop ends the backstop goroutine, which closes done as it returns
+	// (both nil for an inert Floor).
+	stop, done chan struct{}
+
 	mu sync.Mutex // guards the fields below, and orders SetGCPercent with Close
 	// samples is reused for every read (cleanups may run concurrently).
 	samples []metrics.Sample
@@ -76,6 +89,9 @@ type Floor struct {
 	// previous adjustment: the rate is measured between adjustments.
 	lastAllocs uint64
 	lastAt     time.Time
+	// lastCycles is the GC cycle count at the previous adjustment: a cycle
+	// is adjusted for once, by its cleanup or by the backstop.
+	lastCycles uint64
 }
 
 // sentinel is allocated once per GC cycle and left unreachable: its
@@ -91,7 +107,11 @@ type sentinel struct {
 // Start keeps a floor of at most maxBytes after every GC cycle until
 // Close. A zero maximum, or GOGC=off, gives an inert Floor (Close still
 // safe). The GC percent is process-wide: one Floor per process (main's).
-func Start(maxBytes uint64) *Floor {
+func Start(maxBytes uint64) *Floor { return start(maxBytes, Backstop, true) }
+
+// start is Start with the backstop's period and, for tests that stand in
+// for a runtime that never runs the cleanup, without the cleanup chain.
+func start(maxBytes uint64, backstop time.Duration, chain bool) *Floor {
 	f := &Floor{maxFloor: maxBytes, samples: make([]metrics.Sample, len(metricNames))}
 	for i, name := range metricNames {
 		f.samples[i].Name = name
@@ -107,8 +127,29 @@ func Start(maxBytes uint64) *Floor {
 		return f
 	}
 	f.tune()
-	f.arm()
+	if chain {
+		f.arm()
+	}
+	f.stop, f.done = make(chan struct{}), make(chan struct{})
+	// Owner: the Floor. Stops when Close closes stop.
+	go f.backstop(backstop)
 	return f
+}
+
+// backstop adjusts for any cycle the cleanup chain has not reported by the
+// next tick; with the chain working, tune finds nothing new and returns.
+func (f *Floor) backstop(every time.Duration) {
+	defer close(f.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-t.C:
+			f.tune()
+		}
+	}
 }
 
 // arm allocates the next sentinel. The cleanup holds the Floor, never the
@@ -136,6 +177,11 @@ func (f *Floor) tune() {
 	// negative interval.
 	now := time.Now()
 	metrics.Read(f.samples)
+	cycles := sampleUint(f.samples[4])
+	if !f.lastAt.IsZero() && cycles == f.lastCycles {
+		return // no cycle ended since the last adjustment
+	}
+	f.lastCycles = cycles
 	live, roots := sampleUint(f.samples[0]), sampleUint(f.samples[1])+sampleUint(f.samples[2])
 	allocs := sampleUint(f.samples[3])
 	var floor uint64
@@ -188,14 +234,21 @@ func percentFor(floor, live, roots uint64, base int) int {
 	return max(base, int(min(p, capped)))
 }
 
-// Close stops adjusting and puts back the percent the process started
-// with. Safe to call more than once and on an inert Floor.
+// Close stops adjusting, puts back the percent the process started with
+// and waits for the backstop goroutine. Safe to call more than once and on
+// an inert Floor.
 func (f *Floor) Close() {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.stopped.Swap(true) {
+		f.mu.Unlock()
 		return
 	}
+	// Under mu: a tune that runs later sees stopped and sets nothing.
 	debug.SetGCPercent(f.base)
 	f.percent.Store(int64(f.base))
+	f.mu.Unlock()
+	if f.stop != nil {
+		close(f.stop) // not under mu: the goroutine may be waiting for it in tune
+		<-f.done
+	}
 }

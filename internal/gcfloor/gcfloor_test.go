@@ -7,7 +7,11 @@ import (
 	"runtime/metrics"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // goal is the runtime's heap goal for a percent (mgcpacer.go's commit):
 // live + (live + roots) × p/100, at least the scaled minimum.
@@ -84,7 +88,9 @@ func waitTunes(t *testing.T, f *Floor, n int64, busy bool) {
 	deadline := time.Now().Add(10 * time.Second)
 	for f.tunes.Load() < want {
 		if time.Now().After(deadline) {
-			t.Fatalf("the floor adjusted %d times in 10s, want %d: its cleanup is not re-armed", f.tunes.Load(), want)
+			t.Fatalf("the floor adjusted %d times in 10s, want %d (GC cycles %d, cleanups queued %d, executed %d)",
+				f.tunes.Load(), want, readUint("/gc/cycles/total:gc-cycles"),
+				readUint("/gc/cleanups/queued:cleanups"), readUint("/gc/cleanups/executed:cleanups"))
 		}
 		if busy {
 			for range 64 {
@@ -206,6 +212,27 @@ func TestFloorFollowsRate(t *testing.T) {
 		t.Fatalf("quiet: percent %d, want GOGC's %d", current(f), base)
 	}
 	expectAbove(t, f, "busy again", base)
+}
+
+// TestBackstopWithoutCleanups: with no cleanup ever run (the runtime does
+// not promise to run them), the backstop alone still follows the rate
+// both ways, one adjustment per cycle.
+func TestBackstopWithoutCleanups(t *testing.T) {
+	base := debug.SetGCPercent(100)
+	debug.SetGCPercent(base)
+	f := start(64<<20, 20*time.Millisecond, false)
+	t.Cleanup(f.Close)
+	expectAbove(t, f, "busy, backstop only", base)
+	waitTunes(t, f, 3, false)
+	if current(f) != base {
+		t.Fatalf("quiet, backstop only: percent %d, want GOGC's %d", current(f), base)
+	}
+	// No cycle, no adjustment: the backstop does not re-tune an unchanged heap.
+	tunes := f.tunes.Load()
+	time.Sleep(100 * time.Millisecond)
+	if got := f.tunes.Load(); got > tunes+1 { // one cycle may still end on its own
+		t.Fatalf("%d adjustments in 100 ms without forced cycles", got-tunes)
+	}
 }
 
 // TestCloseRestoresGOGC: Close puts the starting percent back and stops
