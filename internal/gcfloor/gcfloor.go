@@ -96,7 +96,8 @@ type Floor struct {
 
 // sentinel is allocated once per GC cycle and left unreachable: its
 // cleanup runs after the cycle that collects it, which is how the Floor
-// learns that a cycle ended without a goroutine of its own. The pointer
+// learns at once that a cycle ended (the backstop's tick only bounds how
+// late it can be, should the cleanup not run). The pointer
 // field keeps it out of the tiny allocator, whose blocks are freed (and
 // cleaned up) only when every object in them is dead.
 type sentinel struct {
