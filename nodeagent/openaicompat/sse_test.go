@@ -124,7 +124,7 @@ func TestSSESplitterHoldsNothingForWholeEvents(t *testing.T) {
 	sp := newSSESplitter(maxSSEEvent)
 	for range 3 {
 		p := []byte("data: {\"x\":1}\n\n")
-		if out := sp.push(p); &out[0] != &p[0] || len(out) != len(p) {
+		if out := sp.push(p); len(out) != len(p) || &out[0] != &p[0] {
 			t.Fatalf("whole event not returned in place: %q", out)
 		}
 	}
