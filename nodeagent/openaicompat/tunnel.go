@@ -241,11 +241,9 @@ func relaySSE(r io.Reader, sink adapter.TunnelSink) error {
 		if err := sink.Body(chunk); err != nil {
 			return &sinkErr{err}
 		}
-		// Most events carry no usage: one search of the whole chunk skips
-		// splitting it into events and their data. It is exact: an event's
-		// data joins its data lines with newlines, so a "usage" key in the
-		// data lies within one line of the chunk.
-		if !bytes.Contains(chunk, usageKey) {
+		// Most events carry no usage (or "usage":null): a look at the
+		// whole chunk skips splitting it into events and their data.
+		if !mayHaveUsage(chunk) {
 			return nil
 		}
 		return forEachEvent(chunk, func(data []byte) error {

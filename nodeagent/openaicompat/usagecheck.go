@@ -1,0 +1,114 @@
+package openaicompat
+
+import "bytes"
+
+// mayHaveUsage reports whether some event in chunk (whole SSE events) could
+// carry a non-null usage object; false means sseUsage returns nil for the
+// data of every event in it, so the chunk need not be split and scanned.
+// OpenAI's API with include_usage puts "usage":null in every chunk, which a
+// search for the key alone lets through.
+//
+// It is exact in that direction and conservative in the other. sseUsage
+// needs the bytes "usage" (quotes included) in the data, hence in the chunk
+// (an event's data joins its lines with newlines, which the key does not
+// contain); usageOfObject then takes any member whose key encoding/json
+// matches, and only an object value decodes to a usage. So the chunk may
+// carry one when
+//   - an exact "usage" is followed by ':' and '{' (spaces and tabs
+//     between), or by a line break or the chunk's end before those (the
+//     JSON may go on in the next data line), or
+//   - a key in another spelling could match: an escape that can spell an
+//     ASCII letter or the long s (\u00.., \u017.), or the letters of
+//     "usage" in other cases or with ſ for s.
+func mayHaveUsage(chunk []byte) bool {
+	i := bytes.Index(chunk, usageKey)
+	if i < 0 {
+		return false
+	}
+	for rest := chunk[i:]; ; {
+		if usageObjectFollows(rest[len(usageKey):]) {
+			return true
+		}
+		j := bytes.Index(rest[1:], usageKey)
+		if j < 0 {
+			break
+		}
+		rest = rest[1+j:]
+	}
+	return bytes.Contains(chunk, []byte(`\u00`)) || bytes.Contains(chunk, []byte(`\u017`)) || hasFoldedUsage(chunk)
+}
+
+// usageObjectFollows reports whether b, the bytes after a "usage" key, may
+// start its value with an object: ':' then '{', with spaces and tabs
+// allowed around the ':', or a line break or the end before those.
+func usageObjectFollows(b []byte) bool {
+	i := skipBlank(b, 0)
+	if i == len(b) || b[i] == '\n' || b[i] == '\r' {
+		return true
+	}
+	if b[i] != ':' {
+		return false
+	}
+	i = skipBlank(b, i+1)
+	return i == len(b) || b[i] == '\n' || b[i] == '\r' || b[i] == '{'
+}
+
+func skipBlank(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// hasFoldedUsage reports whether b spells "usage" other than in lower case:
+// ASCII letters in any case, and ſ (U+017F, which folds to s) for the s.
+// Such a spelling has a capital or a ſ, so only those are looked at.
+func hasFoldedUsage(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		j := bytes.IndexAny(b[i:], "USAGE") // ASCII: a byte-set scan
+		if j < 0 {
+			break
+		}
+		if i += j; foldedUsageCovers(b, i) {
+			return true
+		}
+	}
+	for i := 0; i < len(b); i++ {
+		j := bytes.Index(b[i:], []byte("ſ"))
+		if j < 0 {
+			break
+		}
+		if i += j; foldedUsageCovers(b, i) {
+			return true
+		}
+	}
+	return false
+}
+
+// foldedUsageCovers reports whether a folded "usage" in b includes the
+// byte at i (it then starts at most five bytes earlier: "uſag" + E).
+func foldedUsageCovers(b []byte, i int) bool {
+	for start := max(i-5, 0); start <= i; start++ {
+		if n := foldedUsageAt(b[start:]); n > 0 && start+n > i {
+			return true
+		}
+	}
+	return false
+}
+
+// foldedUsageAt returns the length of a case-folded "usage" at the start
+// of b (5 bytes, 6 with ſ), or 0.
+func foldedUsageAt(b []byte) int {
+	n := 0
+	for _, want := range []byte("usage") {
+		switch {
+		case n < len(b) && b[n]|0x20 == want:
+			n++
+		case want == 's' && n+1 < len(b) && b[n] == 0xc5 && b[n+1] == 0xbf:
+			n += 2
+		default:
+			return 0
+		}
+	}
+	return n
+}
