@@ -53,6 +53,8 @@ func usageObjectFollows(b []byte) bool {
 	return i == len(b) || b[i] == '\n' || b[i] == '\r' || b[i] == '{'
 }
 
+// skipBlank skips the JSON whitespace that can stand inside one SSE line
+// (skipSpace also skips line breaks, which here end the line).
 func skipBlank(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t') {
 		i++
