@@ -130,7 +130,7 @@ func (s *sseSplitter) advance() {
 			}
 		default:
 			s.lineStart = false
-			j := bytes.IndexAny(b[i:], "\r\n")
+			j := indexLineEnd(b[i:])
 			if j < 0 {
 				i = len(b)
 			} else {
@@ -141,6 +141,23 @@ func (s *sseSplitter) advance() {
 		s.terminator(i)
 	}
 	s.scan = i
+}
+
+// indexLineEnd returns the index of the first CR or LF in b, or -1: what
+// bytes.IndexAny(b, "\r\n") returns, by two vectorised byte searches
+// instead of its byte-by-byte loop over a set (a SIMD search costs a
+// fraction of a loop's per-byte compare past a few bytes). The CR search
+// stops at the first LF, so each byte is looked at most twice.
+func indexLineEnd(b []byte) int {
+	lf := bytes.IndexByte(b, '\n')
+	head := b
+	if lf >= 0 {
+		head = b[:lf]
+	}
+	if cr := bytes.IndexByte(head, '\r'); cr >= 0 {
+		return cr
+	}
+	return lf
 }
 
 // terminator records a line end just before index i.
@@ -171,7 +188,7 @@ func eventData(event []byte) ([]byte, bool) {
 	for len(event) > 0 {
 		line := event
 		event = nil
-		if i := bytes.IndexAny(line, "\r\n"); i >= 0 {
+		if i := indexLineEnd(line); i >= 0 {
 			line, event = line[:i], line[i+1:]
 		}
 		field, value, hasColon := bytes.Cut(line, []byte{':'})

@@ -190,6 +190,18 @@ func TestEventData(t *testing.T) {
 	}
 }
 
+func TestIndexLineEnd(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	for _, in := range []string{
+		"", "x", "\n", "\r", "\r\n", "\n\r", "ab\ncd\re", "ab\rcd\ne",
+		long, long + "\n", long + "\r", "\n" + long, long + "\r" + long + "\n", long + "\n" + long + "\r",
+	} {
+		if got, want := indexLineEnd([]byte(in)), bytes.IndexAny([]byte(in), "\r\n"); got != want {
+			t.Errorf("indexLineEnd(%.20q…) = %d, want %d", in, got, want)
+		}
+	}
+}
+
 // FuzzSSESplitter checks the splitter against refBoundaries for arbitrary
 // input cut into arbitrary pieces, and that a small bound never alters
 // bytes nor lets the buffer grow past bound + one piece.
@@ -198,6 +210,16 @@ func FuzzSSESplitter(f *testing.F) {
 	f.Add([]byte("data: a\r\n\r\ndata: b\r\n\r\n"), []byte{1, 2})
 	f.Add([]byte("data: a\r\rdata: b\r"), []byte{0})
 	f.Fuzz(func(t *testing.T, input, sizes []byte) {
+		for i := 0; i <= len(input); { // from each line's start, as the splitter scans
+			got, want := indexLineEnd(input[i:]), bytes.IndexAny(input[i:], "\r\n")
+			if got != want {
+				t.Fatalf("indexLineEnd(%q) = %d, bytes.IndexAny gives %d", input[i:], got, want)
+			}
+			if got < 0 {
+				break
+			}
+			i += got + 1
+		}
 		pieces := splitBySizes(input, sizes)
 		checkSplitter(t, input, pieces)
 
