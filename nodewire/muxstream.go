@@ -1,6 +1,7 @@
 package nodewire
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"sync"
@@ -74,27 +75,9 @@ func (st *muxStream) Read(p []byte) (int, error) {
 		st.mu.Lock()
 		if st.roff < len(st.rbuf) {
 			n := copy(p, st.rbuf[st.roff:])
-			st.roff += n
-			if !st.uncounted {
-				st.sess.buffered.Add(-int64(n))
-			}
-			if st.roff == len(st.rbuf) {
-				// Hand the buffer back once drained: a held stream keeps
-				// no memory while it waits, and the next frame of any
-				// stream reuses it.
-				putRecvBuf(st.rbuf)
-				st.rbuf, st.roff = nil, 0
-			}
-			st.consumed += uint32(n)
-			var grant uint32
-			if st.consumed >= muxWindow/2 && st.err == nil && !st.rclosed {
-				grant, st.consumed = st.consumed, 0
-				st.credit += grant
-			}
+			grant := st.consumeLocked(n)
 			st.mu.Unlock()
-			if grant > 0 {
-				_ = st.sess.enqueue(muxTypeWindow, 0, st.id.Load(), grant, nil, false, time.Time{})
-			}
+			st.sendGrant(grant)
 			return n, nil
 		}
 		if st.err != nil {
@@ -115,6 +98,62 @@ func (st *muxStream) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
+}
+
+// consumeLocked marks the first n unread bytes read (st.mu held) and
+// returns the window credit to send the peer now (0: none yet).
+func (st *muxStream) consumeLocked(n int) (grant uint32) {
+	st.roff += n
+	if !st.uncounted {
+		st.sess.buffered.Add(-int64(n))
+	}
+	if st.roff == len(st.rbuf) {
+		// Hand the buffer back once drained: a held stream keeps no
+		// memory while it waits, and the next frame of any stream reuses
+		// it.
+		putRecvBuf(st.rbuf)
+		st.rbuf, st.roff = nil, 0
+	}
+	st.consumed += uint32(n)
+	if st.consumed >= muxWindow/2 && st.err == nil && !st.rclosed {
+		grant, st.consumed = st.consumed, 0
+		st.credit += grant
+	}
+	return grant
+}
+
+// sendGrant sends the peer a window update of grant bytes (consumeLocked's
+// result, after st.mu is released); 0 sends nothing.
+func (st *muxStream) sendGrant(grant uint32) {
+	if grant > 0 {
+		_ = st.sess.enqueue(muxTypeWindow, 0, st.id.Load(), grant, nil, false, time.Time{})
+	}
+}
+
+// readWholeFrame returns the payload of the next wire frame when all of it
+// (length prefix and payload) is among the unread bytes, copied out once,
+// and consumes it; ok is false, consuming nothing, when it is not all
+// there yet or its length is over maxSize (<= 0: DefaultMaxFrameSize),
+// which the caller's general path then waits for or refuses. A stream's
+// frames usually arrive whole, so most of them skip a buffered reader.
+func (st *muxStream) readWholeFrame(maxSize int) (payload []byte, ok bool) {
+	st.mu.Lock()
+	unread := st.rbuf[st.roff:]
+	if len(unread) < frameHeaderLen {
+		st.mu.Unlock()
+		return nil, false
+	}
+	n := binary.BigEndian.Uint32(unread)
+	if uint64(n) > uint64(maxFrame(maxSize)) || uint64(len(unread)-frameHeaderLen) < uint64(n) {
+		st.mu.Unlock()
+		return nil, false
+	}
+	payload = make([]byte, n)
+	copy(payload, unread[frameHeaderLen:])
+	grant := st.consumeLocked(frameHeaderLen + int(n))
+	st.mu.Unlock()
+	st.sendGrant(grant)
+	return payload, true
 }
 
 // waitReadable blocks until a Read would return without waiting: unread

@@ -144,6 +144,9 @@ func (st *Stream) Recv() (*iop.Envelope, error) {
 		if err := st.s.waitReadable(); err != nil {
 			return nil, err
 		}
+		if payload, ok := st.s.readWholeFrame(st.maxFrame); ok {
+			return DecodeEnvelope(payload)
+		}
 		st.br = readers.Get().(*bufio.Reader)
 		st.br.Reset(st.s)
 	}

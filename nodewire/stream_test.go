@@ -1,0 +1,255 @@
+package nodewire
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// bodyFrame encodes a tunnel BODY frame with seq and body as wire bytes.
+func bodyFrame(t testing.TB, seq uint64, body []byte) []byte {
+	t.Helper()
+	b, err := AppendFrame(nil, &iop.Envelope{Body: &iop.Envelope_ProviderTunnelFrame{ProviderTunnelFrame: &iop.ProviderTunnelFrame{
+		Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, Sequence: seq, Body: body,
+	}}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func recvBody(t *testing.T, st *Stream) (uint64, []byte) {
+	t.Helper()
+	env, err := recvWithin(st, waitLong)
+	if err != nil {
+		t.Fatalf("recv: %v", err)
+	}
+	f := env.GetProviderTunnelFrame()
+	return f.GetSequence(), f.GetBody()
+}
+
+// Recv takes frames that arrived whole straight from the stream's receive
+// buffer and the rest through a buffered reader; both give the same
+// frames, in order, with the same limits, and both return window credit.
+func TestStreamRecvWholeAndPartialFrames(t *testing.T) {
+	client, server := muxPair(t)
+	w, _ := client.OpenStream()
+	write := func(b []byte) {
+		t.Helper()
+		_ = w.SetWriteDeadline(time.Now().Add(waitLong))
+		if _, err := w.Write(b); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+	}
+
+	// Three whole frames in one write.
+	var batch []byte
+	for seq := uint64(1); seq <= 3; seq++ {
+		batch = append(batch, bodyFrame(t, seq, []byte(fmt.Sprintf("data: %d\n\n", seq)))...)
+	}
+	write(batch)
+	st := newStream(acceptWithin(t, server), 1<<20)
+	for seq := uint64(1); seq <= 3; seq++ {
+		got, body := recvBody(t, st)
+		if got != seq || string(body) != fmt.Sprintf("data: %d\n\n", seq) {
+			t.Fatalf("frame %d: got seq %d body %q", seq, got, body)
+		}
+		if st.br != nil {
+			t.Fatalf("frame %d arrived whole but Recv holds a buffered reader", seq)
+		}
+	}
+
+	// One frame in three pieces: the length prefix split, then the payload.
+	f := bodyFrame(t, 4, []byte("data: split\n\n"))
+	for _, piece := range [][]byte{f[:2], f[2:7], f[7:]} {
+		write(piece)
+		time.Sleep(20 * time.Millisecond) // let each piece arrive on its own
+	}
+	if seq, body := recvBody(t, st); seq != 4 || string(body) != "data: split\n\n" {
+		t.Fatalf("split frame: got seq %d body %q", seq, body)
+	}
+
+	// Over a window's worth of whole frames: the reader must grant credit
+	// back or the writer blocks (the write deadline would fail it).
+	body := make([]byte, 16<<10)
+	frames := 3 * muxWindow / len(body)
+	encoded := make([][]byte, frames)
+	for i := range encoded {
+		encoded[i] = bodyFrame(t, uint64(100+i), body)
+	}
+	errc := make(chan error, 1)
+	go func() { // Owner: the test; ends when every frame is written or a write fails.
+		for _, b := range encoded {
+			_ = w.SetWriteDeadline(time.Now().Add(waitLong))
+			if _, err := w.Write(b); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	for i := range frames {
+		if seq, got := recvBody(t, st); seq != uint64(100+i) || len(got) != len(body) {
+			t.Fatalf("window frame %d: got seq %d, %d bytes", i, seq, len(got))
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+
+	// A whole frame over the limit is refused as ErrFrameTooLarge.
+	small := newStream(st.s, 64)
+	write(bodyFrame(t, 200, make([]byte, 100)))
+	if env, err := recvWithin(small, waitLong); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("frame over the limit: got (%v, %v), want ErrFrameTooLarge", env, err)
+	}
+
+	// The peer's FIN after a frame: the frame, then io.EOF.
+	_ = w.Close()
+	rest := acceptAfterClose(t, client, server)
+	if _, err := recvWithin(rest, waitLong); !errors.Is(err, io.EOF) {
+		t.Fatalf("after FIN: got %v, want io.EOF", err)
+	}
+}
+
+// acceptAfterClose opens a second stream that sends one frame and its FIN
+// and returns the receiving end after that frame was read.
+func acceptAfterClose(t *testing.T, client, server *muxSession) *Stream {
+	t.Helper()
+	w, _ := client.OpenStream()
+	_ = w.SetWriteDeadline(time.Now().Add(waitLong))
+	if _, err := w.Write(bodyFrame(t, 1, []byte("data: last\n\n"))); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Close()
+	st := newStream(acceptWithin(t, server), 0)
+	if seq, body := recvBody(t, st); seq != 1 || string(body) != "data: last\n\n" {
+		t.Fatalf("last frame: got seq %d body %q", seq, body)
+	}
+	return st
+}
+
+// FuzzStreamRecv feeds arbitrary bytes, cut into arbitrary pieces, to a
+// stream and checks that Recv (whole frames straight from the receive
+// buffer, the rest through a buffered reader) returns what ReadFrame
+// returns over the same bytes in one piece: the same envelopes, in order,
+// then the same kind of error.
+func FuzzStreamRecv(f *testing.F) {
+	two := append(bodyFrame(f, 1, []byte("data: a\n\n")), bodyFrame(f, 2, []byte("data: b\n\n"))...)
+	f.Add(two, []byte{0}, uint16(0))
+	f.Add(two, []byte{2, 5, 1}, uint16(0))
+	f.Add(two, []byte{3}, uint16(8))
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 9, 1}, []byte{1}, uint16(0))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, []byte{}, uint16(0))
+	f.Fuzz(func(t *testing.T, data, sizes []byte, limit uint16) {
+		if len(data) > muxWindow {
+			return
+		}
+		maxSize := int(limit) // 0: DefaultMaxFrameSize
+		var want []*iop.Envelope
+		r := bytes.NewReader(data)
+		var wantErr error
+		for {
+			env, err := ReadFrame(r, maxSize)
+			if err != nil {
+				wantErr = err
+				break
+			}
+			want = append(want, env)
+		}
+
+		c, s := net.Pipe()
+		sess := muxServer(s)
+		go func() { _, _ = io.Copy(io.Discard, c) }() // Owner: the fuzz case; ends when c is closed below.
+		defer func() { sess.Close(); c.Close() }()
+		ms := newMuxStream(sess, 1)
+		for _, p := range splitPieces(data, sizes) {
+			if err := ms.deliver(p, 0); err != nil {
+				t.Fatalf("deliver: %v", err)
+			}
+		}
+		if err := ms.deliver(nil, flagFIN); err != nil {
+			t.Fatalf("deliver FIN: %v", err)
+		}
+		st := newStream(ms, maxSize)
+		for i := 0; ; i++ {
+			env, err := st.Recv()
+			if err != nil {
+				if i != len(want) {
+					t.Fatalf("Recv failed after %d envelopes (%v), ReadFrame read %d", i, err, len(want))
+				}
+				if sameErrKind(err, wantErr) {
+					return
+				}
+				t.Fatalf("Recv error %v, ReadFrame's %v", err, wantErr)
+			}
+			if i >= len(want) {
+				t.Fatalf("Recv returned envelope %d, ReadFrame stopped at %d with %v", i, len(want), wantErr)
+			}
+			if !proto.Equal(env, want[i]) {
+				t.Fatalf("envelope %d: Recv %v, ReadFrame %v", i, env, want[i])
+			}
+		}
+	})
+}
+
+// splitPieces cuts b at the sizes given (each size+1 bytes; the rest in
+// one piece).
+func splitPieces(b, sizes []byte) [][]byte {
+	var out [][]byte
+	for _, n := range sizes {
+		if len(b) == 0 {
+			break
+		}
+		k := min(int(n)+1, len(b))
+		out = append(out, b[:k])
+		b = b[k:]
+	}
+	if len(b) > 0 {
+		out = append(out, b)
+	}
+	return out
+}
+
+// sameErrKind reports whether two read errors are the same kind: a clean
+// end, a truncated frame, an oversized frame, or a payload that does not
+// decode.
+func sameErrKind(a, b error) bool {
+	for _, target := range []error{io.EOF, io.ErrUnexpectedEOF, ErrFrameTooLarge} {
+		if errors.Is(a, target) || errors.Is(b, target) {
+			return errors.Is(a, target) && errors.Is(b, target)
+		}
+	}
+	return (a == nil) == (b == nil)
+}
+
+// BenchmarkStreamRecv is the edge's receive of one streamed chunk: a tunnel
+// BODY frame of a typical SSE event arrives whole on a stream and is
+// read and decoded.
+func BenchmarkStreamRecv(b *testing.B) {
+	c, s := net.Pipe()
+	sess := muxServer(s)
+	go func() { _, _ = io.Copy(io.Discard, c) }() // Owner: the benchmark; ends when c is closed below.
+	defer func() { sess.Close(); c.Close() }()
+	ms := newMuxStream(sess, 1)
+	st := newStream(ms, 0)
+	frame := bodyFrame(b, 7, bytes.Repeat([]byte("x"), 220))
+	b.ReportAllocs()
+	b.SetBytes(int64(len(frame)))
+	for b.Loop() {
+		if err := ms.deliver(frame, 0); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := st.Recv(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
