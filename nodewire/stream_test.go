@@ -105,36 +105,35 @@ func TestStreamRecvWholeAndPartialFrames(t *testing.T) {
 		t.Fatalf("writer: %v", err)
 	}
 
+	_ = w.Close()
+
 	// A whole frame over the limit is refused as ErrFrameTooLarge.
-	small := newStream(st.s, 64)
-	write(bodyFrame(t, 200, make([]byte, 100)))
+	small := newStream(openWith(t, client, server, bodyFrame(t, 200, make([]byte, 100))), 64)
 	if env, err := recvWithin(small, waitLong); !errors.Is(err, ErrFrameTooLarge) {
 		t.Fatalf("frame over the limit: got (%v, %v), want ErrFrameTooLarge", env, err)
 	}
 
 	// The peer's FIN after a frame: the frame, then io.EOF.
-	_ = w.Close()
-	rest := acceptAfterClose(t, client, server)
-	if _, err := recvWithin(rest, waitLong); !errors.Is(err, io.EOF) {
+	last := newStream(openWith(t, client, server, bodyFrame(t, 1, []byte("data: last\n\n"))), 0)
+	if seq, body := recvBody(t, last); seq != 1 || string(body) != "data: last\n\n" {
+		t.Fatalf("last frame: got seq %d body %q", seq, body)
+	}
+	if _, err := recvWithin(last, waitLong); !errors.Is(err, io.EOF) {
 		t.Fatalf("after FIN: got %v, want io.EOF", err)
 	}
 }
 
-// acceptAfterClose opens a second stream that sends one frame and its FIN
-// and returns the receiving end after that frame was read.
-func acceptAfterClose(t *testing.T, client, server *muxSession) *Stream {
+// openWith opens a stream from client that sends b and its FIN, and
+// returns the server's end of it.
+func openWith(t *testing.T, client, server *muxSession, b []byte) *muxStream {
 	t.Helper()
 	w, _ := client.OpenStream()
 	_ = w.SetWriteDeadline(time.Now().Add(waitLong))
-	if _, err := w.Write(bodyFrame(t, 1, []byte("data: last\n\n"))); err != nil {
+	if _, err := w.Write(b); err != nil {
 		t.Fatal(err)
 	}
 	_ = w.Close()
-	st := newStream(acceptWithin(t, server), 0)
-	if seq, body := recvBody(t, st); seq != 1 || string(body) != "data: last\n\n" {
-		t.Fatalf("last frame: got seq %d body %q", seq, body)
-	}
-	return st
+	return acceptWithin(t, server)
 }
 
 // FuzzStreamRecv feeds arbitrary bytes, cut into arbitrary pieces, to a
