@@ -393,7 +393,7 @@ func (s *muxSession) waitWritten(mark int64, deadline time.Time) error {
 		}
 		progress := s.progress
 		s.wmu.Unlock()
-		closed, err := waitSignal(progress, s.done, deadline, nil)
+		closed, err := waitSignal(progress, s.done, deadline)
 		if closed {
 			return s.err()
 		}
@@ -413,7 +413,7 @@ func (s *muxSession) unlockPending() {
 }
 
 func (s *muxSession) waitDrained(drained <-chan struct{}, deadline time.Time) error {
-	closed, err := waitSignal(drained, s.done, deadline, nil)
+	closed, err := waitSignal(drained, s.done, deadline)
 	if closed {
 		return s.err()
 	}
@@ -421,17 +421,18 @@ func (s *muxSession) waitDrained(drained <-chan struct{}, deadline time.Time) er
 }
 
 // waitSignal blocks until c is signalled, done is closed (closed true) or
-// the deadline (zero: none) passes (errTimeout). wt, when not nil, lends
-// the timer.
-func waitSignal(c, done <-chan struct{}, deadline time.Time, wt *waitTimer) (closed bool, err error) {
+// the deadline (zero: none) passes (errTimeout). The session's waits (a
+// full write queue) are rare, so each makes its own timer; a stream's
+// waits use its deadlines' timers (streamDeadline).
+func waitSignal(c, done <-chan struct{}, deadline time.Time) (closed bool, err error) {
 	var timeout <-chan time.Time
 	if !deadline.IsZero() {
 		d := time.Until(deadline)
 		if d <= 0 {
 			return false, errTimeout
 		}
-		t, own := wt.start(d)
-		defer wt.stop(t, own)
+		t := time.NewTimer(d)
+		defer t.Stop()
 		timeout = t.C
 	}
 	select {
@@ -441,39 +442,6 @@ func waitSignal(c, done <-chan struct{}, deadline time.Time, wt *waitTimer) (clo
 		return true, nil
 	case <-timeout:
 		return false, errTimeout
-	}
-}
-
-// waitTimer is a timer that one waiter at a time reuses, so that a
-// stream's waits with a deadline (one or more per frame an exchange waits
-// for) do not each allocate one. A waiter that finds it lent out (two
-// readers of one stream at once) makes its own. A nil *waitTimer lends
-// nothing. Since Go 1.23 a stopped or reset timer delivers no stale tick,
-// which reuse relies on.
-type waitTimer struct {
-	busy atomic.Bool
-	t    *time.Timer // owned by whoever set busy
-}
-
-// start returns a timer running for d; own says it is w's and must go back
-// through stop.
-func (w *waitTimer) start(d time.Duration) (t *time.Timer, own bool) {
-	if w == nil || !w.busy.CompareAndSwap(false, true) {
-		return time.NewTimer(d), false
-	}
-	if w.t == nil {
-		w.t = time.NewTimer(d)
-	} else {
-		w.t.Reset(d)
-	}
-	return w.t, true
-}
-
-// stop stops t and, when it is w's, hands it back.
-func (w *waitTimer) stop(t *time.Timer, own bool) {
-	t.Stop()
-	if own {
-		w.busy.Store(false)
 	}
 }
 

@@ -20,17 +20,16 @@ type muxStream struct {
 	wmu     sync.Mutex
 	synSent atomic.Bool // set under wmu; true from the start when the peer opened the stream
 
-	mu        sync.Mutex
-	rbuf      []byte    // guarded by mu: received, unread bytes (rbuf[roff:])
-	roff      int       // guarded by mu
-	credit    uint32    // guarded by mu: bytes the peer may still send before a window update
-	consumed  uint32    // guarded by mu: bytes read since the last window update
-	rclosed   bool      // guarded by mu: the peer sent FIN
-	wclosed   bool      // guarded by mu: this side sent FIN
-	sendWin   uint32    // guarded by mu: bytes this side may still send
-	err       error     // guarded by mu: reset or session failure; ends both directions
-	rdeadline time.Time // guarded by mu
-	wdeadline time.Time // guarded by mu
+	mu       sync.Mutex
+	rbuf     []byte         // guarded by mu: received, unread bytes (rbuf[roff:])
+	roff     int            // guarded by mu
+	credit   uint32         // guarded by mu: bytes the peer may still send before a window update
+	consumed uint32         // guarded by mu: bytes read since the last window update
+	rclosed  bool           // guarded by mu: the peer sent FIN
+	wclosed  bool           // guarded by mu: this side sent FIN
+	sendWin  uint32         // guarded by mu: bytes this side may still send
+	err      error          // guarded by mu: reset or session failure; ends both directions
+	rdl, wdl streamDeadline // guarded by mu: the read and write deadlines
 	// uncounted is guarded by mu: the stream left the session table, so
 	// its unread bytes no longer count in sess.buffered.
 	uncounted bool
@@ -42,10 +41,8 @@ type muxStream struct {
 	// goroutine of its own by the first data, FIN, reset or failure.
 	rwatch func()
 
-	rnotify chan struct{} // capacity 1: data, FIN, failure or a new read deadline
-	wnotify chan struct{} // capacity 1: window credit, failure or a new write deadline
-	// rtimer and wtimer are lent to waits for rnotify and wnotify.
-	rtimer, wtimer waitTimer
+	rnotify chan struct{} // capacity 1: data, FIN, failure or the read deadline's expiry
+	wnotify chan struct{} // capacity 1: window credit, failure or the write deadline's expiry
 }
 
 func newMuxStream(s *muxSession, id uint32) *muxStream {
@@ -89,14 +86,15 @@ func (st *muxStream) Read(p []byte) (int, error) {
 			st.mu.Unlock()
 			return 0, io.EOF
 		}
-		deadline := st.rdeadline
+		expired := st.rdl.expired
 		st.mu.Unlock()
 		if len(p) == 0 {
 			return 0, nil
 		}
-		if err := st.wait(st.rnotify, &st.rtimer, deadline); err != nil {
-			return 0, err
+		if expired {
+			return 0, st.timedOut(st.rnotify)
 		}
+		st.wait(st.rnotify)
 	}
 }
 
@@ -166,23 +164,33 @@ func (st *muxStream) waitReadable() error {
 			st.mu.Unlock()
 			return nil
 		}
-		deadline := st.rdeadline
+		expired := st.rdl.expired
 		st.mu.Unlock()
-		if err := st.wait(st.rnotify, &st.rtimer, deadline); err != nil {
-			return err
+		if expired {
+			return st.timedOut(st.rnotify)
 		}
+		st.wait(st.rnotify)
 	}
 }
 
-// wait blocks until c is signalled, the session closes (which fails the
-// stream: a stream not yet announced is in no session table) or the
-// deadline (zero: none) passes, timing it with wt's timer.
-func (st *muxStream) wait(c chan struct{}, wt *waitTimer, deadline time.Time) error {
-	closed, err := waitSignal(c, st.sess.done, deadline, wt)
-	if closed {
+// wait blocks until c is signalled or the session closes, which fails the
+// stream (a stream not yet announced is in no session table). The caller
+// looks again at what it waits for, which includes its direction's
+// deadline: the deadline's timer signals c when it expires.
+func (st *muxStream) wait(c chan struct{}) {
+	select {
+	case <-c:
+	case <-st.sess.done:
 		st.fail(st.sess.err())
 	}
-	return err
+}
+
+// timedOut returns errTimeout for a wait on c whose deadline has expired,
+// passing the expiry's signal on: another goroutine waiting on c (two
+// readers of one stream) sees it too.
+func (st *muxStream) timedOut(c chan struct{}) error {
+	notify(c)
+	return errTimeout
 }
 
 // Write queues p as data frames, waiting for window credit as needed. A
@@ -210,11 +218,12 @@ func (st *muxStream) Write(p []byte) (int, error) {
 			st.mu.Unlock()
 			return written, errStreamClosed
 		case st.sendWin == 0:
-			deadline := st.wdeadline
+			expired := st.wdl.expired
 			st.mu.Unlock()
-			if err := st.wait(st.wnotify, &st.wtimer, deadline); err != nil {
-				return written, err
+			if expired {
+				return written, st.timedOut(st.wnotify)
 			}
+			st.wait(st.wnotify)
 			continue
 		}
 		n := min(len(p)-written, int(st.sendWin), muxMaxData)
@@ -235,7 +244,7 @@ func (st *muxStream) Write(p []byte) (int, error) {
 // sendLocked queues one data frame; st.wmu must be held.
 func (st *muxStream) sendLocked(payload []byte, flags uint16) error {
 	st.mu.Lock()
-	deadline := st.wdeadline
+	deadline := st.wdl.at
 	st.mu.Unlock()
 	// Only payload waits for the writer to catch up: an empty frame (open,
 	// FIN) must go out even when the write deadline has passed, or the
@@ -270,6 +279,7 @@ func (st *muxStream) Close() error {
 		return errStreamClosed
 	}
 	st.wclosed = true
+	st.deadlinesOffLocked()
 	done := st.rclosed
 	st.mu.Unlock()
 	notify(st.wnotify)
@@ -290,6 +300,7 @@ func (st *muxStream) Reset() {
 	}
 	st.err = errStreamReset
 	st.dropLocked()
+	st.deadlinesOffLocked()
 	// Read under mu: announce sets both under mu, so a stream is either
 	// never announced (its first write now fails) or reset on the wire.
 	announced, id := st.synSent.Load(), st.id.Load()
@@ -342,6 +353,7 @@ func (st *muxStream) deliver(payload []byte, flags uint16) error {
 			} else {
 				st.dropLocked()
 			}
+			st.deadlinesOffLocked()
 		}
 		watch := st.takeWatchLocked()
 		st.mu.Unlock()
@@ -395,6 +407,7 @@ func (st *muxStream) deliver(payload []byte, flags uint16) error {
 	finished := false
 	if flags&flagFIN != 0 {
 		st.rclosed = true
+		st.deadlinesOffLocked()
 		finished = st.wclosed
 	}
 	var watch func()
@@ -460,6 +473,7 @@ func (st *muxStream) fail(err error) {
 	st.mu.Lock()
 	if st.err == nil {
 		st.err = err
+		st.deadlinesOffLocked()
 	}
 	// Data received before the failure stays readable (the peer may have
 	// sent its last frame and hung up).
@@ -517,23 +531,50 @@ func startWatch(f func()) {
 
 // SetReadDeadline bounds blocked and future reads; zero clears it.
 func (st *muxStream) SetReadDeadline(t time.Time) error {
-	st.setDeadline(&st.rdeadline, t, st.rnotify)
+	st.mu.Lock()
+	passed := st.rdl.setLocked(t, st, (*muxStream).expireRead)
+	st.mu.Unlock()
+	if passed {
+		notify(st.rnotify)
+	}
 	return nil
 }
 
 // SetWriteDeadline bounds blocked and future writes; zero clears it.
 func (st *muxStream) SetWriteDeadline(t time.Time) error {
-	st.setDeadline(&st.wdeadline, t, st.wnotify)
+	st.mu.Lock()
+	passed := st.wdl.setLocked(t, st, (*muxStream).expireWrite)
+	st.mu.Unlock()
+	if passed {
+		notify(st.wnotify)
+	}
 	return nil
 }
 
-// setDeadline stores t in *d (a field guarded by mu) and wakes a blocked
-// reader or writer so that it waits for the new deadline.
-func (st *muxStream) setDeadline(d *time.Time, t time.Time, wake chan struct{}) {
+// expireRead and expireWrite run on their deadline's timer.
+func (st *muxStream) expireRead()  { st.expire(&st.rdl, st.rnotify) }
+func (st *muxStream) expireWrite() { st.expire(&st.wdl, st.wnotify) }
+
+func (st *muxStream) expire(d *streamDeadline, wake chan struct{}) {
 	st.mu.Lock()
-	*d = t
+	fired := d.fireLocked()
 	st.mu.Unlock()
-	notify(wake)
+	if fired {
+		notify(wake)
+	}
+}
+
+// deadlinesOffLocked disarms the deadline of each direction that can no
+// longer wait (st.mu held): a failed stream waits in neither, a read
+// side past the peer's FIN returns what is left and then io.EOF, and a
+// closed write side refuses writes.
+func (st *muxStream) deadlinesOffLocked() {
+	if st.err != nil || st.rclosed {
+		st.rdl.offLocked()
+	}
+	if st.err != nil || st.wclosed {
+		st.wdl.offLocked()
+	}
 }
 
 // SetDeadline sets both deadlines.

@@ -230,17 +230,23 @@ func sameErrKind(a, b error) bool {
 	return (a == nil) == (b == nil)
 }
 
+// benchStream is a stream on a session over a pipe whose far end is
+// drained, and a 220-byte body frame to deliver to it; the session closes
+// with the benchmark.
+func benchStream(b *testing.B) (ms *muxStream, st *Stream, frame []byte) {
+	c, s := net.Pipe()
+	sess := muxServer(s)
+	go func() { _, _ = io.Copy(io.Discard, c) }() // Owner: the benchmark; ends when c is closed at cleanup.
+	b.Cleanup(func() { sess.Close(); c.Close() })
+	ms = newMuxStream(sess, 1)
+	return ms, newStream(ms, 0), bodyFrame(b, 7, bytes.Repeat([]byte("x"), 220))
+}
+
 // BenchmarkStreamRecv is the edge's receive of one streamed chunk: a tunnel
 // BODY frame of a typical SSE event arrives whole on a stream and is
 // read and decoded.
 func BenchmarkStreamRecv(b *testing.B) {
-	c, s := net.Pipe()
-	sess := muxServer(s)
-	go func() { _, _ = io.Copy(io.Discard, c) }() // Owner: the benchmark; ends when c is closed below.
-	defer func() { sess.Close(); c.Close() }()
-	ms := newMuxStream(sess, 1)
-	st := newStream(ms, 0)
-	frame := bodyFrame(b, 7, bytes.Repeat([]byte("x"), 220))
+	ms, st, frame := benchStream(b)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(frame)))
 	for b.Loop() {
@@ -250,5 +256,44 @@ func BenchmarkStreamRecv(b *testing.B) {
 		if _, err := st.Recv(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkStreamRecvBlocked times a Recv that has to wait for its frame,
+// as an edge's does for each streamed chunk: a second goroutine delivers
+// each frame once the reader asks for it. With -cpu 1 the reader parks in
+// Recv before the deliverer runs. "deadline" waits under a read deadline
+// (an exchange's idle timeout), "none" without one.
+func BenchmarkStreamRecvBlocked(b *testing.B) {
+	for _, name := range []string{"none", "deadline"} {
+		b.Run(name, func(b *testing.B) {
+			ms, st, frame := benchStream(b)
+			if name == "deadline" {
+				_ = ms.SetReadDeadline(time.Now().Add(time.Hour))
+			}
+			ready := make(chan struct{})
+			stop := make(chan struct{})
+			// Owner: the benchmark; stops when stop is closed.
+			go func() {
+				for {
+					select {
+					case <-ready:
+					case <-stop:
+						return
+					}
+					if err := ms.deliver(frame, 0); err != nil {
+						panic(err)
+					}
+				}
+			}()
+			b.Cleanup(func() { close(stop) })
+			b.ReportAllocs()
+			for b.Loop() {
+				ready <- struct{}{}
+				if _, err := st.Recv(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
