@@ -7,7 +7,7 @@ import "time"
 // it expired and wakes the waiter, so that a wait itself touches no timer.
 // An edge waits once for every streamed chunk it relays, under a deadline
 // that moves a few times a second (dispatch's idle timeout with slack); a
-// timer reset and stop per wait cost a quarter of a blocked Recv.
+// timer reset and stop per wait cost a fifth of a blocked Recv.
 //
 // All fields are guarded by the stream's mu.
 type streamDeadline struct {
@@ -26,19 +26,16 @@ type streamDeadline struct {
 // is made the first time a deadline is set ahead.
 func (d *streamDeadline) setLocked(t time.Time, st *muxStream, expire func(*muxStream)) (passed bool) {
 	d.at, d.expired = t, false
-	if d.timer != nil {
-		d.timer.Stop()
+	var wait time.Duration
+	if !t.IsZero() {
+		wait = time.Until(t)
+		d.expired = wait <= 0
 	}
-	if t.IsZero() {
-		return false
-	}
-	wait := time.Until(t)
-	if wait <= 0 {
-		d.expired = true
-		return true
-	}
-	if d.off {
-		return false
+	if t.IsZero() || d.expired || d.off {
+		if d.timer != nil {
+			d.timer.Stop()
+		}
+		return d.expired
 	}
 	if d.timer == nil {
 		d.timer = time.AfterFunc(wait, func() { expire(st) })

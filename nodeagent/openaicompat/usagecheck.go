@@ -100,7 +100,7 @@ func foldedUsageAround(b []byte, start int) bool {
 }
 
 // usageWord is the key's one spelling an exact search already finds.
-var usageWord = []byte("usage")
+var usageWord = usageKey[1 : len(usageKey)-1]
 
 // foldedUsageAt returns the length of a case-folded "usage" at the start
 // of b (5 bytes, 6 with ſ), or 0.
