@@ -8,13 +8,14 @@ import (
 	"time"
 )
 
-// blockedRead starts a one-byte Read on st and returns where its result
-// arrives, with when it returned.
+// readResult is how a blocked read ended, and when.
 type readResult struct {
 	err error
 	at  time.Time
 }
 
+// blockedRead starts a one-byte Read on st and returns where its result
+// arrives.
 func blockedRead(st *muxStream) <-chan readResult {
 	out := make(chan readResult, 1)
 	go func() { // Owner: the test; ends with the read (data, deadline or the pair's close).
@@ -24,6 +25,8 @@ func blockedRead(st *muxStream) <-chan readResult {
 	return out
 }
 
+// awaitRead returns the read's result, failing the test if it does not
+// come within waitLong.
 func awaitRead(t *testing.T, c <-chan readResult, what string) readResult {
 	t.Helper()
 	select {
@@ -35,6 +38,8 @@ func awaitRead(t *testing.T, c <-chan readResult, what string) readResult {
 	}
 }
 
+// announcedPair is a stream opened on a session pair and announced (a)
+// with its accepted end (b).
 func announcedPair(t *testing.T) (a, b *muxStream) {
 	t.Helper()
 	client, server := muxPair(t)
