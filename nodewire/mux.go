@@ -465,15 +465,9 @@ func (s *muxSession) writeLoop() {
 			runtime.Gosched()
 			s.wmu.Lock()
 		}
-		buf := s.pending
-		s.pending = s.spare[:0]
-		s.spare = nil
-		if s.drained != nil {
-			close(s.drained)
-			s.drained = nil
-		}
+		buf := s.takePendingLocked()
 		s.wmu.Unlock()
-		if len(buf) == 0 {
+		if buf == nil {
 			continue
 		}
 		_ = s.conn.SetWriteDeadline(time.Now().Add(muxWriteTimeout))
@@ -487,13 +481,32 @@ func (s *muxSession) writeLoop() {
 			close(s.progress)
 			s.progress = nil
 		}
-		s.wmu.Unlock()
 		if cap(buf) <= 2*muxMaxPending {
-			s.wmu.Lock()
 			s.spare = buf[:0]
-			s.wmu.Unlock()
 		}
+		s.wmu.Unlock()
 	}
+}
+
+// takePendingLocked hands the writer every pending frame (wmu held) and
+// gives appenders the writer's last buffer in its place, so two buffers
+// take turns and neither is grown again once both fit a batch. It returns
+// nil, swapping nothing, when nothing is pending: a wake-up whose frames an
+// earlier batch already took is common (every append signals one), and
+// dropping the empty buffer there would have the next batch grow a new one
+// from nothing.
+func (s *muxSession) takePendingLocked() []byte {
+	if s.drained != nil {
+		close(s.drained)
+		s.drained = nil
+	}
+	if len(s.pending) == 0 {
+		return nil
+	}
+	buf := s.pending
+	s.pending = s.spare[:0]
+	s.spare = nil
+	return buf
 }
 
 // readLoop reads frames until the connection fails or the peer breaks the

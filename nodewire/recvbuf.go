@@ -12,9 +12,13 @@ const (
 	recvLarge = MaxBodyChunk + 1024 // a whole tunnel body frame and its envelope
 )
 
+// The pools hold pointers to arrays, not to slice headers: a slice is
+// turned back into its array's pointer when handed back, so neither a Get
+// nor a Put allocates (putting &b would allocate a header per Put, one a
+// received chunk).
 var (
-	recvSmallPool = sync.Pool{New: func() any { b := make([]byte, 0, recvSmall); return &b }}
-	recvLargePool = sync.Pool{New: func() any { b := make([]byte, 0, recvLarge); return &b }}
+	recvSmallPool = sync.Pool{New: func() any { return new([recvSmall]byte) }}
+	recvLargePool = sync.Pool{New: func() any { return new([recvLarge]byte) }}
 )
 
 // getRecvBuf returns an empty buffer for at least n bytes (a pooled one
@@ -22,9 +26,9 @@ var (
 func getRecvBuf(n int) []byte {
 	switch {
 	case n <= recvSmall:
-		return (*recvSmallPool.Get().(*[]byte))[:0]
+		return recvSmallPool.Get().(*[recvSmall]byte)[:0]
 	case n <= recvLarge:
-		return (*recvLargePool.Get().(*[]byte))[:0]
+		return recvLargePool.Get().(*[recvLarge]byte)[:0]
 	}
 	return make([]byte, 0, n)
 }
@@ -35,10 +39,8 @@ func getRecvBuf(n int) []byte {
 func putRecvBuf(b []byte) {
 	switch cap(b) {
 	case recvSmall:
-		b = b[:0]
-		recvSmallPool.Put(&b)
+		recvSmallPool.Put((*[recvSmall]byte)(b[:recvSmall]))
 	case recvLarge:
-		b = b[:0]
-		recvLargePool.Put(&b)
+		recvLargePool.Put((*[recvLarge]byte)(b[:recvLarge]))
 	}
 }
