@@ -232,10 +232,15 @@ func (s *tunnelSink) frame(f *iop.ProviderTunnelFrame) *iop.Envelope {
 	return &iop.Envelope{Body: &iop.Envelope_ProviderTunnelFrame{ProviderTunnelFrame: f}}
 }
 
-// stamp gives f the exchange's next sequence number and its run id.
+// stamp gives f the exchange's next sequence number, and its run id
+// unless f is a BODY frame (runtime.proto: the stream identifies a body
+// frame's exchange, and a streamed answer sends one per chunk).
 func (s *tunnelSink) stamp(f *iop.ProviderTunnelFrame) {
 	s.seq++
-	f.Sequence, f.RunId = s.seq, s.runID
+	f.Sequence = s.seq
+	if f.Kind != iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY {
+		f.RunId = s.runID
+	}
 }
 
 func (s *tunnelSink) send(f *iop.ProviderTunnelFrame) error { return s.st.Send(s.frame(f)) }

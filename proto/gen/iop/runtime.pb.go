@@ -3267,11 +3267,14 @@ type ProviderTunnelFrame struct {
 	// The passthrough source of truth. Never re-emitted as a RunEvent delta.
 	Body []byte `protobuf:"bytes,5,opt,name=body,proto3" json:"body,omitempty"`
 	// True on the terminal frame (END or ERROR).
-	End           bool              `protobuf:"varint,6,opt,name=end,proto3" json:"end,omitempty"`
-	Error         *RunError         `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
-	Usage         *Usage            `protobuf:"bytes,8,opt,name=usage,proto3" json:"usage,omitempty"`
-	Metadata      map[string]string `protobuf:"bytes,9,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	RunId         string            `protobuf:"bytes,10,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	End      bool              `protobuf:"varint,6,opt,name=end,proto3" json:"end,omitempty"`
+	Error    *RunError         `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	Usage    *Usage            `protobuf:"bytes,8,opt,name=usage,proto3" json:"usage,omitempty"`
+	Metadata map[string]string `protobuf:"bytes,9,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The tunnel's run id, on every frame but BODY frames: those belong to
+	// the stream's exchange as much as the frames around them, and leaving
+	// the id off saves its bytes and the Edge's copy of it on every chunk.
+	RunId         string `protobuf:"bytes,10,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
