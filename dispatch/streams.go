@@ -133,7 +133,7 @@ func (x *exchange) recv(deadline time.Time) (*iop.Envelope, error) {
 		x.setRecvDeadlineLocked(deadline)
 	}
 	x.mu.Unlock()
-	env, err := x.st.Recv()
+	env, err := x.st.RecvLent() // see RecvBy: a BODY frame is lent
 	if err != nil {
 		x.mu.Lock()
 		cancelled := x.cancel
@@ -221,7 +221,7 @@ func (x *exchange) Drain(timeout time.Duration, terminal func(*iop.Envelope) boo
 	_ = x.st.SetReadDeadline(time.Now().Add(timeout))
 	x.mu.Unlock()
 	for !failed {
-		env, err := x.st.Recv()
+		env, err := x.st.RecvLent()
 		if err != nil || terminal(env) {
 			break
 		}
@@ -320,6 +320,11 @@ func (s *Stream[T]) Recv() (T, error) { return s.RecvBy(time.Time{}) }
 // complete, error, cancelled; tunnel: END or ERROR) it returns
 // ErrStreamEnded. A lost node yields ErrNodeLost; after Cancel, a failed
 // read is context.Canceled.
+//
+// A tunnel's BODY frame, and its body, are valid only until the next
+// RecvBy (nodewire.Stream.RecvLent: a streamed chunk then costs no
+// allocation); the caller copies what it keeps. Every other frame and
+// every run event is the caller's.
 func (s *Stream[T]) RecvBy(deadline time.Time) (T, error) {
 	var zero T
 	s.x.mu.Lock()

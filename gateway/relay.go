@@ -410,14 +410,9 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 		}
 		if t.hold {
 			if len(t.body)+len(f.GetBody()) <= maxHeldBody {
-				if len(t.body) == 0 {
-					// Most held answers are one frame: keep its body
-					// rather than a copy (each decoded frame owns its
-					// body; nothing else reads it once relayed).
-					t.body = f.GetBody()
-				} else {
-					t.body = append(t.body, f.GetBody()...)
-				}
+				// A copy: a BODY frame is only lent until the next
+				// RecvBy.
+				t.body = append(t.body, f.GetBody()...)
 				return "", false
 			}
 			// Too large to hold: relay the rest as it comes.

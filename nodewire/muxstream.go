@@ -72,7 +72,7 @@ func (st *muxStream) Read(p []byte) (int, error) {
 		st.mu.Lock()
 		if st.roff < len(st.rbuf) {
 			n := copy(p, st.rbuf[st.roff:])
-			grant := st.consumeLocked(n)
+			grant := st.consumeLocked(n, false)
 			st.mu.Unlock()
 			st.sendGrant(grant)
 			return n, nil
@@ -99,8 +99,9 @@ func (st *muxStream) Read(p []byte) (int, error) {
 }
 
 // consumeLocked marks the first n unread bytes read (st.mu held) and
-// returns the window credit to send the peer now (0: none yet).
-func (st *muxStream) consumeLocked(n int) (grant uint32) {
+// returns the window credit to send the peer now (0: none yet). With
+// handOff the caller has taken the buffer, which those n bytes drain.
+func (st *muxStream) consumeLocked(n int, handOff bool) (grant uint32) {
 	st.roff += n
 	if !st.uncounted {
 		st.sess.buffered.Add(-int64(n))
@@ -109,7 +110,9 @@ func (st *muxStream) consumeLocked(n int) (grant uint32) {
 		// Hand the buffer back once drained: a held stream keeps no
 		// memory while it waits, and the next frame of any stream reuses
 		// it.
-		putRecvBuf(st.rbuf)
+		if !handOff {
+			putRecvBuf(st.rbuf)
+		}
 		st.rbuf, st.roff = nil, 0
 	}
 	st.consumed += uint32(n)
@@ -148,10 +151,42 @@ func (st *muxStream) readWholeFrame(maxSize int) (payload []byte, ok bool) {
 	}
 	payload = make([]byte, n)
 	copy(payload, unread[frameHeaderLen:])
-	grant := st.consumeLocked(frameHeaderLen + int(n))
+	grant := st.consumeLocked(frameHeaderLen+int(n), false)
 	st.mu.Unlock()
 	st.sendGrant(grant)
 	return payload, true
+}
+
+// takeWholeFrame is readWholeFrame for a caller that hands buf back
+// (putRecvBuf) once done with payload, which lies in it. When the frame is
+// all the stream holds unread (how a paced chunk arrives) buf is the
+// stream's receive buffer itself, handed over with no copy, and the next
+// frame takes another; otherwise the payload is copied into a pooled
+// buffer.
+func (st *muxStream) takeWholeFrame(maxSize int) (payload, buf []byte, ok bool) {
+	st.mu.Lock()
+	unread := st.rbuf[st.roff:]
+	if len(unread) < frameHeaderLen {
+		st.mu.Unlock()
+		return nil, nil, false
+	}
+	n := binary.BigEndian.Uint32(unread)
+	if uint64(n) > uint64(maxFrame(maxSize)) || uint64(len(unread)-frameHeaderLen) < uint64(n) {
+		st.mu.Unlock()
+		return nil, nil, false
+	}
+	size := frameHeaderLen + int(n)
+	handOff := size == len(unread)
+	if handOff {
+		buf, payload = st.rbuf, unread[frameHeaderLen:size:size]
+	} else {
+		buf = append(getRecvBuf(int(n)), unread[frameHeaderLen:size]...)
+		payload = buf[:n:n]
+	}
+	grant := st.consumeLocked(size, handOff)
+	st.mu.Unlock()
+	st.sendGrant(grant)
+	return payload, buf, true
 }
 
 // waitReadable blocks until a Read would return without waiting: unread

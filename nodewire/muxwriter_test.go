@@ -101,23 +101,31 @@ func TestAllocWriterReusesBuffers(t *testing.T) {
 	for range 300 { // warm: both buffers grown to a batch, pools filled
 		round()
 	}
-	// testing.AllocsPerRun rounds down to whole allocations per run, so
-	// count a stretch of rounds together, and judge the best of a few
-	// stretches: a batch larger than any before still grows a buffer, and
-	// a collection empties the pools. Losing a buffer on each idle wake-up
-	// cost about one allocation a round in every stretch.
-	const rounds, stretches = 1000, 4
+	if best := fewestMallocs(round); best > allocRounds/10 {
+		t.Errorf("%d allocations in the best of %d stretches of %d rounds of %d frames, want ~0", best, allocStretches, allocRounds, streams)
+	}
+}
+
+// allocRounds and allocStretches: fewestMallocs counts allocations over
+// allocStretches runs of allocRounds rounds each.
+const allocRounds, allocStretches = 1000, 4
+
+// fewestMallocs returns the fewest heap allocations (process-wide) that
+// allocRounds calls of round made, over allocStretches tries.
+// testing.AllocsPerRun rounds down to whole allocations per run, so a
+// stretch is counted together; the best stretch is judged because a
+// collection empties the pools now and then, and a batch larger than any
+// before still grows a buffer.
+func fewestMallocs(round func()) uint64 {
 	best := ^uint64(0)
-	for range stretches {
+	for range allocStretches {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		for range rounds {
+		for range allocRounds {
 			round()
 		}
 		runtime.ReadMemStats(&after)
 		best = min(best, after.Mallocs-before.Mallocs)
 	}
-	if best > rounds/10 {
-		t.Errorf("%d allocations in the best of %d stretches of %d rounds of %d frames, want ~0", best, stretches, rounds, streams)
-	}
+	return best
 }

@@ -2,6 +2,7 @@ package nodewire
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -24,10 +25,16 @@ type Stream struct {
 	wmu    sync.Mutex // serialises Send so frames never interleave
 	queued []byte     // guarded by wmu: frames encoded by Queue, not yet written; nil when none
 	qbuf   *[]byte    // guarded by wmu: the pooled buffer queued lives in
-	rmu    sync.Mutex // serialises Recv (guards br)
+	rmu    sync.Mutex // serialises Recv (guards br, lentBuf, lentEnv)
 	// br is guarded by rmu: a pooled reader, taken when bytes arrived and
 	// handed back once drained, so a quiet stream holds none.
 	br *bufio.Reader
+	// lentBuf and lentEnv are guarded by rmu: what the last RecvLent lent
+	// (a receive buffer and the frame decoded from it), handed back to
+	// their pools by the next RecvLent before it waits; nil when nothing
+	// is lent.
+	lentBuf []byte
+	lentEnv *tunnelEnvelope
 
 	closeOnce sync.Once
 }
@@ -147,6 +154,15 @@ func (st *Stream) Recv() (*iop.Envelope, error) {
 		if payload, ok := st.s.readWholeFrame(st.maxFrame); ok {
 			return DecodeEnvelope(payload)
 		}
+	}
+	return st.recvBufferedLocked()
+}
+
+// recvBufferedLocked reads the next frame through a pooled buffered reader
+// (st.rmu held), taken for a frame that has not all arrived and handed back
+// once it has nothing buffered.
+func (st *Stream) recvBufferedLocked() (*iop.Envelope, error) {
+	if st.br == nil {
 		st.br = readers.Get().(*bufio.Reader)
 		st.br.Reset(st.s)
 	}
@@ -156,6 +172,51 @@ func (st *Stream) Recv() (*iop.Envelope, error) {
 		readers.Put(st.br)
 		st.br = nil
 	}
+	return env, err
+}
+
+// tunnelEnvelopes holds the decoded frames RecvLent lends.
+var tunnelEnvelopes = sync.Pool{New: func() any { return new(tunnelEnvelope) }}
+
+// RecvLent is Recv for a caller done with what it returns before its next
+// RecvLent on this stream. A tunnel BODY frame, how a streamed chunk
+// arrives, is then lent: the frame and its body lie in memory the stream
+// reuses for a later frame, so a chunk costs no allocation and, when it
+// was all the stream held unread, no copy. Every other envelope is the
+// caller's, as Recv's are. Whatever was lent is taken back on entry,
+// before the wait: a quiet stream holds nothing. Recv and RecvLent may be
+// mixed; a stream dropped with a frame lent leaves it to the collector.
+func (st *Stream) RecvLent() (*iop.Envelope, error) {
+	st.rmu.Lock()
+	defer st.rmu.Unlock()
+	if st.lentEnv != nil {
+		*st.lentEnv = tunnelEnvelope{} // drop the body's reference before pooling
+		tunnelEnvelopes.Put(st.lentEnv)
+		putRecvBuf(st.lentBuf)
+		st.lentEnv, st.lentBuf = nil, nil
+	}
+	if st.br != nil {
+		return st.recvBufferedLocked()
+	}
+	if err := st.s.waitReadable(); err != nil {
+		return nil, err
+	}
+	payload, buf, ok := st.s.takeWholeFrame(st.maxFrame)
+	if !ok {
+		return st.recvBufferedLocked()
+	}
+	if inner, ok := onlyEnvelopeField(payload, fieldEnvelopeTunnelFrame); ok {
+		te := tunnelEnvelopes.Get().(*tunnelEnvelope)
+		if te.decode(inner) && te.frame.Kind == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY {
+			st.lentEnv, st.lentBuf = te, buf
+			return &te.env, nil
+		}
+		*te = tunnelEnvelope{}
+		tunnelEnvelopes.Put(te)
+	}
+	// Not lent: decoded from a copy of its own, as Recv would.
+	env, err := DecodeEnvelope(bytes.Clone(payload))
+	putRecvBuf(buf)
 	return env, err
 }
 

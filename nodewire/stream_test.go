@@ -169,33 +169,63 @@ func FuzzStreamRecv(f *testing.F) {
 		sess := muxServer(s)
 		go func() { _, _ = io.Copy(io.Discard, c) }() // Owner: the fuzz case; ends when c is closed below.
 		defer func() { sess.Close(); c.Close() }()
-		ms := newMuxStream(sess, 1)
-		for _, p := range splitPieces(data, sizes) {
-			if err := ms.deliver(p, 0); err != nil {
-				t.Fatalf("deliver: %v", err)
+		deliverAll := func(ms *muxStream) error {
+			for _, p := range splitPieces(data, sizes) {
+				if err := ms.deliver(p, 0); err != nil {
+					return fmt.Errorf("deliver: %w", err)
+				}
+			}
+			if err := ms.deliver(nil, flagFIN); err != nil {
+				return fmt.Errorf("deliver FIN: %w", err)
+			}
+			return nil
+		}
+		check := func(name string, recv func() (*iop.Envelope, error)) {
+			for i := 0; ; i++ {
+				env, err := recv()
+				if err != nil {
+					if i != len(want) {
+						t.Fatalf("%s failed after %d envelopes (%v), ReadFrame read %d", name, i, err, len(want))
+					}
+					if sameErrKind(err, wantErr) {
+						return
+					}
+					t.Fatalf("%s error %v, ReadFrame's %v", name, err, wantErr)
+				}
+				if i >= len(want) {
+					t.Fatalf("%s returned envelope %d, ReadFrame stopped at %d with %v", name, i, len(want), wantErr)
+				}
+				// Before the next call: what RecvLent lends is valid
+				// until then.
+				if !proto.Equal(env, want[i]) {
+					t.Fatalf("envelope %d: %s %v, ReadFrame %v", i, name, env, want[i])
+				}
 			}
 		}
-		if err := ms.deliver(nil, flagFIN); err != nil {
-			t.Fatalf("deliver FIN: %v", err)
+
+		// Recv, once every piece is there.
+		ms := newMuxStream(sess, 1)
+		if err := deliverAll(ms); err != nil {
+			t.Fatal(err)
 		}
 		st := newStream(ms, maxSize)
-		for i := 0; ; i++ {
-			env, err := st.Recv()
+		check("Recv", st.Recv)
+
+		// RecvLent, reading as the pieces arrive: frames are taken whole,
+		// handed over or copied, and partly through the buffered reader.
+		ms = newMuxStream(sess, 3)
+		st = newStream(ms, maxSize)
+		delivered := make(chan error, 1)
+		go func() { // Owner: the fuzz case; ends after the FIN (or fails the stream).
+			err := deliverAll(ms)
 			if err != nil {
-				if i != len(want) {
-					t.Fatalf("Recv failed after %d envelopes (%v), ReadFrame read %d", i, err, len(want))
-				}
-				if sameErrKind(err, wantErr) {
-					return
-				}
-				t.Fatalf("Recv error %v, ReadFrame's %v", err, wantErr)
+				ms.fail(err)
 			}
-			if i >= len(want) {
-				t.Fatalf("Recv returned envelope %d, ReadFrame stopped at %d with %v", i, len(want), wantErr)
-			}
-			if !proto.Equal(env, want[i]) {
-				t.Fatalf("envelope %d: Recv %v, ReadFrame %v", i, env, want[i])
-			}
+			delivered <- err
+		}()
+		check("RecvLent", st.RecvLent)
+		if err := <-delivered; err != nil {
+			t.Fatal(err)
 		}
 	})
 }
@@ -244,18 +274,27 @@ func benchStream(b *testing.B) (ms *muxStream, st *Stream, frame []byte) {
 
 // BenchmarkStreamRecv is the edge's receive of one streamed chunk: a tunnel
 // BODY frame of a typical SSE event arrives whole on a stream and is
-// read and decoded.
+// read and decoded, by Recv ("recv") or by RecvLent ("lent", how the edge
+// reads a tunnel's frames).
 func BenchmarkStreamRecv(b *testing.B) {
-	ms, st, frame := benchStream(b)
-	b.ReportAllocs()
-	b.SetBytes(int64(len(frame)))
-	for b.Loop() {
-		if err := ms.deliver(frame, 0); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := st.Recv(); err != nil {
-			b.Fatal(err)
-		}
+	for _, name := range []string{"recv", "lent"} {
+		b.Run(name, func(b *testing.B) {
+			ms, st, frame := benchStream(b)
+			recv := st.Recv
+			if name == "lent" {
+				recv = st.RecvLent
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(frame)))
+			for b.Loop() {
+				if err := ms.deliver(frame, 0); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := recv(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -133,20 +133,31 @@ func decodeTunnelFrame(payload []byte) (env *iop.Envelope, ok bool) {
 	// The envelope, its oneof wrapper and the frame in one allocation: a
 	// stream decodes one of these per chunk.
 	te := &tunnelEnvelope{}
+	if !te.decode(inner) {
+		return nil, false
+	}
+	return &te.env, true
+}
+
+// decode is decodeTunnelFrame into te, which it resets first, given the
+// frame's bytes within the envelope (onlyEnvelopeField's inner); false
+// leaves te in no particular state.
+func (te *tunnelEnvelope) decode(inner []byte) bool {
+	*te = tunnelEnvelope{}
 	te.wrap.ProviderTunnelFrame = &te.frame
 	te.env.Body = &te.wrap
 	f := &te.frame
 	for len(inner) > 0 {
 		num, typ, n := protowire.ConsumeTag(inner)
 		if n < 0 {
-			return nil, false
+			return false
 		}
 		inner = inner[n:]
 		switch {
 		case typ == protowire.VarintType && (num == fieldTFKind || num == fieldTFSequence || num == fieldTFStatusCode || num == fieldTFEnd):
 			v, n := protowire.ConsumeVarint(inner)
 			if n < 0 {
-				return nil, false
+				return false
 			}
 			inner = inner[n:]
 			switch num {
@@ -162,7 +173,7 @@ func decodeTunnelFrame(payload []byte) (env *iop.Envelope, ok bool) {
 		case typ == protowire.BytesType && (num == fieldTFBody || num == fieldTFRunID):
 			v, n := protowire.ConsumeBytes(inner)
 			if n < 0 {
-				return nil, false
+				return false
 			}
 			inner = inner[n:]
 			if num == fieldTFBody {
@@ -172,18 +183,19 @@ func decodeTunnelFrame(payload []byte) (env *iop.Envelope, ok bool) {
 				continue
 			}
 			if !utf8.Valid(v) {
-				return nil, false // proto.Unmarshal reports it
+				return false // proto.Unmarshal reports it
 			}
 			f.RunId = string(v)
 		default:
-			return nil, false
+			return false
 		}
 	}
-	return &te.env, true
+	return true
 }
 
 // tunnelEnvelope holds what decodeTunnelFrame returns; the pointers into
 // it keep all of it alive, as three allocations would keep themselves.
+// Stream.RecvLent reuses them from tunnelEnvelopes.
 type tunnelEnvelope struct {
 	env   iop.Envelope
 	wrap  iop.Envelope_ProviderTunnelFrame

@@ -1,0 +1,180 @@
+package nodewire
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// lentPair opens a stream from a client session and returns both ends as
+// Streams.
+func lentPair(t *testing.T) (send, recv *Stream) {
+	t.Helper()
+	client, server := muxPair(t)
+	w, err := client.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	send = newStream(w, 1<<20)
+	if err := send.Send(tunnelFrameEnv(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_STATUS, Sequence: 1, StatusCode: 200, RunId: "run_1",
+		Headers: []*iop.Header{{Name: "Content-Type", Value: "text/event-stream"}}})); err != nil {
+		t.Fatal(err)
+	}
+	return send, newStream(acceptWithin(t, server), 1<<20)
+}
+
+func tunnelFrameEnv(f *iop.ProviderTunnelFrame) *iop.Envelope {
+	return &iop.Envelope{Body: &iop.Envelope_ProviderTunnelFrame{ProviderTunnelFrame: f}}
+}
+
+// RecvLent lends BODY frames and nothing else: envelopes of every other
+// kind stay intact while later frames are received, lent frames are right
+// until the next call, frames that arrive together (copied out) and one
+// at a time (the receive buffer handed over) both come through, and a
+// RecvLent that waits holds nothing lent.
+func TestStreamRecvLent(t *testing.T) {
+	send, recv := lentPair(t)
+	recvWithin := func() *iop.Envelope {
+		t.Helper()
+		_ = recv.SetReadDeadline(time.Now().Add(waitLong))
+		env, err := recv.RecvLent()
+		if err != nil {
+			t.Fatalf("RecvLent: %v", err)
+		}
+		return env
+	}
+	status := recvWithin()
+	wantStatus := proto.Clone(status)
+	if status.GetProviderTunnelFrame().GetStatusCode() != 200 {
+		t.Fatalf("first frame %v", status)
+	}
+
+	body := func(seq uint64) []byte { return []byte(fmt.Sprintf("data: {\"n\":%d}\n\n", seq)) }
+	var kept []*iop.Envelope // non-BODY frames, checked at the end
+	seq := uint64(2)
+	// One at a time: each is all the stream holds when it is taken.
+	for ; seq < 12; seq++ {
+		if err := send.Send(tunnelFrameEnv(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, Sequence: seq, Body: body(seq)})); err != nil {
+			t.Fatal(err)
+		}
+		f := recvWithin().GetProviderTunnelFrame()
+		if f.GetSequence() != seq || !bytes.Equal(f.GetBody(), body(seq)) {
+			t.Fatalf("frame %d: seq %d body %q", seq, f.GetSequence(), f.GetBody())
+		}
+	}
+	// A burst, with usage and metadata frames among the bodies, queued
+	// before any is read.
+	var burst []*iop.Envelope
+	for i := 0; i < 20; i++ {
+		f := &iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, Sequence: seq, Body: body(seq)}
+		switch i % 7 {
+		case 3:
+			f = &iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_USAGE, Sequence: seq, Usage: &iop.Usage{PromptTokens: int64(i)}}
+		case 5:
+			f = &iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_METADATA, Sequence: seq, Metadata: map[string]string{"k": fmt.Sprint(i)}}
+		}
+		seq++
+		burst = append(burst, tunnelFrameEnv(f))
+		if err := send.Queue(burst[len(burst)-1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := send.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range burst {
+		got := recvWithin()
+		if !proto.Equal(got, want) {
+			t.Fatalf("burst frame %d: got %v, want %v", i, got, want)
+		}
+		if got.GetProviderTunnelFrame().GetKind() != iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY {
+			kept = append(kept, got)
+		}
+	}
+	end := tunnelFrameEnv(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END, Sequence: seq, End: true, RunId: "run_1"})
+	if err := send.Send(end); err != nil {
+		t.Fatal(err)
+	}
+	// The frame before END was a BODY frame: END's RecvLent takes it back.
+	kept = append(kept, recvWithin())
+
+	// Nothing is lent while a RecvLent waits (here until its deadline).
+	_ = recv.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	if _, err := recv.RecvLent(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("RecvLent on a quiet stream: %v, want a deadline error", err)
+	}
+	recv.rmu.Lock()
+	held := recv.lentBuf != nil || recv.lentEnv != nil
+	recv.rmu.Unlock()
+	if held {
+		t.Fatal("a waiting RecvLent still holds a lent frame")
+	}
+
+	if !proto.Equal(status, wantStatus) {
+		t.Fatalf("status frame changed by later frames: %v", status)
+	}
+	wantKept := []*iop.Envelope{}
+	for _, e := range burst {
+		if e.GetProviderTunnelFrame().GetKind() != iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY {
+			wantKept = append(wantKept, e)
+		}
+	}
+	wantKept = append(wantKept, end)
+	if len(kept) != len(wantKept) {
+		t.Fatalf("%d frames kept, want %d", len(kept), len(wantKept))
+	}
+	for i := range kept {
+		if !proto.Equal(kept[i], wantKept[i]) {
+			t.Fatalf("kept frame %d changed by later frames: %v, want %v", i, kept[i], wantKept[i])
+		}
+	}
+}
+
+// TestAllocRecvLent: a paced stream of BODY frames, sent and received,
+// allocates nothing once warm (Recv allocates the payload and its decoded
+// frame). Under -race sync.Pool drops a quarter of what is put back, so
+// `make test` runs this without it.
+func TestAllocRecvLent(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under -race; make test runs this test without it")
+	}
+	send, recv := lentPair(t)
+	if _, err := recv.RecvLent(); err != nil { // the status frame
+		t.Fatal(err)
+	}
+	frame := &iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, Body: bytes.Repeat([]byte("x"), 300)}
+	env := tunnelFrameEnv(frame)
+	var failed error
+	round := func() {
+		frame.Sequence++
+		if err := send.Send(env); err != nil {
+			failed = err
+			return
+		}
+		got, err := recv.RecvLent()
+		if err != nil {
+			failed = err
+			return
+		}
+		if got.GetProviderTunnelFrame().GetSequence() != frame.Sequence {
+			failed = fmt.Errorf("frame %d, want %d", got.GetProviderTunnelFrame().GetSequence(), frame.Sequence)
+		}
+	}
+	for range 200 {
+		round()
+	}
+	best := fewestMallocs(round) // Recv costs two allocations a frame
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	if best > allocRounds/10 {
+		t.Errorf("%d allocations in the best of %d stretches of %d frames, want ~0", best, allocStretches, allocRounds)
+	}
+}
