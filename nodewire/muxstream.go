@@ -139,22 +139,32 @@ func (st *muxStream) sendGrant(grant uint32) {
 // frames usually arrive whole, so most of them skip a buffered reader.
 func (st *muxStream) readWholeFrame(maxSize int) (payload []byte, ok bool) {
 	st.mu.Lock()
-	unread := st.rbuf[st.roff:]
-	if len(unread) < frameHeaderLen {
-		st.mu.Unlock()
-		return nil, false
-	}
-	n := binary.BigEndian.Uint32(unread)
-	if uint64(n) > uint64(maxFrame(maxSize)) || uint64(len(unread)-frameHeaderLen) < uint64(n) {
+	n, ok := st.wholeFrameLocked(maxSize)
+	if !ok {
 		st.mu.Unlock()
 		return nil, false
 	}
 	payload = make([]byte, n)
-	copy(payload, unread[frameHeaderLen:])
-	grant := st.consumeLocked(frameHeaderLen+int(n), false)
+	copy(payload, st.rbuf[st.roff+frameHeaderLen:])
+	grant := st.consumeLocked(frameHeaderLen+n, false)
 	st.mu.Unlock()
 	st.sendGrant(grant)
 	return payload, true
+}
+
+// wholeFrameLocked returns the payload length of the next wire frame when
+// all of it (length prefix and payload) is among the unread bytes and the
+// length is within maxSize (<= 0: DefaultMaxFrameSize); st.mu held.
+func (st *muxStream) wholeFrameLocked(maxSize int) (n int, ok bool) {
+	unread := st.rbuf[st.roff:]
+	if len(unread) < frameHeaderLen {
+		return 0, false
+	}
+	size := binary.BigEndian.Uint32(unread)
+	if uint64(size) > uint64(maxFrame(maxSize)) || uint64(len(unread)-frameHeaderLen) < uint64(size) {
+		return 0, false
+	}
+	return int(size), true
 }
 
 // takeWholeFrame is readWholeFrame for a caller that hands buf back
@@ -165,22 +175,18 @@ func (st *muxStream) readWholeFrame(maxSize int) (payload []byte, ok bool) {
 // buffer.
 func (st *muxStream) takeWholeFrame(maxSize int) (payload, buf []byte, ok bool) {
 	st.mu.Lock()
+	n, ok := st.wholeFrameLocked(maxSize)
+	if !ok {
+		st.mu.Unlock()
+		return nil, nil, false
+	}
 	unread := st.rbuf[st.roff:]
-	if len(unread) < frameHeaderLen {
-		st.mu.Unlock()
-		return nil, nil, false
-	}
-	n := binary.BigEndian.Uint32(unread)
-	if uint64(n) > uint64(maxFrame(maxSize)) || uint64(len(unread)-frameHeaderLen) < uint64(n) {
-		st.mu.Unlock()
-		return nil, nil, false
-	}
-	size := frameHeaderLen + int(n)
+	size := frameHeaderLen + n
 	handOff := size == len(unread)
 	if handOff {
 		buf, payload = st.rbuf, unread[frameHeaderLen:size:size]
 	} else {
-		buf = append(getRecvBuf(int(n)), unread[frameHeaderLen:size]...)
+		buf = append(getRecvBuf(n), unread[frameHeaderLen:size]...)
 		payload = buf[:n:n]
 	}
 	grant := st.consumeLocked(size, handOff)

@@ -41,7 +41,7 @@ func tunnelFrameEnv(f *iop.ProviderTunnelFrame) *iop.Envelope {
 // RecvLent that waits holds nothing lent.
 func TestStreamRecvLent(t *testing.T) {
 	send, recv := lentPair(t)
-	recvWithin := func() *iop.Envelope {
+	next := func() *iop.Envelope {
 		t.Helper()
 		_ = recv.SetReadDeadline(time.Now().Add(waitLong))
 		env, err := recv.RecvLent()
@@ -50,7 +50,7 @@ func TestStreamRecvLent(t *testing.T) {
 		}
 		return env
 	}
-	status := recvWithin()
+	status := next()
 	wantStatus := proto.Clone(status)
 	if status.GetProviderTunnelFrame().GetStatusCode() != 200 {
 		t.Fatalf("first frame %v", status)
@@ -64,7 +64,7 @@ func TestStreamRecvLent(t *testing.T) {
 		if err := send.Send(tunnelFrameEnv(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, Sequence: seq, Body: body(seq)})); err != nil {
 			t.Fatal(err)
 		}
-		f := recvWithin().GetProviderTunnelFrame()
+		f := next().GetProviderTunnelFrame()
 		if f.GetSequence() != seq || !bytes.Equal(f.GetBody(), body(seq)) {
 			t.Fatalf("frame %d: seq %d body %q", seq, f.GetSequence(), f.GetBody())
 		}
@@ -90,7 +90,7 @@ func TestStreamRecvLent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, want := range burst {
-		got := recvWithin()
+		got := next()
 		if !proto.Equal(got, want) {
 			t.Fatalf("burst frame %d: got %v, want %v", i, got, want)
 		}
@@ -103,7 +103,7 @@ func TestStreamRecvLent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The frame before END was a BODY frame: END's RecvLent takes it back.
-	kept = append(kept, recvWithin())
+	kept = append(kept, next())
 
 	// Nothing is lent while a RecvLent waits (here until its deadline).
 	_ = recv.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
