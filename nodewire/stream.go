@@ -178,6 +178,13 @@ func (st *Stream) recvBufferedLocked() (*iop.Envelope, error) {
 // tunnelEnvelopes holds the decoded frames RecvLent lends.
 var tunnelEnvelopes = sync.Pool{New: func() any { return new(tunnelEnvelope) }}
 
+// putTunnelEnvelope clears te, so that the pool keeps no body alive, and
+// hands it back.
+func putTunnelEnvelope(te *tunnelEnvelope) {
+	*te = tunnelEnvelope{}
+	tunnelEnvelopes.Put(te)
+}
+
 // RecvLent is Recv for a caller done with what it returns before its next
 // RecvLent on this stream. A tunnel BODY frame, how a streamed chunk
 // arrives, is then lent: the frame and its body lie in memory the stream
@@ -190,8 +197,7 @@ func (st *Stream) RecvLent() (*iop.Envelope, error) {
 	st.rmu.Lock()
 	defer st.rmu.Unlock()
 	if st.lentEnv != nil {
-		*st.lentEnv = tunnelEnvelope{} // drop the body's reference before pooling
-		tunnelEnvelopes.Put(st.lentEnv)
+		putTunnelEnvelope(st.lentEnv)
 		putRecvBuf(st.lentBuf)
 		st.lentEnv, st.lentBuf = nil, nil
 	}
@@ -211,8 +217,7 @@ func (st *Stream) RecvLent() (*iop.Envelope, error) {
 			st.lentEnv, st.lentBuf = te, buf
 			return &te.env, nil
 		}
-		*te = tunnelEnvelope{}
-		tunnelEnvelopes.Put(te)
+		putTunnelEnvelope(te)
 	}
 	// Not lent: decoded from a copy of its own, as Recv would.
 	env, err := DecodeEnvelope(bytes.Clone(payload))
