@@ -66,8 +66,9 @@ const (
 	// data writers block (control frames never do): the socket's
 	// backpressure reaches writers instead of unbounded buffering.
 	muxMaxPending = 1 << 20
-	// muxAcceptBacklog is how many opened streams may wait for Accept;
-	// beyond it a new stream is reset.
+	// muxAcceptBacklog is how many opened streams may wait for Accept.
+	// Beyond it the reader waits (muxAcceptWait) for room, and a new
+	// stream is reset only if none comes.
 	muxAcceptBacklog = 1024
 	// muxMaxBuffered bounds the bytes received and not yet read across all
 	// streams of a session (each stream is also bounded by its window):
@@ -98,6 +99,16 @@ var (
 	// errSessionClosed is an operation on a closed session.
 	errSessionClosed = errors.New("nodewire: session closed")
 )
+
+// muxAcceptWait bounds how long the reader waits for room in a full accept
+// backlog (muxAcceptBacklog). A burst of opens (thousands of requests
+// reaching the edge at once) can outrun an acceptor that only hands
+// streams to goroutines, while the reader keeps the CPU: waiting lets it
+// catch up instead of refusing requests the node has capacity for. The
+// whole session's reading waits with it, so a backlog that does not drain
+// (no Accept at all) costs the peer this long per refused stream. A
+// variable only for tests, which shrink it; a session reads it once.
+var muxAcceptWait = time.Second
 
 // muxSession is one multiplexed connection. It owns exactly two goroutines:
 // the reader (readLoop) and the writer (writeLoop).
@@ -131,22 +142,24 @@ type muxSession struct {
 	written  atomic.Int64
 	progress chan struct{}
 
-	accept    chan *muxStream
-	done      chan struct{} // closed once the session is closed
-	closeOnce sync.Once
-	wg        sync.WaitGroup // reader and writer
+	accept     chan *muxStream
+	acceptWait time.Duration // muxAcceptWait when the session started
+	done       chan struct{} // closed once the session is closed
+	closeOnce  sync.Once
+	wg         sync.WaitGroup // reader and writer
 }
 
 func newMuxSession(conn net.Conn, client bool, peerOpens int) *muxSession {
 	s := &muxSession{
-		conn:      conn,
-		client:    client,
-		peerOpens: peerOpens,
-		streams:   make(map[uint32]*muxStream),
-		nextID:    2,
-		wake:      make(chan struct{}, 1),
-		accept:    make(chan *muxStream, muxAcceptBacklog),
-		done:      make(chan struct{}),
+		conn:       conn,
+		client:     client,
+		peerOpens:  peerOpens,
+		streams:    make(map[uint32]*muxStream),
+		nextID:     2,
+		wake:       make(chan struct{}, 1),
+		accept:     make(chan *muxStream, muxAcceptBacklog),
+		acceptWait: muxAcceptWait,
+		done:       make(chan struct{}),
 	}
 	if client {
 		s.nextID = 1
@@ -575,8 +588,9 @@ func (s *muxSession) readData(br *bufio.Reader, flags uint16, id, length uint32)
 
 // streamFor finds (or, on SYN, creates) the frame's stream. A nil stream
 // with a nil error means the frame is dropped: its stream was already
-// forgotten here (reset locally), or it is a new stream refused for a full
-// accept backlog (refused is then true and the caller resets it).
+// forgotten here (reset locally), or it is a new stream refused because
+// the accept backlog stayed full for acceptWait (refused is then true and
+// the caller resets it).
 func (s *muxSession) streamFor(flags uint16, id uint32) (st *muxStream, refused bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -604,12 +618,39 @@ func (s *muxSession) streamFor(flags uint16, id uint32) (st *muxStream, refused 
 	s.opened++
 	st = newMuxStream(s, id)
 	st.synSent.Store(true) // the peer opened it: nothing to announce
+	s.streams[id] = st
 	select {
 	case s.accept <- st:
-		s.streams[id] = st
 		return st, false, nil
 	default:
+	}
+	// The backlog is full. Wait for room without s.mu: the acceptor and
+	// the streams' own calls need it. The stream is registered already,
+	// so whatever its acceptor does to it meanwhile (a reset) holds.
+	s.mu.Unlock()
+	accepted := s.waitAccept(st)
+	s.mu.Lock()
+	if !accepted {
+		if s.streams[id] == st {
+			delete(s.streams, id)
+		}
 		return nil, true, nil
+	}
+	return st, false, nil
+}
+
+// waitAccept hands st to the accept backlog once it has room, waiting at
+// most acceptWait; false when it did not, or the session closed first.
+func (s *muxSession) waitAccept(st *muxStream) bool {
+	t := time.NewTimer(s.acceptWait)
+	defer t.Stop()
+	select {
+	case s.accept <- st:
+		return true
+	case <-t.C:
+		return false
+	case <-s.done:
+		return false
 	}
 }
 

@@ -577,3 +577,66 @@ func TestSchedMuxCoalescesReadiedStreams(t *testing.T) {
 		t.Logf("%d frames, %d writes", n, w)
 	}
 }
+
+// A burst of opens larger than the accept backlog waits for the acceptor
+// instead of being refused; only a backlog that stays full past the wait
+// refuses (resets) the stream that found it full.
+func TestMuxAcceptBacklogWaits(t *testing.T) {
+	defer func(d time.Duration) { muxAcceptWait = d }(muxAcceptWait)
+	muxAcceptWait = 300 * time.Millisecond
+	c, s := tcpPair(t)
+	server := muxServer(s)
+	defer server.Close()
+
+	// Twice the backlog, opened in one write while nothing accepts.
+	const opens = 2 * muxAcceptBacklog
+	var burst []byte
+	for i := 0; i < opens; i++ {
+		burst = append(burst, rawHeader(muxTypeData, flagSYN, uint32(2*i+1), 1)...)
+		burst = append(burst, 'x')
+	}
+	if _, err := c.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(muxAcceptWait / 3) // the backlog fills; the reader waits
+	for i := 0; i < opens; i++ {
+		st := acceptWithin(t, server)
+		if want := uint32(2*i + 1); st.StreamID() != want {
+			t.Fatalf("accepted stream %d, want %d", st.StreamID(), want)
+		}
+		buf := make([]byte, 1)
+		if n, err := st.Read(buf); n != 1 || err != nil {
+			t.Fatalf("stream %d: read %d, %v", st.StreamID(), n, err)
+		}
+	}
+
+	// Nothing accepts now: the stream after a full backlog is reset once
+	// the wait is over, and the session lives on.
+	burst = burst[:0]
+	next := uint32(2*opens + 1)
+	for i := 0; i <= muxAcceptBacklog; i++ {
+		burst = append(burst, rawHeader(muxTypeData, flagSYN, next+uint32(2*i), 0)...)
+	}
+	start := time.Now()
+	if _, err := c.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(waitLong))
+	refused := next + 2*muxAcceptBacklog
+	for {
+		f := readRawFrame(t, c)
+		if f.flags&flagRST == 0 {
+			continue // window grants for the streams read above
+		}
+		if f.id != refused {
+			t.Fatalf("stream %d reset, want only %d", f.id, refused)
+		}
+		break
+	}
+	if waited := time.Since(start); waited < muxAcceptWait*9/10 {
+		t.Errorf("refused after %s, before the accept wait (%s)", waited, muxAcceptWait)
+	}
+	if server.IsClosed() {
+		t.Fatalf("session closed: %v", server.err())
+	}
+}

@@ -189,7 +189,7 @@ func TestHeldStreams(t *testing.T) {
 	e := setup(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var open atomic.Int64
+	var open, failed, status atomic.Int64 // status: the first failed stream's (0: no answer)
 	var wg sync.WaitGroup
 	payload := body("bench-tunnel", 16, true, 100, 5000)
 	for range n {
@@ -199,17 +199,24 @@ func TestHeldStreams(t *testing.T) {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.edge.URL+"/v1/chat/completions", bytes.NewReader(payload))
 			resp, err := e.client.Do(req)
 			if err != nil {
+				failed.Add(1)
 				return
 			}
 			defer resp.Body.Close()
 			br := bufio.NewReader(resp.Body)
-			if _, err := br.ReadSlice('\n'); err == nil {
-				open.Add(1)
+			if _, err := br.ReadSlice('\n'); err != nil || resp.StatusCode != http.StatusOK {
+				status.CompareAndSwap(0, int64(resp.StatusCode))
+				failed.Add(1)
+				return
 			}
+			open.Add(1)
 			_, _ = io.Copy(io.Discard, br)
 		}()
 	}
-	stack.WaitFor(t, 60*time.Second, "streams open", func() bool { return open.Load() == int64(n) })
+	stack.WaitFor(t, 60*time.Second, "streams open", func() bool { return open.Load()+failed.Load() == int64(n) })
+	if f := failed.Load(); f > 0 {
+		t.Fatalf("%d of %d streams failed (the first with status %d; 0: no answer)", f, n, status.Load())
+	}
 	time.Sleep(time.Second)
 	runtime.GC()
 	for _, p := range []string{"heap", "goroutine"} {
