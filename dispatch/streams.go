@@ -347,6 +347,13 @@ func (s *Stream[T]) RecvBy(deadline time.Time) (T, error) {
 	return v, nil
 }
 
+// Ready reports whether the next event or frame has already arrived, so
+// that RecvBy returns it without waiting on the node
+// (nodewire.Stream.FrameReady). A relay flushes what it wrote to its
+// client only when it is false: a backlog then leaves in one write. It
+// must not be called concurrently with RecvBy.
+func (s *Stream[T]) Ready() bool { return s.x.st.FrameReady() }
+
 // Cancel aborts the exchange upstream (CancelRequest CANCEL_RUN); a
 // pending Recv returns at once.
 func (s *Stream[T]) Cancel(reason string) { s.x.Cancel(reason) }

@@ -182,7 +182,9 @@ func (w *messagesWriter) Write(p []byte) (int, error) {
 		return w.held.Write(p)
 	}
 	if w.sw == nil {
-		w.sw = anthropicapi.NewStreamWriter(committer{w}, w.flushReal, w.req.Model, w.promptTokens, w.req.StopSequences)
+		// No flush per event: the relay flushes (Flush, below) once it
+		// has no further chunk at hand.
+		w.sw = anthropicapi.NewStreamWriter(committer{w}, nil, w.req.Model, w.promptTokens, w.req.StopSequences)
 	}
 	w.pending = append(w.pending, p...)
 	for {
@@ -230,10 +232,15 @@ func (w *messagesWriter) event(ev []byte) error {
 	return w.sw.Chunk(data)
 }
 
-// Flush is a no-op: the stream writer flushes after every event it writes.
-func (w *messagesWriter) Flush() {}
-
-func (w *messagesWriter) flushReal() { w.ResponseWriter.Flush() }
+// Flush sends what the converted events wrote so far. The relay calls it
+// after a chunk unless the next one has already arrived (flushBatch), so a
+// backlog leaves in one write, as on the OpenAI surface. Before a stream
+// starts, nothing has been written to the real writer: a no-op.
+func (w *messagesWriter) Flush() {
+	if w.sw != nil {
+		w.ResponseWriter.Flush()
+	}
+}
 
 // committer writes to the real writer, committing the SSE headers first.
 type committer struct{ w *messagesWriter }

@@ -161,6 +161,9 @@ func (s *Server) tunnel(c *gin.Context, lease *dispatch.Lease, k *call) {
 		return
 	}
 	for {
+		if t.fb.held > 0 && !t.flushBeforeWait() {
+			return
+		}
 		f, err := t.ts.RecvBy(t.idleDeadline())
 		if err != nil {
 			t.reason = t.failed(err)
@@ -188,6 +191,7 @@ type tunnelExchange struct {
 	stopWatch func() bool
 	cs        cancelState
 	w         deadlineWriter
+	fb        flushBatch             // a stream's chunks written but not yet flushed
 	reason    dispatch.ReleaseReason // the lease's release reason (also on a panic)
 	stream    bool                   // the client asked for a stream
 	sse       bool                   // the provider answered with an event stream
@@ -267,11 +271,33 @@ func (t *tunnelExchange) close() {
 		t.lease.Release(t.reason)
 		return
 	}
+	if t.fb.take() {
+		// Chunks written while their successors were already here: they
+		// reach the client before Finish, which may wait for the node.
+		_ = t.w.Flush()
+	}
 	// Usage frames carry the latest cumulative figures; they are counted
 	// once, when the exchange ends.
 	t.s.metrics.usage(t.model, t.in.prompt, t.in.completion)
 	t.stopWatch()
 	t.ts.Finish(t.lease, t.reason, t.cs.get(), t.lease.CancelGrace)
+}
+
+// flushBeforeWait flushes the chunks written while their successors were
+// already here, unless the next frame has arrived too (flushBatch); false
+// when the client's connection failed, with the exchange ended. Apart from
+// tunnel so that the frame parked under a held stream stays small.
+//
+//go:noinline
+func (t *tunnelExchange) flushBeforeWait() bool {
+	if !t.fb.beforeWait(t.ts) {
+		return true
+	}
+	if err := t.w.Flush(); err != nil {
+		t.reason = t.s.writeFailed(t.in, &t.cs, t.ts, err)
+		return false
+	}
+	return true
 }
 
 // idleDeadline bounds the wait for the next frame once the answer has
@@ -436,13 +462,19 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 		if !t.sse && !t.stream {
 			return "", false
 		}
+		// A stream's chunk is flushed at once unless the next frame has
+		// already arrived; then they leave together (flushBatch). [DONE]
+		// goes at once: the client has the whole stream and may hang up
+		// (SDKs do), which is not a cancellation. The usage and end frames
+		// that follow are still read.
+		doneEvent := t.sse && hasSSEDone(f.GetBody())
+		if !t.fb.afterWrite(t.ts, doneEvent) {
+			return "", false
+		}
 		if err := t.w.Flush(); err != nil {
 			return t.s.writeFailed(in, &t.cs, t.ts, err), true
 		}
-		if t.sse && hasSSEDone(f.GetBody()) {
-			// The client has the whole stream and may hang up now (SDKs
-			// do); that is not a cancellation. The usage and end frames
-			// that follow are still read.
+		if doneEvent {
 			t.stopWatch()
 		}
 	case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_USAGE:

@@ -65,6 +65,8 @@ type runExchange struct {
 	stopWatch func() bool
 	cs        cancelState
 	reason    dispatch.ReleaseReason // the lease's release reason (also on a panic)
+	w         *deadlineWriter        // a stream's writer (streamWriter); nil until then
+	fb        flushBatch             // a stream's events written but not yet flushed
 }
 
 // open converts the call and opens the run; on failure it writes the
@@ -130,6 +132,11 @@ func (r *runExchange) close() {
 		r.lease.Release(r.reason)
 		return
 	}
+	if r.fb.take() {
+		// Events written while their successors were already here: they
+		// reach the client before Finish, which may wait for the node.
+		_ = r.w.Flush()
+	}
 	r.stopWatch()
 	r.rs.Finish(r.lease, r.reason, r.cs.get(), r.lease.CancelGrace)
 }
@@ -145,6 +152,10 @@ func (r *runExchange) recv() (*iop.RunEvent, error) {
 		if idle := r.limits.StreamIdleTimeout(); idle > 0 {
 			deadline = time.Now().Add(idle)
 		}
+	}
+	if r.fb.beforeWait(r.rs) {
+		// A failed flush shows in the next write, as in flushEvents.
+		_ = r.w.Flush()
 	}
 	ev, err := r.rs.RecvBy(deadline)
 	if errors.Is(err, dispatch.ErrRecvTimeout) {
@@ -261,10 +272,21 @@ func (r *runExchange) streamWriter() streamRenderer {
 		r.firstToken()
 		r.k.answered()
 	}
+	r.w = w
 	if r.k.op == opCompletion {
-		return openaiapi.NewCompletionStreamWriter(w, func() { _ = w.Flush() }, opts)
+		return openaiapi.NewCompletionStreamWriter(w, r.flushEvents, opts)
 	}
-	return openaiapi.NewChatStreamWriter(w, func() { _ = w.Flush() }, opts)
+	return openaiapi.NewChatStreamWriter(w, r.flushEvents, opts)
+}
+
+// flushEvents follows every batch of events the stream writer wrote: they
+// are flushed at once unless the next event has already arrived, when
+// they leave with it (flushBatch). A failed flush is not returned: the
+// connection's next write fails too, and the writer reports that one.
+func (r *runExchange) flushEvents() {
+	if r.fb.afterWrite(r.rs, false) {
+		_ = r.w.Flush()
+	}
 }
 
 // streamFailed ends a stream whose run failed or was cancelled.

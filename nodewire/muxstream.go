@@ -167,6 +167,15 @@ func (st *muxStream) wholeFrameLocked(maxSize int) (n int, ok bool) {
 	return int(size), true
 }
 
+// frameReady reports whether the next wire frame (within maxSize) is all
+// among the unread bytes.
+func (st *muxStream) frameReady(maxSize int) bool {
+	st.mu.Lock()
+	_, ok := st.wholeFrameLocked(maxSize)
+	st.mu.Unlock()
+	return ok
+}
+
 // takeWholeFrame is readWholeFrame for a caller that hands buf back
 // (putRecvBuf) once done with payload, which lies in it. When the frame is
 // all the stream holds unread (how a paced chunk arrives) buf is the

@@ -225,6 +225,20 @@ func (st *Stream) RecvLent() (*iop.Envelope, error) {
 	return env, err
 }
 
+// FrameReady reports whether a whole frame has already arrived and is
+// unread, so that the next Recv or RecvLent returns it without waiting on
+// the peer. A relay asks before it flushes what it wrote: when the next
+// frame is already here, one flush can carry both. It is a hint: false
+// when unsure (part of a frame read into the buffered reader), and a
+// stream may fail after it said true (Recv then returns the failure at
+// once). It must not be called concurrently with Recv.
+func (st *Stream) FrameReady() bool {
+	st.rmu.Lock()
+	partial := st.br != nil
+	st.rmu.Unlock()
+	return !partial && st.s.frameReady(st.maxFrame)
+}
+
 // AfterReadable arranges for f to be started, once, in a goroutine of its
 // own as soon as Recv can return without waiting on the peer for more than
 // the rest of a frame it has begun: bytes arrived, the peer closed its

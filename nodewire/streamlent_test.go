@@ -178,3 +178,84 @@ func TestAllocRecvLent(t *testing.T) {
 		t.Errorf("%d allocations in the best of %d stretches of %d frames, want ~0", best, allocStretches, allocRounds)
 	}
 }
+
+// FrameReady is true exactly when a whole frame is unread: not before the
+// first frame arrives, not for part of one, not once the last is taken.
+func TestStreamFrameReady(t *testing.T) {
+	send, recv := lentPair(t)
+	waitReady := func(what string) {
+		t.Helper()
+		for deadline := time.Now().Add(waitLong); !recv.FrameReady(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: FrameReady never true", what)
+			}
+		}
+	}
+	take := func(seq uint64) {
+		t.Helper()
+		_ = recv.SetReadDeadline(time.Now().Add(waitLong))
+		env, err := recv.RecvLent()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := env.GetProviderTunnelFrame().GetSequence(); got != seq {
+			t.Fatalf("frame %d, want %d", got, seq)
+		}
+	}
+	waitReady("the status frame")
+	take(1)
+	if recv.FrameReady() {
+		t.Fatal("FrameReady with nothing unread")
+	}
+
+	// Part of a frame, written as raw stream bytes, then the rest.
+	frame, err := AppendFrame(nil, tunnelFrameEnv(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, Sequence: 2, Body: bytes.Repeat([]byte("x"), 300)}), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := len(frame) / 2
+	if _, err := send.s.Write(frame[:half]); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(waitLong); ; time.Sleep(time.Millisecond) {
+		recv.s.mu.Lock()
+		arrived := len(recv.s.rbuf) - recv.s.roff
+		recv.s.mu.Unlock()
+		if arrived == half {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the first %d bytes arrived", arrived, half)
+		}
+	}
+	if recv.FrameReady() {
+		t.Fatal("FrameReady with half a frame unread")
+	}
+	if _, err := send.s.Write(frame[half:]); err != nil {
+		t.Fatal(err)
+	}
+	waitReady("the rest of the frame")
+	take(2)
+	if recv.FrameReady() {
+		t.Fatal("FrameReady after the last frame was taken")
+	}
+
+	// Two frames together: ready until both are taken.
+	for seq := uint64(3); seq <= 4; seq++ {
+		if err := send.Queue(tunnelFrameEnv(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, Sequence: seq, Body: []byte("y")})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := send.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitReady("two frames")
+	take(3)
+	if !recv.FrameReady() {
+		t.Fatal("FrameReady false with the second of two frames unread")
+	}
+	take(4)
+	if recv.FrameReady() {
+		t.Fatal("FrameReady after both frames were taken")
+	}
+}
