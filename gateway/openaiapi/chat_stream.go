@@ -66,6 +66,7 @@ type ChatStreamWriter struct {
 	sse       sseWriter
 	holder    *toolHolder // nil when the request offered no tools
 	roleSent  bool
+	content   textSplice // the content chunk, made for the first text
 	toolIndex int
 	outBytes  int // content and tool-call bytes sent, for usage estimates
 	failure   *Error
@@ -208,7 +209,11 @@ func (s *ChatStreamWriter) text(t string) {
 	}
 	s.ensureRole()
 	s.outBytes += len(t)
-	s.chunk(chunkDelta{Content: &t}, nil)
+	if !s.content.ready() {
+		mark := spliceMark
+		s.content = newTextSplice(s.encodeChunk(chunkDelta{Content: &mark}, nil))
+	}
+	s.sse.textEvent(&s.content, t)
 }
 
 func (s *ChatStreamWriter) calls(calls []ToolCall) {
@@ -223,6 +228,10 @@ func (s *ChatStreamWriter) calls(calls []ToolCall) {
 }
 
 func (s *ChatStreamWriter) chunk(d chunkDelta, finish *string) {
+	s.sse.event(s.encodeChunk(d, finish))
+}
+
+func (s *ChatStreamWriter) encodeChunk(d chunkDelta, finish *string) []byte {
 	c := chatChunk{
 		ID: s.opts.ID, Object: "chat.completion.chunk", Created: s.opts.Created, Model: s.opts.Model,
 		Choices: []chunkChoice{{Index: 0, Delta: d, FinishReason: finish}},
@@ -230,5 +239,5 @@ func (s *ChatStreamWriter) chunk(d chunkDelta, finish *string) {
 	if s.opts.IncludeUsage {
 		c.Usage = nullJSON
 	}
-	s.sse.event(mustMarshal(c))
+	return mustMarshal(c)
 }

@@ -66,6 +66,7 @@ type CompletionStreamWriter struct {
 	st       runState
 	sse      sseWriter
 	outBytes int
+	text     textSplice // the text chunk, made for the first delta
 	failure  *Error
 	finish   string
 	usage    Usage
@@ -87,7 +88,10 @@ func (s *CompletionStreamWriter) Add(ev *iop.RunEvent) error {
 	terminal := s.st.observe(ev)
 	if d := ev.GetDelta(); d != "" && ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
 		s.outBytes += len(d)
-		s.chunk(d, nil)
+		if !s.text.ready() {
+			s.text = newTextSplice(s.encodeChunk(spliceMark, nil))
+		}
+		s.sse.textEvent(&s.text, d)
 	}
 	if !terminal {
 		return s.sse.send()
@@ -145,6 +149,10 @@ func (s *CompletionStreamWriter) FinishReason() string { return s.finish }
 func (s *CompletionStreamWriter) Usage() (Usage, bool) { return s.usage, s.reported }
 
 func (s *CompletionStreamWriter) chunk(text string, finish *string) {
+	s.sse.event(s.encodeChunk(text, finish))
+}
+
+func (s *CompletionStreamWriter) encodeChunk(text string, finish *string) []byte {
 	c := textCompletion{
 		ID: s.opts.ID, Object: "text_completion", Created: s.opts.Created, Model: s.opts.Model,
 		Choices: []textChoice{{Text: text, FinishReason: finish}},
@@ -152,5 +160,5 @@ func (s *CompletionStreamWriter) chunk(text string, finish *string) {
 	if s.opts.IncludeUsage {
 		c.Usage = nullJSON
 	}
-	s.sse.event(mustMarshal(c))
+	return mustMarshal(c)
 }

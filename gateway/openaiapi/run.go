@@ -1,11 +1,13 @@
 package openaiapi
 
 import (
+	"bytes"
 	"crypto/rand"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/iop-gateway/iop/internal/jsonenc"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -217,6 +219,41 @@ func (s *sseWriter) event(payload []byte) {
 }
 
 func (s *sseWriter) raw(b []byte) { s.buf = append(s.buf, b...) }
+
+// textEvent appends `data: <p's chunk carrying text t>\n\n`.
+func (s *sseWriter) textEvent(p *textSplice, t string) {
+	s.buf = append(s.buf, "data: "...)
+	s.buf = append(s.buf, p.head...)
+	s.buf = jsonenc.AppendString(s.buf, t)
+	s.buf = append(s.buf, p.tail...)
+	s.buf = append(s.buf, "\n\n"...)
+}
+
+// textSplice is a stream's text chunk encoded once with its text cut out.
+// The text chunks of one stream differ in nothing else, so each is written
+// as head, the text encoded (jsonenc.AppendString), tail, instead of a
+// struct marshalled (five allocations) per chunk. FuzzTextSplice holds the
+// result to the marshalled chunk.
+type textSplice struct{ head, tail []byte }
+
+// spliceMark is the text a splice's template is encoded with. Its encoding
+// is looked for from the end: the text comes after the id and the model,
+// which may hold anything, and before nothing but constants.
+const spliceMark = "\x00"
+
+var spliceMarkJSON = []byte(`"\u0000"`)
+
+// newTextSplice cuts template, a chunk encoded with spliceMark as its text.
+func newTextSplice(template []byte) textSplice {
+	i := bytes.LastIndex(template, spliceMarkJSON)
+	if i < 0 {
+		panic("openaiapi: text splice template has no mark: " + string(template))
+	}
+	return textSplice{head: template[:i:i], tail: template[i+len(spliceMarkJSON):]}
+}
+
+// ready reports whether the splice has been made.
+func (p *textSplice) ready() bool { return p.head != nil }
 
 // send writes the pending batch in one Write and flushes it, so every event
 // reaches the client as soon as it is produced.

@@ -6,6 +6,7 @@ package jsonenc
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // Marshal encodes v. It fails only when v embeds an invalid
@@ -31,3 +32,66 @@ func Must(who string, v any) []byte {
 	}
 	return b
 }
+
+// AppendString appends s encoded as a JSON string, byte for byte as Marshal
+// encodes a string: '"', '\\' and control characters escaped (\b \f \n \r
+// \t by name, the rest as \u00XX), U+2028 and U+2029 escaped, each byte of
+// invalid UTF-8 replaced by \ufffd, and HTML characters left as they are.
+// It is encoding/json's string encoder without its HTML escaping, for
+// callers that write a document around one string many times (a stream's
+// chunks) and would otherwise marshal a struct each time. FuzzAppendString
+// holds it to Marshal.
+func AppendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		// Valid JSON, but not valid JavaScript before ES2019: escaped, as
+		// encoding/json does.
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+const hexDigits = "0123456789abcdef"
