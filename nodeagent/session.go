@@ -107,18 +107,27 @@ type runSink struct {
 	runID  string
 	seq    *uint64
 	stream bool
+
+	// ev, evEnv and env are reused by every DELTA (Send and Queue encode
+	// before they return; the adapter calls Delta from one goroutine): a
+	// streamed delta allocates nothing here.
+	ev    iop.RunEvent
+	evEnv iop.Envelope_RunEvent
+	env   iop.Envelope
 }
 
-func (s runSink) Delta(text string) error {
+func (s *runSink) Delta(text string) error {
 	if text == "" {
 		return nil
 	}
 	*s.seq++
-	env := runEvent(&iop.RunEvent{RunId: s.runID, Sequence: *s.seq, Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: text})
+	s.ev = iop.RunEvent{RunId: s.runID, Sequence: *s.seq, Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: text}
+	s.evEnv.RunEvent = &s.ev
+	s.env.Body = &s.evEnv
 	if s.stream {
-		return s.st.Send(env)
+		return s.st.Send(&s.env)
 	}
-	return s.st.Queue(env)
+	return s.st.Queue(&s.env)
 }
 
 func runEvent(ev *iop.RunEvent) *iop.Envelope {
@@ -168,7 +177,7 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 	if err := st.Queue(runEvent(&iop.RunEvent{RunId: runID, Sequence: seq, Type: iop.RunEventType_RUN_EVENT_TYPE_START})); err != nil {
 		return
 	}
-	res, err := in.impl.Run(rctx, req, runSink{st: st, runID: runID, seq: &seq, stream: req.GetStream()})
+	res, err := in.impl.Run(rctx, req, &runSink{st: st, runID: runID, seq: &seq, stream: req.GetStream()})
 	release()
 	if err == nil {
 		if res == nil {
