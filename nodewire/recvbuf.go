@@ -1,6 +1,9 @@
 package nodewire
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Receive buffers. A stream's unread bytes live in a buffer taken when a
 // frame arrives for a stream that holds none and handed back as soon as
@@ -37,10 +40,26 @@ func getRecvBuf(n int) []byte {
 // append grew beyond its class is left to the collector). The caller keeps
 // no reference to b.
 func putRecvBuf(b []byte) {
+	if poisonRecvBufs.Load() {
+		poison(b[:cap(b)])
+	}
 	switch cap(b) {
 	case recvSmall:
 		recvSmallPool.Put((*[recvSmall]byte)(b[:recvSmall]))
 	case recvLarge:
 		recvLargePool.Put((*[recvLarge]byte)(b[:recvLarge]))
+	}
+}
+
+// poisonRecvBufs, set by tests, makes putRecvBuf overwrite every buffer it
+// is handed, so that a decoded frame still pointing into one (a lent body
+// used after the next receive, an envelope decoded without a copy of its
+// own) reads garbage at once instead of only when a pool happens to hand
+// the buffer out again.
+var poisonRecvBufs atomic.Bool
+
+func poison(b []byte) {
+	for i := range b {
+		b[i] = 0xAA
 	}
 }

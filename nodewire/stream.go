@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -219,10 +221,28 @@ func (st *Stream) RecvLent() (*iop.Envelope, error) {
 		}
 		putTunnelEnvelope(te)
 	}
-	// Not lent: decoded from a copy of its own, as Recv would.
-	env, err := DecodeEnvelope(bytes.Clone(payload))
+	// Not lent. An envelope that would point into its payload (tunnel
+	// frames and large tunnelled requests, DecodeEnvelope) is decoded from
+	// a copy of its own, as Recv would; any other (a run's events, one per
+	// streamed delta) straight from the receive buffer, since
+	// decodeGeneric copies out everything it keeps.
+	var env *iop.Envelope
+	var err error
+	if mayAlias(payload) {
+		env, err = DecodeEnvelope(bytes.Clone(payload))
+	} else {
+		env, err = decodeGeneric(payload)
+	}
 	putRecvBuf(buf)
 	return env, err
+}
+
+// mayAlias reports whether DecodeEnvelope may return an envelope pointing
+// into payload: its fast paths take payloads whose first field is a
+// tunnel frame or a tunnel request; everything else goes to decodeGeneric.
+func mayAlias(payload []byte) bool {
+	num, typ, n := protowire.ConsumeTag(payload)
+	return n > 0 && typ == protowire.BytesType && (num == fieldEnvelopeTunnelFrame || num == fieldEnvelopeTunnelRequest)
 }
 
 // FrameReady reports whether a whole frame has already arrived and is

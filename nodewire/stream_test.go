@@ -148,6 +148,7 @@ func FuzzStreamRecv(f *testing.F) {
 	f.Add(two, []byte{3}, uint16(8))
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 9, 1}, []byte{1}, uint16(0))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, []byte{}, uint16(0))
+	poisonRecvBufsFor(f)
 	f.Fuzz(func(t *testing.T, data, sizes []byte, limit uint16) {
 		if len(data) > muxWindow {
 			return
@@ -181,6 +182,16 @@ func FuzzStreamRecv(f *testing.F) {
 			return nil
 		}
 		check := func(name string, recv func() (*iop.Envelope, error)) {
+			// Envelopes not lent must stay intact while later frames are
+			// received (receive buffers are poisoned as they go back).
+			kept := map[int]*iop.Envelope{}
+			defer func() {
+				for i, env := range kept {
+					if !proto.Equal(env, want[i]) {
+						t.Fatalf("envelope %d changed by later frames: %s %v, ReadFrame %v", i, name, env, want[i])
+					}
+				}
+			}()
 			for i := 0; ; i++ {
 				env, err := recv()
 				if err != nil {
@@ -199,6 +210,9 @@ func FuzzStreamRecv(f *testing.F) {
 				// until then.
 				if !proto.Equal(env, want[i]) {
 					t.Fatalf("envelope %d: %s %v, ReadFrame %v", i, name, env, want[i])
+				}
+				if env.GetProviderTunnelFrame().GetKind() != iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY {
+					kept[i] = env
 				}
 			}
 		}

@@ -30,6 +30,19 @@ func lentPair(t *testing.T) (send, recv *Stream) {
 	return send, newStream(acceptWithin(t, server), 1<<20)
 }
 
+// poisonRecvBufsFor has receive buffers overwritten as they are handed
+// back until t ends (see poisonRecvBufs).
+func poisonRecvBufsFor(t testing.TB) {
+	poisonRecvBufs.Store(true)
+	t.Cleanup(func() { poisonRecvBufs.Store(false) })
+}
+
+func runDeltaEnv(seq uint64, delta string) *iop.Envelope {
+	return &iop.Envelope{Body: &iop.Envelope_RunEvent{RunEvent: &iop.RunEvent{
+		RunId: "run_1", Sequence: seq, Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: delta,
+		Metadata: map[string]string{"n": fmt.Sprint(seq)}}}}
+}
+
 func tunnelFrameEnv(f *iop.ProviderTunnelFrame) *iop.Envelope {
 	return &iop.Envelope{Body: &iop.Envelope_ProviderTunnelFrame{ProviderTunnelFrame: f}}
 }
@@ -40,6 +53,7 @@ func tunnelFrameEnv(f *iop.ProviderTunnelFrame) *iop.Envelope {
 // at a time (the receive buffer handed over) both come through, and a
 // RecvLent that waits holds nothing lent.
 func TestStreamRecvLent(t *testing.T) {
+	poisonRecvBufsFor(t)
 	send, recv := lentPair(t)
 	next := func() *iop.Envelope {
 		t.Helper()
@@ -57,7 +71,6 @@ func TestStreamRecvLent(t *testing.T) {
 	}
 
 	body := func(seq uint64) []byte { return []byte(fmt.Sprintf("data: {\"n\":%d}\n\n", seq)) }
-	var kept []*iop.Envelope // non-BODY frames, checked at the end
 	seq := uint64(2)
 	// One at a time: each is all the stream holds when it is taken.
 	for ; seq < 12; seq++ {
@@ -69,19 +82,43 @@ func TestStreamRecvLent(t *testing.T) {
 			t.Fatalf("frame %d: seq %d body %q", seq, f.GetSequence(), f.GetBody())
 		}
 	}
+	// Run events one at a time: each is decoded straight from the receive
+	// buffer the next frame reuses, and must not point into it.
+	var kept []*iop.Envelope // non-BODY frames, checked at the end
+	var keptWant []*iop.Envelope
+	for ; seq < 16; seq++ {
+		want := runDeltaEnv(seq, string(body(seq)))
+		if seq >= 14 {
+			// Tunnelled requests large enough for DecodeEnvelope to
+			// point their bodies into the payload, in receive buffers of
+			// one size class: decoded from copies.
+			want = &iop.Envelope{Body: &iop.Envelope_ProviderTunnelRequest{ProviderTunnelRequest: &iop.ProviderTunnelRequest{
+				Adapter: "vllm", Method: "POST", Path: "/chat/completions", Body: bytes.Repeat(body(seq), 400)}}}
+		}
+		if err := send.Send(want); err != nil {
+			t.Fatal(err)
+		}
+		kept, keptWant = append(kept, next()), append(keptWant, want)
+	}
 	// A burst, with usage and metadata frames among the bodies, queued
 	// before any is read.
 	var burst []*iop.Envelope
 	for i := 0; i < 20; i++ {
 		f := &iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, Sequence: seq, Body: body(seq)}
+		env := (*iop.Envelope)(nil)
 		switch i % 7 {
 		case 3:
 			f = &iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_USAGE, Sequence: seq, Usage: &iop.Usage{PromptTokens: int64(i)}}
 		case 5:
 			f = &iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_METADATA, Sequence: seq, Metadata: map[string]string{"k": fmt.Sprint(i)}}
+		case 6:
+			env = runDeltaEnv(seq, string(body(seq)))
+		}
+		if env == nil {
+			env = tunnelFrameEnv(f)
 		}
 		seq++
-		burst = append(burst, tunnelFrameEnv(f))
+		burst = append(burst, env)
 		if err := send.Queue(burst[len(burst)-1]); err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +157,7 @@ func TestStreamRecvLent(t *testing.T) {
 	if !proto.Equal(status, wantStatus) {
 		t.Fatalf("status frame changed by later frames: %v", status)
 	}
-	wantKept := []*iop.Envelope{}
+	wantKept := keptWant
 	for _, e := range burst {
 		if e.GetProviderTunnelFrame().GetKind() != iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY {
 			wantKept = append(wantKept, e)
