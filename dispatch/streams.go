@@ -323,8 +323,10 @@ func (s *Stream[T]) Recv() (T, error) { return s.RecvBy(time.Time{}) }
 //
 // A tunnel's BODY frame, and its body, are valid only until the next
 // RecvBy (nodewire.Stream.RecvLent: a streamed chunk then costs no
-// allocation); the caller copies what it keeps. Every other frame and
-// every run event is the caller's.
+// allocation); the caller copies what it keeps. So is a run's DELTA
+// event, the struct itself: its fields' values (strings, usage, error,
+// metadata) are the caller's to keep. Every other frame and every other
+// run event is the caller's.
 func (s *Stream[T]) RecvBy(deadline time.Time) (T, error) {
 	var zero T
 	s.x.mu.Lock()

@@ -15,6 +15,10 @@ import (
 )
 
 // streamRenderer renders a run as SSE (chat and completion streams).
+//
+// Add (here and in aggregator) must not keep ev past its return: a DELTA
+// event is lent by the stream until the next RecvBy (dispatch
+// Stream.RecvBy); its values (strings, usage, error) may be kept.
 type streamRenderer interface {
 	Add(ev *iop.RunEvent) error
 	Abort(e *openaiapi.Error) error

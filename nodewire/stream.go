@@ -27,16 +27,17 @@ type Stream struct {
 	wmu    sync.Mutex // serialises Send so frames never interleave
 	queued []byte     // guarded by wmu: frames encoded by Queue, not yet written; nil when none
 	qbuf   *[]byte    // guarded by wmu: the pooled buffer queued lives in
-	rmu    sync.Mutex // serialises Recv (guards br, lentBuf, lentEnv)
+	rmu    sync.Mutex // serialises Recv (guards br, lentBuf, lentEnv, lentRun)
 	// br is guarded by rmu: a pooled reader, taken when bytes arrived and
 	// handed back once drained, so a quiet stream holds none.
 	br *bufio.Reader
-	// lentBuf and lentEnv are guarded by rmu: what the last RecvLent lent
-	// (a receive buffer and the frame decoded from it), handed back to
-	// their pools by the next RecvLent before it waits; nil when nothing
-	// is lent.
+	// lentBuf, lentEnv and lentRun are guarded by rmu: what the last
+	// RecvLent lent (a receive buffer and the tunnel frame decoded from
+	// it, or a run event), handed back to their pools by the next
+	// RecvLent before it waits; nil when nothing is lent.
 	lentBuf []byte
 	lentEnv *tunnelEnvelope
+	lentRun *runEnvelope
 
 	closeOnce sync.Once
 }
@@ -191,8 +192,11 @@ func putTunnelEnvelope(te *tunnelEnvelope) {
 // RecvLent on this stream. A tunnel BODY frame, how a streamed chunk
 // arrives, is then lent: the frame and its body lie in memory the stream
 // reuses for a later frame, so a chunk costs no allocation and, when it
-// was all the stream held unread, no copy. Every other envelope is the
-// caller's, as Recv's are. Whatever was lent is taken back on entry,
+// was all the stream held unread, no copy. A run's DELTA event, how a
+// streamed run's output arrives, is lent too: its envelope, wrapper and
+// event structs are reused for a later one (what the event holds, its
+// strings and sub-messages, is decoded fresh and is the caller's). Every
+// other envelope is the caller's, as Recv's are. Whatever was lent is taken back on entry,
 // before the wait: a quiet stream holds nothing. Recv and RecvLent may be
 // mixed; a stream dropped with a frame lent leaves it to the collector.
 func (st *Stream) RecvLent() (*iop.Envelope, error) {
@@ -202,6 +206,10 @@ func (st *Stream) RecvLent() (*iop.Envelope, error) {
 		putTunnelEnvelope(st.lentEnv)
 		putRecvBuf(st.lentBuf)
 		st.lentEnv, st.lentBuf = nil, nil
+	}
+	if st.lentRun != nil {
+		putRunEnvelope(st.lentRun)
+		st.lentRun = nil
 	}
 	if st.br != nil {
 		return st.recvBufferedLocked()
@@ -220,6 +228,14 @@ func (st *Stream) RecvLent() (*iop.Envelope, error) {
 			return &te.env, nil
 		}
 		putTunnelEnvelope(te)
+	} else if _, ok := onlyEnvelopeField(payload, fieldEnvelopeRunEvent); ok {
+		re := runEnvelopes.Get().(*runEnvelope)
+		if re.decode(payload) {
+			st.lentRun = re
+			putRecvBuf(buf) // re points into nothing of it
+			return &re.env, nil
+		}
+		putRunEnvelope(re)
 	}
 	// Not lent. An envelope that would point into its payload (tunnel
 	// frames and large tunnelled requests, DecodeEnvelope) is decoded from

@@ -148,6 +148,21 @@ func FuzzStreamRecv(f *testing.F) {
 	f.Add(two, []byte{3}, uint16(8))
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 9, 1}, []byte{1}, uint16(0))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, []byte{}, uint16(0))
+	// A run's events: lent DELTAs between events that are not.
+	var run []byte
+	for seq, env := range []*iop.Envelope{
+		runDeltaEnv(1, "a"), runDeltaEnv(2, "bc"),
+		{Body: &iop.Envelope_RunEvent{RunEvent: &iop.RunEvent{RunId: "run_1", Sequence: 3, Type: iop.RunEventType_RUN_EVENT_TYPE_COMPLETE, Output: []byte("out")}}},
+		runDeltaEnv(4, "d"),
+	} {
+		b, err := AppendFrame(run, env, 0)
+		if err != nil {
+			f.Fatalf("seed frame %d: %v", seq, err)
+		}
+		run = b
+	}
+	f.Add(run, []byte{0}, uint16(0))
+	f.Add(run, []byte{7, 30, 2}, uint16(0))
 	poisonRecvBufsFor(f)
 	f.Fuzz(func(t *testing.T, data, sizes []byte, limit uint16) {
 		if len(data) > muxWindow {
@@ -182,8 +197,9 @@ func FuzzStreamRecv(f *testing.F) {
 			return nil
 		}
 		check := func(name string, recv func() (*iop.Envelope, error)) {
-			// Envelopes not lent must stay intact while later frames are
-			// received (receive buffers are poisoned as they go back).
+			// What is not lent (envelopes, a lent run event's values) must
+			// stay intact while later frames are received (receive
+			// buffers are poisoned as they go back).
 			kept := map[int]*iop.Envelope{}
 			defer func() {
 				for i, env := range kept {
@@ -212,7 +228,7 @@ func FuzzStreamRecv(f *testing.F) {
 					t.Fatalf("envelope %d: %s %v, ReadFrame %v", i, name, env, want[i])
 				}
 				if env.GetProviderTunnelFrame().GetKind() != iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY {
-					kept[i] = env
+					kept[i] = keepLent(env)
 				}
 			}
 		}
