@@ -1,8 +1,11 @@
 package openaiapi
 
 import (
+	"io"
 	"strings"
 	"testing"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // bigChat is a ~4 MiB chat body, the size class the edge accepts.
@@ -106,6 +109,22 @@ func BenchmarkParseChatSmall(b *testing.B) {
 	b.SetBytes(int64(len(smallChat)))
 	for b.Loop() {
 		if _, err := ParseChat(smallChat); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkChatStreamDelta renders one streamed text delta (a word, as a
+// model streams them) into an SSE chunk and hands it to the writer.
+func BenchmarkChatStreamDelta(b *testing.B) {
+	w := NewChatStreamWriter(io.Discard, nil, RenderOptions{Model: "qwen-7b", IncludeUsage: true})
+	ev := &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: " gateway"}
+	if err := w.Add(ev); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := w.Add(ev); err != nil {
 			b.Fatal(err)
 		}
 	}
