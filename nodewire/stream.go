@@ -196,8 +196,8 @@ func putTunnelEnvelope(te *tunnelEnvelope) {
 // streamed run's output arrives, is lent too: its envelope, wrapper and
 // event structs are reused for a later one (what the event holds, its
 // strings and sub-messages, is decoded fresh and is the caller's). Every
-// other envelope is the caller's, as Recv's are. Whatever was lent is taken back on entry,
-// before the wait: a quiet stream holds nothing. Recv and RecvLent may be
+// other envelope is the caller's, as Recv's are. Whatever was lent is
+// taken back on entry, before the wait: a quiet stream holds nothing. Recv and RecvLent may be
 // mixed; a stream dropped with a frame lent leaves it to the collector.
 func (st *Stream) RecvLent() (*iop.Envelope, error) {
 	st.rmu.Lock()
