@@ -197,20 +197,13 @@ func putTunnelEnvelope(te *tunnelEnvelope) {
 // event structs are reused for a later one (what the event holds, its
 // strings and sub-messages, is decoded fresh and is the caller's). Every
 // other envelope is the caller's, as Recv's are. Whatever was lent is
-// taken back on entry, before the wait: a quiet stream holds nothing. Recv and RecvLent may be
-// mixed; a stream dropped with a frame lent leaves it to the collector.
+// taken back on entry, before the wait: a quiet stream holds nothing.
+// Recv and RecvLent may be mixed; a stream dropped with a frame lent
+// leaves it to the collector.
 func (st *Stream) RecvLent() (*iop.Envelope, error) {
 	st.rmu.Lock()
 	defer st.rmu.Unlock()
-	if st.lentEnv != nil {
-		putTunnelEnvelope(st.lentEnv)
-		putRecvBuf(st.lentBuf)
-		st.lentEnv, st.lentBuf = nil, nil
-	}
-	if st.lentRun != nil {
-		putRunEnvelope(st.lentRun)
-		st.lentRun = nil
-	}
+	st.releaseLentLocked()
 	if st.br != nil {
 		return st.recvBufferedLocked()
 	}
@@ -251,6 +244,20 @@ func (st *Stream) RecvLent() (*iop.Envelope, error) {
 	}
 	putRecvBuf(buf)
 	return env, err
+}
+
+// releaseLentLocked hands back to their pools what the last RecvLent lent,
+// if anything (st.rmu held).
+func (st *Stream) releaseLentLocked() {
+	if st.lentEnv != nil {
+		putTunnelEnvelope(st.lentEnv)
+		putRecvBuf(st.lentBuf)
+		st.lentEnv, st.lentBuf = nil, nil
+	}
+	if st.lentRun != nil {
+		putRunEnvelope(st.lentRun)
+		st.lentRun = nil
+	}
 }
 
 // mayAlias reports whether DecodeEnvelope may return an envelope pointing
