@@ -129,3 +129,37 @@ func BenchmarkChatStreamDelta(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNormalizeChat converts a validated chat body into the run input,
+// the run path's second pass over a request: "scan" is NormalizeChat,
+// "encoding-json" the struct decoding it replaced (normalize_model_test.go),
+// in the same run.
+func BenchmarkNormalizeChat(b *testing.B) {
+	for _, body := range []struct {
+		name string
+		b    []byte
+	}{{"small", smallChat}, {"long", longChat()}} {
+		for _, impl := range []struct {
+			name string
+			f    func([]byte) error
+		}{
+			{"scan", func(b []byte) error { _, err := NormalizeChat(b); return err }},
+			{"encoding-json", func(b []byte) error {
+				if _, e := modelNormalizeChat(b); e != nil {
+					return e
+				}
+				return nil
+			}},
+		} {
+			b.Run(body.name+"/"+impl.name, func(b *testing.B) {
+				b.SetBytes(int64(len(body.b)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := impl.f(body.b); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

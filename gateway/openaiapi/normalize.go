@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -13,6 +14,14 @@ import (
 // body the Parse* functions already validated: adapters on the node consume
 // it and never the caller's JSON. Whatever the typed fields do not carry
 // travels in RunInput.extra for OpenAI-shaped backends.
+//
+// The body is read with the same scanning helpers and the same member map
+// as validation (decodeTopLevel), never with encoding/json into structs:
+// encoding/json matches keys case-insensitively ("Messages", "ſtream") and
+// merges duplicate objects, so it could carry members validation never
+// looked at, and it decoded a long prompt three times at its speed. Every
+// string and byte slice in the result is a copy: the input outlives no
+// reference into the body.
 
 // normalizedKeys are the top-level members the typed input carries (or
 // that only the edge reads); every other member goes to RunInput.extra.
@@ -25,9 +34,15 @@ var normalizedKeys = map[string]bool{
 	"suffix": true, "dimensions": true,
 }
 
+var roleOf = map[string]iop.ChatRole{
+	"system": iop.ChatRole_CHAT_ROLE_SYSTEM, "developer": iop.ChatRole_CHAT_ROLE_DEVELOPER,
+	"user": iop.ChatRole_CHAT_ROLE_USER, "assistant": iop.ChatRole_CHAT_ROLE_ASSISTANT,
+	"tool": iop.ChatRole_CHAT_ROLE_TOOL,
+}
+
 // NormalizeChat turns a validated chat completions body into the run input.
 // It fails with a 400 *Error for content the run path cannot carry (audio
-// or file parts, non-function tools).
+// or file parts, non-function tools) and for members of the wrong type.
 func NormalizeChat(body []byte) (*iop.RunInput, error) {
 	in, e := normalizeChat(body)
 	if e != nil {
@@ -36,130 +51,121 @@ func NormalizeChat(body []byte) (*iop.RunInput, error) {
 	return in, nil
 }
 
-type chatDoc struct {
-	Messages []struct {
-		Role       string          `json:"role"`
-		Content    json.RawMessage `json:"content"`
-		Name       string          `json:"name"`
-		ToolCallID string          `json:"tool_call_id"`
-		ToolCalls  []struct {
-			ID       string `json:"id"`
-			Function struct {
-				Name      string          `json:"name"`
-				Arguments json.RawMessage `json:"arguments"`
-			} `json:"function"`
-		} `json:"tool_calls"`
-	} `json:"messages"`
-	Tools []struct {
-		Type     string `json:"type"`
-		Function struct {
-			Name        string          `json:"name"`
-			Description string          `json:"description"`
-			Parameters  json.RawMessage `json:"parameters"`
-			Strict      bool            `json:"strict"`
-		} `json:"function"`
-	} `json:"tools"`
-	ToolChoice        json.RawMessage `json:"tool_choice"`
-	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
-	ResponseFormat    *struct {
-		Type       string `json:"type"`
-		JSONSchema *struct {
-			Name   string          `json:"name"`
-			Schema json.RawMessage `json:"schema"`
-			Strict bool            `json:"strict"`
-		} `json:"json_schema"`
-	} `json:"response_format"`
-	StreamOptions *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	Stream bool `json:"stream"`
-	samplingDoc
-}
-
-type samplingDoc struct {
-	Temperature         *float64        `json:"temperature"`
-	TopP                *float64        `json:"top_p"`
-	TopK                *float64        `json:"top_k"`
-	MaxTokens           *float64        `json:"max_tokens"`
-	MaxCompletionTokens *float64        `json:"max_completion_tokens"`
-	Stop                json.RawMessage `json:"stop"`
-	Seed                *float64        `json:"seed"`
-	PresencePenalty     *float64        `json:"presence_penalty"`
-	FrequencyPenalty    *float64        `json:"frequency_penalty"`
-}
-
-var roleOf = map[string]iop.ChatRole{
-	"system": iop.ChatRole_CHAT_ROLE_SYSTEM, "developer": iop.ChatRole_CHAT_ROLE_DEVELOPER,
-	"user": iop.ChatRole_CHAT_ROLE_USER, "assistant": iop.ChatRole_CHAT_ROLE_ASSISTANT,
-	"tool": iop.ChatRole_CHAT_ROLE_TOOL,
-}
-
 func normalizeChat(body []byte) (*iop.RunInput, *Error) {
-	var doc chatDoc
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, InvalidRequest("The request body does not have the shape of a chat completions request.", "")
+	obj, e := decodeTopLevel(body)
+	if e != nil {
+		return nil, e
 	}
-	in := &iop.RunInput{ParallelToolCalls: doc.ParallelToolCalls}
-	in.Messages = make([]*iop.ChatMessage, 0, len(doc.Messages))
-	for i, m := range doc.Messages {
-		role, ok := roleOf[m.Role]
-		if !ok {
-			return nil, invalidValue(fmt.Sprintf("messages[%d].role", i), "unsupported role.")
-		}
-		cm := &iop.ChatMessage{Role: role, Name: m.Name, ToolCallId: m.ToolCallID}
-		parts, e := normalizeContent(m.Content, fmt.Sprintf("messages[%d].content", i))
+	in := &iop.RunInput{}
+	msgs, _, e := optArray(obj, "messages", "messages")
+	if e != nil {
+		return nil, e
+	}
+	in.Messages = make([]*iop.ChatMessage, 0, len(msgs))
+	for i, raw := range msgs {
+		cm, e := normalizeMessage(raw, pname{base: "messages", i: i, j: -1})
 		if e != nil {
 			return nil, e
 		}
-		cm.Content = parts
-		for _, c := range m.ToolCalls {
-			cm.ToolCalls = append(cm.ToolCalls, &iop.ToolCall{Id: c.ID, Name: c.Function.Name, Arguments: argumentsText(c.Function.Arguments)})
-		}
 		in.Messages = append(in.Messages, cm)
 	}
-	for i, t := range doc.Tools {
-		if t.Type != "" && t.Type != "function" {
-			return nil, invalidValue(fmt.Sprintf("tools[%d].type", i), fmt.Sprintf("tool type %s is not supported by this model's provider; only function tools are.", quoteValue(t.Type)))
-		}
-		td := &iop.ToolDefinition{Name: t.Function.Name, Description: t.Function.Description, Strict: t.Function.Strict}
-		if p := bytes.TrimSpace(t.Function.Parameters); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
-			td.Parameters = p
-		}
-		in.Tools = append(in.Tools, td)
+	if in.Tools, e = normalizeTools(obj); e != nil {
+		return nil, e
 	}
-	tc, e := normalizeToolChoice(doc.ToolChoice)
+	if in.ToolChoice, e = normalizeToolChoice(obj["tool_choice"]); e != nil {
+		return nil, e
+	}
+	if in.ParallelToolCalls, e = optBoolPtr(obj, "parallel_tool_calls"); e != nil {
+		return nil, e
+	}
+	if in.ResponseFormat, e = normalizeResponseFormat(obj); e != nil {
+		return nil, e
+	}
+	stream, e := optBool(obj, "stream", "stream")
 	if e != nil {
 		return nil, e
 	}
-	in.ToolChoice = tc
-	if rf := doc.ResponseFormat; rf != nil {
-		switch rf.Type {
-		case "", "text":
-		case "json_object":
-			in.ResponseFormat = &iop.ResponseFormat{Type: iop.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_OBJECT}
-		case "json_schema":
-			f := &iop.ResponseFormat{Type: iop.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA}
-			if js := rf.JSONSchema; js != nil {
-				f.SchemaName, f.Strict = js.Name, js.Strict
-				if s := bytes.TrimSpace(js.Schema); len(s) > 0 && !bytes.Equal(s, []byte("null")) {
-					f.Schema = s
-				}
-			}
-			in.ResponseFormat = f
-		default:
-			return nil, invalidValue("response_format.type", fmt.Sprintf("expected 'text', 'json_object' or 'json_schema', but got %s.", quoteValue(rf.Type)))
-		}
-	}
-	in.IncludeUsage = doc.Stream && doc.StreamOptions != nil && doc.StreamOptions.IncludeUsage
-	s, e := doc.samplingDoc.normalize()
+	opts, e := optObject(obj, "stream_options", "stream_options")
 	if e != nil {
 		return nil, e
 	}
-	in.Sampling = s
-	if in.Extra, e = extraMembers(body); e != nil {
+	includeUsage, e := optBool(opts, "include_usage", "stream_options.include_usage")
+	if e != nil {
+		return nil, e
+	}
+	in.IncludeUsage = stream && includeUsage
+	if in.Sampling, e = normalizeSampling(obj); e != nil {
+		return nil, e
+	}
+	if in.Extra, e = extraMembers(obj); e != nil {
 		return nil, e
 	}
 	return in, nil
+}
+
+// normalizeMessage converts one element of messages. A null element reads
+// as a message without members (refused for its missing role).
+func normalizeMessage(raw json.RawMessage, p pname) (*iop.ChatMessage, *Error) {
+	m, e := objectOrNull(raw, p)
+	if e != nil {
+		return nil, e
+	}
+	role, _, e := optStringAt(m, "role", p.dot(".role"))
+	if e != nil {
+		return nil, e
+	}
+	r, ok := roleOf[role]
+	if !ok {
+		return nil, invalidValue(p.dot(".role").String(), "unsupported role.")
+	}
+	cm := &iop.ChatMessage{Role: r}
+	if cm.Name, _, e = optStringAt(m, "name", p.dot(".name")); e != nil {
+		return nil, e
+	}
+	if cm.ToolCallId, _, e = optStringAt(m, "tool_call_id", p.dot(".tool_call_id")); e != nil {
+		return nil, e
+	}
+	cp := p
+	cp.mid = ".content"
+	if cm.Content, e = normalizeContent(m["content"], cp); e != nil {
+		return nil, e
+	}
+	calls, _, e := optArrayAt(m, "tool_calls", p.dot(".tool_calls"))
+	if e != nil {
+		return nil, e
+	}
+	for j, raw := range calls {
+		tp := p
+		tp.mid, tp.j = ".tool_calls", j
+		c, e := normalizeToolCall(raw, tp)
+		if e != nil {
+			return nil, e
+		}
+		cm.ToolCalls = append(cm.ToolCalls, c)
+	}
+	return cm, nil
+}
+
+// normalizeToolCall converts one of an assistant message's earlier calls
+// (p names it); a null element is a call without members.
+func normalizeToolCall(raw json.RawMessage, p pname) (*iop.ToolCall, *Error) {
+	c, e := objectOrNull(raw, p)
+	if e != nil {
+		return nil, e
+	}
+	tc := &iop.ToolCall{}
+	if tc.Id, _, e = optStringAt(c, "id", p.dot(".id")); e != nil {
+		return nil, e
+	}
+	fn, e := optObjectAt(c, "function", p.dot(".function"))
+	if e != nil {
+		return nil, e
+	}
+	if tc.Name, _, e = optStringAt(fn, "name", p.dot(".function.name")); e != nil {
+		return nil, e
+	}
+	tc.Arguments = argumentsText(fn["arguments"])
+	return tc, nil
 }
 
 // argumentsText keeps a tool call's arguments as the JSON text they are:
@@ -176,44 +182,107 @@ func argumentsText(raw json.RawMessage) string {
 	return string(raw)
 }
 
-// normalizeContent converts a message's content: a string, null, or an
-// array of text and image_url parts.
-func normalizeContent(raw json.RawMessage, param string) ([]*iop.ContentPart, *Error) {
+// normalizeContent converts a message's content: absent, null, a string,
+// or an array of text and image_url parts. p names the content.
+func normalizeContent(raw json.RawMessage, p pname) ([]*iop.ContentPart, *Error) {
 	if isNull(raw) || len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil
 	}
 	if s, ok := asString(raw); ok {
 		return []*iop.ContentPart{{Part: &iop.ContentPart_Text{Text: s}}}, nil
 	}
-	var parts []struct {
-		Type     string `json:"type"`
-		Text     string `json:"text"`
-		ImageURL *struct {
-			URL    string `json:"url"`
-			Detail string `json:"detail"`
-		} `json:"image_url"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return nil, typeError(param, "a string or an array of content parts", raw)
+	parts, ok := asArray(raw)
+	if !ok {
+		return nil, typeError(p.String(), "a string or an array of content parts", raw)
 	}
 	out := make([]*iop.ContentPart, 0, len(parts))
-	for j, p := range parts {
-		switch p.Type {
+	for j, raw := range parts {
+		pp := p
+		pp.j = j
+		part, e := objectOrNull(raw, pp)
+		if e != nil {
+			return nil, e
+		}
+		// Every member is read whatever the type, so that a malformed
+		// one is refused the same way on every part.
+		typ, _, e := optStringAt(part, "type", pp.dot(".type"))
+		if e != nil {
+			return nil, e
+		}
+		text, _, e := optStringAt(part, "text", pp.dot(".text"))
+		if e != nil {
+			return nil, e
+		}
+		img, e := optObjectAt(part, "image_url", pp.dot(".image_url"))
+		if e != nil {
+			return nil, e
+		}
+		url, _, e := optStringAt(img, "url", pp.dot(".image_url.url"))
+		if e != nil {
+			return nil, e
+		}
+		detail, _, e := optStringAt(img, "detail", pp.dot(".image_url.detail"))
+		if e != nil {
+			return nil, e
+		}
+		switch typ {
 		case "text":
-			out = append(out, &iop.ContentPart{Part: &iop.ContentPart_Text{Text: p.Text}})
+			out = append(out, &iop.ContentPart{Part: &iop.ContentPart_Text{Text: text}})
 		case "image_url":
-			if p.ImageURL == nil || p.ImageURL.URL == "" {
-				return nil, missingParam(fmt.Sprintf("%s[%d].image_url.url", param, j))
+			if url == "" {
+				return nil, missingParam(pp.dot(".image_url.url").String())
 			}
-			out = append(out, &iop.ContentPart{Part: &iop.ContentPart_Image{Image: &iop.ImagePart{Url: p.ImageURL.URL, Detail: p.ImageURL.Detail}}})
+			out = append(out, &iop.ContentPart{Part: &iop.ContentPart_Image{Image: &iop.ImagePart{Url: url, Detail: detail}}})
 		default:
-			return nil, invalidValue(fmt.Sprintf("%s[%d].type", param, j),
-				fmt.Sprintf("content part type %s is not supported by this model's provider; text and image_url are.", quoteValue(p.Type)))
+			return nil, invalidValue(pp.dot(".type").String(),
+				fmt.Sprintf("content part type %s is not supported by this model's provider; text and image_url are.", quoteValue(typ)))
 		}
 	}
 	return out, nil
 }
 
+// normalizeTools converts tools; only function tools can be carried.
+func normalizeTools(obj object) ([]*iop.ToolDefinition, *Error) {
+	tools, _, e := optArray(obj, "tools", "tools")
+	if e != nil {
+		return nil, e
+	}
+	var out []*iop.ToolDefinition
+	for i, raw := range tools {
+		p := pname{base: "tools", i: i, j: -1}
+		t, e := objectOrNull(raw, p)
+		if e != nil {
+			return nil, e
+		}
+		typ, _, e := optStringAt(t, "type", p.dot(".type"))
+		if e != nil {
+			return nil, e
+		}
+		if typ != "" && typ != "function" {
+			return nil, invalidValue(p.dot(".type").String(), fmt.Sprintf("tool type %s is not supported by this model's provider; only function tools are.", quoteValue(typ)))
+		}
+		fn, e := optObjectAt(t, "function", p.dot(".function"))
+		if e != nil {
+			return nil, e
+		}
+		td := &iop.ToolDefinition{}
+		if td.Name, _, e = optStringAt(fn, "name", p.dot(".function.name")); e != nil {
+			return nil, e
+		}
+		if td.Description, _, e = optStringAt(fn, "description", p.dot(".function.description")); e != nil {
+			return nil, e
+		}
+		if td.Strict, e = optBool(fn, "strict", p.dot(".function.strict").String()); e != nil {
+			return nil, e
+		}
+		td.Parameters = jsonValue(fn["parameters"])
+		out = append(out, td)
+	}
+	return out, nil
+}
+
+// normalizeToolChoice converts tool_choice: absent, null, a mode string,
+// or {"type":"function","function":{"name":…}}.
 func normalizeToolChoice(raw json.RawMessage) (*iop.ToolChoice, *Error) {
 	if isNull(raw) || len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil
@@ -229,84 +298,202 @@ func normalizeToolChoice(raw json.RawMessage) (*iop.ToolChoice, *Error) {
 		}
 		return nil, invalidValue("tool_choice", fmt.Sprintf("expected 'none', 'auto' or 'required', but got %s.", quoteValue(s)))
 	}
-	var obj struct {
-		Type     string `json:"type"`
-		Function struct {
-			Name string `json:"name"`
-		} `json:"function"`
+	refuse := invalidValue("tool_choice", "expected a string or {\"type\":\"function\",\"function\":{\"name\":…}}.")
+	choice, ok := asObject(raw)
+	if !ok {
+		return nil, refuse
 	}
-	if err := json.Unmarshal(raw, &obj); err != nil || obj.Type != "function" || obj.Function.Name == "" {
-		return nil, invalidValue("tool_choice", "expected a string or {\"type\":\"function\",\"function\":{\"name\":…}}.")
+	typ, _, e := optString(choice, "type", "tool_choice.type")
+	if e != nil || typ != "function" {
+		return nil, refuse
 	}
-	return &iop.ToolChoice{Mode: iop.ToolChoiceMode_TOOL_CHOICE_MODE_FUNCTION, FunctionName: obj.Function.Name}, nil
+	fn, e := optObject(choice, "function", "tool_choice.function")
+	if e != nil {
+		return nil, refuse
+	}
+	name, _, e := optString(fn, "name", "tool_choice.function.name")
+	if e != nil || name == "" {
+		return nil, refuse
+	}
+	return &iop.ToolChoice{Mode: iop.ToolChoiceMode_TOOL_CHOICE_MODE_FUNCTION, FunctionName: name}, nil
 }
 
-// normalize converts the sampling parameters. Numbers the validation let
-// through are finite; integers are checked to be whole here.
-func (d *samplingDoc) normalize() (*iop.Sampling, *Error) {
-	s := &iop.Sampling{Temperature: d.Temperature, TopP: d.TopP, PresencePenalty: d.PresencePenalty, FrequencyPenalty: d.FrequencyPenalty}
-	if d.TopK != nil {
-		k, e := wholeNumber(*d.TopK, "top_k", -1, math.MaxInt32)
-		if e != nil {
+// normalizeResponseFormat converts response_format (nil when absent, null
+// or "text").
+func normalizeResponseFormat(obj object) (*iop.ResponseFormat, *Error) {
+	rf, e := optObject(obj, "response_format", "response_format")
+	if e != nil || rf == nil {
+		return nil, e
+	}
+	typ, _, e := optString(rf, "type", "response_format.type")
+	if e != nil {
+		return nil, e
+	}
+	js, e := optObject(rf, "json_schema", "response_format.json_schema")
+	if e != nil {
+		return nil, e
+	}
+	name, _, e := optString(js, "name", "response_format.json_schema.name")
+	if e != nil {
+		return nil, e
+	}
+	strict, e := optBool(js, "strict", "response_format.json_schema.strict")
+	if e != nil {
+		return nil, e
+	}
+	switch typ {
+	case "", "text":
+		return nil, nil
+	case "json_object":
+		return &iop.ResponseFormat{Type: iop.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_OBJECT}, nil
+	case "json_schema":
+		return &iop.ResponseFormat{Type: iop.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA,
+			SchemaName: name, Strict: strict, Schema: jsonValue(js["schema"])}, nil
+	}
+	return nil, invalidValue("response_format.type", fmt.Sprintf("expected 'text', 'json_object' or 'json_schema', but got %s.", quoteValue(typ)))
+}
+
+// normalizeSampling converts the sampling parameters. Integers are exact
+// (a seed above 2^53 is not rounded through a float64); written as floats
+// (1e3, 7.0) they must be whole.
+func normalizeSampling(obj object) (*iop.Sampling, *Error) {
+	s := &iop.Sampling{}
+	var e *Error
+	for _, f := range []struct {
+		key string
+		dst **float64
+	}{
+		{"temperature", &s.Temperature}, {"top_p", &s.TopP},
+		{"presence_penalty", &s.PresencePenalty}, {"frequency_penalty", &s.FrequencyPenalty},
+	} {
+		if *f.dst, e = optFloatPtr(obj, f.key); e != nil {
 			return nil, e
 		}
+	}
+	if k, has, e := optInt(obj, "top_k", "top_k", -1, math.MaxInt32); e != nil {
+		return nil, e
+	} else if has {
 		k32 := int32(k)
 		s.TopK = &k32
 	}
-	switch {
-	case d.MaxCompletionTokens != nil:
-		n, e := wholeNumber(*d.MaxCompletionTokens, "max_completion_tokens", 0, MaxOutputTokens)
-		if e != nil {
-			return nil, e
-		}
-		s.MaxTokens = n
-	case d.MaxTokens != nil:
-		n, e := wholeNumber(*d.MaxTokens, "max_tokens", 0, MaxOutputTokens)
-		if e != nil {
-			return nil, e
-		}
-		s.MaxTokens = n
+	// max_completion_tokens replaces the deprecated max_tokens when both
+	// are sent, as OpenAI reads them.
+	key := "max_tokens"
+	if raw, ok := obj["max_completion_tokens"]; ok && !isNull(raw) {
+		key = "max_completion_tokens"
 	}
-	if d.Seed != nil {
-		n, e := wholeNumber(*d.Seed, "seed", math.MinInt64, math.MaxInt64)
-		if e != nil {
-			return nil, e
-		}
+	if s.MaxTokens, _, e = optInt(obj, key, key, 0, MaxOutputTokens); e != nil {
+		return nil, e
+	}
+	if n, has, e := optInt(obj, "seed", "seed", math.MinInt64, math.MaxInt64); e != nil {
+		return nil, e
+	} else if has {
 		s.Seed = &n
 	}
-	if !isNull(d.Stop) && len(bytes.TrimSpace(d.Stop)) > 0 {
-		if one, ok := asString(d.Stop); ok {
-			s.Stop = []string{one}
-		} else if err := json.Unmarshal(d.Stop, &s.Stop); err != nil {
-			return nil, typeError("stop", "a string or an array of strings", d.Stop)
-		}
+	if s.Stop, e = stopList(obj["stop"]); e != nil {
+		return nil, e
 	}
 	return s, nil
 }
 
-func wholeNumber(f float64, param string, lo, hi float64) (int64, *Error) {
-	if f != math.Trunc(f) || f < lo || f > hi {
-		return 0, invalidValue(param, fmt.Sprintf("expected an integer between %.0f and %.0f.", lo, hi))
+// stopList converts stop: absent, null, a string or an array of strings.
+func stopList(raw json.RawMessage) ([]string, *Error) {
+	if isNull(raw) || len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil
 	}
-	return int64(f), nil
+	if one, ok := asString(raw); ok {
+		return []string{one}, nil
+	}
+	return stringList(raw, "stop", "a string or an array of strings")
+}
+
+// stringList converts an array of strings (a null element reads as "").
+// param and expected name it in the error.
+func stringList(raw json.RawMessage, param, expected string) ([]string, *Error) {
+	arr, ok := asArray(raw)
+	if !ok {
+		return nil, typeError(param, expected, raw)
+	}
+	out := make([]string, len(arr))
+	for i, el := range arr {
+		if isNull(el) {
+			continue
+		}
+		s, ok := asString(el)
+		if !ok {
+			return nil, typeError(fmt.Sprintf("%s[%d]", param, i), "a string", el)
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// objectOrNull is raw as an object, nil for null; p names it in the error.
+func objectOrNull(raw json.RawMessage, p pname) (object, *Error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	o, ok := asObject(raw)
+	if !ok {
+		return nil, typeError(p.String(), "an object", raw)
+	}
+	return o, nil
+}
+
+// optBoolPtr is optBool keeping absence (nil) apart from false.
+func optBoolPtr(obj object, key string) (*bool, *Error) {
+	if raw, ok := obj[key]; !ok || isNull(raw) {
+		return nil, nil
+	}
+	v, e := optBool(obj, key, key)
+	if e != nil {
+		return nil, e
+	}
+	return &v, nil
+}
+
+// optFloatPtr is obj[key] as a float64, nil when absent or null; a number
+// a float64 cannot hold is refused, as json.Unmarshal refuses it.
+func optFloatPtr(obj object, key string) (*float64, *Error) {
+	raw, ok := obj[key]
+	if !ok || isNull(raw) {
+		return nil, nil
+	}
+	if e := optNumber(obj, key, key); e != nil {
+		return nil, e
+	}
+	f, _ := strconv.ParseFloat(string(bytes.TrimSpace(raw)), 64) // optNumber parsed it
+	return &f, nil
+}
+
+// jsonValue copies a JSON value that travels as JSON text (a schema), nil
+// when absent or null.
+func jsonValue(raw json.RawMessage) []byte {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return nil
+	}
+	return bytes.Clone(t)
 }
 
 // extraMembers collects the top-level members no typed field carries, as
-// one JSON object (nil when there are none).
-func extraMembers(body []byte) ([]byte, *Error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil {
-		return nil, InvalidRequest("The request body must be a JSON object.", "")
-	}
-	for k := range obj {
+// one JSON object (nil when there are none). Keys are sorted and values
+// compacted, as json.Marshal writes a map.
+func extraMembers(obj object) ([]byte, *Error) {
+	var rest map[string]json.RawMessage
+	for k, v := range obj {
 		if normalizedKeys[k] {
-			delete(obj, k)
+			continue
 		}
+		if rest == nil {
+			rest = make(map[string]json.RawMessage, len(obj))
+		}
+		rest[k] = v
 	}
-	if len(obj) == 0 {
+	if len(rest) == 0 {
 		return nil, nil
 	}
-	out, err := json.Marshal(obj)
+	out, err := json.Marshal(rest)
 	if err != nil {
 		return nil, InvalidRequest("The request body must be a JSON object.", "")
 	}
@@ -317,30 +504,36 @@ func extraMembers(body []byte) ([]byte, *Error) {
 // input. The run path serves one prompt (several go through the tunnel):
 // a list must hold exactly one string.
 func NormalizeCompletion(body []byte) (*iop.RunInput, error) {
-	var doc struct {
-		Prompt json.RawMessage `json:"prompt"`
-		Suffix string          `json:"suffix"`
-		samplingDoc
+	in, e := normalizeCompletion(body)
+	if e != nil {
+		return nil, e
 	}
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, InvalidRequest("The request body does not have the shape of a completions request.", "")
+	return in, nil
+}
+
+func normalizeCompletion(body []byte) (*iop.RunInput, *Error) {
+	obj, e := decodeTopLevel(body)
+	if e != nil {
+		return nil, e
 	}
-	in := &iop.RunInput{Suffix: doc.Suffix}
-	if s, ok := asString(doc.Prompt); ok {
+	in := &iop.RunInput{}
+	raw := obj["prompt"]
+	if s, ok := asString(raw); ok {
 		in.Prompt = s
 	} else {
-		var list []string
-		if err := json.Unmarshal(doc.Prompt, &list); err != nil || len(list) != 1 {
+		list, e := stringList(raw, "prompt", "a string or an array of strings")
+		if e != nil || len(list) != 1 {
 			return nil, invalidValue("prompt", "this model's provider takes one prompt string per request.")
 		}
 		in.Prompt = list[0]
 	}
-	s, e := doc.samplingDoc.normalize()
-	if e != nil {
+	if in.Suffix, _, e = optString(obj, "suffix", "suffix"); e != nil {
 		return nil, e
 	}
-	in.Sampling = s
-	if in.Extra, e = extraMembers(body); e != nil {
+	if in.Sampling, e = normalizeSampling(obj); e != nil {
+		return nil, e
+	}
+	if in.Extra, e = extraMembers(obj); e != nil {
 		return nil, e
 	}
 	return in, nil
@@ -349,28 +542,31 @@ func NormalizeCompletion(body []byte) (*iop.RunInput, error) {
 // NormalizeEmbedding turns a validated embeddings body into the run input
 // (strings only: token arrays need a provider reached through the tunnel).
 func NormalizeEmbedding(body []byte) (*iop.RunInput, error) {
-	var doc struct {
-		Input      json.RawMessage `json:"input"`
-		Dimensions *float64        `json:"dimensions"`
+	in, e := normalizeEmbedding(body)
+	if e != nil {
+		return nil, e
 	}
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, InvalidRequest("The request body does not have the shape of an embeddings request.", "")
+	return in, nil
+}
+
+func normalizeEmbedding(body []byte) (*iop.RunInput, *Error) {
+	obj, e := decodeTopLevel(body)
+	if e != nil {
+		return nil, e
 	}
 	in := &iop.RunInput{}
-	if s, ok := asString(doc.Input); ok {
+	raw := obj["input"]
+	if s, ok := asString(raw); ok {
 		in.EmbedInputs = []string{s}
-	} else if err := json.Unmarshal(doc.Input, &in.EmbedInputs); err != nil {
+	} else if in.EmbedInputs, e = stringList(raw, "input", "a string or an array of strings"); e != nil {
 		return nil, invalidValue("input", "this model's provider takes a string or an array of strings.")
 	}
-	if doc.Dimensions != nil {
-		d, e := wholeNumber(*doc.Dimensions, "dimensions", 1, math.MaxInt32)
-		if e != nil {
-			return nil, e
-		}
+	if d, has, e := optInt(obj, "dimensions", "dimensions", 1, math.MaxInt32); e != nil {
+		return nil, e
+	} else if has {
 		in.Dimensions = &d
 	}
-	var e *Error
-	if in.Extra, e = extraMembers(body); e != nil {
+	if in.Extra, e = extraMembers(obj); e != nil {
 		return nil, e
 	}
 	return in, nil

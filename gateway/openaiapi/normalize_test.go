@@ -65,6 +65,46 @@ func TestNormalizeChatCarriesEveryField(t *testing.T) {
 	}
 }
 
+// The run carries exactly the members ParseChat validated: encoding/json,
+// which the normalizer used before, matched "Messages" or "ſtream" to its
+// fields case-insensitively and merged duplicate objects, so a body could
+// pass validation with one set of messages and run with another.
+func TestNormalizeReadsWhatWasValidated(t *testing.T) {
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}],
+		"Messages":[{"role":"system","content":"unvalidated"},{"role":"user","content":"x"}],
+		"ſtream":true,"stream_options":{"include_usage":true},"TOOLS":[{"type":"function","function":{"name":"g"}}],
+		"tools":[{"type":"function","function":{"name":"f","description":"first"},"function":{"name":"f"}}],
+		"seed":9007199254740993}`
+	req, err := ParseChat([]byte(body))
+	if err != nil {
+		t.Fatalf("ParseChat: %v", err)
+	}
+	in, err := NormalizeChat([]byte(body))
+	if err != nil {
+		t.Fatalf("NormalizeChat: %v", err)
+	}
+	if len(in.GetMessages()) != req.MessageCount || in.GetMessages()[0].GetContent()[0].GetText() != "hi" {
+		t.Errorf("messages = %v, want the one validated", in.GetMessages())
+	}
+	if req.Stream || in.GetIncludeUsage() {
+		t.Errorf("stream %v, include_usage %v: ſtream is not stream", req.Stream, in.GetIncludeUsage())
+	}
+	if len(in.GetTools()) != 1 || in.GetTools()[0].GetName() != "f" || in.GetTools()[0].GetDescription() != "" {
+		t.Errorf("tools = %v, want f without the description of the function object that was replaced", in.GetTools())
+	}
+	if got := in.GetSampling().GetSeed(); got != 9007199254740993 {
+		t.Errorf("seed = %d, want 9007199254740993 exactly", got)
+	}
+	var extra map[string]json.RawMessage
+	if err := json.Unmarshal(in.GetExtra(), &extra); err != nil || extra["Messages"] == nil || extra["TOOLS"] == nil || extra["ſtream"] == nil {
+		t.Errorf("extra = %s, want the unknown members Messages, TOOLS and ſtream passed on", in.GetExtra())
+	}
+	// A float that rounds to 2^63 is not an int64 seed (it was read as -2^63).
+	if _, err := ParseChat([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"seed":9.223372036854775807e18}`)); err == nil {
+		t.Error("seed 2^63 accepted")
+	}
+}
+
 func TestNormalizeRefusesWhatARunCannotCarry(t *testing.T) {
 	for _, body := range []string{
 		`{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AA==","format":"wav"}}]}]}`,

@@ -244,7 +244,9 @@ func optInt(obj object, key, param string, min, max int64) (int64, bool, *Error)
 		if f != math.Trunc(f) {
 			return 0, false, typeError(param, "an integer", raw)
 		}
-		if f < float64(min) || f > float64(max) || math.IsInf(f, 0) {
+		// float64(math.MaxInt64) is 2^63, which no int64 holds: a float
+		// that rounds to it is out of range, not converted.
+		if f < float64(min) || f > float64(max) || f >= 0x1p63 || math.IsInf(f, 0) {
 			return 0, false, rangeError(param, min, max, string(raw))
 		}
 		v = int64(f)
