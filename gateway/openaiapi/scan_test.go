@@ -3,6 +3,7 @@ package openaiapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"testing"
 )
 
@@ -91,6 +92,32 @@ func FuzzStringLen(f *testing.F) {
 		n, nok := stringLen(raw)
 		if ok != nok || (ok && n != len(s)) {
 			t.Fatalf("%q: stringLen %d,%v; asString %d,%v", raw, n, nok, len(s), ok)
+		}
+	})
+}
+
+// FuzzAsString: asString decodes a string exactly as encoding/json does
+// (escapes, surrogates, bytes that are not UTF-8), and refuses the valid
+// JSON values that are not strings. Its callers hand it values cut from
+// validated documents only, so invalid JSON is not compared.
+func FuzzAsString(f *testing.F) {
+	for _, s := range []string{`"plain"`, `"a\"b\\c\/d\b\f\n\r\t"`, `"\u00e9\u4e2d\ud83d\ude00"`, `"\ud800x"`, `"\udc00\ud800"`,
+		`"\ud83d\u0041"`, `"\ud83d\ud83d\ude00"`, "\"caf\xc3\xa9 \xed\xa0\x80 \xef\xbf\xbd\"", "\"\xff\\n\xc3\"", `"\u12"`, `"a"b"`,
+		"\"\x01\"", `"tail\"`, ` "spaced\n" `, `"\uD834\uDD1E"`, `"\u0000"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return
+		}
+		var want string
+		werr := json.Unmarshal(raw, &want)
+		if t := bytes.TrimSpace(raw); t[0] != '"' {
+			werr = errors.New("not a string") // encoding/json reads null into a string
+		}
+		got, ok := asString(raw)
+		if ok != (werr == nil) || got != want {
+			t.Fatalf("%q: asString %q,%v; encoding/json %q,%v", raw, got, ok, want, werr)
 		}
 	})
 }

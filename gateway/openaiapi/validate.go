@@ -371,6 +371,11 @@ func asString(raw json.RawMessage) (string, bool) {
 	if plainString(t) {
 		return intern(t[1 : len(t)-1]), true
 	}
+	if len(t) >= 2 && t[0] == '"' && t[len(t)-1] == '"' {
+		if s, ok := unquote(t[1 : len(t)-1]); ok {
+			return s, true
+		}
+	}
 	var s string
 	if json.Unmarshal(t, &s) != nil {
 		return "", false
@@ -464,6 +469,82 @@ func unquotedLen(b []byte) (n int, ok bool) {
 		n += utf8.RuneLen(r)
 	}
 	return n, true
+}
+
+// unquote is the string encoding/json decodes the string body b (between
+// its quotes) to, by the rules unquotedLen counts with, copying the runs
+// between escapes whole: encoding/json steps through a long prompt byte by
+// byte, and validates it again first. ok is false where unquotedLen's is;
+// FuzzAsString holds asString, and so unquote, to encoding/json.
+func unquote(b []byte) (string, bool) {
+	n, ok := unquotedLen(b)
+	if !ok {
+		return "", false
+	}
+	var out strings.Builder
+	out.Grow(n)
+	for len(b) > 0 {
+		k := bytes.IndexByte(b, '\\')
+		if k < 0 {
+			k = len(b)
+		}
+		writeUTF8(&out, b[:k])
+		if b = b[k:]; len(b) == 0 {
+			break
+		}
+		// An escape, whole: unquotedLen checked every one.
+		switch c := b[1]; c {
+		case 'b':
+			out.WriteByte('\b')
+		case 'f':
+			out.WriteByte('\f')
+		case 'n':
+			out.WriteByte('\n')
+		case 'r':
+			out.WriteByte('\r')
+		case 't':
+			out.WriteByte('\t')
+		case 'u':
+			r, _ := hex4(b[2:])
+			b = b[6:]
+			if utf16.IsSurrogate(r) {
+				if len(b) >= 6 && b[0] == '\\' && b[1] == 'u' {
+					if r2, ok := hex4(b[2:]); ok {
+						if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+							out.WriteRune(d)
+							b = b[6:]
+							continue
+						}
+					}
+				}
+				r = utf8.RuneError
+			}
+			out.WriteRune(r)
+			continue
+		default: // '"', '\\', '/'
+			out.WriteByte(c)
+		}
+		b = b[2:]
+	}
+	return out.String(), true
+}
+
+// writeUTF8 writes p with each byte that is not UTF-8 replaced by U+FFFD,
+// as encoding/json decodes a string.
+func writeUTF8(w *strings.Builder, p []byte) {
+	if utf8.Valid(p) {
+		w.Write(p)
+		return
+	}
+	for len(p) > 0 {
+		r, size := utf8.DecodeRune(p)
+		if r == utf8.RuneError && size == 1 {
+			w.WriteRune(utf8.RuneError)
+		} else {
+			w.Write(p[:size])
+		}
+		p = p[size:]
+	}
 }
 
 // hex4 reads the four hex digits of a \u escape.
