@@ -171,6 +171,34 @@ func BenchmarkTunnelLongPrompt(b *testing.B) {
 
 const longPrompt = 6554 // words of 5 bytes: 32 KiB
 
+// BenchmarkRunLongPrompt is a run (the built-in mock adapter) with a 32
+// KiB system prompt of prose, line breaks and quotes escaped as a client's
+// JSON encoder writes them, and a 16-word question: what the edge spends
+// validating and normalizing a chat history for Ollama or an agent.
+func BenchmarkRunLongPrompt(b *testing.B) {
+	e := setup(b)
+	var p strings.Builder
+	for i := 0; p.Len() < 32<<10; i++ {
+		p.WriteString(`The gateway relays every token of the answer. `)
+		if i%5 == 4 {
+			p.WriteString(`\n\n`)
+		}
+		if i%12 == 11 {
+			p.WriteString(`He said \"stream it\" and left. `)
+		}
+	}
+	payload := []byte(`{"model":"bench-run","messages":[{"role":"system","content":"` + p.String() + `"},` +
+		`{"role":"user","content":"` + strings.TrimSpace(strings.Repeat("word ", 16)) + `"}],"max_tokens":64,"temperature":0.7}`)
+	e.post(b, e.edge.URL, payload, false) // warm
+	b.ReportAllocs()
+	b.ResetTimer()
+	labelled("client", func() {
+		for b.Loop() {
+			e.post(b, e.edge.URL, payload, false)
+		}
+	})
+}
+
 // Streams of 64 chunks, unpaced: per-chunk relay cost.
 func BenchmarkDirectStream(b *testing.B)         { bench(b, true, mockup.Model, 64, true, false) }
 func BenchmarkTunnelStream(b *testing.B)         { bench(b, false, "bench-tunnel", 64, true, false) }
