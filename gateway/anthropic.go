@@ -78,7 +78,7 @@ func (s *Server) messagesCall(c *gin.Context) *call {
 		mw.start(areq, req.EstimatePromptTokens())
 	}
 	return &call{op: opChat, path: "/chat/completions", model: req.Model, body: chat, stream: req.Stream,
-		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), runCheck: req}
+		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), parsed: req}
 }
 
 // countTokens serves POST /v1/messages/count_tokens: an estimate (the

@@ -39,7 +39,7 @@ type call struct {
 	hasTools bool
 	tokens   int
 	render   openaiapi.RenderOptions
-	runCheck runChecker // nil, or whether a normalized run can serve it
+	parsed   parsedRequest // nil for /v1/responses (passthrough only)
 	embed    openaiapi.EmbeddingOptions
 	// Failover state: attempts made, the providers failed on, and the
 	// lease failover took for the next attempt (nil: none).
@@ -52,12 +52,18 @@ type call struct {
 // body (a whole prompt) and the parsed request — once the answer has begun
 // to reach the client: failover can no longer happen, and a stream may
 // hold its handler for minutes.
-func (k *call) answered() { k.body, k.runCheck = nil, nil }
+func (k *call) answered() { k.body, k.parsed = nil, nil }
 
-// runChecker is a parsed request that knows whether a normalized run can
-// serve it. (Holding the request itself rather than its method value saves
-// allocating a closure per request.)
-type runChecker interface{ RunSupported() error }
+// parsedRequest is the validated request of a call that a normalized run
+// may serve (openaiapi's ChatRequest, CompletionRequest, EmbeddingRequest).
+type parsedRequest interface {
+	// RunSupported is nil when a run can serve the request, or the 400
+	// that refuses it (several choices or prompts need a tunnel).
+	RunSupported() error
+	// RunInput normalizes the request for a run from the members its
+	// validation read.
+	RunInput() (*iop.RunInput, error)
+}
 
 func (s *Server) readBody(c *gin.Context) ([]byte, bool) {
 	body, err := readAll(c.Request.Body, c.Request.ContentLength)
@@ -95,7 +101,7 @@ func (s *Server) chatCall(c *gin.Context) *call {
 		return nil
 	}
 	return &call{op: opChat, path: "/chat/completions", model: req.Model, body: body, stream: req.Stream,
-		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), runCheck: req}
+		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), parsed: req}
 }
 
 func (s *Server) completions(c *gin.Context) {
@@ -116,7 +122,7 @@ func (s *Server) completionCall(c *gin.Context) *call {
 		return nil
 	}
 	return &call{op: opCompletion, path: "/completions", model: req.Model, body: body, stream: req.Stream,
-		tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), runCheck: req}
+		tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), parsed: req}
 }
 
 func (s *Server) embeddings(c *gin.Context) {
@@ -137,7 +143,7 @@ func (s *Server) embeddingCall(c *gin.Context) *call {
 		return nil
 	}
 	return &call{op: opEmbedding, path: "/embeddings", model: req.Model, body: body,
-		tokens: req.EstimatePromptTokens(), embed: req.RenderOptions()}
+		tokens: req.EstimatePromptTokens(), embed: req.RenderOptions(), parsed: req}
 }
 
 func (s *Server) responses(c *gin.Context) {
@@ -269,11 +275,11 @@ func (s *Server) runRoute(c *gin.Context, lease *dispatch.Lease, k *call) {
 	case k.op == opResponses:
 		defer lease.Release(dispatch.ReasonError)
 		writeError(c, openaiapi.InvalidRequest("Model '"+k.model+"' is not served by an OpenAI-compatible provider; /v1/responses is passthrough only.", "model"))
-	case k.runCheck != nil && k.runCheck.RunSupported() != nil:
+	case k.parsed != nil && k.parsed.RunSupported() != nil:
 		// A normalized run renders one choice; n > 1 and batched prompts
 		// are only served by the tunnel.
 		defer lease.Release(dispatch.ReasonError)
-		writeError(c, apiError(k.runCheck.RunSupported(), k.model))
+		writeError(c, apiError(k.parsed.RunSupported(), k.model))
 	default:
 		s.run(c, lease, k)
 	}
@@ -301,7 +307,7 @@ func routeFor(tunnel bool, toolMode iop.ToolMode, k *call) string {
 // /v1/responses, or a request a normalized run cannot render (several
 // choices, batched prompts).
 func needsTunnel(k *call) bool {
-	return k.op == opResponses || (k.runCheck != nil && k.runCheck.RunSupported() != nil)
+	return k.op == opResponses || (k.parsed != nil && k.parsed.RunSupported() != nil)
 }
 
 func (s *Server) knownModel(name string) bool {

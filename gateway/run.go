@@ -113,18 +113,19 @@ func (r *runExchange) open() bool {
 	return true
 }
 
-// normalizedInput is the run input of the call, normalized once here
-// whatever the surface it came from, and its operation.
+// normalizedInput is the run input of the call, normalized here whatever
+// the surface it came from, and its operation.
 func normalizedInput(k *call) (*iop.RunInput, iop.RunOperation, error) {
+	if k.parsed == nil { // runRoute sends only parsed calls here
+		return nil, 0, openaiapi.InternalError("The request cannot be served as a run.")
+	}
+	in, err := k.parsed.RunInput()
 	switch k.op {
 	case opCompletion:
-		in, err := openaiapi.NormalizeCompletion(k.body)
 		return in, iop.RunOperation_RUN_OPERATION_COMPLETION, err
 	case opEmbedding:
-		in, err := openaiapi.NormalizeEmbedding(k.body)
 		return in, iop.RunOperation_RUN_OPERATION_EMBEDDING, err
 	default:
-		in, err := openaiapi.NormalizeChat(k.body)
 		return in, iop.RunOperation_RUN_OPERATION_CHAT, err
 	}
 }

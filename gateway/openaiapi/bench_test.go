@@ -132,8 +132,9 @@ func BenchmarkChatStreamDelta(b *testing.B) {
 
 // BenchmarkNormalizeChat converts a validated chat body into the run input,
 // the run path's second pass over a request: "scan" is NormalizeChat,
-// "encoding-json" the struct decoding it replaced (normalize_model_test.go),
-// in the same run.
+// "members" the parsed request's RunInput (what the edge calls: the body
+// is not validated again), "encoding-json" the struct decoding they
+// replaced (normalize_model_test.go), in the same run.
 func BenchmarkNormalizeChat(b *testing.B) {
 	for _, body := range []struct {
 		name string
@@ -144,6 +145,13 @@ func BenchmarkNormalizeChat(b *testing.B) {
 			f    func([]byte) error
 		}{
 			{"scan", func(b []byte) error { _, err := NormalizeChat(b); return err }},
+			{"members", func() func([]byte) error {
+				req, err := ParseChat(body.b)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return func([]byte) error { _, err := req.RunInput(); return err }
+			}()},
 			{"encoding-json", func(b []byte) error {
 				if _, e := modelNormalizeChat(b); e != nil {
 					return e

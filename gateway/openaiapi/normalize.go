@@ -51,12 +51,28 @@ func NormalizeChat(body []byte) (*iop.RunInput, error) {
 	return in, nil
 }
 
+// RunInput is NormalizeChat of the validated request, without reading its
+// body again.
+func (r *ChatRequest) RunInput() (*iop.RunInput, error) {
+	in, e := chatInput(r.members)
+	if e != nil {
+		return nil, e
+	}
+	return in, nil
+}
+
 func normalizeChat(body []byte) (*iop.RunInput, *Error) {
 	obj, e := decodeTopLevel(body)
 	if e != nil {
 		return nil, e
 	}
+	return chatInput(obj)
+}
+
+// chatInput normalizes the top-level members of a chat body.
+func chatInput(obj object) (*iop.RunInput, *Error) {
 	in := &iop.RunInput{}
+	var e *Error
 	msgs, _, e := optArray(obj, "messages", "messages")
 	if e != nil {
 		return nil, e
@@ -511,12 +527,26 @@ func NormalizeCompletion(body []byte) (*iop.RunInput, error) {
 	return in, nil
 }
 
+// RunInput is NormalizeCompletion of the validated request.
+func (r *CompletionRequest) RunInput() (*iop.RunInput, error) {
+	in, e := completionInput(r.members)
+	if e != nil {
+		return nil, e
+	}
+	return in, nil
+}
+
 func normalizeCompletion(body []byte) (*iop.RunInput, *Error) {
 	obj, e := decodeTopLevel(body)
 	if e != nil {
 		return nil, e
 	}
+	return completionInput(obj)
+}
+
+func completionInput(obj object) (*iop.RunInput, *Error) {
 	in := &iop.RunInput{}
+	var e *Error
 	raw := obj["prompt"]
 	if s, ok := asString(raw); ok {
 		in.Prompt = s
@@ -549,12 +579,26 @@ func NormalizeEmbedding(body []byte) (*iop.RunInput, error) {
 	return in, nil
 }
 
+// RunInput is NormalizeEmbedding of the validated request.
+func (r *EmbeddingRequest) RunInput() (*iop.RunInput, error) {
+	in, e := embeddingInput(r.members)
+	if e != nil {
+		return nil, e
+	}
+	return in, nil
+}
+
 func normalizeEmbedding(body []byte) (*iop.RunInput, *Error) {
 	obj, e := decodeTopLevel(body)
 	if e != nil {
 		return nil, e
 	}
+	return embeddingInput(obj)
+}
+
+func embeddingInput(obj object) (*iop.RunInput, *Error) {
 	in := &iop.RunInput{}
+	var e *Error
 	raw := obj["input"]
 	if s, ok := asString(raw); ok {
 		in.EmbedInputs = []string{s}

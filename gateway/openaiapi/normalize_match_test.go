@@ -170,29 +170,42 @@ func matchModel(t *testing.T, kind int, body []byte) {
 		err      error
 		werr     error
 	)
+	// in is the parsed request's RunInput, which must be NormalizeX of
+	// the body too.
+	var again *iop.RunInput
+	var aerr error
 	switch kind {
 	case 0:
-		if _, err := ParseChat(body); err != nil {
+		req, perr := ParseChat(body)
+		if perr != nil {
 			return
 		}
-		in, err = NormalizeChat(body)
+		in, err = req.RunInput()
+		again, aerr = NormalizeChat(body)
 		var e *Error
 		want, e = modelNormalizeChat(body)
 		if e != nil {
 			werr = e
 		}
 	case 1:
-		if _, err := ParseCompletion(body); err != nil {
+		req, perr := ParseCompletion(body)
+		if perr != nil {
 			return
 		}
-		in, err = NormalizeCompletion(body)
+		in, err = req.RunInput()
+		again, aerr = NormalizeCompletion(body)
 		want, werr = modelNormalizeCompletion(body)
 	default:
-		if _, err := ParseEmbedding(body); err != nil {
+		req, perr := ParseEmbedding(body)
+		if perr != nil {
 			return
 		}
-		in, err = NormalizeEmbedding(body)
+		in, err = req.RunInput()
+		again, aerr = NormalizeEmbedding(body)
 		want, werr = modelNormalizeEmbedding(body)
+	}
+	if (err == nil) != (aerr == nil) || !proto.Equal(in, again) {
+		t.Fatalf("%s: RunInput %v, %v; Normalize %v, %v", body, in, err, again, aerr)
 	}
 	if err != nil {
 		if e, ok := err.(*Error); !ok || e.Status != 400 {

@@ -136,7 +136,6 @@ func modelNormalizeChat(body []byte) (*iop.RunInput, *Error) {
 	return in, nil
 }
 
-
 // normalizeContent converts a message's content: a string, null, or an
 // array of text and image_url parts.
 func modelNormalizeContent(raw json.RawMessage, param string) ([]*iop.ContentPart, *Error) {

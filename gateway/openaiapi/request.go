@@ -52,6 +52,9 @@ type ChatRequest struct {
 	PromptBytes int
 	// Raw is the request body as received. It aliases the caller's slice.
 	Raw []byte
+	// members are Raw's top-level members as validated (they alias Raw):
+	// RunInput reads these, not the body again.
+	members object
 }
 
 // nonTextPartBytes is what a non-text content part (image, audio, file)
@@ -119,7 +122,7 @@ func parseChat(body []byte) (*ChatRequest, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	r := &ChatRequest{Raw: body, N: 1}
+	r := &ChatRequest{Raw: body, N: 1, members: obj}
 	if r.Model, e = requiredString(obj, "model", "model"); e != nil {
 		return nil, e
 	}

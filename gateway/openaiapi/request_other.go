@@ -26,6 +26,7 @@ type CompletionRequest struct {
 	// token).
 	PromptBytes int
 	Raw         []byte
+	members     object // Raw's top-level members as validated (see ChatRequest)
 }
 
 // EstimatePromptTokens estimates the prompt size with EstimateTokens.
@@ -72,7 +73,7 @@ func parseCompletion(body []byte) (*CompletionRequest, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	r := &CompletionRequest{Raw: body, N: 1}
+	r := &CompletionRequest{Raw: body, N: 1, members: obj}
 	if r.Model, e = requiredString(obj, "model", "model"); e != nil {
 		return nil, e
 	}
@@ -170,12 +171,17 @@ type EmbeddingRequest struct {
 	InputCount  int
 	PromptBytes int
 	Raw         []byte
+	members     object // Raw's top-level members as validated (see ChatRequest)
 }
 
 // EstimatePromptTokens estimates the input size with EstimateTokens.
 func (r *EmbeddingRequest) EstimatePromptTokens() int {
 	return EstimateTokens(r.PromptBytes, 0)
 }
+
+// RunSupported is nil: a run serves any number of inputs. (Token arrays,
+// which only a tunnel carries, are refused by RunInput.)
+func (r *EmbeddingRequest) RunSupported() error { return nil }
 
 // ParseEmbedding validates an embeddings body: model, input (a non-empty
 // string, array of strings, token array or array of token arrays; at most
@@ -194,7 +200,7 @@ func parseEmbedding(body []byte) (*EmbeddingRequest, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	r := &EmbeddingRequest{Raw: body, EncodingFormat: EncodingFloat}
+	r := &EmbeddingRequest{Raw: body, EncodingFormat: EncodingFloat, members: obj}
 	if r.Model, e = requiredString(obj, "model", "model"); e != nil {
 		return nil, e
 	}
