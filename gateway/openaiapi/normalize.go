@@ -72,7 +72,6 @@ func normalizeChat(body []byte) (*iop.RunInput, *Error) {
 // chatInput normalizes the top-level members of a chat body.
 func chatInput(obj object) (*iop.RunInput, *Error) {
 	in := &iop.RunInput{}
-	var e *Error
 	msgs, _, e := optArray(obj, "messages", "messages")
 	if e != nil {
 		return nil, e
