@@ -43,30 +43,29 @@ var roleOf = map[string]iop.ChatRole{
 // NormalizeChat turns a validated chat completions body into the run input.
 // It fails with a 400 *Error for content the run path cannot carry (audio
 // or file parts, non-function tools) and for members of the wrong type.
-func NormalizeChat(body []byte) (*iop.RunInput, error) {
-	in, e := normalizeChat(body)
-	if e != nil {
-		return nil, e
-	}
-	return in, nil
-}
+func NormalizeChat(body []byte) (*iop.RunInput, error) { return normalizeBody(body, chatInput) }
 
 // RunInput is NormalizeChat of the validated request, without reading its
 // body again.
-func (r *ChatRequest) RunInput() (*iop.RunInput, error) {
-	in, e := chatInput(r.members)
-	if e != nil {
-		return nil, e
-	}
-	return in, nil
-}
+func (r *ChatRequest) RunInput() (*iop.RunInput, error) { return result(chatInput(r.members)) }
 
-func normalizeChat(body []byte) (*iop.RunInput, *Error) {
+// normalizeBody is input of body's top-level members, once decodeTopLevel
+// has checked them as the Parse* functions do.
+func normalizeBody(body []byte, input func(object) (*iop.RunInput, *Error)) (*iop.RunInput, error) {
 	obj, e := decodeTopLevel(body)
 	if e != nil {
 		return nil, e
 	}
-	return chatInput(obj)
+	return result(input(obj))
+}
+
+// result returns e as an error interface only when it is not nil (never
+// a typed nil inside the interface).
+func result(in *iop.RunInput, e *Error) (*iop.RunInput, error) {
+	if e != nil {
+		return nil, e
+	}
+	return in, nil
 }
 
 // chatInput normalizes the top-level members of a chat body.
@@ -519,28 +518,12 @@ func extraMembers(obj object) ([]byte, *Error) {
 // input. The run path serves one prompt (several go through the tunnel):
 // a list must hold exactly one string.
 func NormalizeCompletion(body []byte) (*iop.RunInput, error) {
-	in, e := normalizeCompletion(body)
-	if e != nil {
-		return nil, e
-	}
-	return in, nil
+	return normalizeBody(body, completionInput)
 }
 
 // RunInput is NormalizeCompletion of the validated request.
 func (r *CompletionRequest) RunInput() (*iop.RunInput, error) {
-	in, e := completionInput(r.members)
-	if e != nil {
-		return nil, e
-	}
-	return in, nil
-}
-
-func normalizeCompletion(body []byte) (*iop.RunInput, *Error) {
-	obj, e := decodeTopLevel(body)
-	if e != nil {
-		return nil, e
-	}
-	return completionInput(obj)
+	return result(completionInput(r.members))
 }
 
 func completionInput(obj object) (*iop.RunInput, *Error) {
@@ -571,28 +554,12 @@ func completionInput(obj object) (*iop.RunInput, *Error) {
 // NormalizeEmbedding turns a validated embeddings body into the run input
 // (strings only: token arrays need a provider reached through the tunnel).
 func NormalizeEmbedding(body []byte) (*iop.RunInput, error) {
-	in, e := normalizeEmbedding(body)
-	if e != nil {
-		return nil, e
-	}
-	return in, nil
+	return normalizeBody(body, embeddingInput)
 }
 
 // RunInput is NormalizeEmbedding of the validated request.
 func (r *EmbeddingRequest) RunInput() (*iop.RunInput, error) {
-	in, e := embeddingInput(r.members)
-	if e != nil {
-		return nil, e
-	}
-	return in, nil
-}
-
-func normalizeEmbedding(body []byte) (*iop.RunInput, *Error) {
-	obj, e := decodeTopLevel(body)
-	if e != nil {
-		return nil, e
-	}
-	return embeddingInput(obj)
+	return result(embeddingInput(r.members))
 }
 
 func embeddingInput(obj object) (*iop.RunInput, *Error) {
