@@ -123,20 +123,29 @@ func keysAmbiguous(body []byte) bool {
 	}
 }
 
-// exactSeed is the top-level seed as the validation reads it.
-func exactSeed(body []byte) (int64, bool) {
+// topSeed is the body's top-level seed as written.
+func topSeed(body []byte) (json.Number, bool) {
 	var doc struct {
 		Seed json.Number `json:"seed"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if dec.Decode(&doc) != nil || doc.Seed == "" {
+		return "", false
+	}
+	return doc.Seed, true
+}
+
+// exactSeed is the top-level seed as the validation reads it.
+func exactSeed(body []byte) (int64, bool) {
+	seed, ok := topSeed(body)
+	if !ok {
 		return 0, false
 	}
-	if n, err := strconv.ParseInt(string(doc.Seed), 10, 64); err == nil {
+	if n, err := strconv.ParseInt(string(seed), 10, 64); err == nil {
 		return n, true
 	}
-	f, err := strconv.ParseFloat(string(doc.Seed), 64)
+	f, err := strconv.ParseFloat(string(seed), 64)
 	if err != nil {
 		return 0, false
 	}
@@ -146,18 +155,14 @@ func exactSeed(body []byte) (int64, bool) {
 // seedPastInt64 reports whether the top-level seed is a number no int64
 // holds, which a float64 rounds into 2^63 or below -2^63.
 func seedPastInt64(body []byte) bool {
-	var doc struct {
-		Seed json.Number `json:"seed"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if dec.Decode(&doc) != nil || doc.Seed == "" {
+	seed, ok := topSeed(body)
+	if !ok {
 		return false
 	}
-	if _, err := strconv.ParseInt(string(doc.Seed), 10, 64); err == nil {
+	if _, err := strconv.ParseInt(string(seed), 10, 64); err == nil {
 		return false
 	}
-	f, err := strconv.ParseFloat(string(doc.Seed), 64)
+	f, err := strconv.ParseFloat(string(seed), 64)
 	return err == nil && (f >= 0x1p63 || f < -0x1p63)
 }
 
