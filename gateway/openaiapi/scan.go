@@ -3,7 +3,6 @@ package openaiapi
 import (
 	"bytes"
 	"encoding/json"
-	"unicode/utf8"
 )
 
 // Request validation cuts members out of a body that json.Valid (or a
@@ -37,15 +36,11 @@ func scanObject(raw []byte) (o object, ok bool) {
 		if ke > len(t) || t[ke-1] != '"' || ke-i < 2 {
 			return nil, false
 		}
-		key := t[i+1 : ke-1]
-		var k string
-		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
-			// Escapes, or bytes encoding/json replaces with U+FFFD.
-			if json.Unmarshal(t[i:ke], &k) != nil {
-				return nil, false
-			}
-		} else {
-			k = intern(key)
+		// asString, not json.Unmarshal into a local: a string whose
+		// address is taken escapes to the heap, one allocation per key.
+		k, ok := asString(t[i:ke])
+		if !ok {
+			return nil, false
 		}
 		i = skipWS(t, ke)
 		if i >= len(t) || t[i] != ':' {
