@@ -415,10 +415,16 @@ func stopList(raw json.RawMessage) ([]string, *Error) {
 	if isNull(raw) || len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil
 	}
+	return stringOrList(raw, "stop")
+}
+
+// stringOrList converts a string or an array of strings; param names it
+// in the error.
+func stringOrList(raw json.RawMessage, param string) ([]string, *Error) {
 	if one, ok := asString(raw); ok {
 		return []string{one}, nil
 	}
-	return stringList(raw, "stop", "a string or an array of strings")
+	return stringList(raw, param, "a string or an array of strings")
 }
 
 // stringList converts an array of strings (a null element reads as "").
@@ -528,17 +534,11 @@ func (r *CompletionRequest) RunInput() (*iop.RunInput, error) {
 
 func completionInput(obj object) (*iop.RunInput, *Error) {
 	in := &iop.RunInput{}
-	var e *Error
-	raw := obj["prompt"]
-	if s, ok := asString(raw); ok {
-		in.Prompt = s
-	} else {
-		list, e := stringList(raw, "prompt", "a string or an array of strings")
-		if e != nil || len(list) != 1 {
-			return nil, invalidValue("prompt", "this model's provider takes one prompt string per request.")
-		}
-		in.Prompt = list[0]
+	list, e := stringOrList(obj["prompt"], "prompt")
+	if e != nil || len(list) != 1 {
+		return nil, invalidValue("prompt", "this model's provider takes one prompt string per request.")
 	}
+	in.Prompt = list[0]
 	if in.Suffix, _, e = optString(obj, "suffix", "suffix"); e != nil {
 		return nil, e
 	}
@@ -565,10 +565,7 @@ func (r *EmbeddingRequest) RunInput() (*iop.RunInput, error) {
 func embeddingInput(obj object) (*iop.RunInput, *Error) {
 	in := &iop.RunInput{}
 	var e *Error
-	raw := obj["input"]
-	if s, ok := asString(raw); ok {
-		in.EmbedInputs = []string{s}
-	} else if in.EmbedInputs, e = stringList(raw, "input", "a string or an array of strings"); e != nil {
+	if in.EmbedInputs, e = stringOrList(obj["input"], "input"); e != nil {
 		return nil, invalidValue("input", "this model's provider takes a string or an array of strings.")
 	}
 	if d, has, e := optInt(obj, "dimensions", "dimensions", 1, math.MaxInt32); e != nil {
