@@ -114,6 +114,28 @@ func BenchmarkParseChatSmall(b *testing.B) {
 	}
 }
 
+// historyChat is a long conversation: 1,000 short turns, the shape where
+// the per-message work of validation (not the bytes of a prompt) decides.
+func historyChat() []byte {
+	var b strings.Builder
+	b.WriteString(`{"model":"qwen-7b","stream":true,"messages":[{"role":"system","content":"You are a helpful assistant."}`)
+	for i := 0; i < 500; i++ {
+		b.WriteString(`,{"role":"user","content":"And what about tomorrow?"},{"role":"assistant","content":"Light rain, 14 degrees."}`)
+	}
+	b.WriteString(`],"max_tokens":256}`)
+	return []byte(b.String())
+}
+
+func BenchmarkParseChatHistory(b *testing.B) {
+	body := historyChat()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := ParseChat(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkChatStreamDelta renders one streamed text delta (a word, as a
 // model streams them) into an SSE chunk and hands it to the writer.
 func BenchmarkChatStreamDelta(b *testing.B) {
