@@ -407,3 +407,36 @@ func bigEmbeddingJSON(n, dim int) string {
 	b.WriteString(`],"usage":{"prompt_tokens":7,"total_tokens":7,"completion_tokens":0,"prompt_tokens_details":null}}`)
 	return b.String()
 }
+
+// A member that differs only in case from one the edge reads ("Max_Tokens"
+// beside max_tokens, a message's "Content"), or one it reads given twice,
+// is refused before routing: a provider whose JSON parser folds case (Go's
+// encoding/json) or keeps the first copy would read it instead of what the
+// edge validated and estimated. Nothing reaches the provider, no lease
+// stays taken, and the body without it passes.
+func TestTunnelRefusesCaseVariants(t *testing.T) {
+	u := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, vllmChatJSON) })
+	s := tunnelStack(t, u)
+	for _, tc := range []struct{ body, param string }{
+		{`{"model":"qwen-7b","messages":[{"role":"user","content":"hi"}],"max_tokens":16,"Max_Tokens":100000}`, "Max_Tokens"},
+		{`{"model":"qwen-7b","messages":[{"role":"user","content":"hi","Content":"unestimated"}]}`, "messages[0].Content"},
+		{`{"model":"qwen-7b","messages":[{"role":"user","content":"hi"}],"\u017ftream":true}`, "\u017ftream"},
+		{`{"model":"qwen-7b","messages":[{"role":"user","content":"unestimated","content":"hi"}]}`, "messages[0].content"},
+	} {
+		r := post(t, s.Edge, "/v1/chat/completions", tc.body)
+		assertError(t, r, http.StatusBadRequest, "invalid_request")
+		var env struct {
+			Error struct{ Param string } `json:"error"`
+		}
+		if err := json.Unmarshal(r.Body, &env); err != nil || env.Error.Param != tc.param {
+			t.Errorf("%s: param %q, want %q", tc.body, env.Error.Param, tc.param)
+		}
+	}
+	if n := len(u.requests()); n != 0 {
+		t.Fatalf("%d requests reached the provider", n)
+	}
+	if r := post(t, s.Edge, "/v1/chat/completions", `{"model":"qwen-7b","messages":[{"role":"user","content":"hi"}],"max_tokens":16}`); r.Status != http.StatusOK {
+		t.Fatalf("without the variant: %d %s", r.Status, r.Body)
+	}
+	waitReleased(t, s.Edge, "vllm-main")
+}

@@ -52,7 +52,7 @@ func (r *ChatRequest) RunInput() (*iop.RunInput, error) { return result(chatInpu
 // normalizeBody is input of body's top-level members, once decodeTopLevel
 // has checked them as the Parse* functions do.
 func normalizeBody(body []byte, input func(object) (*iop.RunInput, *Error)) (*iop.RunInput, error) {
-	obj, e := decodeTopLevel(body)
+	obj, e := decodeTopLevel(body, nil)
 	if e != nil {
 		return nil, e
 	}

@@ -2,6 +2,7 @@ package openaiapi
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -68,26 +69,30 @@ func TestNormalizeChatCarriesEveryField(t *testing.T) {
 // The run carries exactly the members ParseChat validated: encoding/json,
 // which the normalizer used before, matched "Messages" or "ſtream" to its
 // fields case-insensitively and merged duplicate objects, so a body could
-// pass validation with one set of messages and run with another.
+// pass validation with one set of messages and run with another. ParseChat
+// now refuses such case variants outright (members.go); the normalizer,
+// given the body anyway, still reads only the exact members and passes
+// the variants on as unknown ones.
 func TestNormalizeReadsWhatWasValidated(t *testing.T) {
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"}],
 		"Messages":[{"role":"system","content":"unvalidated"},{"role":"user","content":"x"}],
 		"ſtream":true,"stream_options":{"include_usage":true},"TOOLS":[{"type":"function","function":{"name":"g"}}],
 		"tools":[{"type":"function","function":{"name":"f","description":"first"},"function":{"name":"f"}}],
 		"seed":9007199254740993}`
-	req, err := ParseChat([]byte(body))
-	if err != nil {
-		t.Fatalf("ParseChat: %v", err)
+	if _, err := ParseChat([]byte(body)); err == nil {
+		t.Fatal("ParseChat accepted the case variants Messages, ſtream and TOOLS")
+	} else if e := err.(*Error); e.Param == nil || *e.Param != "Messages" {
+		t.Errorf("param = %v, want the least variant, Messages", e.Param)
 	}
 	in, err := NormalizeChat([]byte(body))
 	if err != nil {
 		t.Fatalf("NormalizeChat: %v", err)
 	}
-	if len(in.GetMessages()) != req.MessageCount || in.GetMessages()[0].GetContent()[0].GetText() != "hi" {
-		t.Errorf("messages = %v, want the one validated", in.GetMessages())
+	if len(in.GetMessages()) != 1 || in.GetMessages()[0].GetContent()[0].GetText() != "hi" {
+		t.Errorf("messages = %v, want the one exact member's", in.GetMessages())
 	}
-	if req.Stream || in.GetIncludeUsage() {
-		t.Errorf("stream %v, include_usage %v: ſtream is not stream", req.Stream, in.GetIncludeUsage())
+	if in.GetIncludeUsage() {
+		t.Error("include_usage set: ſtream is not stream")
 	}
 	if len(in.GetTools()) != 1 || in.GetTools()[0].GetName() != "f" || in.GetTools()[0].GetDescription() != "" {
 		t.Errorf("tools = %v, want f without the description of the function object that was replaced", in.GetTools())
@@ -98,6 +103,23 @@ func TestNormalizeReadsWhatWasValidated(t *testing.T) {
 	var extra map[string]json.RawMessage
 	if err := json.Unmarshal(in.GetExtra(), &extra); err != nil || extra["Messages"] == nil || extra["TOOLS"] == nil || extra["ſtream"] == nil {
 		t.Errorf("extra = %s, want the unknown members Messages, TOOLS and ſtream passed on", in.GetExtra())
+	}
+	// ParseChat refuses the duplicate function object too; what it
+	// accepts runs as validated, the seed exactly.
+	exact := `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream_options":{"include_usage":true},
+		"tools":[{"type":"function","function":{"name":"f"}}],"seed":9007199254740993}`
+	if _, err := ParseChat([]byte(strings.Replace(exact, `{"name":"f"}`, `{"name":"f","description":"first"},"function":{"name":"f"}`, 1))); err == nil {
+		t.Error("ParseChat accepted a tool with two function objects")
+	}
+	req, err := ParseChat([]byte(exact))
+	if err != nil {
+		t.Fatalf("ParseChat: %v", err)
+	}
+	if in, err = req.RunInput(); err != nil {
+		t.Fatalf("RunInput: %v", err)
+	}
+	if len(in.GetTools()) != 1 || in.GetTools()[0].GetName() != "f" || in.GetSampling().GetSeed() != 9007199254740993 {
+		t.Errorf("run input = %v, want f and the exact seed", in)
 	}
 	// A float that rounds to 2^63 is not an int64 seed (it was read as -2^63).
 	if _, err := ParseChat([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"seed":9.223372036854775807e18}`)); err == nil {

@@ -118,7 +118,7 @@ func ParseChat(body []byte) (*ChatRequest, error) {
 }
 
 func parseChat(body []byte) (*ChatRequest, *Error) {
-	obj, e := decodeTopLevel(body)
+	obj, e := decodeTopLevel(body, chatMembers)
 	if e != nil {
 		return nil, e
 	}
@@ -175,9 +175,12 @@ func decodeMessages(raw json.RawMessage) ([]object, *Error) {
 	}
 	msgs := make([]object, len(elems))
 	for i, el := range elems {
-		m, ok := asObject(el)
+		m, flagged, ok := objectOf(el, messageMembers)
 		if !ok {
 			return nil, typeError(fmt.Sprintf("messages[%d]", i), "an object", el)
+		}
+		if flagged != "" {
+			return nil, messageMembers.refuse(flagged, pname{base: "messages", i: i, j: -1})
 		}
 		msgs[i] = m
 	}
@@ -263,9 +266,12 @@ func validateContent(raw json.RawMessage, p pname) (int, *Error) {
 	for k, raw := range parts {
 		pp := p
 		pp.j = k
-		part, ok := asObject(raw)
+		part, flagged, ok := objectOf(raw, contentPartMembers)
 		if !ok {
 			return 0, typeError(pp.String(), "an object", raw)
+		}
+		if flagged != "" {
+			return 0, contentPartMembers.refuse(flagged, pp)
 		}
 		rawType, ok := part["type"]
 		if !ok || isNull(rawType) {
@@ -303,9 +309,12 @@ func chatTools(obj object, r *ChatRequest) *Error {
 	seen := make(map[string]bool, len(tools))
 	for i, t := range tools {
 		tp := pname{base: "tools", i: i, j: -1}
-		tool, ok := asObject(t)
+		tool, flagged, ok := objectOf(t, toolMembers)
 		if !ok {
 			return typeError(tp.String(), "an object", t)
+		}
+		if flagged != "" {
+			return toolMembers.refuse(flagged, tp)
 		}
 		typ, hasType, e := optStringAt(tool, "type", tp.dot(".type"))
 		if e != nil {
@@ -315,7 +324,7 @@ func chatTools(obj object, r *ChatRequest) *Error {
 			r.PromptBytes += len(t)
 			continue
 		}
-		fn, e := optObjectAt(tool, "function", tp.dot(".function"))
+		fn, e := optMembersAt(tool, "function", tp.dot(".function"), toolFunctionMembers)
 		if e != nil {
 			return e
 		}
@@ -357,16 +366,19 @@ func validateToolChoice(obj object) *Error {
 		}
 		return invalidValue("tool_choice", fmt.Sprintf("expected 'none', 'auto', 'required' or an object, but got %s.", quoteValue(s)))
 	}
-	choice, ok := asObject(raw)
+	choice, flagged, ok := objectOf(raw, toolChoiceMembers)
 	if !ok {
 		return typeError("tool_choice", "a string or an object", raw)
+	}
+	if flagged != "" {
+		return toolChoiceMembers.refuse(flagged, pn("tool_choice"))
 	}
 	typ, e := requiredString(choice, "type", "tool_choice.type")
 	if e != nil {
 		return e
 	}
 	if typ == "function" {
-		fn, e := optObject(choice, "function", "tool_choice.function")
+		fn, e := optMembersAt(choice, "function", pn("tool_choice.function"), choiceFunctionMember)
 		if e != nil {
 			return e
 		}

@@ -69,7 +69,7 @@ func ParseCompletion(body []byte) (*CompletionRequest, error) {
 }
 
 func parseCompletion(body []byte) (*CompletionRequest, *Error) {
-	obj, e := decodeTopLevel(body)
+	obj, e := decodeTopLevel(body, completionMembers)
 	if e != nil {
 		return nil, e
 	}
@@ -196,7 +196,7 @@ func ParseEmbedding(body []byte) (*EmbeddingRequest, error) {
 }
 
 func parseEmbedding(body []byte) (*EmbeddingRequest, *Error) {
-	obj, e := decodeTopLevel(body)
+	obj, e := decodeTopLevel(body, embeddingMembers)
 	if e != nil {
 		return nil, e
 	}
@@ -244,7 +244,7 @@ type ResponsesRequest struct {
 // ParseResponses validates a responses body: a JSON object with a string
 // model and an optional boolean stream. On failure it returns an *Error 400.
 func ParseResponses(body []byte) (*ResponsesRequest, error) {
-	obj, e := decodeTopLevel(body)
+	obj, e := decodeTopLevel(body, responsesMembers)
 	if e != nil {
 		return nil, e
 	}

@@ -16,56 +16,69 @@ import (
 // outcome is always what json.Unmarshal would give.
 
 // scanObject returns the members of the JSON object raw, a later duplicate
-// key winning, as json.Unmarshal into an object does. ok is false when raw
+// key winning, as json.Unmarshal into an object does, and the member s
+// flags (members.go; "" when none, and always when s is nil): the first key
+// in the body's order that is a case variant of one of s's names, checked
+// as each key is decoded rather than by a second walk over the map, or,
+// failing one, the first of s's names that comes twice, looked for only
+// when the map ends up smaller than the keys counted. ok is false when raw
 // is not a well-formed object as far as the scan can tell.
-func scanObject(raw []byte) (o object, ok bool) {
+func scanObject(raw []byte, s *memberSet) (o object, flagged string, ok bool) {
 	t := bytes.TrimSpace(raw)
 	if len(t) < 2 || t[0] != '{' || t[len(t)-1] != '}' {
-		return nil, false
+		return nil, "", false
 	}
 	o = make(object, 8)
 	i := skipWS(t, 1)
 	if i < len(t) && t[i] == '}' {
-		return o, i == len(t)-1
+		return o, "", i == len(t)-1
 	}
+	keys := 0
 	for i < len(t) {
 		if t[i] != '"' {
-			return nil, false
+			return nil, "", false
 		}
 		ke := skipString(t, i)
 		if ke > len(t) || t[ke-1] != '"' || ke-i < 2 {
-			return nil, false
+			return nil, "", false
 		}
 		// asString, not json.Unmarshal into a local: a string whose
 		// address is taken escapes to the heap, one allocation per key.
 		k, ok := asString(t[i:ke])
 		if !ok {
-			return nil, false
+			return nil, "", false
 		}
+		if flagged == "" && s.isVariant(k) {
+			flagged = k
+		}
+		keys++
 		i = skipWS(t, ke)
 		if i >= len(t) || t[i] != ':' {
-			return nil, false
+			return nil, "", false
 		}
 		vs := skipWS(t, i+1)
 		if vs >= len(t)-1 { // the value cannot be the closing brace
-			return nil, false
+			return nil, "", false
 		}
 		ve := skipValue(t, vs)
 		if ve <= vs || ve > len(t)-1 {
-			return nil, false
+			return nil, "", false
 		}
 		o[k] = json.RawMessage(t[vs:ve:ve])
 		i = skipWS(t, ve)
 		switch {
 		case i == len(t)-1 && t[i] == '}':
-			return o, true
+			if flagged == "" && s != nil && len(o) < keys {
+				flagged = s.firstRepeat(t)
+			}
+			return o, flagged, true
 		case i < len(t) && t[i] == ',':
 			i = skipWS(t, i+1)
 		default:
-			return nil, false
+			return nil, "", false
 		}
 	}
-	return nil, false
+	return nil, "", false
 }
 
 // scanArray returns the elements of the JSON array raw, as json.Unmarshal

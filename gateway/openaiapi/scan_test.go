@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
+	"slices"
 	"testing"
 )
 
@@ -11,16 +13,21 @@ import (
 // model: on valid JSON they must succeed exactly when json.Unmarshal does
 // and yield the same members and elements; on anything else they must not
 // panic (and their callers fall back to encoding/json when they refuse).
+// The member scanObject flags is the first top-level key, in the body's
+// order, that is a case variant of a name it checks, or failing one the
+// first of those names to come a second time (members.go).
 func FuzzScan(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `[]`, ` { "a" : 1 , "b":[1,{"c":"}"}] } `, `{"a":1,"a":2}`, `{"\u006dodel":"x","m\"":null}`,
 		`[1, "two", {"3":[]}, null, true]`, `{"a":"\\"}`, `[{"role":"user","content":[{"type":"text","text":"hi"}]}]`,
+		`{"Stream":1,"messages":{"Role":2},"\u017ftream":3}`, `{"top_\u212a":1,"TOP_K":2}`,
+		`{"n":1,"x":{"n":2},"x":3,"stop":4,"n":5,"stop":6}`, `{"a":1,"stop":[],"St\u006fp":0,"stop":2}`,
 		`{"a":}`, `{"a" 1}`, `[1,]`, `{"a":1}x`, `"str"`, `{`, `[`, `{"a":[}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		o, ok := scanObject(b)
+		o, flagged, ok := scanObject(b, chatMembers)
 		a, aok := scanArray(b)
 		if !json.Valid(b) {
 			return // no panic is all that is asked; callers validate first
@@ -39,6 +46,9 @@ func FuzzScan(f *testing.F) {
 				if !bytes.Equal(o[k], v) {
 					t.Fatalf("member %q: scan %q, json %q", k, o[k], v)
 				}
+			}
+			if want := flaggedKey(t, b, chatMembers); flagged != want {
+				t.Fatalf("flagged %q, want %q, for %q", flagged, want, b)
 			}
 		}
 		var wantA []json.RawMessage
@@ -120,4 +130,53 @@ func FuzzAsString(f *testing.F) {
 			t.Fatalf("%q: asString %q,%v; encoding/json %q,%v", raw, got, ok, want, werr)
 		}
 	})
+}
+
+// flaggedKey is what scanObject should flag in the valid JSON object b:
+// its top-level keys, read in order with encoding/json's tokenizer, the
+// first that s calls a variant, or else the first of s's names seen twice.
+func flaggedKey(t *testing.T, b []byte, s *memberSet) string {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	depth, expectKey := 0, false
+	var keys []string
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("token: %v", err)
+		}
+		if d, ok := tok.(json.Delim); ok {
+			if d == '{' || d == '[' {
+				depth++
+				expectKey = depth == 1 // the top-level object opened
+			} else if depth--; depth == 1 {
+				expectKey = true // a nested value ended
+			}
+			continue
+		}
+		if depth != 1 {
+			continue
+		}
+		if k, ok := tok.(string); ok && expectKey {
+			keys = append(keys, k)
+		}
+		expectKey = !expectKey
+	}
+	for _, k := range keys {
+		if s.isVariant(k) {
+			return k
+		}
+	}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if slices.Contains(s.names, k) {
+			if seen[k] {
+				return k
+			}
+			seen[k] = true
+		}
+	}
+	return ""
 }

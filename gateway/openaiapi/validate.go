@@ -23,8 +23,9 @@ type object = map[string]json.RawMessage
 // object and returns that object's members (a later duplicate key wins, as
 // with every mainstream JSON parser). A top-level key that an upstream parser
 // could read as "model" other than the one exact "model" is refused (see
-// modelKeyError).
-func decodeTopLevel(body []byte) (object, *Error) {
+// modelKeyError), and so is a case variant of one of s's names or one of
+// them given twice (members.go; s nil refuses neither).
+func decodeTopLevel(body []byte, s *memberSet) (object, *Error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		return nil, InvalidRequest("The request body is empty; expected a JSON object.", "")
@@ -34,7 +35,7 @@ func decodeTopLevel(body []byte) (object, *Error) {
 	if !utf8.Valid(body) {
 		return nil, InvalidRequest("The request body is not valid UTF-8.", "")
 	}
-	obj, err := decodeObject(trimmed)
+	obj, flagged, err := decodeObject(trimmed, s)
 	if err != nil {
 		// Unmarshal validates the whole document before decoding, so a type
 		// error means valid JSON that is not an object.
@@ -48,24 +49,38 @@ func decodeTopLevel(body []byte) (object, *Error) {
 		return nil, InvalidRequest("The request body must be a JSON object, but got null.", "")
 	}
 	// The map above keeps only the last of duplicate keys and distinguishes
-	// "MODEL" from "model"; upstream parsers may do neither.
-	if e := modelKeyError(trimmed); e != nil {
-		return nil, e
+	// "MODEL" from "model"; upstream parsers may do neither. Every top-level
+	// set reads "model", so the scan has flagged any body modelKeyError
+	// refuses: its own pass over the body (and its message about the
+	// model) is needed only then, or without a set.
+	if s == nil || flagged != "" {
+		if e := modelKeyError(trimmed); e != nil {
+			return nil, e
+		}
+	}
+	if flagged != "" {
+		return nil, s.refuse(flagged, pn(""))
 	}
 	return obj, nil
 }
 
 // decodeObject is json.Unmarshal of body into an object, validating once
-// and cutting the members out by scanning in the common case.
-func decodeObject(body []byte) (object, error) {
+// and cutting the members out by scanning in the common case; flagged as
+// objectOf's.
+func decodeObject(body []byte, s *memberSet) (object, string, error) {
 	if body[0] == '{' && valid(body) {
-		if obj, ok := scanObject(body); ok {
-			return obj, nil
+		if obj, flagged, ok := scanObject(body, s); ok {
+			return obj, flagged, nil
 		}
 	}
-	var obj object
-	err := json.Unmarshal(body, &obj)
-	return obj, err
+	var obj object // not a named result: see objectOf
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return nil, "", err
+	}
+	if obj == nil {
+		return nil, "", nil
+	}
+	return obj, s.flagUnscanned(obj, body), nil
 }
 
 // kindOf names the JSON type of raw for error messages.
@@ -287,13 +302,22 @@ func optObject(obj object, key, param string) (object, *Error) {
 }
 
 func optObjectAt(obj object, key string, p pname) (object, *Error) {
+	return optMembersAt(obj, key, p, nil)
+}
+
+// optMembersAt is optObjectAt that also refuses a case variant of one of
+// s's names in the object, or one of them given twice (members.go).
+func optMembersAt(obj object, key string, p pname, s *memberSet) (object, *Error) {
 	raw, ok := obj[key]
 	if !ok || isNull(raw) {
 		return nil, nil
 	}
-	o, ok := asObject(raw)
+	o, flagged, ok := objectOf(raw, s)
 	if !ok {
 		return nil, typeError(p.String(), "an object", raw)
+	}
+	if flagged != "" {
+		return nil, s.refuse(flagged, p)
 	}
 	return o, nil
 }
@@ -345,18 +369,28 @@ func asArray(raw json.RawMessage) ([]json.RawMessage, bool) {
 }
 
 func asObject(raw json.RawMessage) (object, bool) {
+	o, _, ok := objectOf(raw, nil)
+	return o, ok
+}
+
+// objectOf is asObject that also returns the first member of raw whose name
+// is a case variant of one of s's names, or one of them given twice, as
+// scanObject flags them (members.go), or "".
+func objectOf(raw json.RawMessage, s *memberSet) (object, string, bool) {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 || t[0] != '{' {
-		return nil, false
+		return nil, "", false
 	}
-	if o, ok := scanObject(t); ok {
-		return o, true
+	if o, flagged, ok := scanObject(t, s); ok {
+		return o, flagged, true
 	}
+	// Declared here, not as a named result: the address Unmarshal takes
+	// would move the result to the heap on every call, scanned or not.
 	var o object
-	if json.Unmarshal(t, &o) != nil {
-		return nil, false
+	if json.Unmarshal(t, &o) != nil || o == nil {
+		return nil, "", false
 	}
-	return o, true
+	return o, s.flagUnscanned(o, t), true
 }
 
 func asString(raw json.RawMessage) (string, bool) {
@@ -598,7 +632,7 @@ func streamFields(obj object) (stream, includeUsage bool, e *Error) {
 	if stream, e = optBool(obj, "stream", "stream"); e != nil {
 		return false, false, e
 	}
-	opts, e := optObject(obj, "stream_options", "stream_options")
+	opts, e := optMembersAt(obj, "stream_options", pn("stream_options"), streamOptionMembers)
 	if e != nil {
 		return false, false, e
 	}
