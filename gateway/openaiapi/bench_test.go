@@ -161,7 +161,7 @@ func BenchmarkNormalizeChat(b *testing.B) {
 	for _, body := range []struct {
 		name string
 		b    []byte
-	}{{"small", smallChat}, {"long", longChat()}} {
+	}{{"small", smallChat}, {"long", longChat()}, {"history", historyChat()}} {
 		for _, impl := range []struct {
 			name string
 			f    func([]byte) error

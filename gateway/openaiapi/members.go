@@ -71,8 +71,8 @@ var (
 	embeddingMembers     = newMemberSet("model", "input", "encoding_format", "dimensions", "user")
 	responsesMembers     = newMemberSet("model", "stream")
 	streamOptionMembers  = newMemberSet("include_usage")
-	messageMembers       = newMemberSet("role", "content", "name", "tool_call_id", "tool_calls")
-	contentPartMembers   = newMemberSet("type", "text", "image_url")
+	messageMembers       = newMemberSet(messageNames[:]...)
+	contentPartMembers   = newMemberSet(partNames[:]...)
 	toolMembers          = newMemberSet("type", "function")
 	toolFunctionMembers  = newMemberSet("name", "description", "parameters", "strict")
 	toolChoiceMembers    = newMemberSet("type", "function")
@@ -102,11 +102,14 @@ func (s *memberSet) isVariant(k string) bool {
 }
 
 // has reports whether k is one of s's names.
-func (s *memberSet) has(k string) bool {
+func (s *memberSet) has(k string) bool { return s.index(k) >= 0 }
+
+// index returns the position of k in s's names, or -1.
+func (s *memberSet) index(k string) int {
 	if len(k) >= 64 || s.lens&(1<<len(k)) == 0 {
-		return false
+		return -1
 	}
-	return slices.Contains(s.names, k)
+	return slices.Index(s.names, k)
 }
 
 // firstRepeat returns the first of s's names that the object t (well

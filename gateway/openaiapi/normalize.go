@@ -120,11 +120,11 @@ func chatInput(obj object) (*iop.RunInput, *Error) {
 // normalizeMessage converts one element of messages. A null element reads
 // as a message without members (refused for its missing role).
 func normalizeMessage(raw json.RawMessage, p pname) (*iop.ChatMessage, *Error) {
-	m, e := objectOrNull(raw, p)
-	if e != nil {
+	var m messageFields
+	if e := fieldsOrNull(raw, messageMembers, m[:], p); e != nil {
 		return nil, e
 	}
-	role, _, e := optStringAt(m, "role", p.dot(".role"))
+	role, _, e := optStringRaw(m[msgRole], p.dot(".role"))
 	if e != nil {
 		return nil, e
 	}
@@ -133,18 +133,18 @@ func normalizeMessage(raw json.RawMessage, p pname) (*iop.ChatMessage, *Error) {
 		return nil, invalidValue(p.dot(".role").String(), "unsupported role.")
 	}
 	cm := &iop.ChatMessage{Role: r}
-	if cm.Name, _, e = optStringAt(m, "name", p.dot(".name")); e != nil {
+	if cm.Name, _, e = optStringRaw(m[msgName], p.dot(".name")); e != nil {
 		return nil, e
 	}
-	if cm.ToolCallId, _, e = optStringAt(m, "tool_call_id", p.dot(".tool_call_id")); e != nil {
+	if cm.ToolCallId, _, e = optStringRaw(m[msgToolCallID], p.dot(".tool_call_id")); e != nil {
 		return nil, e
 	}
 	cp := p
 	cp.mid = ".content"
-	if cm.Content, e = normalizeContent(m["content"], cp); e != nil {
+	if cm.Content, e = normalizeContent(m[msgContent], cp); e != nil {
 		return nil, e
 	}
-	calls, _, e := optArrayAt(m, "tool_calls", p.dot(".tool_calls"))
+	calls, _, e := optArrayRaw(m[msgToolCalls], p.dot(".tool_calls"))
 	if e != nil {
 		return nil, e
 	}
@@ -210,24 +210,24 @@ func normalizeContent(raw json.RawMessage, p pname) ([]*iop.ContentPart, *Error)
 		return nil, typeError(p.String(), "a string or an array of content parts", raw)
 	}
 	out := make([]*iop.ContentPart, 0, len(parts))
+	var part [len(partNames)]json.RawMessage // by contentPartMembers' order
 	for j, raw := range parts {
 		pp := p
 		pp.j = j
-		part, e := objectOrNull(raw, pp)
-		if e != nil {
+		if e := fieldsOrNull(raw, contentPartMembers, part[:], pp); e != nil {
 			return nil, e
 		}
 		// Every member is read whatever the type, so that a malformed
 		// one is refused the same way on every part.
-		typ, _, e := optStringAt(part, "type", pp.dot(".type"))
+		typ, _, e := optStringRaw(part[partType], pp.dot(".type"))
 		if e != nil {
 			return nil, e
 		}
-		text, _, e := optStringAt(part, "text", pp.dot(".text"))
+		text, _, e := optStringRaw(part[partText], pp.dot(".text"))
 		if e != nil {
 			return nil, e
 		}
-		img, e := optObjectAt(part, "image_url", pp.dot(".image_url"))
+		img, e := optMembersRaw(part[partImageURL], pp.dot(".image_url"), nil)
 		if e != nil {
 			return nil, e
 		}
@@ -449,6 +449,21 @@ func stringList(raw json.RawMessage, param, expected string) ([]string, *Error) 
 }
 
 // objectOrNull is raw as an object, nil for null; p names it in the error.
+// fieldsOrNull is objectOrNull for an object read only through s's names,
+// into dst (fieldsOf); a null leaves dst all nil. What it would flag is
+// not refused here: the run input is built from a validated body, whose
+// levels validation already checked.
+func fieldsOrNull(raw json.RawMessage, s *memberSet, dst []json.RawMessage, p pname) *Error {
+	clear(dst)
+	if isNull(raw) {
+		return nil
+	}
+	if _, ok := fieldsOf(raw, s, dst); !ok {
+		return typeError(p.String(), "an object", raw)
+	}
+	return nil
+}
+
 func objectOrNull(raw json.RawMessage, p pname) (object, *Error) {
 	if isNull(raw) {
 		return nil, nil

@@ -1,6 +1,7 @@
 package openaiapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -131,24 +132,9 @@ func parseChat(body []byte) (*ChatRequest, *Error) {
 	if !ok || isNull(rawMsgs) {
 		return nil, missingParam("messages")
 	}
-	msgs, e := decodeMessages(rawMsgs)
-	if e != nil {
+	if r.MessageCount, r.PromptBytes, e = validateMessages(rawMsgs); e != nil {
 		return nil, e
 	}
-	if len(msgs) == 0 {
-		return nil, invalidValue("messages", "expected an array with at least one message, but got an empty array.")
-	}
-	if len(msgs) > MaxMessages {
-		return nil, invalidValue("messages", fmt.Sprintf("expected at most %d messages, but got %d.", MaxMessages, len(msgs)))
-	}
-	for i, m := range msgs {
-		n, e := validateMessage(m, pname{base: "messages", i: i, j: -1})
-		if e != nil {
-			return nil, e
-		}
-		r.PromptBytes += n
-	}
-	r.MessageCount = len(msgs)
 
 	if r.Stream, r.IncludeUsage, e = streamFields(obj); e != nil {
 		return nil, e
@@ -165,36 +151,72 @@ func parseChat(body []byte) (*ChatRequest, *Error) {
 	return r, nil
 }
 
-// decodeMessages splits the messages array of the validated body into its
-// objects by scanning (asArray, asObject): no element is validated or
-// copied twice, which matters on multi-MiB prompts and on every small one.
-func decodeMessages(raw json.RawMessage) ([]object, *Error) {
+// validateMessages checks the messages array of the validated body and
+// returns the number of messages and the bytes they contribute to the
+// prompt estimate. Each message is read by scanning (scanFields): no
+// element is validated or copied twice and no map is built for it, which
+// matters on multi-MiB prompts, on long conversations and on every small
+// request.
+func validateMessages(raw json.RawMessage) (count, size int, e *Error) {
 	elems, ok := asArray(raw)
 	if !ok {
-		return nil, typeError("messages", "an array", raw)
+		return 0, 0, typeError("messages", "an array", raw)
 	}
-	msgs := make([]object, len(elems))
+	if len(elems) == 0 {
+		return 0, 0, invalidValue("messages", "expected an array with at least one message, but got an empty array.")
+	}
+	if len(elems) > MaxMessages {
+		return 0, 0, invalidValue("messages", fmt.Sprintf("expected at most %d messages, but got %d.", MaxMessages, len(elems)))
+	}
+	var m messageFields
 	for i, el := range elems {
-		m, flagged, ok := objectOf(el, messageMembers)
+		p := pname{base: "messages", i: i, j: -1}
+		flagged, ok := fieldsOf(el, messageMembers, m[:])
 		if !ok {
-			return nil, typeError(fmt.Sprintf("messages[%d]", i), "an object", el)
+			return 0, 0, typeError(p.String(), "an object", el)
 		}
 		if flagged != "" {
-			return nil, messageMembers.refuse(flagged, pname{base: "messages", i: i, j: -1})
+			return 0, 0, messageMembers.refuse(flagged, p)
 		}
-		msgs[i] = m
+		n, e := validateMessage(&m, p)
+		if e != nil {
+			return 0, 0, e
+		}
+		size += n
 	}
-	return msgs, nil
+	return len(elems), size, nil
 }
+
+// messageFields holds a message's members as validation reads them, by
+// messageMembers' order (msgRole …); nil when absent.
+type messageFields [len(messageNames)]json.RawMessage
+
+// The names of messageMembers and contentPartMembers, and their positions.
+var (
+	messageNames = [...]string{msgRole: "role", msgContent: "content", msgName: "name",
+		msgToolCallID: "tool_call_id", msgToolCalls: "tool_calls"}
+	partNames = [...]string{partType: "type", partText: "text", partImageURL: "image_url"}
+)
+
+const (
+	msgRole = iota
+	msgContent
+	msgName
+	msgToolCallID
+	msgToolCalls
+)
+
+const (
+	partType = iota
+	partText
+	partImageURL
+)
 
 // validateMessage checks one message and returns the bytes it contributes to
 // the prompt estimate. p names the message.
-func validateMessage(m object, p pname) (int, *Error) {
-	if m == nil {
-		return 0, typeError(p.String(), "an object", json.RawMessage("null"))
-	}
-	rawRole, ok := m["role"]
-	if !ok || isNull(rawRole) {
+func validateMessage(m *messageFields, p pname) (int, *Error) {
+	rawRole := m[msgRole]
+	if rawRole == nil || isNull(rawRole) {
 		return 0, missingParam(p.dot(".role").String())
 	}
 	role, ok := asString(rawRole)
@@ -206,9 +228,8 @@ func validateMessage(m object, p pname) (int, *Error) {
 			fmt.Sprintf("expected one of 'system', 'user', 'assistant', 'tool' or 'developer', but got %s.", quoteValue(role)))
 	}
 	size := 0
-	rawContent, present := m["content"]
-	switch {
-	case !present || isNull(rawContent):
+	switch rawContent := m[msgContent]; {
+	case rawContent == nil || isNull(rawContent):
 		// An assistant turn that only called tools has no content.
 		if role != "assistant" {
 			return 0, missingParam(p.dot(".content").String())
@@ -222,21 +243,23 @@ func validateMessage(m object, p pname) (int, *Error) {
 		}
 		size += n
 	}
-	name, _, e := optStringAt(m, "name", p.dot(".name"))
+	name, _, e := optStringRaw(m[msgName], p.dot(".name"))
 	if e != nil {
 		return 0, e
 	}
 	size += len(name)
-	if _, _, e := optStringAt(m, "tool_call_id", p.dot(".tool_call_id")); e != nil {
+	if _, _, e := optStringRaw(m[msgToolCallID], p.dot(".tool_call_id")); e != nil {
 		return 0, e
 	}
 	if role == "assistant" {
-		calls, _, e := optArrayAt(m, "tool_calls", p.dot(".tool_calls"))
+		calls, _, e := optArrayRaw(m[msgToolCalls], p.dot(".tool_calls"))
 		if e != nil {
 			return 0, e
 		}
 		for j, c := range calls {
-			if _, ok := asObject(c); !ok {
+			// A value of the validated document that opens with a brace is
+			// an object; it is not decoded (nothing here reads inside it).
+			if t := bytes.TrimSpace(c); len(t) == 0 || t[0] != '{' {
 				cp := p
 				cp.mid, cp.j = ".tool_calls", j
 				return 0, typeError(cp.String(), "an object", c)
@@ -263,18 +286,19 @@ func validateContent(raw json.RawMessage, p pname) (int, *Error) {
 		return 0, invalidValue(p.String(), "expected a string or a non-empty array of content parts, but got an empty array.")
 	}
 	size := 0
+	var part [len(partNames)]json.RawMessage // by contentPartMembers' order
 	for k, raw := range parts {
 		pp := p
 		pp.j = k
-		part, flagged, ok := objectOf(raw, contentPartMembers)
+		flagged, ok := fieldsOf(raw, contentPartMembers, part[:])
 		if !ok {
 			return 0, typeError(pp.String(), "an object", raw)
 		}
 		if flagged != "" {
 			return 0, contentPartMembers.refuse(flagged, pp)
 		}
-		rawType, ok := part["type"]
-		if !ok || isNull(rawType) {
+		rawType := part[partType]
+		if rawType == nil || isNull(rawType) {
 			return 0, missingParam(pp.dot(".type").String())
 		}
 		typ, ok := asString(rawType)
@@ -282,8 +306,8 @@ func validateContent(raw json.RawMessage, p pname) (int, *Error) {
 			return 0, typeError(pp.dot(".type").String(), "a string", rawType)
 		}
 		if typ == "text" {
-			rawText, ok := part["text"]
-			if !ok || isNull(rawText) {
+			rawText := part[partText]
+			if rawText == nil || isNull(rawText) {
 				return 0, missingParam(pp.dot(".text").String())
 			}
 			n, ok := stringLen(rawText)

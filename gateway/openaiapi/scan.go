@@ -15,6 +15,59 @@ import (
 // report !ok, and the callers then fall back to encoding/json, so the
 // outcome is always what json.Unmarshal would give.
 
+// scanMembers calls fn with each member of the JSON object raw, in order
+// (the key decoded, the value's bytes), and reports whether raw is a
+// well-formed object as far as the scan can tell; fn may have been called
+// for a prefix of a malformed one.
+func scanMembers(raw []byte, fn func(k string, v json.RawMessage)) bool {
+	t := bytes.TrimSpace(raw)
+	if len(t) < 2 || t[0] != '{' || t[len(t)-1] != '}' {
+		return false
+	}
+	i := skipWS(t, 1)
+	if i < len(t) && t[i] == '}' {
+		return i == len(t)-1
+	}
+	for i < len(t) {
+		if t[i] != '"' {
+			return false
+		}
+		ke := skipString(t, i)
+		if ke > len(t) || t[ke-1] != '"' || ke-i < 2 {
+			return false
+		}
+		// asString, not json.Unmarshal into a local: a string whose
+		// address is taken escapes to the heap, one allocation per key.
+		k, ok := asString(t[i:ke])
+		if !ok {
+			return false
+		}
+		i = skipWS(t, ke)
+		if i >= len(t) || t[i] != ':' {
+			return false
+		}
+		vs := skipWS(t, i+1)
+		if vs >= len(t)-1 { // the value cannot be the closing brace
+			return false
+		}
+		ve := skipValue(t, vs)
+		if ve <= vs || ve > len(t)-1 {
+			return false
+		}
+		fn(k, json.RawMessage(t[vs:ve:ve]))
+		i = skipWS(t, ve)
+		switch {
+		case i == len(t)-1 && t[i] == '}':
+			return true
+		case i < len(t) && t[i] == ',':
+			i = skipWS(t, i+1)
+		default:
+			return false
+		}
+	}
+	return false
+}
+
 // scanObject returns the members of the JSON object raw, a later duplicate
 // key winning, as json.Unmarshal into an object does, and the member s
 // flags (members.go; "" when none, and always when s is nil): the first key
@@ -24,61 +77,50 @@ import (
 // when the map ends up smaller than the keys counted. ok is false when raw
 // is not a well-formed object as far as the scan can tell.
 func scanObject(raw []byte, s *memberSet) (o object, flagged string, ok bool) {
-	t := bytes.TrimSpace(raw)
-	if len(t) < 2 || t[0] != '{' || t[len(t)-1] != '}' {
-		return nil, "", false
-	}
 	o = make(object, 8)
-	i := skipWS(t, 1)
-	if i < len(t) && t[i] == '}' {
-		return o, "", i == len(t)-1
-	}
 	keys := 0
-	for i < len(t) {
-		if t[i] != '"' {
-			return nil, "", false
-		}
-		ke := skipString(t, i)
-		if ke > len(t) || t[ke-1] != '"' || ke-i < 2 {
-			return nil, "", false
-		}
-		// asString, not json.Unmarshal into a local: a string whose
-		// address is taken escapes to the heap, one allocation per key.
-		k, ok := asString(t[i:ke])
-		if !ok {
-			return nil, "", false
-		}
+	ok = scanMembers(raw, func(k string, v json.RawMessage) {
 		if flagged == "" && s.isVariant(k) {
 			flagged = k
 		}
 		keys++
-		i = skipWS(t, ke)
-		if i >= len(t) || t[i] != ':' {
-			return nil, "", false
-		}
-		vs := skipWS(t, i+1)
-		if vs >= len(t)-1 { // the value cannot be the closing brace
-			return nil, "", false
-		}
-		ve := skipValue(t, vs)
-		if ve <= vs || ve > len(t)-1 {
-			return nil, "", false
-		}
-		o[k] = json.RawMessage(t[vs:ve:ve])
-		i = skipWS(t, ve)
-		switch {
-		case i == len(t)-1 && t[i] == '}':
-			if flagged == "" && s != nil && len(o) < keys {
-				flagged = s.firstRepeat(t)
-			}
-			return o, flagged, true
-		case i < len(t) && t[i] == ',':
-			i = skipWS(t, i+1)
-		default:
-			return nil, "", false
-		}
+		o[k] = v
+	})
+	if !ok {
+		return nil, "", false
 	}
-	return nil, "", false
+	if flagged == "" && s != nil && len(o) < keys {
+		flagged = s.firstRepeat(bytes.TrimSpace(raw))
+	}
+	return o, flagged, true
+}
+
+// scanFields is scanObject for an object read only through s's names: it
+// stores the raw value of each in dst (by s's order; nil when absent, the
+// last copy when repeated) and builds no map, which on a long
+// conversation is most of what validating a message costs. flagged is as
+// scanObject's, a repeat noticed as it is stored. dst has len(s.names)
+// elements; unknown members are skipped.
+func scanFields(raw []byte, s *memberSet, dst []json.RawMessage) (flagged string, ok bool) {
+	clear(dst)
+	repeat := ""
+	ok = scanMembers(raw, func(k string, v json.RawMessage) {
+		if n := s.index(k); n >= 0 {
+			if dst[n] != nil && repeat == "" {
+				repeat = k
+			}
+			dst[n] = v
+		} else if flagged == "" && s.isVariant(k) {
+			flagged = k
+		}
+	})
+	if !ok {
+		return "", false
+	}
+	if flagged == "" {
+		flagged = repeat
+	}
+	return flagged, true
 }
 
 // scanArray returns the elements of the JSON array raw, as json.Unmarshal

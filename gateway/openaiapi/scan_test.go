@@ -22,6 +22,7 @@ func FuzzScan(f *testing.F) {
 		`[1, "two", {"3":[]}, null, true]`, `{"a":"\\"}`, `[{"role":"user","content":[{"type":"text","text":"hi"}]}]`,
 		`{"Stream":1,"messages":{"Role":2},"\u017ftream":3}`, `{"top_\u212a":1,"TOP_K":2}`,
 		`{"n":1,"x":{"n":2},"x":3,"stop":4,"n":5,"stop":6}`, `{"a":1,"stop":[],"St\u006fp":0,"stop":2}`,
+		`{"role":"user","content":"a","name":null,"content":"b","Role":1}`, `{"tool_calls":[],"x":{"role":1},"tool_call_id":"c"}`,
 		`{"a":}`, `{"a" 1}`, `[1,]`, `{"a":1}x`, `"str"`, `{`, `[`, `{"a":[}`,
 	} {
 		f.Add([]byte(s))
@@ -29,6 +30,18 @@ func FuzzScan(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		o, flagged, ok := scanObject(b, chatMembers)
 		a, aok := scanArray(b)
+		// scanFields reads what scanObject does, without the map.
+		var f messageFields
+		ffl, fok := scanFields(b, messageMembers, f[:])
+		mo, mfl, mok := scanObject(b, messageMembers)
+		if fok != mok || (fok && ffl != mfl) {
+			t.Fatalf("scanFields ok=%v flagged %q, scanObject ok=%v flagged %q, for %q", fok, ffl, mok, mfl, b)
+		}
+		for i, n := range messageMembers.names {
+			if fok && ((f[i] == nil) != (mo[n] == nil) || !bytes.Equal(f[i], mo[n])) {
+				t.Fatalf("scanFields %s = %q, scanObject %q, for %q", n, f[i], mo[n], b)
+			}
+		}
 		if !json.Valid(b) {
 			return // no panic is all that is asked; callers validate first
 		}

@@ -196,8 +196,12 @@ func optString(obj object, key, param string) (string, bool, *Error) {
 }
 
 func optStringAt(obj object, key string, p pname) (string, bool, *Error) {
-	raw, ok := obj[key]
-	if !ok || isNull(raw) {
+	return optStringRaw(obj[key], p)
+}
+
+// optStringRaw is optStringAt of a member's raw value (nil when absent).
+func optStringRaw(raw json.RawMessage, p pname) (string, bool, *Error) {
+	if raw == nil || isNull(raw) {
 		return "", false, nil
 	}
 	s, ok := asString(raw)
@@ -308,8 +312,12 @@ func optObjectAt(obj object, key string, p pname) (object, *Error) {
 // optMembersAt is optObjectAt that also refuses a case variant of one of
 // s's names in the object, or one of them given twice (members.go).
 func optMembersAt(obj object, key string, p pname, s *memberSet) (object, *Error) {
-	raw, ok := obj[key]
-	if !ok || isNull(raw) {
+	return optMembersRaw(obj[key], p, s)
+}
+
+// optMembersRaw is optMembersAt of a member's raw value (nil when absent).
+func optMembersRaw(raw json.RawMessage, p pname, s *memberSet) (object, *Error) {
+	if raw == nil || isNull(raw) {
 		return nil, nil
 	}
 	o, flagged, ok := objectOf(raw, s)
@@ -320,6 +328,26 @@ func optMembersAt(obj object, key string, p pname, s *memberSet) (object, *Error
 		return nil, s.refuse(flagged, p)
 	}
 	return o, nil
+}
+
+// fieldsOf is objectOf for an object read only through s's names: the raw
+// value of each goes to dst (scanFields), and flagged is as objectOf's.
+func fieldsOf(raw json.RawMessage, s *memberSet, dst []json.RawMessage) (flagged string, ok bool) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '{' {
+		return "", false
+	}
+	if flagged, ok := scanFields(t, s, dst); ok {
+		return flagged, true
+	}
+	o, flagged, ok := objectOf(t, s)
+	if !ok {
+		return "", false
+	}
+	for i, n := range s.names {
+		dst[i] = o[n]
+	}
+	return flagged, true
 }
 
 // checkObject is optObject for a value that is only type-checked: it does
@@ -342,8 +370,12 @@ func optArray(obj object, key, param string) ([]json.RawMessage, bool, *Error) {
 }
 
 func optArrayAt(obj object, key string, p pname) ([]json.RawMessage, bool, *Error) {
-	raw, ok := obj[key]
-	if !ok || isNull(raw) {
+	return optArrayRaw(obj[key], p)
+}
+
+// optArrayRaw is optArrayAt of a member's raw value (nil when absent).
+func optArrayRaw(raw json.RawMessage, p pname) ([]json.RawMessage, bool, *Error) {
+	if raw == nil || isNull(raw) {
 		return nil, false, nil
 	}
 	arr, ok := asArray(raw)
