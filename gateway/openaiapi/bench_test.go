@@ -39,15 +39,17 @@ func longChat() []byte {
 		`{"role":"user","content":"` + p.String() + `"}],"stream":true,"max_tokens":512}`)
 }
 
-func BenchmarkParseChatLong(b *testing.B) {
-	body := longChat()
+// benchEach runs f on body in every iteration, counting body's bytes.
+func benchEach(b *testing.B, body []byte, f func([]byte) error) {
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, err := ParseChat(body); err != nil {
+		if err := f(body); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
+
+func BenchmarkParseChatLong(b *testing.B) { benchEach(b, longChat(), chat) }
 
 func BenchmarkRewriteValidModelLong(b *testing.B) {
 	body := longChat()
@@ -59,15 +61,7 @@ func BenchmarkRewriteValidModelLong(b *testing.B) {
 	}
 }
 
-func BenchmarkParseChat4MiB(b *testing.B) {
-	body := bigChat()
-	b.SetBytes(int64(len(body)))
-	for b.Loop() {
-		if _, err := ParseChat(body); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkParseChat4MiB(b *testing.B) { benchEach(b, bigChat(), chat) }
 
 func BenchmarkRewriteModel4MiB(b *testing.B) {
 	body := bigChat()
@@ -105,14 +99,7 @@ var smallChat = []byte(`{"model":"qwen-7b","stream":true,"messages":[{"role":"sy
 	`"description":"Current weather for a city","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}],` +
 	`"temperature":0.7,"max_tokens":256}`)
 
-func BenchmarkParseChatSmall(b *testing.B) {
-	b.SetBytes(int64(len(smallChat)))
-	for b.Loop() {
-		if _, err := ParseChat(smallChat); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkParseChatSmall(b *testing.B) { benchEach(b, smallChat, chat) }
 
 // historyChat is a long conversation: 1,000 short turns, the shape where
 // the per-message work of validation (not the bytes of a prompt) decides.
@@ -126,15 +113,7 @@ func historyChat() []byte {
 	return []byte(b.String())
 }
 
-func BenchmarkParseChatHistory(b *testing.B) {
-	body := historyChat()
-	b.SetBytes(int64(len(body)))
-	for b.Loop() {
-		if _, err := ParseChat(body); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkParseChatHistory(b *testing.B) { benchEach(b, historyChat(), chat) }
 
 // BenchmarkChatStreamDelta renders one streamed text delta (a word, as a
 // model streams them) into an SSE chunk and hands it to the writer.

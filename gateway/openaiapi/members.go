@@ -57,8 +57,8 @@ func newMemberSet(names ...string) *memberSet {
 }
 
 // The members each validator reads (and, for the run path, each
-// normalizer: normalize.go). membersTest checks that every name the
-// package's sources look up is in one of them.
+// normalizer: normalize.go). TestMemberSetsCoverReads checks that every
+// name the package's sources look up is in one of them.
 var (
 	chatMembers = newMemberSet("model", "messages", "stream", "stream_options",
 		"tools", "tool_choice", "parallel_tool_calls", "response_format",

@@ -448,7 +448,6 @@ func stringList(raw json.RawMessage, param, expected string) ([]string, *Error) 
 	return out, nil
 }
 
-// objectOrNull is raw as an object, nil for null; p names it in the error.
 // fieldsOrNull is objectOrNull for an object read only through s's names,
 // into dst (fieldsOf); a null leaves dst all nil. What it would flag is
 // not refused here: the run input is built from a validated body, whose
@@ -464,6 +463,7 @@ func fieldsOrNull(raw json.RawMessage, s *memberSet, dst []json.RawMessage, p pn
 	return nil
 }
 
+// objectOrNull is raw as an object, nil for null; p names it in the error.
 func objectOrNull(raw json.RawMessage, p pname) (object, *Error) {
 	if isNull(raw) {
 		return nil, nil

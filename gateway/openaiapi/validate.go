@@ -340,14 +340,14 @@ func fieldsOf(raw json.RawMessage, s *memberSet, dst []json.RawMessage) (flagged
 	if flagged, ok := scanFields(t, s, dst); ok {
 		return flagged, true
 	}
-	o, flagged, ok := objectOf(t, s)
-	if !ok {
+	var o object // the backstop, as in objectOf
+	if json.Unmarshal(t, &o) != nil || o == nil {
 		return "", false
 	}
 	for i, n := range s.names {
 		dst[i] = o[n]
 	}
-	return flagged, true
+	return s.flagUnscanned(o, t), true
 }
 
 // checkObject is optObject for a value that is only type-checked: it does
