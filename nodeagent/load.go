@@ -2,6 +2,8 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
+	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,10 +19,11 @@ const loadIdleCheck = 5 * time.Second
 
 // reportLoad samples every instance's backend and sends a LoadReport on
 // conn every load_report_interval_ms of the applied config (read at each
-// tick, so a refresh takes effect), until ctx ends or a send fails (the
-// session is ending then). A sample is bounded by the interval: a backend
-// that does not answer its health probe in time is reported as it last
-// was by its adapter's own cache, never waited for.
+// tick, so a refresh takes effect), until ctx ends or the connection
+// closes. A report the edge was too slow to take within the interval is
+// skipped, not retried: the next one is newer. A sample is bounded by the
+// interval: a backend that does not answer its health probe in time is
+// reported as it last was by its adapter's own cache, never waited for.
 func (a *Agent) reportLoad(ctx context.Context, conn *nodewire.ClientConn) {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -39,10 +42,10 @@ func (a *Agent) reportLoad(ctx context.Context, conn *nodewire.ClientConn) {
 		r := a.loadReport(sctx)
 		cancel()
 		if err := conn.SendLoad(r, time.Now().Add(every)); err != nil {
-			if ctx.Err() == nil {
-				a.log.Debug("load report not sent", zap.Error(err))
+			if ctx.Err() != nil || !errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, nodewire.ErrStreamCut) {
+				return // the session is ending
 			}
-			return
+			a.log.Debug("load report not sent in time", zap.Error(err))
 		}
 		t.Reset(every)
 	}

@@ -3,6 +3,7 @@ package nodewire
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -194,10 +195,17 @@ func (c *ClientConn) ReadyWith(ctx context.Context, req *iop.NodeReadyRequest) e
 }
 
 // SendLoad sends a load report on the control stream, bounded by deadline
-// (the edge may be slow to read; a report is worth nothing late).
+// (the edge may be slow to read; a report is worth nothing late). A
+// deadline that passes leaves the connection as it was, unless it cut the
+// report mid-frame (ErrStreamCut): the control stream is then unusable and
+// the connection is closed.
 func (c *ClientConn) SendLoad(r *iop.LoadReport, deadline time.Time) error {
 	if err := c.ctrl.SendWritten(&iop.Envelope{Body: &iop.Envelope_LoadReport{LoadReport: r}}, deadline); err != nil {
-		return fmt.Errorf("nodewire: load report: %w", err)
+		err = fmt.Errorf("nodewire: load report: %w", err)
+		if errors.Is(err, ErrStreamCut) {
+			c.closeWith(err)
+		}
+		return err
 	}
 	return nil
 }
@@ -207,8 +215,8 @@ func (c *ClientConn) SendLoad(r *iop.LoadReport, deadline time.Time) error {
 // session). The answer is read by the heartbeat receiver; a refusal closes
 // the connection.
 func (c *ClientConn) ReadyAgain(nodeID string) error {
-	_ = c.ctrl.SetWriteDeadline(time.Now().Add(c.cfg.HandshakeTimeout))
-	if err := c.ctrl.Send(&iop.Envelope{Body: &iop.Envelope_NodeReadyRequest{NodeReadyRequest: &iop.NodeReadyRequest{NodeId: nodeID}}}); err != nil {
+	ready := &iop.Envelope{Body: &iop.Envelope_NodeReadyRequest{NodeReadyRequest: &iop.NodeReadyRequest{NodeId: nodeID}}}
+	if err := c.ctrl.SendBy(ready, time.Now().Add(c.cfg.HandshakeTimeout)); err != nil {
 		return fmt.Errorf("nodewire: send ready: %w", err)
 	}
 	return nil

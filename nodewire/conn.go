@@ -93,8 +93,10 @@ func (c *Conn) startMux(client bool) error {
 		sess = newMuxSession(c.raw, false, 1)
 	}
 	c.sess.Store(sess)
-	c.errMu.Unlock()
+	// Counted before errMu is released: a Close that finds the session
+	// (closeWith reads it under errMu) then waits for this goroutine too.
 	c.wg.Add(1)
+	c.errMu.Unlock()
 	// Owner: the Conn. Stops when the session dies (socket error, peer
 	// close) or the Conn is closed.
 	go func() {
@@ -238,10 +240,9 @@ func (c *Conn) sendHeartbeats(interval, timeout time.Duration) {
 	var seq uint64
 	for {
 		seq++
-		_ = c.ctrl.SetWriteDeadline(time.Now().Add(timeout))
-		err := c.ctrl.Send(&iop.Envelope{Body: &iop.Envelope_Heartbeat{Heartbeat: &iop.Heartbeat{
+		err := c.ctrl.SendBy(&iop.Envelope{Body: &iop.Envelope_Heartbeat{Heartbeat: &iop.Heartbeat{
 			Sequence: seq, SentUnixNano: time.Now().UnixNano(),
-		}}})
+		}}}, time.Now().Add(timeout))
 		if err != nil {
 			c.closeWith(fmt.Errorf("nodewire: send heartbeat: %w", err))
 			return
@@ -279,8 +280,7 @@ func (c *Conn) recvHeartbeats(timeout time.Duration, onControl func(*iop.Envelop
 				return
 			}
 			if answer != nil {
-				_ = c.ctrl.SetWriteDeadline(time.Now().Add(timeout))
-				if err := c.ctrl.Send(answer); err != nil {
+				if err := c.ctrl.SendBy(answer, time.Now().Add(timeout)); err != nil {
 					c.closeWith(fmt.Errorf("nodewire: control answer: %w", err))
 					return
 				}

@@ -24,6 +24,10 @@ var (
 	// ErrNotReady is returned by Client.Ready when the Edge answered
 	// ready=false: the session must be closed and a new one dialed.
 	ErrNotReady = errors.New("nodewire: ready refused")
+	// ErrStreamCut is returned by every send on a stream after a write
+	// failed part-way through a frame: the peer would read the next frame
+	// as the rest of that one.
+	ErrStreamCut = errors.New("nodewire: stream cut mid-frame")
 )
 
 // RejectedError is a registration the Edge refused.

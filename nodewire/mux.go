@@ -289,15 +289,17 @@ func putHeader(b []byte, typ byte, flags uint16, id, length uint32) {
 	binary.BigEndian.PutUint32(b[8:12], length)
 }
 
-// enqueue appends one frame for the writer. Data frames (wait true) block
-// while muxMaxPending bytes are already waiting, until the writer takes
-// them, the deadline passes (zero: none) or the session closes; control
-// frames never block, so the reader and a closing stream cannot stall.
-func (s *muxSession) enqueue(typ byte, flags uint16, id uint32, length uint32, payload []byte, wait bool, deadline time.Time) error {
-	if err := s.lockPending(wait, deadline); err != nil {
+// enqueue appends one frame for the writer. A stream's data frames
+// (waiter, the stream, non-nil) block while muxMaxPending bytes are
+// already waiting, until the writer takes them, the stream's write
+// deadline passes or the stream or session fails (muxStream.waitQueue);
+// control frames (waiter nil) never block, so the reader and a closing
+// stream cannot stall.
+func (s *muxSession) enqueue(typ byte, flags uint16, id uint32, length uint32, payload []byte, waiter *muxStream) error {
+	if err := s.lockPending(waiter); err != nil {
 		return err
 	}
-	if !wait && len(s.pending) >= muxMaxControlPending {
+	if waiter == nil && len(s.pending) >= muxMaxControlPending {
 		// The peer has not read for a long while and keeps making us
 		// answer: drop it rather than buffer without bound.
 		s.wmu.Unlock()
@@ -312,8 +314,8 @@ func (s *muxSession) enqueue(typ byte, flags uint16, id uint32, length uint32, p
 // announce queues a new stream's first frame (flags include SYN). The id is
 // given out in the same step, so ids reach the peer in increasing order
 // however streams are opened and first written concurrently.
-func (s *muxSession) announce(st *muxStream, flags uint16, payload []byte, wait bool, deadline time.Time) error {
-	if err := s.lockPending(wait, deadline); err != nil {
+func (s *muxSession) announce(st *muxStream, flags uint16, payload []byte, waiter *muxStream) error {
+	if err := s.lockPending(waiter); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -350,18 +352,18 @@ func (s *muxSession) announce(st *muxStream, flags uint16, payload []byte, wait 
 	return nil
 }
 
-// lockPending takes wmu for appending frames. With wait, it first waits
-// while muxMaxPending bytes are pending; it fails when the session is
-// closed.
-func (s *muxSession) lockPending(wait bool, deadline time.Time) error {
+// lockPending takes wmu for appending frames. With a waiter, it first
+// waits while muxMaxPending bytes are pending, as long as the waiter's
+// write deadline allows; it fails when the session is closed.
+func (s *muxSession) lockPending(waiter *muxStream) error {
 	s.wmu.Lock()
-	for wait && len(s.pending) >= muxMaxPending {
+	for waiter != nil && len(s.pending) >= muxMaxPending {
 		if s.drained == nil {
 			s.drained = make(chan struct{})
 		}
 		drained := s.drained
 		s.wmu.Unlock()
-		if err := s.waitDrained(drained, deadline); err != nil {
+		if err := waiter.waitQueue(drained); err != nil {
 			return err
 		}
 		s.wmu.Lock()
@@ -425,18 +427,10 @@ func (s *muxSession) unlockPending() {
 	}
 }
 
-func (s *muxSession) waitDrained(drained <-chan struct{}, deadline time.Time) error {
-	closed, err := waitSignal(drained, s.done, deadline)
-	if closed {
-		return s.err()
-	}
-	return err
-}
-
 // waitSignal blocks until c is signalled, done is closed (closed true) or
 // the deadline (zero: none) passes (errTimeout). The session's waits (a
-// full write queue) are rare, so each makes its own timer; a stream's
-// waits use its deadlines' timers (streamDeadline).
+// frame's way onto the wire) are rare, so each makes its own timer; a
+// stream's waits use its deadlines' timers (streamDeadline).
 func waitSignal(c, done <-chan struct{}, deadline time.Time) (closed bool, err error) {
 	var timeout <-chan time.Time
 	if !deadline.IsZero() {
@@ -571,7 +565,7 @@ func (s *muxSession) readData(br *bufio.Reader, flags uint16, id, length uint32)
 	}
 	if refused {
 		// Nobody accepts fast enough; the peer learns at once.
-		_ = s.enqueue(muxTypeData, flagRST, id, 0, nil, false, time.Time{})
+		_ = s.enqueue(muxTypeData, flagRST, id, 0, nil, nil)
 	}
 	payload, err := br.Peek(int(length))
 	if err != nil {

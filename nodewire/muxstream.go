@@ -127,7 +127,7 @@ func (st *muxStream) consumeLocked(n int, handOff bool) (grant uint32) {
 // result, after st.mu is released); 0 sends nothing.
 func (st *muxStream) sendGrant(grant uint32) {
 	if grant > 0 {
-		_ = st.sess.enqueue(muxTypeWindow, 0, st.id.Load(), grant, nil, false, time.Time{})
+		_ = st.sess.enqueue(muxTypeWindow, 0, st.id.Load(), grant, nil, nil)
 	}
 }
 
@@ -235,6 +235,33 @@ func (st *muxStream) wait(c chan struct{}) {
 	}
 }
 
+// waitQueue blocks until drained is signalled (the session's writer took
+// the frames queued ahead), or fails when the stream's write deadline
+// passes, the stream fails or the session closes. The deadline is looked
+// at on every wake-up, not read once: its timer signals wnotify when it
+// expires, so a deadline moved while the write waits (a client gone, an
+// Abort) ends the wait on our clock, not when the peer reads.
+func (st *muxStream) waitQueue(drained <-chan struct{}) error {
+	for {
+		st.mu.Lock()
+		err, expired := st.err, st.wdl.expired
+		st.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if expired {
+			return st.timedOut(st.wnotify)
+		}
+		select {
+		case <-drained:
+			return nil
+		case <-st.wnotify:
+		case <-st.sess.done:
+			return st.sess.err()
+		}
+	}
+}
+
 // timedOut returns errTimeout for a wait on c whose deadline has expired,
 // passing the expiry's signal on: another goroutine waiting on c (two
 // readers of one stream) sees it too.
@@ -293,18 +320,18 @@ func (st *muxStream) Write(p []byte) (int, error) {
 
 // sendLocked queues one data frame; st.wmu must be held.
 func (st *muxStream) sendLocked(payload []byte, flags uint16) error {
-	st.mu.Lock()
-	deadline := st.wdl.at
-	st.mu.Unlock()
 	// Only payload waits for the writer to catch up: an empty frame (open,
 	// FIN) must go out even when the write deadline has passed, or the
 	// peer would never learn the stream ended.
-	wait := len(payload) > 0
+	var waiter *muxStream
+	if len(payload) > 0 {
+		waiter = st
+	}
 	var err error
 	if !st.synSent.Load() {
-		err = st.sess.announce(st, flags|flagSYN, payload, wait, deadline)
+		err = st.sess.announce(st, flags|flagSYN, payload, waiter)
 	} else {
-		err = st.sess.enqueue(muxTypeData, flags, st.id.Load(), uint32(len(payload)), payload, wait, deadline)
+		err = st.sess.enqueue(muxTypeData, flags, st.id.Load(), uint32(len(payload)), payload, waiter)
 	}
 	if err != nil {
 		return fmt.Errorf("nodewire: stream %d: %w", st.id.Load(), err)
@@ -363,7 +390,7 @@ func (st *muxStream) Reset() {
 		st.sess.forget(id)
 	}
 	if announced {
-		_ = st.sess.enqueue(muxTypeData, flagRST, id, 0, nil, false, time.Time{})
+		_ = st.sess.enqueue(muxTypeData, flagRST, id, 0, nil, nil)
 	}
 }
 
@@ -451,9 +478,6 @@ func (st *muxStream) deliver(payload []byte, flags uint16) error {
 		st.Reset()
 		return nil
 	}
-	if credited > 0 {
-		_ = st.sess.enqueue(muxTypeWindow, 0, st.id.Load(), credited, nil, false, time.Time{})
-	}
 	finished := false
 	if flags&flagFIN != 0 {
 		st.rclosed = true
@@ -465,6 +489,9 @@ func (st *muxStream) deliver(payload []byte, flags uint16) error {
 		watch = st.takeWatchLocked()
 	}
 	st.mu.Unlock()
+	// Sent with st.mu released, as every frame is: a peer that does not
+	// read makes enqueue close the session, which fails this stream too.
+	st.sendGrant(credited)
 	notify(st.rnotify)
 	startWatch(watch)
 	if finished {
@@ -644,9 +671,20 @@ func (st *muxStream) abort(linger time.Duration) {
 		return
 	}
 	st.discard = true
+	// The dropped bytes and those read since the last window update are
+	// the peer's credit: handed back, a peer whose writes had filled the
+	// window sends on (into the discard) and ends with its FIN rather
+	// than waiting for the linger's reset.
+	var credit uint32
+	if !st.rclosed {
+		credit = uint32(len(st.rbuf)-st.roff) + st.consumed
+		st.consumed = 0
+		st.credit += credit
+	}
 	st.dropLocked()
 	done := st.rclosed && st.wclosed
 	st.mu.Unlock()
+	st.sendGrant(credit)
 	if done {
 		return // both sides closed: already forgotten
 	}

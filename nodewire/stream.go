@@ -1,10 +1,11 @@
 package nodewire
 
 import (
-	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -27,10 +28,19 @@ type Stream struct {
 	wmu    sync.Mutex // serialises Send so frames never interleave
 	queued []byte     // guarded by wmu: frames encoded by Queue, not yet written; nil when none
 	qbuf   *[]byte    // guarded by wmu: the pooled buffer queued lives in
-	rmu    sync.Mutex // serialises Recv (guards br, lentBuf, lentEnv, lentRun)
-	// br is guarded by rmu: a pooled reader, taken when bytes arrived and
-	// handed back once drained, so a quiet stream holds none.
-	br *bufio.Reader
+	// werr is guarded by wmu: set when a write failed after part of a
+	// frame went out (a deadline passed waiting for window credit), so
+	// every later send fails with it rather than send a frame the peer
+	// would read as the rest of that one; nil otherwise.
+	werr error
+	rmu  sync.Mutex // serialises Recv (guards part, rerr, lentBuf, lentEnv, lentRun)
+	// part is guarded by rmu: the frame Recv has begun to read; empty
+	// between frames.
+	part partialFrame
+	// rerr is guarded by rmu: set when the stream's frames can no longer
+	// be told apart (a length over the limit), so every later Recv fails
+	// with it instead of reading payload bytes as a length; nil otherwise.
+	rerr error
 	// lentBuf, lentEnv and lentRun are guarded by rmu: what the last
 	// RecvLent lent (a receive buffer and the tunnel frame decoded from
 	// it, or a run event), handed back to their pools by the next
@@ -46,10 +56,23 @@ func newStream(s *muxStream, maxFrame int) *Stream {
 	return &Stream{s: s, maxFrame: maxFrame}
 }
 
-// Mux streams read from an in-memory buffer, so a large bufio buffer would
-// only cost memory; a small one saves the lock round trips of reading a
-// frame header and payload separately.
-var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 512) }}
+// partialFrame is a frame Recv has begun to read before all of it arrived
+// (one larger than a mux data frame, or a burst cut mid-frame). It is kept
+// across calls, so a read deadline that passes mid-frame leaves the stream
+// in step: dispatch's Cancel sets the deadline to now under a waiting
+// Recv, and Drain then reads on for the node's terminal frame.
+type partialFrame struct {
+	hdr  [frameHeaderLen]byte
+	hdrN int // bytes of hdr read so far; 0 between frames
+	need int // the payload's length, once hdr is whole
+	// payload is what of the payload has arrived: allocated up to
+	// eagerPayload when the length is known, then grown (doubling, up to
+	// need) only as bytes arrive, so a peer that announces a large frame
+	// and sends little costs little.
+	payload []byte
+}
+
+func (p *partialFrame) active() bool { return p.hdrN > 0 }
 
 // ID is the stream's multiplexer id, for logs; 0 until its first frame is
 // sent on a stream this side opened.
@@ -60,8 +83,26 @@ func (st *Stream) ID() uint32 { return st.s.StreamID() }
 func (st *Stream) Send(env *iop.Envelope) error {
 	st.wmu.Lock()
 	defer st.wmu.Unlock()
+	return st.sendLocked(env)
+}
+
+// SendBy is Send bounded by deadline, which it makes the stream's write
+// deadline under the same lock as the send: senders sharing a stream (the
+// control stream's heartbeats, answers and load reports) each get their
+// own, not whichever another sender set last.
+func (st *Stream) SendBy(env *iop.Envelope, deadline time.Time) error {
+	st.wmu.Lock()
+	defer st.wmu.Unlock()
+	_ = st.s.SetWriteDeadline(deadline)
+	return st.sendLocked(env)
+}
+
+func (st *Stream) sendLocked(env *iop.Envelope) error {
+	if st.werr != nil {
+		return st.werr
+	}
 	if len(st.queued) == 0 {
-		return WriteFrame(st.s, env, st.maxFrame)
+		return WriteFrame((*frameWriter)(st), env, st.maxFrame)
 	}
 	buf, err := AppendFrame(st.queued, env, st.maxFrame)
 	if err != nil {
@@ -71,13 +112,26 @@ func (st *Stream) Send(env *iop.Envelope) error {
 	return st.flushLocked()
 }
 
-// SendWritten is Send that returns only once the frame has been written to
-// the connection (not merely queued for the writer), or fails by
+// frameWriter writes a Stream's encoded frames (st.wmu held), recording a
+// write that fails part-way (werr).
+type frameWriter Stream
+
+func (w *frameWriter) Write(p []byte) (int, error) {
+	st := (*Stream)(w)
+	n, err := st.s.Write(p)
+	if err != nil && n > 0 {
+		st.werr = fmt.Errorf("%w: %w", ErrStreamCut, err)
+		return n, st.werr
+	}
+	return n, err
+}
+
+// SendWritten is SendBy that returns only once the frame has been written
+// to the connection (not merely queued for the writer), or fails by
 // deadline: for answers whose delivery the caller acts on (the ready
 // acknowledgement is sent before the node is activated).
 func (st *Stream) SendWritten(env *iop.Envelope, deadline time.Time) error {
-	_ = st.SetWriteDeadline(deadline)
-	if err := st.Send(env); err != nil {
+	if err := st.SendBy(env, deadline); err != nil {
 		return err
 	}
 	sess := st.s.sess
@@ -123,7 +177,11 @@ func (st *Stream) flushLocked() error {
 	if len(st.queued) == 0 {
 		return nil
 	}
-	_, err := st.s.Write(st.queued) // copies: the buffer is free again
+	if st.werr != nil {
+		st.releaseQueueLocked()
+		return st.werr
+	}
+	_, err := (*frameWriter)(st).Write(st.queued) // copies: the buffer is free again
 	st.releaseQueueLocked()
 	if err != nil {
 		return fmt.Errorf("nodewire: write: %w", err)
@@ -149,7 +207,10 @@ func (st *Stream) releaseQueueLocked() {
 func (st *Stream) Recv() (*iop.Envelope, error) {
 	st.rmu.Lock()
 	defer st.rmu.Unlock()
-	if st.br == nil {
+	if st.rerr != nil {
+		return nil, st.rerr
+	}
+	if !st.part.active() {
 		// Wait with nothing held: a stream may be quiet for minutes.
 		if err := st.s.waitReadable(); err != nil {
 			return nil, err
@@ -158,24 +219,67 @@ func (st *Stream) Recv() (*iop.Envelope, error) {
 			return DecodeEnvelope(payload)
 		}
 	}
-	return st.recvBufferedLocked()
+	return st.recvPartialLocked()
 }
 
-// recvBufferedLocked reads the next frame through a pooled buffered reader
-// (st.rmu held), taken for a frame that has not all arrived and handed back
-// once it has nothing buffered.
-func (st *Stream) recvBufferedLocked() (*iop.Envelope, error) {
-	if st.br == nil {
-		st.br = readers.Get().(*bufio.Reader)
-		st.br.Reset(st.s)
+// recvPartialLocked reads the next frame, or the rest of the one begun, as
+// its bytes arrive (st.rmu held): the frame that has not all arrived, or
+// one over the limit, which it refuses from the length. What ReadFrame
+// returns for the same bytes it returns, except that a read deadline
+// passing mid-frame keeps what was read for the next call.
+func (st *Stream) recvPartialLocked() (*iop.Envelope, error) {
+	p := &st.part
+	for p.hdrN < frameHeaderLen {
+		n, err := st.s.Read(p.hdr[p.hdrN:])
+		p.hdrN += n
+		if err != nil {
+			if p.hdrN > 0 && errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF // inside a header
+			}
+			return nil, st.partFailedLocked(err) // io.EOF between frames
+		}
 	}
-	env, err := ReadFrame(st.br, st.maxFrame)
-	if st.br.Buffered() == 0 {
-		st.br.Reset(nil)
-		readers.Put(st.br)
-		st.br = nil
+	if p.payload == nil {
+		size, limit := binary.BigEndian.Uint32(p.hdr[:]), st.maxFrame
+		if limit <= 0 {
+			limit = DefaultMaxFrameSize
+		}
+		if uint64(size) > uint64(limit) {
+			st.part = partialFrame{}
+			st.rerr = fmt.Errorf("%w: %d bytes > %d", ErrFrameTooLarge, size, limit)
+			return nil, st.rerr
+		}
+		p.need = int(size)
+		p.payload = make([]byte, 0, min(p.need, eagerPayload))
 	}
-	return env, err
+	for len(p.payload) < p.need {
+		if len(p.payload) == cap(p.payload) {
+			grown := make([]byte, len(p.payload), min(p.need, 2*cap(p.payload)))
+			p.payload = grown[:copy(grown, p.payload)]
+		}
+		n, err := st.s.Read(p.payload[len(p.payload):min(cap(p.payload), p.need)])
+		p.payload = p.payload[:len(p.payload)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, st.partFailedLocked(fmt.Errorf("nodewire: read payload: %w", err))
+		}
+	}
+	payload := p.payload
+	st.part = partialFrame{}
+	return DecodeEnvelope(payload)
+}
+
+// partFailedLocked returns err, from a read of the frame begun (st.rmu
+// held). When only the read deadline passed what was read is kept, for
+// the next Recv to go on with; otherwise the stream failed or ended and
+// no later read completes the frame, so it is dropped.
+func (st *Stream) partFailedLocked(err error) error {
+	if !errors.Is(err, errTimeout) {
+		st.part = partialFrame{}
+	}
+	return err
 }
 
 // tunnelEnvelopes holds the decoded frames RecvLent lends.
@@ -204,15 +308,18 @@ func (st *Stream) RecvLent() (*iop.Envelope, error) {
 	st.rmu.Lock()
 	defer st.rmu.Unlock()
 	st.releaseLentLocked()
-	if st.br != nil {
-		return st.recvBufferedLocked()
+	if st.rerr != nil {
+		return nil, st.rerr
+	}
+	if st.part.active() {
+		return st.recvPartialLocked()
 	}
 	if err := st.s.waitReadable(); err != nil {
 		return nil, err
 	}
 	payload, buf, ok := st.s.takeWholeFrame(st.maxFrame)
 	if !ok {
-		return st.recvBufferedLocked()
+		return st.recvPartialLocked()
 	}
 	if inner, ok := onlyEnvelopeField(payload, fieldEnvelopeTunnelFrame); ok {
 		te := tunnelEnvelopes.Get().(*tunnelEnvelope)
@@ -272,12 +379,12 @@ func mayAlias(payload []byte) bool {
 // unread, so that the next Recv or RecvLent returns it without waiting on
 // the peer. A relay asks before it flushes what it wrote: when the next
 // frame is already here, one flush can carry both. It is a hint: false
-// when unsure (part of a frame read into the buffered reader), and a
+// when unsure (part of a frame already read by a Recv that timed out), and a
 // stream may fail after it said true (Recv then returns the failure at
 // once). It must not be called concurrently with Recv.
 func (st *Stream) FrameReady() bool {
 	st.rmu.Lock()
-	partial := st.br != nil
+	partial := st.part.active()
 	st.rmu.Unlock()
 	return !partial && st.s.frameReady(st.maxFrame)
 }
@@ -290,10 +397,9 @@ func (st *Stream) FrameReady() bool {
 // caller watch a quiet stream without a goroutine parked in Recv; the
 // caller must not Recv concurrently with it or with f.
 func (st *Stream) AfterReadable(f func()) bool {
-	st.rmu.Lock()
-	buffered := st.br != nil && st.br.Buffered() > 0
-	st.rmu.Unlock()
-	return !buffered && st.s.afterReadable(f)
+	// Recv reads nothing ahead of the frame it is in: every byte it has
+	// not used is still the mux stream's, which this watches.
+	return st.s.afterReadable(f)
 }
 
 // StopWatch disarms AfterReadable's f. It returns false when none was

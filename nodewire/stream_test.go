@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -62,8 +63,8 @@ func TestStreamRecvWholeAndPartialFrames(t *testing.T) {
 		if got != seq || string(body) != fmt.Sprintf("data: %d\n\n", seq) {
 			t.Fatalf("frame %d: got seq %d body %q", seq, got, body)
 		}
-		if st.br != nil {
-			t.Fatalf("frame %d arrived whole but Recv holds a buffered reader", seq)
+		if st.part.active() {
+			t.Fatalf("frame %d arrived whole but Recv holds part of a frame", seq)
 		}
 	}
 
@@ -257,6 +258,36 @@ func FuzzStreamRecv(f *testing.F) {
 		if err := <-delivered; err != nil {
 			t.Fatal(err)
 		}
+
+		// RecvLent with its read deadline passed, each piece delivered
+		// only once a read has timed out on what came before: every piece
+		// boundary inside a frame is a timeout mid-frame, which must
+		// leave the stream in step.
+		ms = newMuxStream(sess, 5)
+		st = newStream(ms, maxSize)
+		pieces := splitPieces(data, sizes)
+		finished := false
+		_ = st.SetReadDeadline(time.Now())
+		check("RecvLent timing out", func() (*iop.Envelope, error) {
+			for {
+				env, err := st.RecvLent()
+				if finished || !errors.Is(err, os.ErrDeadlineExceeded) {
+					return env, err
+				}
+				if len(pieces) > 0 {
+					if err := ms.deliver(pieces[0], 0); err != nil {
+						t.Fatalf("deliver: %v", err)
+					}
+					pieces = pieces[1:]
+					continue
+				}
+				if err := ms.deliver(nil, flagFIN); err != nil {
+					t.Fatalf("deliver FIN: %v", err)
+				}
+				finished = true
+				_ = st.SetReadDeadline(time.Time{})
+			}
+		})
 	})
 }
 
