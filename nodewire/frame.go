@@ -111,6 +111,15 @@ func maxFrame(maxSize int) int {
 	return maxSize
 }
 
+// checkFrameLen is the ErrFrameTooLarge for a received length prefix n
+// over maxSize (<= 0: DefaultMaxFrameSize), or nil.
+func checkFrameLen(n uint32, maxSize int) error {
+	if limit := maxFrame(maxSize); uint64(n) > uint64(limit) {
+		return fmt.Errorf("%w: %d bytes > %d", ErrFrameTooLarge, n, limit)
+	}
+	return nil
+}
+
 // errInvalidUTF8 is a string field that is not valid UTF-8, which proto3
 // forbids on both sides of the wire.
 var errInvalidUTF8 = errors.New("a string field is not valid UTF-8")
@@ -126,11 +135,8 @@ func ReadFrame(r io.Reader, maxSize int) (*iop.Envelope, error) {
 		return nil, err // io.EOF between frames, io.ErrUnexpectedEOF inside a header
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
-	if maxSize <= 0 {
-		maxSize = DefaultMaxFrameSize
-	}
-	if uint64(n) > uint64(maxSize) {
-		return nil, fmt.Errorf("%w: %d bytes > %d", ErrFrameTooLarge, n, maxSize)
+	if err := checkFrameLen(n, maxSize); err != nil {
+		return nil, err
 	}
 	payload, err := readPayload(r, int(n))
 	if err != nil {

@@ -240,14 +240,10 @@ func (st *Stream) recvPartialLocked() (*iop.Envelope, error) {
 		}
 	}
 	if p.payload == nil {
-		size, limit := binary.BigEndian.Uint32(p.hdr[:]), st.maxFrame
-		if limit <= 0 {
-			limit = DefaultMaxFrameSize
-		}
-		if uint64(size) > uint64(limit) {
-			st.part = partialFrame{}
-			st.rerr = fmt.Errorf("%w: %d bytes > %d", ErrFrameTooLarge, size, limit)
-			return nil, st.rerr
+		size := binary.BigEndian.Uint32(p.hdr[:])
+		if err := checkFrameLen(size, st.maxFrame); err != nil {
+			st.part, st.rerr = partialFrame{}, err
+			return nil, err
 		}
 		p.need = int(size)
 		p.payload = make([]byte, 0, min(p.need, eagerPayload))
