@@ -188,7 +188,16 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 			fr = "stop"
 		}
 		in.stats.addUsage(res.Usage)
-		_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_COMPLETE, FinishReason: fr, Usage: res.Usage, Metadata: res.Metadata, Output: res.Output})
+		err := send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_COMPLETE, FinishReason: fr, Usage: res.Usage, Metadata: res.Metadata, Output: res.Output})
+		if re := undeliverable(err, req.GetOperation()); re != nil {
+			// Nothing of the COMPLETE was written (the stream is intact), so
+			// the run still ends with a terminal event the edge can render,
+			// not with a stream closed early that reads as a lost node.
+			seq--
+			in.stats.errors.Add(1)
+			log.Warn("run answer not deliverable", zap.Error(err))
+			_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: re})
+		}
 		return
 	}
 	in.stats.errors.Add(1)
@@ -201,6 +210,29 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 		log.Warn("run failed", zap.Error(err))
 	}
 	_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: re})
+}
+
+// undeliverable classifies a terminal event's send failure that wrote
+// nothing, or returns nil: an answer over the wire's frame limit (the
+// embeddings of a large batch; a chat answer that large only comes from a
+// broken upstream) or one the wire refuses to encode (a string that is not
+// UTF-8). Embeddings are sized by the request, so the caller is told to
+// split it, and no other candidate is tried; a chat answer is the
+// upstream's fault.
+func undeliverable(err error, op iop.RunOperation) *iop.RunError {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, nodewire.ErrFrameTooLarge) && op == adapter.OpEmbedding:
+		e := adapter.EmbeddingsTooLarge()
+		return &iop.RunError{Code: e.Code, Message: e.Message}
+	case errors.Is(err, nodewire.ErrFrameTooLarge):
+		return &iop.RunError{Code: adapter.CodeUpstream, HttpStatus: http.StatusBadGateway, Message: fmt.Sprintf(
+			"the provider's answer is larger than one response may carry (%d MiB)", nodewire.DefaultMaxFrameSize>>20)}
+	case errors.Is(err, nodewire.ErrEncode):
+		return &iop.RunError{Code: adapter.CodeUpstream, HttpStatus: http.StatusBadGateway, Message: "the provider's answer is not valid UTF-8"}
+	}
+	return nil
 }
 
 // toRunError classifies an adapter error for the wire.

@@ -24,6 +24,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -144,6 +145,46 @@ const (
 // key was fine, so the upstream's text (often "Unauthorized" or "invalid
 // api key") must not reach them: it would read as a fault of theirs.
 const MsgUpstreamCredentials = "The provider rejected the node's credentials."
+
+// MaxEmbeddingResponse bounds an upstream embeddings response, which is
+// read whole. Its vectors travel to the Edge in one wire frame
+// (nodewire.DefaultMaxFrameSize, 16 MiB); the upstream's own JSON adds
+// per-item wrappers and whitespace around the same numbers, so twice that
+// is read before the batch is refused. Reading more would only hold memory
+// for an answer that cannot be delivered.
+const MaxEmbeddingResponse = 2 * nodewire.DefaultMaxFrameSize
+
+// EmbeddingsTooLarge is the error of an embeddings answer too large to
+// deliver. The size follows from the request (inputs × dimensions), so it
+// is the caller's to split: invalid_request, which no other candidate is
+// tried for.
+func EmbeddingsTooLarge() *Error {
+	return &Error{
+		Code: CodeInvalidRequest,
+		Message: fmt.Sprintf("the embeddings answer is larger than one response may carry (%d MiB); send fewer inputs per request",
+			nodewire.DefaultMaxFrameSize>>20),
+		Err: ErrAnswerTooLarge,
+	}
+}
+
+// Bounds of the tool calls an adapter collects from one answer before the
+// COMPLETE event carries them (metadata openai_tool_calls, inside one wire
+// frame): a stream that keeps adding calls or argument text is a broken
+// or hostile upstream, and its run fails with ToolCallsTooLarge.
+const (
+	MaxToolCalls     = 1024
+	MaxToolCallBytes = 8 << 20 // names and arguments, all calls together
+)
+
+// ToolCallsTooLarge is the error of an answer past MaxToolCalls or
+// MaxToolCallBytes.
+func ToolCallsTooLarge() *Error {
+	return &Error{Code: CodeUpstream, Message: fmt.Sprintf(
+		"The provider's tool calls exceed %d calls or %d MiB.", MaxToolCalls, MaxToolCallBytes>>20), Err: ErrAnswerTooLarge}
+}
+
+// ErrAnswerTooLarge is wrapped by errors for answers too large to deliver.
+var ErrAnswerTooLarge = errors.New("adapter: answer too large for the wire")
 
 // Bounds of a Retry-After value carried to the Edge: at least a second (a
 // zero would invite an immediate retry storm) and at most an hour (a longer

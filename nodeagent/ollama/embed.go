@@ -12,11 +12,6 @@ import (
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
-// maxEmbedResponse bounds an /api/embed response body. Large batches of
-// high-dimensional vectors reach tens of MiB; beyond this the upstream is
-// misbehaving.
-const maxEmbedResponse = 256 << 20
-
 // ollamaEmbed is the body of POST /api/embed.
 type ollamaEmbed struct {
 	Model      string          `json:"model"`
@@ -66,12 +61,12 @@ func (o *Instance) runEmbed(ctx context.Context, cfg *config, req *iop.RunReques
 		return nil, err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxEmbedResponse+1))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, adapter.MaxEmbeddingResponse+1))
 	if err != nil {
 		return nil, fmt.Errorf("ollama: read embed response: %w", err)
 	}
-	if len(raw) > maxEmbedResponse {
-		return nil, &adapter.Error{Code: adapter.CodeUpstream, Message: "ollama embed response is too large"}
+	if len(raw) > adapter.MaxEmbeddingResponse {
+		return nil, adapter.EmbeddingsTooLarge()
 	}
 	var er ollamaEmbedResponse
 	if err := json.Unmarshal(raw, &er); err != nil {

@@ -49,6 +49,7 @@ func readStream(body io.Reader, text textOf, sink adapter.RunSink) (*streamOutco
 	lines := newLineReader(body, MaxLineBytes)
 	var out streamOutcome
 	answered := false
+	callBytes := 0 // names and arguments in out.toolCalls
 	for {
 		line, err := lines.next()
 		switch {
@@ -76,7 +77,13 @@ func readStream(body io.Reader, text textOf, sink adapter.RunSink) (*streamOutco
 			}
 		}
 		if c.Message != nil {
-			out.toolCalls = append(out.toolCalls, c.Message.ToolCalls...)
+			for _, tc := range c.Message.ToolCalls {
+				callBytes += len(tc.Function.Name) + len(tc.Function.Arguments)
+				if len(out.toolCalls) == adapter.MaxToolCalls || callBytes > adapter.MaxToolCallBytes {
+					return nil, adapter.ToolCallsTooLarge()
+				}
+				out.toolCalls = append(out.toolCalls, tc)
+			}
 		}
 		if c.Done {
 			if !answered {

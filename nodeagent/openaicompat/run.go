@@ -20,8 +20,6 @@ const (
 	// tools before trying them again (the backend may be restarted with
 	// tool parsing enabled).
 	noToolsTTL = 10 * time.Minute
-	// maxEmbeddingBody bounds a non-streamed embeddings response.
-	maxEmbeddingBody = 256 << 20
 )
 
 // run carries one Run call's context.
@@ -213,12 +211,12 @@ func (r *run) embedding(body map[string]json.RawMessage) (*adapter.Result, error
 	if resp.StatusCode/100 != 2 {
 		return nil, readUpstreamError(resp).adapterError()
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxEmbeddingBody+1))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, adapter.MaxEmbeddingResponse+1))
 	if err != nil {
 		return nil, transportError(r.parent, r.ctx, r.timeout, "embeddings body", err)
 	}
-	if len(data) > maxEmbeddingBody {
-		return nil, &adapter.Error{Code: adapter.CodeUpstream, Message: "embeddings response too large"}
+	if len(data) > adapter.MaxEmbeddingResponse {
+		return nil, adapter.EmbeddingsTooLarge()
 	}
 	out, usage, err := embeddingOutput(data)
 	if errors.Is(err, errNoChoices) {

@@ -31,6 +31,9 @@ type streamState struct {
 	finish string
 	usage  *usageJSON
 	calls  []*toolCall // in order of first appearance
+	// callBytes is the names and arguments collected in calls, bounded by
+	// adapter.MaxToolCallBytes (and len(calls) by adapter.MaxToolCalls).
+	callBytes int
 	// terminal is set once the answer is known to be complete: "[DONE]", a
 	// chunk with a finish_reason, or a whole non-streamed document.
 	terminal bool
@@ -186,7 +189,9 @@ func (st *streamState) apply(data []byte) error {
 			}
 		}
 		for _, d := range calls {
-			st.addToolCall(d)
+			if err := st.addToolCall(d); err != nil {
+				return err
+			}
 		}
 		if c.FinishReason != nil && *c.FinishReason != "" {
 			st.finish = *c.FinishReason
@@ -197,13 +202,15 @@ func (st *streamState) apply(data []byte) error {
 }
 
 // addToolCall merges one tool-call delta: the first delta of a call brings
-// id, type and name, later ones append argument text.
-func (st *streamState) addToolCall(d toolCallDelta) {
+// id, type and name, later ones append argument text. It fails once the
+// calls outgrow adapter.MaxToolCalls or adapter.MaxToolCallBytes.
+func (st *streamState) addToolCall(d toolCallDelta) error {
 	var tc *toolCall
 	if d.Index != nil {
-		for _, c := range st.calls {
-			if c.index == *d.Index {
-				tc = c
+		// Deltas mostly continue the latest call: look there first.
+		for i := len(st.calls) - 1; i >= 0; i-- {
+			if st.calls[i].index == *d.Index {
+				tc = st.calls[i]
 				break
 			}
 		}
@@ -212,6 +219,9 @@ func (st *streamState) addToolCall(d toolCallDelta) {
 		tc = st.calls[n-1]
 	}
 	if tc == nil {
+		if len(st.calls) == adapter.MaxToolCalls {
+			return adapter.ToolCallsTooLarge()
+		}
 		idx := len(st.calls)
 		if d.Index != nil {
 			idx = *d.Index
@@ -219,6 +229,7 @@ func (st *streamState) addToolCall(d toolCallDelta) {
 		tc = &toolCall{index: idx}
 		st.calls = append(st.calls, tc)
 	}
+	before := len(tc.name) + len(tc.args)
 	if d.ID != "" {
 		tc.id = d.ID
 	}
@@ -239,6 +250,10 @@ func (st *streamState) addToolCall(d toolCallDelta) {
 		// Non-standard servers send arguments as an object.
 		tc.args = append(tc.args, compactJSON(a)...)
 	}
+	if st.callBytes += len(tc.name) + len(tc.args) - before; st.callBytes > adapter.MaxToolCallBytes {
+		return adapter.ToolCallsTooLarge()
+	}
+	return nil
 }
 
 // result builds the run result once the stream ended.

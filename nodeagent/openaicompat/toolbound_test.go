@@ -1,0 +1,49 @@
+package openaicompat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// An upstream that keeps streaming tool calls, or argument text for one,
+// fails the run at adapter.MaxToolCalls / adapter.MaxToolCallBytes instead
+// of growing the node's memory until the answer can no longer be sent.
+func TestToolCallsBounded(t *testing.T) {
+	arg := strings.Repeat("a", 60<<10)
+	for name, delta := range map[string]func(i int) string{
+		"many calls": func(i int) string {
+			return fmt.Sprintf(`{"tool_calls":[{"id":"call_%d","type":"function","index":%d,"function":{"name":"f","arguments":"{}"}}]}`, i, i)
+		},
+		"long arguments": func(i int) string {
+			if i == 0 {
+				return `{"tool_calls":[{"id":"call_0","type":"function","index":0,"function":{"name":"f"}}]}`
+			}
+			return `{"tool_calls":[{"index":0,"function":{"arguments":"` + arg + `"}}]}`
+		},
+	} {
+		srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+			sseHeaders(w)
+			for i := 0; i < 4*adapter.MaxToolCalls && r.Context().Err() == nil; i++ {
+				sseWrite(t, w, vllmChunk(delta(i), ""))
+			}
+			sseWrite(t, w, vllmChunk(`{}`, "tool_calls"))
+			sseWrite(t, w, vllmDone)
+		})
+		cfg := testConfig(srv.URL)
+		cfg.ToolMode = iop.ToolMode_TOOL_MODE_NATIVE
+		in := newTestInstance(t, TypeVLLM, cfg)
+		_, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: adapter.OpChat, Input: chatInput("", true)}, &fakeRunSink{})
+		ae := asAdapterError(t, err)
+		if ae.Code != adapter.CodeUpstream || !errors.Is(err, adapter.ErrAnswerTooLarge) {
+			t.Errorf("%s: err = %v, want ToolCallsTooLarge", name, err)
+		}
+		srv.Close()
+	}
+}
