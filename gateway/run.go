@@ -31,9 +31,16 @@ type streamRenderer interface {
 // aggregator renders a run as one JSON document.
 type aggregator interface {
 	Add(ev *iop.RunEvent) bool
+	Abandoned() bool
 	Result() ([]byte, *openaiapi.Error)
 	Usage() (openaiapi.Usage, bool)
 }
+
+// cancelAnswerTooLarge is the CancelRequest reason of a run whose
+// non-streamed answer outgrew openaiapi.MaxAnswerBytes. It is not an
+// iop_cancellations_total reason: the edge gave up on a faulty answer, and
+// the request counts as the upstream error it answers.
+const cancelAnswerTooLarge = "answer_too_large"
 
 // run sends a normalized RunRequest and renders its events. It releases
 // the lease.
@@ -219,6 +226,11 @@ func (r *runExchange) whole() dispatch.ReleaseReason {
 		if agg.Add(ev) {
 			break
 		}
+	}
+	if agg.Abandoned() {
+		// The run is still going at the node: close (Finish) cancels it
+		// after this answer and returns the lease once the node stopped.
+		cs.record(cancelAnswerTooLarge)
 	}
 	s.recordUsage(in, k.model, agg.Usage)
 	out, aerr := agg.Result()

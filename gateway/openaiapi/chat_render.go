@@ -64,7 +64,7 @@ func (a *ChatAggregator) render() ([]byte, *Error) {
 	}
 	content := a.text.String()
 	var calls []ToolCall
-	if native := a.st.meta[MetaToolCalls]; native != "" {
+	if native := a.st.toolCalls; native != "" {
 		var err error
 		if calls, err = parseNativeToolCalls(native); err != nil {
 			return nil, UpstreamError("The provider returned malformed tool calls.")

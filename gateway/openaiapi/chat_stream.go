@@ -99,7 +99,7 @@ func (s *ChatStreamWriter) Add(ev *iop.RunEvent) error {
 		return nil
 	}
 	terminal := s.st.observe(ev)
-	native := s.st.meta[MetaToolCalls] != ""
+	native := s.st.toolCalls != ""
 	if s.holder != nil && s.st.textFallback() && !native {
 		// The mark may come on any event; act on it before this event's text.
 		s.holder.mark()
@@ -122,7 +122,7 @@ func (s *ChatStreamWriter) Add(ev *iop.RunEvent) error {
 	var nativeCalls []ToolCall
 	if native {
 		var err error
-		if nativeCalls, err = parseNativeToolCalls(s.st.meta[MetaToolCalls]); err != nil {
+		if nativeCalls, err = parseNativeToolCalls(s.st.toolCalls); err != nil {
 			return s.fail(UpstreamError("The provider returned malformed tool calls."))
 		}
 	}

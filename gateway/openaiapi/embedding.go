@@ -95,6 +95,10 @@ func (a *EmbeddingAggregator) Result() ([]byte, *Error) {
 	return a.body, a.err
 }
 
+// Abandoned is false: embeddings arrive whole, in the terminal event,
+// within one wire frame.
+func (a *EmbeddingAggregator) Abandoned() bool { return false }
+
 // Usage returns the usage (valid after Result) and whether it was reported.
 func (a *EmbeddingAggregator) Usage() (Usage, bool) { return a.usage, a.reported }
 

@@ -297,6 +297,12 @@ func errCancelled() *Error { return UpstreamError("The run was cancelled before 
 // (e.g. the node was lost) becomes.
 func errNoTerminal() *Error { return UpstreamError("The provider stream ended unexpectedly.") }
 
+// errAnswerTooLarge is what a non-streamed answer past MaxAnswerBytes
+// becomes.
+func errAnswerTooLarge() *Error {
+	return UpstreamError(fmt.Sprintf("The provider's answer is larger than %d MiB.", MaxAnswerBytes>>20))
+}
+
 // errEmptyRun is what a run that completed with no text, tool calls,
 // output or usage becomes (see runState.failure).
 func errEmptyRun() *Error { return UpstreamError("The provider returned an empty response.") }

@@ -65,13 +65,20 @@ type Usage struct {
 // metadata (it may arrive on any event), the last reported usage, and how
 // the run ended.
 type runState struct {
-	meta     map[string]string
-	usage    *iop.Usage
-	finish   string
-	output   []byte
-	terminal iop.RunEventType // UNSPECIFIED until a terminal event
-	runErr   *iop.RunError
-	sawText  bool // a DELTA with non-empty text arrived
+	// The metadata the renderers read (see MetaToolCalls), the last value
+	// reported for each; other keys are not kept, so a node that sends
+	// many cannot grow this.
+	toolCalls string
+	fallback  bool
+	usage     *iop.Usage
+	finish    string
+	output    []byte
+	terminal  iop.RunEventType // UNSPECIFIED until a terminal event
+	runErr    *iop.RunError
+	sawText   bool // a DELTA with non-empty text arrived
+	// oversized: the answer outgrew MaxAnswerBytes. The state is done, but
+	// the run is not: it is abandoned (see aggregation.Abandoned).
+	oversized bool
 }
 
 // observe merges ev and reports whether it was the terminal event. Events
@@ -80,11 +87,13 @@ func (s *runState) observe(ev *iop.RunEvent) (terminal bool) {
 	if ev == nil || s.done() {
 		return false
 	}
-	for k, v := range ev.GetMetadata() {
-		if s.meta == nil {
-			s.meta = make(map[string]string, len(ev.GetMetadata()))
+	if m := ev.GetMetadata(); len(m) > 0 {
+		if v, ok := m[MetaToolCalls]; ok {
+			s.toolCalls = v
 		}
-		s.meta[k] = v
+		if v, ok := m[MetaTextToolFallback]; ok {
+			s.fallback = v == "true"
+		}
 	}
 	if u := ev.GetUsage(); u != nil {
 		s.usage = u
@@ -106,11 +115,11 @@ func (s *runState) observe(ev *iop.RunEvent) (terminal bool) {
 }
 
 func (s *runState) done() bool {
-	return s.terminal != iop.RunEventType_RUN_EVENT_TYPE_UNSPECIFIED
+	return s.terminal != iop.RunEventType_RUN_EVENT_TYPE_UNSPECIFIED || s.oversized
 }
 
 // textFallback reports whether the adapter fell back to text tool calls.
-func (s *runState) textFallback() bool { return s.meta[MetaTextToolFallback] == "true" }
+func (s *runState) textFallback() bool { return s.fallback }
 
 // failure is the caller-facing error of a run that did not complete, or nil.
 //
@@ -126,6 +135,9 @@ func (s *runState) textFallback() bool { return s.meta[MetaTextToolFallback] == 
 // every run route; a stream writer reports it before the first byte (a
 // plain 502) because an empty run never writes anything earlier.
 func (s *runState) failure() *Error {
+	if s.oversized {
+		return errAnswerTooLarge()
+	}
 	switch s.terminal {
 	case iop.RunEventType_RUN_EVENT_TYPE_COMPLETE:
 		if s.empty() {
@@ -143,7 +155,7 @@ func (s *runState) failure() *Error {
 
 // empty reports a completed run with nothing to show for it (see failure).
 func (s *runState) empty() bool {
-	return !s.sawText && s.meta[MetaToolCalls] == "" && len(s.output) == 0 && s.usage == nil
+	return !s.sawText && s.toolCalls == "" && len(s.output) == 0 && s.usage == nil
 }
 
 // finalUsage is the usage to report: the provider's when it reported any,
@@ -303,13 +315,30 @@ func (a *aggregation) Add(ev *iop.RunEvent) (done bool) {
 		return a.st.done()
 	}
 	if ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
+		if a.text.Len()+len(ev.GetDelta()) > MaxAnswerBytes {
+			a.st.oversized = true
+			return true
+		}
 		a.text.WriteString(ev.GetDelta())
 	}
 	return a.st.observe(ev)
 }
 
-// Done reports whether the terminal event has been seen.
+// MaxAnswerBytes bounds the text of a non-streamed answer held for
+// rendering: as much as one wire frame carries, and far more than any
+// model's context (16 MiB is some four million tokens). Past it the answer
+// is an upstream_error and the run is abandoned; a node or upstream that
+// never stops cannot grow the edge's memory.
+const MaxAnswerBytes = 16 << 20
+
+// Done reports whether the terminal event has been seen, or the answer was
+// abandoned.
 func (a *aggregation) Done() bool { return a.st.done() }
+
+// Abandoned reports that Add stopped before the run's terminal event
+// because the answer outgrew MaxAnswerBytes: the run is still going, and
+// its caller must cancel it.
+func (a *aggregation) Abandoned() bool { return a.st.oversized }
 
 // Usage returns the usage of the rendered response (valid after Result) and
 // whether the provider reported it (false: estimated).

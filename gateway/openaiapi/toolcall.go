@@ -28,6 +28,8 @@ const (
 	toolCloseTag = "</tool_call>"
 )
 
+var toolOpenTagBytes, toolCloseTagBytes = []byte(toolOpenTag), []byte(toolCloseTag)
+
 // newToolCallID returns "call_" + 24 random alphanumerics.
 func newToolCallID() string { return "call_" + randomAlnum(24) }
 
@@ -189,50 +191,78 @@ type segment struct {
 // content in arbitrary pieces, it emits the same text/block segmentation,
 // holding back only what might still become a block — a trailing partial
 // "<tool_call>" prefix, or an opened block awaiting its close tag.
+//
+// What it holds grows by append, so a block streamed in many pieces (a
+// tool argument carrying a whole file) costs its length, not its square.
 type textToolScanner struct {
 	offered  map[string]bool
-	buf      string
-	inBlock  bool // buf starts with the open tag
-	searched int  // in a block: bytes of buf already searched for the close tag
+	buf      []byte // held content; empty when nothing is held
+	inBlock  bool   // buf starts with the open tag
+	searched int    // in a block: bytes of buf already searched for the close tag
 }
 
 func (s *textToolScanner) feed(text string, emit func(segment)) {
-	s.buf += text
+	if !s.inBlock && len(s.buf) == 0 {
+		// Nothing held (the common case): text is scanned where it is and
+		// only what may start a block is copied.
+		j := strings.Index(text, toolOpenTag)
+		if j < 0 {
+			keep := partialPrefixLen(text, toolOpenTag)
+			emitText(text[:len(text)-keep], emit)
+			s.buf = append(s.buf, text[len(text)-keep:]...)
+			return
+		}
+		emitText(text[:j], emit)
+		text = text[j:]
+	}
+	s.buf = append(s.buf, text...)
 	for {
 		if !s.inBlock {
-			if j := strings.Index(s.buf, toolOpenTag); j >= 0 {
-				emitText(s.buf[:j], emit)
-				s.buf = s.buf[j:]
+			if j := bytes.Index(s.buf, toolOpenTagBytes); j >= 0 {
+				emitText(string(s.buf[:j]), emit)
+				s.drop(j)
 				s.inBlock, s.searched = true, len(toolOpenTag)
 				continue
 			}
-			keep := partialPrefixLen(s.buf, toolOpenTag)
-			emitText(s.buf[:len(s.buf)-keep], emit)
-			s.buf = s.buf[len(s.buf)-keep:]
+			n := len(s.buf) - partialPrefixLen(s.buf, toolOpenTag)
+			emitText(string(s.buf[:n]), emit)
+			s.drop(n)
 			return
 		}
 		from := max(len(toolOpenTag), s.searched-len(toolCloseTag)+1)
-		k := strings.Index(s.buf[from:], toolCloseTag)
+		k := bytes.Index(s.buf[from:], toolCloseTagBytes)
 		if k < 0 {
 			s.searched = len(s.buf)
 			return
 		}
 		end := from + k + len(toolCloseTag)
-		block := s.buf[:end]
+		block := string(s.buf[:end])
 		if call, ok := parseToolBlock(block[len(toolOpenTag):from+k], s.offered); ok {
 			emit(segment{text: block, call: &call})
 		} else {
 			emit(segment{text: block})
 		}
-		s.buf = s.buf[end:]
+		s.drop(end)
 		s.inBlock, s.searched = false, 0
 	}
 }
 
+// drop discards the first n held bytes. A buffer grown for a long block is
+// let go once it is empty: a quiet stream holds none.
+func (s *textToolScanner) drop(n int) {
+	s.buf = s.buf[:copy(s.buf, s.buf[n:])]
+	if len(s.buf) == 0 && cap(s.buf) > maxIdleHold {
+		s.buf = nil
+	}
+}
+
+// maxIdleHold is the largest held-text buffer kept for reuse while empty.
+const maxIdleHold = 4 << 10
+
 // finish emits whatever is held (a partial tag or an unclosed block) as text.
 func (s *textToolScanner) finish(emit func(segment)) {
-	emitText(s.buf, emit)
-	s.buf, s.inBlock, s.searched = "", false, 0
+	emitText(string(s.buf), emit)
+	s.buf, s.inBlock, s.searched = nil, false, 0
 }
 
 func emitText(t string, emit func(segment)) {
@@ -243,9 +273,9 @@ func emitText(t string, emit func(segment)) {
 
 // partialPrefixLen is the length of the longest suffix of s that is a proper
 // prefix of tag, i.e. how much of s might be the start of a tag.
-func partialPrefixLen(s, tag string) int {
+func partialPrefixLen[T string | []byte](s T, tag string) int {
 	for k := min(len(tag)-1, len(s)); k > 0; k-- {
-		if strings.HasSuffix(s, tag[:k]) {
+		if string(s[len(s)-k:]) == tag[:k] {
 			return k
 		}
 	}
@@ -270,8 +300,9 @@ type toolHolder struct {
 	scan         textToolScanner
 	marked       bool
 	releasedReal bool      // non-whitespace text has been released
-	wsHold       string    // leading whitespace not yet released
+	wsHold       []byte    // leading whitespace not yet released (appended: see textToolScanner)
 	queue        []segment // held from the first unconfirmed call onwards
+	queued       int       // bytes of text in queue
 	callsEmitted int
 	outText      strings.Builder // text ready to send
 	outCalls     []ToolCall      // calls ready to send
@@ -281,7 +312,18 @@ func newToolHolder(offered []string) *toolHolder {
 	return &toolHolder{scan: textToolScanner{offered: offeredSet(offered)}}
 }
 
-func (h *toolHolder) push(delta string) { h.scan.feed(delta, h.route) }
+// push takes the next delta. What is held is bounded by MaxAnswerBytes,
+// as a non-streamed answer is: past it, everything held is released as
+// text, verbatim and in order (a non-streamed answer that large fails as a
+// whole, so there is no rendering to stay equal to), and holding starts
+// afresh.
+func (h *toolHolder) push(delta string) {
+	h.scan.feed(delta, h.route)
+	if len(h.scan.buf)+len(h.wsHold)+h.queued > MaxAnswerBytes {
+		h.finish(false)
+		h.releasedReal = true
+	}
+}
 
 // mark records that the run is a text-fallback run and releases what was
 // held waiting for that answer.
@@ -291,7 +333,7 @@ func (h *toolHolder) mark() {
 	}
 	h.marked = true
 	q := h.queue
-	h.queue = nil
+	h.queue, h.queued = nil, 0
 	for _, s := range q {
 		h.route(s)
 	}
@@ -300,6 +342,7 @@ func (h *toolHolder) mark() {
 func (h *toolHolder) route(s segment) {
 	if len(h.queue) > 0 {
 		h.queue = append(h.queue, s)
+		h.queued += len(s.text)
 		return
 	}
 	if s.call != nil {
@@ -309,6 +352,7 @@ func (h *toolHolder) route(s segment) {
 			return
 		}
 		h.queue = append(h.queue, s)
+		h.queued += len(s.text)
 		return
 	}
 	h.release(s.text)
@@ -320,11 +364,11 @@ func (h *toolHolder) release(t string) {
 	case h.releasedReal:
 		h.outText.WriteString(t)
 	case strings.TrimSpace(t) == "":
-		h.wsHold += t
+		h.wsHold = append(h.wsHold, t...)
 	default:
-		h.outText.WriteString(h.wsHold)
+		h.outText.Write(h.wsHold)
 		h.outText.WriteString(t)
-		h.wsHold = ""
+		h.wsHold = nil
 		h.releasedReal = true
 	}
 }
@@ -336,18 +380,18 @@ func (h *toolHolder) finish(restore bool) {
 		h.mark()
 		h.scan.finish(h.route)
 		if h.callsEmitted == 0 {
-			h.outText.WriteString(h.wsHold)
+			h.outText.Write(h.wsHold)
 		}
-		h.wsHold = ""
+		h.wsHold = nil
 		return
 	}
 	// Not restoring: everything held is content, verbatim and in order.
-	h.outText.WriteString(h.wsHold)
-	h.wsHold = ""
+	h.outText.Write(h.wsHold)
+	h.wsHold = nil
 	for _, s := range h.queue {
 		h.outText.WriteString(s.text)
 	}
-	h.queue = nil
+	h.queue, h.queued = nil, 0
 	h.scan.finish(func(s segment) { h.outText.WriteString(s.text) })
 }
 
