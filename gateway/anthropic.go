@@ -133,7 +133,9 @@ type messagesWriter struct {
 	held               bytes.Buffer // a non-stream answer or an error body
 	overflow           bool
 	sw                 *anthropicapi.StreamWriter // nil until a 200 stream starts
-	pending            []byte                     // a partial SSE event
+	pending            []byte                     // a partial SSE event, line ends as LF
+	scanned            int                        // bytes of pending searched for the event end
+	cr                 bool                       // the last byte written was a CR (see appendLF)
 	pinged             bool                       // the stream's ping went out
 	werr               error                      // the first write error on the real writer
 }
@@ -186,12 +188,16 @@ func (w *messagesWriter) Write(p []byte) (int, error) {
 		// has no further chunk at hand.
 		w.sw = anthropicapi.NewStreamWriter(committer{w}, nil, w.req.Model, w.promptTokens, w.req.StopSequences)
 	}
-	w.pending = append(w.pending, p...)
+	w.pending = appendLF(w.pending, p, &w.cr)
 	for {
-		i := bytes.Index(w.pending, []byte("\n\n"))
+		// Only the new bytes are searched (from the last LF of the old
+		// ones): an event that arrives in many writes costs its length.
+		i := bytes.Index(w.pending[w.scanned:], []byte("\n\n"))
 		if i < 0 {
+			w.scanned = max(len(w.pending)-1, 0)
 			break
 		}
+		i += w.scanned
 		ev := w.pending[:i]
 		if err := w.event(ev); err != nil {
 			return 0, err
@@ -203,7 +209,7 @@ func (w *messagesWriter) Write(p []byte) (int, error) {
 				return 0, err
 			}
 		}
-		w.pending = w.pending[i+2:]
+		w.pending, w.scanned = w.pending[i+2:], 0
 	}
 	if len(w.pending) > maxHeldMessage {
 		return 0, errHeldTooLarge
@@ -212,6 +218,30 @@ func (w *messagesWriter) Write(p []byte) (int, error) {
 		return 0, w.werr
 	}
 	return len(p), nil
+}
+
+// appendLF appends p to dst with its line ends made LF: the SSE grammar
+// lets an upstream end lines with CRLF, LF or a lone CR. *cr carries a CR
+// that ended the previous p across calls, so that a CRLF split between
+// two writes is one line end.
+func appendLF(dst, p []byte, cr *bool) []byte {
+	for len(p) > 0 {
+		if *cr {
+			*cr = false
+			if p[0] == '\n' {
+				p = p[1:]
+				continue
+			}
+		}
+		i := bytes.IndexByte(p, '\r')
+		if i < 0 {
+			return append(dst, p...)
+		}
+		dst = append(append(dst, p[:i]...), '\n')
+		*cr = true
+		p = p[i+1:]
+	}
+	return dst
 }
 
 // event converts one SSE event of the OpenAI stream: its data lines are
