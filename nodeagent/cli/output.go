@@ -50,10 +50,13 @@ func incompleteSuffix(b []byte) int {
 	return len(b)
 }
 
-// tailBuffer keeps the last limit bytes written to it.
+// tailBuffer keeps the last limit bytes written to it. It holds up to
+// twice that and cuts back to limit only when full, so each written byte
+// is copied a bounded number of times: output streamed in small pieces (a
+// CLI printing token by token) does not copy the whole window per piece.
 type tailBuffer struct {
 	limit int
-	buf   []byte
+	buf   []byte // the tail is its last limit bytes (bytes)
 	total int64
 }
 
@@ -65,19 +68,24 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 		t.buf = append(t.buf[:0], p[len(p)-t.limit:]...)
 		return len(p), nil
 	}
-	if over := len(t.buf) + len(p) - t.limit; over > 0 {
-		// Shift left; amortized this copies each byte a bounded number of
-		// times since the buffer never exceeds limit.
-		t.buf = append(t.buf[:0], t.buf[over:]...)
+	if len(t.buf)+len(p) > 2*t.limit {
+		keep := t.limit - len(p)
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-keep:]...)
 	}
 	t.buf = append(t.buf, p...)
 	return len(p), nil
 }
 
+// bytes returns the kept tail: the last limit bytes written (fewer before
+// that many were).
+func (t *tailBuffer) bytes() []byte {
+	return t.buf[max(len(t.buf)-t.limit, 0):]
+}
+
 // text returns the kept tail as valid UTF-8, without a partial sequence the
 // cut may have left at its start, and without surrounding white space.
 func (t *tailBuffer) text() string {
-	b := t.buf
+	b := t.bytes()
 	if t.total > int64(len(b)) {
 		// The cut may have landed inside a sequence: skip its continuation
 		// bytes.
@@ -114,7 +122,7 @@ func (c *capture) find(re *regexp.Regexp) string {
 	if c.tail.total <= int64(len(c.head)) {
 		return "" // the tail holds nothing the head did not
 	}
-	ms := re.FindAllSubmatch(c.tail.buf, -1)
+	ms := re.FindAllSubmatch(c.tail.bytes(), -1)
 	if len(ms) == 0 {
 		return ""
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"math/rand/v2"
 	"regexp"
 	"strings"
 	"testing"
@@ -48,11 +49,11 @@ func TestTailBuffer(t *testing.T) {
 	for _, s := range []string{"ab", "cd", "efg", "h"} {
 		tb.Write([]byte(s))
 	}
-	if got := string(tb.buf); got != "defgh" {
+	if got := string(tb.bytes()); got != "defgh" {
 		t.Fatalf("tail = %q", got)
 	}
 	tb.Write([]byte("0123456789"))
-	if got := string(tb.buf); got != "56789" {
+	if got := string(tb.bytes()); got != "56789" {
 		t.Fatalf("tail = %q", got)
 	}
 	// A cut inside "é" drops the orphaned continuation byte.
@@ -66,6 +67,42 @@ func TestTailBuffer(t *testing.T) {
 	tb.Write([]byte("xé ab"))
 	if got := tb.text(); got != "é ab" {
 		t.Fatalf("text = %q", got)
+	}
+}
+
+// tailBuffer against the obvious model (keep everything, look at the end)
+// for random write sizes around its limit.
+func TestTailBufferModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, limit := range []int{1, 7, 64} {
+		tb := newTailBuffer(limit)
+		var all []byte
+		for i := range 2000 {
+			p := make([]byte, rng.IntN(2*limit+2))
+			for j := range p {
+				p[j] = byte(i + j)
+			}
+			tb.Write(p)
+			all = append(all, p...)
+			want := all[max(len(all)-limit, 0):]
+			if got := tb.bytes(); string(got) != string(want) {
+				t.Fatalf("limit %d, write %d: tail %q, want %q", limit, i, got, want)
+			}
+			if len(tb.buf) > 2*limit || tb.total != int64(len(all)) {
+				t.Fatalf("limit %d: holds %d bytes, total %d", limit, len(tb.buf), tb.total)
+			}
+		}
+	}
+}
+
+// BenchmarkTailBufferSmallWrites keeps the 64 KiB capture window of output
+// streamed in 40-byte pieces.
+func BenchmarkTailBufferSmallWrites(b *testing.B) {
+	tb := newTailBuffer(captureWindow)
+	p := []byte(strings.Repeat("t", 40))
+	b.SetBytes(int64(len(p)))
+	for b.Loop() {
+		tb.Write(p)
 	}
 }
 
