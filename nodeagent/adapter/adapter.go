@@ -146,13 +146,14 @@ const (
 // api key") must not reach them: it would read as a fault of theirs.
 const MsgUpstreamCredentials = "The provider rejected the node's credentials."
 
-// MaxEmbeddingResponse bounds an upstream embeddings response, which is
-// read whole. Its vectors travel to the Edge in one wire frame
-// (nodewire.DefaultMaxFrameSize, 16 MiB); the upstream's own JSON adds
-// per-item wrappers and whitespace around the same numbers, so twice that
-// is read before the batch is refused. Reading more would only hold memory
-// for an answer that cannot be delivered.
-const MaxEmbeddingResponse = 2 * nodewire.DefaultMaxFrameSize
+// MaxWholeResponse bounds an upstream answer that is read whole: an
+// embeddings list, or a chat answer from a server that ignored "stream".
+// What it carries travels to the Edge in one wire frame
+// (nodewire.DefaultMaxFrameSize, 16 MiB) or as text the Edge holds up to
+// as much; the upstream's JSON adds wrappers, escapes and whitespace
+// around it, so twice that is read before the answer is refused. Reading
+// more would only hold memory for an answer that cannot be delivered.
+const MaxWholeResponse = 2 * nodewire.DefaultMaxFrameSize
 
 // EmbeddingsTooLarge is the error of an embeddings answer too large to
 // deliver. The size follows from the request (inputs × dimensions), so it
@@ -181,6 +182,12 @@ const (
 func ToolCallsTooLarge() *Error {
 	return &Error{Code: CodeUpstream, Message: fmt.Sprintf(
 		"The provider's tool calls exceed %d calls or %d MiB.", MaxToolCalls, MaxToolCallBytes>>20), Err: ErrAnswerTooLarge}
+}
+
+// AnswerTooLarge is the error of a chat or completion answer over
+// MaxWholeResponse.
+func AnswerTooLarge() *Error {
+	return &Error{Code: CodeUpstream, Message: fmt.Sprintf("The provider's answer is larger than %d MiB.", MaxWholeResponse>>20), Err: ErrAnswerTooLarge}
 }
 
 // ErrAnswerTooLarge is wrapped by errors for answers too large to deliver.

@@ -61,11 +61,11 @@ func (o *Instance) runEmbed(ctx context.Context, cfg *config, req *iop.RunReques
 		return nil, err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, adapter.MaxEmbeddingResponse+1))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, adapter.MaxWholeResponse+1))
 	if err != nil {
 		return nil, fmt.Errorf("ollama: read embed response: %w", err)
 	}
-	if len(raw) > adapter.MaxEmbeddingResponse {
+	if len(raw) > adapter.MaxWholeResponse {
 		return nil, adapter.EmbeddingsTooLarge()
 	}
 	var er ollamaEmbedResponse

@@ -211,11 +211,11 @@ func (r *run) embedding(body map[string]json.RawMessage) (*adapter.Result, error
 	if resp.StatusCode/100 != 2 {
 		return nil, readUpstreamError(resp).adapterError()
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, adapter.MaxEmbeddingResponse+1))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, adapter.MaxWholeResponse+1))
 	if err != nil {
 		return nil, transportError(r.parent, r.ctx, r.timeout, "embeddings body", err)
 	}
-	if len(data) > adapter.MaxEmbeddingResponse {
+	if len(data) > adapter.MaxWholeResponse {
 		return nil, adapter.EmbeddingsTooLarge()
 	}
 	out, usage, err := embeddingOutput(data)

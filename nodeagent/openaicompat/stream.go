@@ -22,9 +22,6 @@ import (
 // server that keeps the connection open cannot hold the run.
 var errStreamDone = errors.New("openaicompat: stream done")
 
-// maxWholeBody bounds a non-streamed chat/completion answer.
-const maxWholeBody = 64 << 20
-
 // streamState accumulates one streamed chat or completion answer.
 type streamState struct {
 	sink   adapter.RunSink
@@ -111,9 +108,12 @@ type toolCallDelta struct {
 func (st *streamState) consume(resp *http.Response) error {
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mediaType == "application/json" {
-		data, err := io.ReadAll(io.LimitReader(resp.Body, maxWholeBody))
+		data, err := io.ReadAll(io.LimitReader(resp.Body, adapter.MaxWholeResponse+1))
 		if err != nil {
 			return err
+		}
+		if len(data) > adapter.MaxWholeResponse {
+			return adapter.AnswerTooLarge()
 		}
 		if !json.Valid(data) {
 			return badAnswer(msgUnreadableBody, errUnreadableBody)
