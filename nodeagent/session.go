@@ -177,6 +177,7 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 	if err := st.Queue(runEvent(&iop.RunEvent{RunId: runID, Sequence: seq, Type: iop.RunEventType_RUN_EVENT_TYPE_START})); err != nil {
 		return
 	}
+	op := req.GetOperation() // req is not used past Run (see above)
 	res, err := in.impl.Run(rctx, req, &runSink{st: st, runID: runID, seq: &seq, stream: req.GetStream()})
 	release()
 	if err == nil {
@@ -189,7 +190,7 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 		}
 		in.stats.addUsage(res.Usage)
 		err := send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_COMPLETE, FinishReason: fr, Usage: res.Usage, Metadata: res.Metadata, Output: res.Output})
-		if re := undeliverable(err, req.GetOperation()); re != nil {
+		if re := undeliverable(err, op); re != nil {
 			// Nothing of the COMPLETE was written (the stream is intact), so
 			// the run still ends with a terminal event the edge can render,
 			// not with a stream closed early that reads as a lost node.
