@@ -89,7 +89,14 @@ func (d *Dispatcher) RefreshNode(ctx context.Context, nodeID string) (*iop.NodeC
 		return nil, fmt.Errorf("%w: %s", ErrUnknownNode, nodeID)
 	}
 	payload := NodePayload(spec)
-	env, err := d.request(ctx, nodeID, &iop.Envelope{Body: &iop.Envelope_NodeConfigRefreshRequest{
+	// The answer is acted on for the session that gave it: should that
+	// session end and the node register anew meanwhile, the new session
+	// already got this config in its registration answer.
+	conn, err := d.nodeConn(nodeID)
+	if err != nil {
+		return nil, err
+	}
+	env, err := requestOn(ctx, conn, &iop.Envelope{Body: &iop.Envelope_NodeConfigRefreshRequest{
 		NodeConfigRefreshRequest: &iop.NodeConfigRefreshRequest{Config: payload},
 	}})
 	if err != nil {
@@ -101,9 +108,9 @@ func (d *Dispatcher) RefreshNode(ctx context.Context, nodeID string) (*iop.NodeC
 	}
 	switch resp.GetStatus() {
 	case iop.RefreshStatus_REFRESH_STATUS_APPLIED:
-		d.applied(nodeID, spec, resp.GetAdapters())
+		d.applied(nodeID, conn, spec, resp.GetAdapters())
 	case iop.RefreshStatus_REFRESH_STATUS_RESTART_REQUIRED:
-		d.restartNode(nodeID)
+		d.restartNode(nodeID, conn)
 	default:
 		d.log.Warn("node refused the new config; it keeps its old one", zap.String("node_id", nodeID),
 			zap.String("config_version", payload.GetConfigVersion()))
@@ -111,16 +118,17 @@ func (d *Dispatcher) RefreshNode(ctx context.Context, nodeID string) (*iop.NodeC
 	return resp, nil
 }
 
-// applied records that nodeID's session now runs spec, through the
+// applied records that nodeID's session conn now runs spec, through the
 // registry's transition function.
-func (d *Dispatcher) applied(nodeID string, spec *config.NodeSpec, caps []*iop.AdapterCapabilities) {
+func (d *Dispatcher) applied(nodeID string, conn *nodewire.Conn, spec *config.NodeSpec, caps []*iop.AdapterCapabilities) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n := d.nodes[nodeID]
-	if n == nil || d.cfg.Node(nodeID) != spec {
-		// Gone, or another reload replaced the config meanwhile: what the
-		// node applied is no longer the edge's config; the newer reload
-		// pushes again.
+	if n == nil || n.owner != conn || d.cfg.Node(nodeID) != spec {
+		// Gone, a newer session (whose registration carried the config),
+		// or another reload replaced the config meanwhile: what the node
+		// applied is no longer the edge's config; the newer reload pushes
+		// again.
 		return
 	}
 	if caps != nil {
@@ -129,16 +137,16 @@ func (d *Dispatcher) applied(nodeID string, spec *config.NodeSpec, caps []*iop.A
 	d.transitionLocked(n, evApplied, n.owner, "")
 }
 
-// restartNode ends nodeID's session so that it re-registers and receives
-// the current config: the generation is fenced in this step.
-func (d *Dispatcher) restartNode(nodeID string) {
+// restartNode ends nodeID's session c so that it re-registers and
+// receives the current config: the generation is fenced in this step. A
+// newer session is left alone: it registered with the current config.
+func (d *Dispatcher) restartNode(nodeID string, c *nodewire.Conn) {
 	d.mu.Lock()
 	n := d.nodes[nodeID]
-	if n == nil || n.owner == nil {
+	if n == nil || n.owner == nil || n.owner != c {
 		d.mu.Unlock()
 		return
 	}
-	c := n.owner
 	d.transitionLocked(n, evClosed, c, "restarting its session for a new config")
 	delete(d.connNode, c)
 	d.mu.Unlock()

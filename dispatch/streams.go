@@ -412,6 +412,11 @@ func (d *Dispatcher) request(ctx context.Context, nodeID string, req *iop.Envelo
 	if err != nil {
 		return nil, err
 	}
+	return requestOn(ctx, conn, req)
+}
+
+// requestOn is request on one session of the node.
+func requestOn(ctx context.Context, conn *nodewire.Conn, req *iop.Envelope) (*iop.Envelope, error) {
 	st, err := conn.OpenStream(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNodeLost, err)
