@@ -140,7 +140,13 @@ func (s *Server) adminCommand(c *gin.Context) {
 		adminError(c, http.StatusBadGateway, "command_failed", resp.GetError())
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"node": c.Param("id"), "type": typ, "result": json.RawMessage(orEmpty(resp.GetPayloadJson()))})
+	result := orEmpty(resp.GetPayloadJson())
+	if !json.Valid(result) {
+		// Rendering it would fail after the 200 went out: an empty answer.
+		adminError(c, http.StatusBadGateway, "command_failed", "The node's answer is not JSON.")
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"node": c.Param("id"), "type": typ, "result": json.RawMessage(result)})
 }
 
 func orEmpty(b []byte) []byte {
