@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+
+	"github.com/iop-gateway/iop/nodeagent/adapter"
 )
 
 // maxSSEEvent bounds how much of one unfinished event the splitter holds.
@@ -266,6 +268,15 @@ func (s *sseSplitter) advanceFirst() {
 	}
 }
 
+// maxRunEvent bounds one event a run reads (readEvents), which must have
+// it whole to parse it, unlike the tunnel, which relays an over-long event
+// in pieces (maxSSEEvent). A server with a non-incremental tool parser
+// sends a whole call in one chunk, several MiB when the model writes a
+// file through a tool: as much as the calls of one answer may hold
+// (adapter.MaxToolCallBytes). The splitter holds it only while the event
+// is incomplete.
+const maxRunEvent = adapter.MaxToolCallBytes
+
 // readEventsBuffer is readEvents' read size (see there).
 const readEventsBuffer = 4 << 10
 
@@ -275,9 +286,9 @@ const readEventsBuffer = 4 << 10
 // Through Read, the read buffer is held for the stream's whole life,
 // mostly parked in Read between events of a few hundred bytes, so it is
 // small: a larger event takes a few reads (the splitter joins them, up to
-// maxSSEEvent).
+// maxRunEvent).
 func readEvents(r io.Reader, fn func(data []byte) error) error {
-	sp := newSSESplitter(maxSSEEvent)
+	sp := newSSESplitter(maxRunEvent)
 	if wt, ok := r.(io.WriterTo); ok {
 		// A body that hands over its bytes as they arrive needs no buffer
 		// here (h1client's: see relaySSE).

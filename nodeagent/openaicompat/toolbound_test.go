@@ -47,3 +47,26 @@ func TestToolCallsBounded(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// A server that sends a whole tool call in one chunk (a non-incremental
+// tool parser) may send a chunk of several MiB when the model writes a
+// file through a tool: the run reads it whole (up to maxRunEvent).
+func TestRunReadsLargeSingleChunk(t *testing.T) {
+	arg := strings.Repeat("a", 3<<20)
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		sseHeaders(w)
+		sseWrite(t, w, vllmChunk(`{"tool_calls":[{"id":"call_1","type":"function","index":0,"function":{"name":"write_file","arguments":"{\"content\":\"`+arg+`\"}"}}]}`, ""))
+		sseWrite(t, w, vllmChunk(`{}`, "tool_calls"))
+		sseWrite(t, w, vllmDone)
+	})
+	cfg := testConfig(srv.URL)
+	cfg.ToolMode = iop.ToolMode_TOOL_MODE_NATIVE
+	in := newTestInstance(t, TypeVLLM, cfg)
+	res, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: adapter.OpChat, Input: chatInput("", true)}, &fakeRunSink{})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if res.FinishReason != "tool_calls" || len(res.Metadata[adapter.MetaToolCalls]) < len(arg) {
+		t.Fatalf("finish %q, tool calls %d bytes", res.FinishReason, len(res.Metadata[adapter.MetaToolCalls]))
+	}
+}
