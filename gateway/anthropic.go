@@ -190,8 +190,9 @@ func (w *messagesWriter) Write(p []byte) (int, error) {
 	}
 	w.pending = appendLF(w.pending, p, &w.cr)
 	for {
-		// Only the new bytes are searched (from the last LF of the old
-		// ones): an event that arrives in many writes costs its length.
+		// Only the new bytes are searched, from the last old one (it may
+		// be the first LF of the end): an event that arrives in many
+		// writes costs its length, not its square.
 		i := bytes.Index(w.pending[w.scanned:], []byte("\n\n"))
 		if i < 0 {
 			w.scanned = max(len(w.pending)-1, 0)

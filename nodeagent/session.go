@@ -229,9 +229,9 @@ func undeliverable(err error, op iop.RunOperation) *iop.RunError {
 		return &iop.RunError{Code: e.Code, Message: e.Message}
 	case errors.Is(err, nodewire.ErrFrameTooLarge):
 		return &iop.RunError{Code: adapter.CodeUpstream, HttpStatus: http.StatusBadGateway, Message: fmt.Sprintf(
-			"the provider's answer is larger than one response may carry (%d MiB)", nodewire.DefaultMaxFrameSize>>20)}
+			"The provider's answer is larger than one response may carry (%d MiB).", nodewire.DefaultMaxFrameSize>>20)}
 	case errors.Is(err, nodewire.ErrEncode):
-		return &iop.RunError{Code: adapter.CodeUpstream, HttpStatus: http.StatusBadGateway, Message: "the provider's answer is not valid UTF-8"}
+		return &iop.RunError{Code: adapter.CodeUpstream, HttpStatus: http.StatusBadGateway, Message: "The provider's answer is not valid UTF-8."}
 	}
 	return nil
 }

@@ -118,7 +118,12 @@ func BenchmarkParseChatHistory(b *testing.B) { benchEach(b, historyChat(), chat)
 // BenchmarkChatStreamDelta renders one streamed text delta (a word, as a
 // model streams them) into an SSE chunk and hands it to the writer.
 func BenchmarkChatStreamDelta(b *testing.B) {
-	w := NewChatStreamWriter(io.Discard, nil, RenderOptions{Model: "qwen-7b", IncludeUsage: true})
+	benchChatStreamDelta(b, RenderOptions{Model: "qwen-7b", IncludeUsage: true})
+}
+
+// benchChatStreamDelta is BenchmarkChatStreamDelta's body for opts.
+func benchChatStreamDelta(b *testing.B, opts RenderOptions) {
+	w := NewChatStreamWriter(io.Discard, nil, opts)
 	ev := &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: " gateway"}
 	if err := w.Add(ev); err != nil {
 		b.Fatal(err)

@@ -1,12 +1,9 @@
 package openaiapi
 
 import (
-	"io"
 	"runtime"
 	"strings"
 	"testing"
-
-	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // allocatedBy returns the bytes f allocates on the heap.
@@ -62,17 +59,7 @@ func TestToolHolderHoldsInLinearMemory(t *testing.T) {
 // BenchmarkChatStreamDeltaTools is BenchmarkChatStreamDelta for a chat that
 // offered tools: each delta also goes through the text tool-call holder.
 func BenchmarkChatStreamDeltaTools(b *testing.B) {
-	w := NewChatStreamWriter(io.Discard, nil, RenderOptions{Model: "qwen-7b", IncludeUsage: true, ToolNames: offered})
-	ev := &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: " gateway"}
-	if err := w.Add(ev); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := w.Add(ev); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchChatStreamDelta(b, RenderOptions{Model: "qwen-7b", IncludeUsage: true, ToolNames: offered})
 }
 
 // BenchmarkToolHolderCall holds and restores one text tool call with a

@@ -162,7 +162,7 @@ const MaxWholeResponse = 2 * nodewire.DefaultMaxFrameSize
 func EmbeddingsTooLarge() *Error {
 	return &Error{
 		Code: CodeInvalidRequest,
-		Message: fmt.Sprintf("the embeddings answer is larger than one response may carry (%d MiB); send fewer inputs per request",
+		Message: fmt.Sprintf("The embeddings answer is larger than one response may carry (%d MiB); send fewer inputs per request.",
 			nodewire.DefaultMaxFrameSize>>20),
 		Err: ErrAnswerTooLarge,
 	}
