@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"errors"
+	"mime"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -174,9 +175,17 @@ func (w *messagesWriter) streaming() bool {
 	return w.req != nil && w.req.Stream && w.Status() == http.StatusOK
 }
 
+// wholeAnswer reports that the upstream answered a stream request with one
+// JSON document (it ignored "stream": true): that is held like a
+// non-stream answer and written as a stream at the end (finish).
+func (w *messagesWriter) wholeAnswer() bool {
+	mt, _, _ := mime.ParseMediaType(w.header.Get("Content-Type"))
+	return mt == "application/json"
+}
+
 func (w *messagesWriter) Write(p []byte) (int, error) {
 	w.WriteHeaderNow()
-	if !w.streaming() {
+	if !w.streaming() || w.wholeAnswer() {
 		if w.held.Len()+len(p) > maxHeldMessage {
 			w.overflow = true
 			return 0, errHeldTooLarge
@@ -317,6 +326,18 @@ func (w *messagesWriter) finish() {
 		anthropicapi.WriteError(rw, w.requestID, e)
 	case w.req == nil || w.overflow:
 		anthropicapi.WriteError(rw, w.requestID, anthropicapi.NewError(http.StatusBadGateway, "The provider's answer could not be converted."))
+	case w.streaming():
+		// A whole answer to a stream request (see wholeAnswer).
+		sw := anthropicapi.NewStreamWriter(committer{w}, nil, w.req.Model, w.promptTokens, w.req.StopSequences)
+		if err := sw.Whole(w.held.Bytes()); errors.Is(err, anthropicapi.ErrMalformedUpstream) {
+			if sw.Started() {
+				_ = sw.Fail(anthropicapi.NewError(http.StatusBadGateway, "The provider's answer could not be converted."))
+			} else {
+				anthropicapi.WriteError(rw, w.requestID, anthropicapi.NewError(http.StatusBadGateway, "The provider's answer could not be converted."))
+				return
+			}
+		}
+		rw.Flush()
 	default:
 		out, err := anthropicapi.RenderMessage(w.held.Bytes(), w.req.Model, w.req.StopSequences)
 		if err != nil {

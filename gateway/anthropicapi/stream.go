@@ -281,6 +281,47 @@ func (s *StreamWriter) Finish() error {
 	return s.err
 }
 
+// Whole writes a whole non-stream chat.completion, from an upstream that
+// ignored "stream": true, as the stream it would have been: one chunk
+// carrying the first choice's message, then Finish. It returns an error
+// wrapping ErrMalformedUpstream for a body that is not a completion with a
+// choice (the caller should Fail with a 502 api_error).
+func (s *StreamWriter) Whole(body []byte) error {
+	if s.err != nil || s.closed {
+		return s.err
+	}
+	var c oaCompletion
+	if err := json.Unmarshal(body, &c); err != nil {
+		return fmt.Errorf("%w: completion: %w", ErrMalformedUpstream, err)
+	}
+	if len(c.Error) > 0 && string(c.Error) != "null" {
+		return s.Fail(FromOpenAIError(0, body))
+	}
+	var first *oaChoice
+	for i := range c.Choices {
+		if c.Choices[i].Index == 0 {
+			first = &c.Choices[i]
+			break
+		}
+	}
+	if first == nil {
+		return fmt.Errorf("%w: completion without a choice", ErrMalformedUpstream)
+	}
+	ch := *first
+	ch.Delta, ch.Message = ch.Message, oaAnswer{}
+	// A message's calls carry no index (a chunk's do): each is its own.
+	for i := range ch.Delta.ToolCalls {
+		ch.Delta.ToolCalls[i].Index = i
+	}
+	if c.Usage != nil {
+		s.usage = c.Usage
+	}
+	if err := s.choice(ch); err != nil {
+		return err
+	}
+	return s.Finish()
+}
+
 // Fail ends the stream with `event: error` carrying e's envelope (nil: a
 // generic 500 api_error) and writes nothing after it: no block stop, no
 // message_stop, so clients see a failed stream, never a complete-looking
