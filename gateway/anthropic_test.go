@@ -64,16 +64,7 @@ func TestAnthropicTunnelNonStreamAndStream(t *testing.T) {
 		t.Fatalf("message = %+v", msg)
 	}
 
-	stream := cl.Messages.NewStreaming(ctxT(t), params)
-	var acc anthropic.Message
-	for stream.Next() {
-		if err := acc.Accumulate(stream.Current()); err != nil {
-			t.Fatalf("accumulate: %v", err)
-		}
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatalf("stream: %v", err)
-	}
+	acc := accumulate(t, cl.Messages.NewStreaming(ctxT(t), params))
 	if len(acc.Content) != 1 || acc.Content[0].Text != "Hello world" || acc.StopReason != anthropic.StopReasonEndTurn {
 		t.Fatalf("streamed message = %+v", acc)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
 
 	"github.com/iop-gateway/iop/config"
 )
@@ -26,15 +27,7 @@ func TestAnthropicStreamFromCRLFUpstream(t *testing.T) {
 		cl := anClient(t, s.Edge, "")
 		stream := cl.Messages.NewStreaming(ctxT(t), anthropic.MessageNewParams{Model: "qwen-7b", MaxTokens: 64,
 			Messages: []anthropic.MessageParam{userText("Hi")}})
-		var acc anthropic.Message
-		for stream.Next() {
-			if err := acc.Accumulate(stream.Current()); err != nil {
-				t.Fatalf("%s: accumulate: %v", name, err)
-			}
-		}
-		if err := stream.Err(); err != nil {
-			t.Fatalf("%s: stream: %v", name, err)
-		}
+		acc := accumulate(t, stream)
 		if len(acc.Content) != 1 || acc.Content[0].Text != "Hello world" || acc.StopReason != anthropic.StopReasonEndTurn {
 			t.Errorf("%s: streamed message = %+v", name, acc)
 		}
@@ -59,6 +52,18 @@ func TestAnthropicStreamFromWholeAnswer(t *testing.T) {
 	tool := anthropic.ToolParam{Name: "get_weather", InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}}}
 	stream := cl.Messages.NewStreaming(ctxT(t), anthropic.MessageNewParams{Model: "qwen-7b", MaxTokens: 64,
 		Tools: []anthropic.ToolUnionParam{{OfTool: &tool}}, Messages: []anthropic.MessageParam{userText("Weather?")}})
+	acc := accumulate(t, stream)
+	if len(acc.Content) != 3 || acc.Content[0].Text != "Let me check." ||
+		acc.Content[1].Name != "get_weather" || string(acc.Content[1].Input) != `{"city":"Paris"}` ||
+		acc.Content[2].Name != "get_weather" || string(acc.Content[2].Input) != `{"city":"Lyon"}` ||
+		acc.StopReason != anthropic.StopReasonToolUse || acc.Usage.OutputTokens != 9 {
+		t.Fatalf("streamed message = %+v", acc)
+	}
+}
+
+// accumulate reads a Messages stream to its end into one message.
+func accumulate(t *testing.T, stream *ssestream.Stream[anthropic.MessageStreamEventUnion]) anthropic.Message {
+	t.Helper()
 	var acc anthropic.Message
 	for stream.Next() {
 		if err := acc.Accumulate(stream.Current()); err != nil {
@@ -68,10 +73,5 @@ func TestAnthropicStreamFromWholeAnswer(t *testing.T) {
 	if err := stream.Err(); err != nil {
 		t.Fatalf("stream: %v", err)
 	}
-	if len(acc.Content) != 3 || acc.Content[0].Text != "Let me check." ||
-		acc.Content[1].Name != "get_weather" || string(acc.Content[1].Input) != `{"city":"Paris"}` ||
-		acc.Content[2].Name != "get_weather" || string(acc.Content[2].Input) != `{"city":"Lyon"}` ||
-		acc.StopReason != anthropic.StopReasonToolUse || acc.Usage.OutputTokens != 9 {
-		t.Fatalf("streamed message = %+v", acc)
-	}
+	return acc
 }
