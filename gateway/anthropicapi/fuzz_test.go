@@ -103,3 +103,44 @@ func joinNUL(chunks []string) string {
 	}
 	return b.String()
 }
+
+// FuzzStreamWhole: a whole chat.completion written as a stream (Whole) is a
+// valid event sequence and fails only as ErrMalformedUpstream; where both
+// it and RenderMessage take the body, they agree on the stop reason.
+func FuzzStreamWhole(f *testing.F) {
+	f.Add([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`))
+	f.Add([]byte(`{"choices":[{"index":0,"message":{"content":null,"tool_calls":[{"id":"a","function":{"name":"f","arguments":"{}"}},{"id":"b","function":{"name":"g","arguments":"{\"x\":1}"}}]},"finish_reason":"tool_calls"}]}`))
+	f.Add([]byte(`{"choices":[{"index":1,"message":{"content":"x"}}]}`))
+	f.Add([]byte(`{"error":{"message":"m"}}`))
+	f.Add([]byte(`{"choices":[{"index":0,"message":{"content":"S and more"},"finish_reason":"stop","stop_reason":"S"}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var buf bytes.Buffer
+		s := NewStreamWriter(&buf, nil, "m", 1, []string{"S"})
+		err := s.Whole(body)
+		if err != nil {
+			if !errors.Is(err, ErrMalformedUpstream) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			if err := s.Fail(NewError(502, "bad upstream")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		checkEvents(t, buf.Bytes())
+		if !s.Done() {
+			t.Fatal("not done after Whole")
+		}
+		rendered, rerr := RenderMessage(body, "m", []string{"S"})
+		if rerr != nil || s.Failure() != nil {
+			return
+		}
+		var msg struct {
+			StopReason string `json:"stop_reason"`
+		}
+		if err := json.Unmarshal(rendered, &msg); err != nil {
+			t.Fatal(err)
+		}
+		if msg.StopReason != s.StopReason() {
+			t.Fatalf("stop reason: stream %q, message %q", s.StopReason(), msg.StopReason)
+		}
+	})
+}

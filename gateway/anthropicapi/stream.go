@@ -283,7 +283,7 @@ func (s *StreamWriter) Finish() error {
 
 // Whole writes a whole non-stream chat.completion, from an upstream that
 // ignored "stream": true, as the stream it would have been: one chunk
-// carrying the first choice's message, then Finish. It returns an error
+// carrying the message RenderMessage would render, then Finish. It returns an error
 // wrapping ErrMalformedUpstream for a body that is not a completion with a
 // choice (the caller should Fail with a 502 api_error).
 func (s *StreamWriter) Whole(body []byte) error {
@@ -297,17 +297,17 @@ func (s *StreamWriter) Whole(body []byte) error {
 	if len(c.Error) > 0 && string(c.Error) != "null" {
 		return s.Fail(FromOpenAIError(0, body))
 	}
-	var first *oaChoice
-	for i := range c.Choices {
-		if c.Choices[i].Index == 0 {
-			first = &c.Choices[i]
+	if len(c.Choices) == 0 {
+		return fmt.Errorf("%w: completion without a choice", ErrMalformedUpstream)
+	}
+	// The choice RenderMessage renders: index 0, else the first.
+	ch := c.Choices[0]
+	for _, cand := range c.Choices {
+		if cand.Index == 0 {
+			ch = cand
 			break
 		}
 	}
-	if first == nil {
-		return fmt.Errorf("%w: completion without a choice", ErrMalformedUpstream)
-	}
-	ch := *first
 	ch.Delta, ch.Message = ch.Message, oaAnswer{}
 	// A message's calls carry no index (a chunk's do): each is its own.
 	for i := range ch.Delta.ToolCalls {
