@@ -30,6 +30,18 @@ func startNode(t *testing.T, fe *fakeEdge, agent *Agent) *nodewire.Conn {
 	return fe.nextReady(t)
 }
 
+// startOpenAICompatNode runs a node whose one adapter, "oa", is an
+// openai_compat instance of capacity 1 on baseURL, and returns the
+// edge-side ready connection.
+func startOpenAICompatNode(t *testing.T, baseURL string) *nodewire.Conn {
+	t.Helper()
+	payload := &iop.NodeConfigPayload{
+		Adapters:  []*iop.AdapterConfig{{Name: "oa", Type: "openai_compat", Category: "api", Capacity: 1, BaseUrl: baseURL}},
+		Heartbeat: &iop.HeartbeatConfig{IntervalMs: 50, TimeoutMs: 2000},
+	}
+	return startNode(t, startFakeEdge(t, payload, nil), fullAgent(t))
+}
+
 func fullAgent(t *testing.T) *Agent {
 	a := NewAgent(map[string]adapter.Factory{"mock": mock.New, "openai_compat": openaicompat.New},
 		adapter.Env{StoreDir: t.TempDir(), WorkspaceRoot: t.TempDir()})
@@ -93,12 +105,7 @@ func TestCapacityGateSharedByTunnelAndRun(t *testing.T) {
 	}))
 	defer up.Close()
 	defer close(release)
-	payload := &iop.NodeConfigPayload{
-		Adapters:  []*iop.AdapterConfig{{Name: "oa", Type: "openai_compat", Category: "api", Capacity: 1, BaseUrl: up.URL + "/v1"}},
-		Heartbeat: &iop.HeartbeatConfig{IntervalMs: 50, TimeoutMs: 2000},
-	}
-	fe := startFakeEdge(t, payload, nil)
-	c := startNode(t, fe, fullAgent(t))
+	c := startOpenAICompatNode(t, up.URL+"/v1")
 
 	tunnelDone := make(chan []*iop.Envelope, 1)
 	go func() {

@@ -23,12 +23,7 @@ func TestTunnelFrameSequence(t *testing.T) {
 		}
 	}))
 	defer up.Close()
-	payload := &iop.NodeConfigPayload{
-		Adapters:  []*iop.AdapterConfig{{Name: "oa", Type: "openai_compat", Category: "api", Capacity: 1, BaseUrl: up.URL + "/v1"}},
-		Heartbeat: &iop.HeartbeatConfig{IntervalMs: 50, TimeoutMs: 2000},
-	}
-	fe := startFakeEdge(t, payload, nil)
-	c := startNode(t, fe, fullAgent(t))
+	c := startOpenAICompatNode(t, up.URL+"/v1")
 	envs := exchange(t, c, &iop.Envelope{Body: &iop.Envelope_ProviderTunnelRequest{ProviderTunnelRequest: &iop.ProviderTunnelRequest{
 		RunId: "t-seq", Adapter: "oa", Target: "m", Method: "POST", Path: "/chat/completions", Stream: true,
 		Body: []byte(`{"model":"m","stream":true,"messages":[]}`),

@@ -29,12 +29,7 @@ func TestOversizedAnswerIsAnErrorEvent(t *testing.T) {
 		_, _ = w.Write(doc.Bytes())
 	}))
 	defer up.Close()
-	payload := &iop.NodeConfigPayload{
-		Adapters:  []*iop.AdapterConfig{{Name: "oa", Type: "openai_compat", Category: "api", Capacity: 1, BaseUrl: up.URL + "/v1"}},
-		Heartbeat: &iop.HeartbeatConfig{IntervalMs: 50, TimeoutMs: 2000},
-	}
-	fe := startFakeEdge(t, payload, nil)
-	c := startNode(t, fe, fullAgent(t))
+	c := startOpenAICompatNode(t, up.URL+"/v1")
 	envs := exchange(t, c, &iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{
 		RunId: "e1", Adapter: "oa", Target: "m", Operation: adapter.OpEmbedding,
 		Input: testinput.For(adapter.OpEmbedding, `{"input":"a"}`),
