@@ -36,10 +36,7 @@ func TestToolCallsBounded(t *testing.T) {
 			sseWrite(t, w, vllmChunk(`{}`, "tool_calls"))
 			sseWrite(t, w, vllmDone)
 		})
-		cfg := testConfig(srv.URL)
-		cfg.ToolMode = iop.ToolMode_TOOL_MODE_NATIVE
-		in := newTestInstance(t, TypeVLLM, cfg)
-		_, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: adapter.OpChat, Input: chatInput("", true)}, &fakeRunSink{})
+		_, err := runNativeTools(t, srv.URL)
 		ae := asAdapterError(t, err)
 		if ae.Code != adapter.CodeUpstream || !errors.Is(err, adapter.ErrAnswerTooLarge) {
 			t.Errorf("%s: err = %v, want ToolCallsTooLarge", name, err)
@@ -59,14 +56,21 @@ func TestRunReadsLargeSingleChunk(t *testing.T) {
 		sseWrite(t, w, vllmChunk(`{}`, "tool_calls"))
 		sseWrite(t, w, vllmDone)
 	})
-	cfg := testConfig(srv.URL)
-	cfg.ToolMode = iop.ToolMode_TOOL_MODE_NATIVE
-	in := newTestInstance(t, TypeVLLM, cfg)
-	res, err := in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: adapter.OpChat, Input: chatInput("", true)}, &fakeRunSink{})
+	res, err := runNativeTools(t, srv.URL)
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	if res.FinishReason != "tool_calls" || len(res.Metadata[adapter.MetaToolCalls]) < len(arg) {
 		t.Fatalf("finish %q, tool calls %d bytes", res.FinishReason, len(res.Metadata[adapter.MetaToolCalls]))
 	}
+}
+
+// runNativeTools runs a chat offering tools, in native tool mode, against
+// the vLLM-like server at baseURL.
+func runNativeTools(t *testing.T, baseURL string) (*adapter.Result, error) {
+	t.Helper()
+	cfg := testConfig(baseURL)
+	cfg.ToolMode = iop.ToolMode_TOOL_MODE_NATIVE
+	in := newTestInstance(t, TypeVLLM, cfg)
+	return in.Run(context.Background(), &iop.RunRequest{Target: "m", Operation: adapter.OpChat, Input: chatInput("", true)}, &fakeRunSink{})
 }
