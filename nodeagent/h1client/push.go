@@ -27,6 +27,11 @@ const DefaultStreamCheckInterval = time.Second
 // KiB: +16 % bytes per stream in stackbench's TunnelStream).
 const pushBufSize = 4 << 10
 
+// maxReadsPerWake bounds the reads of one wake-up of a pushing body (256
+// KiB at pushBufSize): how much more an upstream that floods the socket
+// gets relayed after the request was cancelled or its body closed.
+const maxReadsPerWake = 64
+
 // errInterrupted: the request's context ended while the body was pushed
 // (WriteTo reports the context's error).
 var errInterrupted = errors.New("h1client: connection interrupted")
@@ -56,7 +61,14 @@ func (b *body) WriteTo(w io.Writer) (int64, error) {
 	}
 	b.pulled = true
 	ps := &pusher{b: b, w: w, d: newDecoder(b.kind, b.length, b.t.readBuf)}
+	b.pushing.Store(true)
 	err := ps.run()
+	b.pushing.Store(false)
+	if b.state.Load() == bodyClosed {
+		// Close came during the push and left the closing to it (see
+		// body.Close); what the push then reports follows below.
+		b.c.close()
+	}
 	if err == nil {
 		b.c.disarmRead()
 		b.err = io.EOF

@@ -386,3 +386,122 @@ func TestPushQuietStreamIsCheckedOnce(t *testing.T) {
 		t.Fatalf("err %v, want ErrBodyClosed", err)
 	}
 }
+
+// floodWriter counts what it is given and runs at once the action given
+// for the byte count at which it fires.
+type floodWriter struct {
+	n    atomic.Int64
+	at   int64
+	fire func()
+	once atomic.Bool
+}
+
+func (w *floodWriter) Write(p []byte) (int, error) {
+	if w.n.Add(int64(len(p))) >= w.at && w.once.CompareAndSwap(false, true) {
+		w.fire()
+	}
+	return len(p), nil
+}
+
+// An upstream that keeps the socket full never lets a read come back
+// short; a cancel, or a Close from another goroutine, must still end the
+// push within a bounded number of bytes (not when the upstream pauses,
+// which it may never do).
+func TestPushEndsOnCancelWhileSocketStaysFull(t *testing.T) {
+	u, _ := rawServer(t, func(n int, c net.Conn) {
+		if _, err := readRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+		block := []byte(strings.Repeat("data: flood\n\n", 5000))
+		for {
+			if _, err := c.Write(block); err != nil {
+				return
+			}
+		}
+	})
+	tr := New(Options{StreamCheckInterval: time.Hour})
+	defer tr.Close()
+	const at = 8 << 20
+	for _, how := range []string{"cancel", "close"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader("{}"))
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := make(chan struct{})
+		w := &floodWriter{at: at, fire: cancel}
+		want := context.Canceled
+		if how == "close" {
+			want = ErrBodyClosed
+			w.fire = func() {
+				// Owner: the test; Close returns at once, even while
+				// this writer waits for it.
+				go func() { resp.Body.Close(); close(closed) }()
+				<-closed
+			}
+		} else {
+			close(closed)
+		}
+		done := pushed(resp.Body, w)
+		if err := within(t, done, 10*time.Second); !errors.Is(err, want) {
+			t.Fatalf("%s: err %v after %d bytes, want %v", how, err, w.n.Load(), want)
+		}
+		// The cancel hook runs on a goroutine of its own: a few wake-ups'
+		// reads may pass before it does.
+		if n := w.n.Load(); n > at+4<<20 {
+			t.Fatalf("%s: %d bytes relayed after the end at %d", how, n-at, at)
+		}
+		<-closed
+		cancel()
+		resp.Body.Close()
+	}
+	if n := tr.IdleConns(); n != 0 {
+		t.Fatalf("%d idle connections after interrupted streams, want 0", n)
+	}
+}
+
+// Close from another goroutine returns at once even while the pushing
+// writer is blocked (the caller's writer is the caller's to unblock); the
+// push then ends with ErrBodyClosed and the connection is closed.
+func TestPushCloseDoesNotWaitForBlockedWriter(t *testing.T) {
+	gone := make(chan struct{})
+	u, _ := rawServer(t, func(n int, c net.Conn) {
+		if _, err := readRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, sseHead+chunk("data: 0\n\n"))
+		io.Copy(io.Discard, c)
+		close(gone)
+	})
+	tr := New(Options{StreamCheckInterval: time.Hour})
+	defer tr.Close()
+	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader("{}"))
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	w := &floodWriter{at: 1, fire: func() { close(entered); <-release }}
+	done := pushed(resp.Body, w)
+	<-entered
+	closeDone := make(chan struct{})
+	// Owner: the test; ends when Close returns.
+	go func() { resp.Body.Close(); close(closeDone) }()
+	select {
+	case <-closeDone:
+	case <-time.After(2 * time.Second):
+		close(release)
+		t.Fatal("Close blocked behind the pushing writer")
+	}
+	close(release)
+	if err := within(t, done, 2*time.Second); !errors.Is(err, ErrBodyClosed) {
+		t.Fatalf("err %v, want ErrBodyClosed", err)
+	}
+	select {
+	case <-gone:
+	case <-time.After(2 * time.Second):
+		t.Fatal("connection still open after Close")
+	}
+}

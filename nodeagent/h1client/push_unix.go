@@ -22,17 +22,23 @@ const pushSupported = true
 // stream is checked once after its last bytes, not once per interval. A
 // close-delimited body ends only with the FIN, so it is read until EAGAIN
 // as net.Conn does.
+//
+// An upstream may keep the socket full for good, so that no read comes
+// back short: the callback then returns after maxReadsPerWake reads, and
+// the next raw.Read, which checks the deadline an interrupt set and the
+// descriptor's closing, is what ends the push on a cancel or a Close.
 func (ps *pusher) readLoop() error {
 	c := ps.b.c
 	every := ps.b.t.streamCheck
 	armed := false
 	for {
 		var ferr error
+		yielded := false
 		err := c.raw.Read(func(fd uintptr) bool {
 			bp := pushBufs.Get().(*[]byte)
 			defer pushBufs.Put(bp)
 			buf := *bp
-			for {
+			for reads := 1; ; reads++ {
 				n, err := syscall.Read(int(fd), buf)
 				switch {
 				case errors.Is(err, syscall.EINTR):
@@ -59,11 +65,17 @@ func (ps *pusher) readLoop() error {
 					}
 					return false
 				}
+				if reads == maxReadsPerWake {
+					yielded = true
+					return true
+				}
 			}
 		})
 		switch {
 		case ferr != nil || ps.ended:
 			return ferr
+		case err == nil && yielded:
+			continue
 		case err == nil:
 			// The callback only stops on an end or an error, both above.
 			return errors.New("h1client: push stopped without an end")

@@ -690,6 +690,9 @@ type body struct {
 	// pulled: Read or WriteTo has begun, and the framing's state is in
 	// the reader that began; only the reading goroutine touches it.
 	pulled bool
+	// pushing: WriteTo is reading the socket inside a raw read, where the
+	// descriptor's Close would wait for the caller's writer (see Close).
+	pushing atomic.Bool
 
 	// state is bodyOpen, then bodyDone (read to the end or failed; the
 	// reader released the connection) or bodyClosed (Close won; it closed
@@ -750,9 +753,19 @@ func (b *body) finish(clean bool) {
 
 // Close ends the body. Before its end the connection is closed (the rest
 // of the response is not worth reading); a concurrent Read then fails.
+// During a push the descriptor's Close would wait for the push's read
+// callback, and so for the caller's writer, which may be blocked: Close
+// then interrupts the connection and the push closes it as it returns
+// (whichever of the two sees the other's flag last closes).
 func (b *body) Close() error {
 	if b.state.CompareAndSwap(bodyOpen, bodyClosed) {
 		b.stop()
+		if b.pushing.Load() {
+			b.c.interrupt()
+			if b.pushing.Load() {
+				return nil
+			}
+		}
 		b.c.close()
 	}
 	return nil
