@@ -63,6 +63,10 @@ type resource struct {
 	ledgerKey       string
 	remoteFull      bool
 	remoteFullUntil time.Time
+	// ledgerRetry: a queued grant on the resource failed because Redis did
+	// not answer; the cluster loop's retry tick pumps it again (nothing
+	// else would: no return is announced for it).
+	ledgerRetry bool
 }
 
 // setSpec sets the provider's spec and what is derived from it.
@@ -289,6 +293,12 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 			l, err = d.grantLocked(m, c, long, req.SessionID, hashes, queueOf(long, tunnel), "", req.Priority, "")
 		}
 		if errors.Is(err, errRetryPick) {
+			if d.models[req.Model] != m {
+				// A reload removed or rebuilt the model during the
+				// ledger round trip: m's candidates are stale.
+				d.mu.Unlock()
+				return d.Acquire(ctx, req)
+			}
 			continue
 		}
 		if errors.Is(err, errYield) {

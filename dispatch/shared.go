@@ -21,7 +21,9 @@ import (
 //   - grantLocked takes the ledger slot before counting the lease; a
 //     provider the ledger says is full (other edges hold its slots) is
 //     marked remoteFull and not offered again until a return is announced
-//     or retryRemoteFull passes;
+//     or retryRemoteFull passes; one whose queued grant failed because
+//     Redis did not answer is marked ledgerRetry and pumped again by the
+//     retry tick once the backoff has passed;
 //   - a released lease goes back to the ledger from the returner (bounded
 //     queue, never under the lock); a return that cannot be made expires
 //     within the TTL;
@@ -121,7 +123,9 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 			d.wake(func(r *resource) bool { return r.ledgerKey == m.Payload })
 		case <-retry.C:
 			now := time.Now()
-			d.wake(func(r *resource) bool { return r.remoteFull && !now.Before(r.remoteFullUntil) })
+			d.wake(func(r *resource) bool {
+				return (r.remoteFull && !now.Before(r.remoteFullUntil)) || (r.ledgerRetry && !now.Before(d.ledgerDownUntil))
+			})
 		case <-renew.C:
 			_ = d.ledger.Alive(d.ctx)
 			if err := d.ledger.Renew(d.ctx, d.heldLeases()); err != nil && d.ctx.Err() == nil {
@@ -134,14 +138,14 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 	}
 }
 
-// wake clears remoteFull on the matching resources and hands their slots
-// to waiters.
+// wake clears remoteFull and ledgerRetry on the matching resources and
+// hands their slots to waiters. match is called with d.mu held.
 func (d *Dispatcher) wake(match func(*resource) bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, r := range d.resources {
 		if match(r) {
-			r.remoteFull = false
+			r.remoteFull, r.ledgerRetry = false, false
 			d.pumpLocked(r)
 		}
 	}
@@ -171,6 +175,7 @@ func (d *Dispatcher) takeLocked(r *resource, m *model, kind int, member string, 
 	if now := time.Now(); now.Before(d.ledgerDownUntil) {
 		// Redis just failed: answer at once rather than hold the lock for
 		// another timeout on every request.
+		r.ledgerRetry = true
 		return "", ErrClusterUnavailable
 	}
 	id := d.ledger.NewLeaseID()
@@ -178,6 +183,10 @@ func (d *Dispatcher) takeLocked(r *resource, m *model, kind int, member string, 
 		cluster.WaitKey(m.name, kind), member, time.Duration(prio)*PriorityStep)
 	if err != nil {
 		d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
+		// No return announcement will come for the slot this grant
+		// wanted (the lease that freed it may never have reached the
+		// ledger): the retry tick pumps r again.
+		r.ledgerRetry = true
 		return "", fmt.Errorf("%w: %w", ErrClusterUnavailable, err)
 	}
 	switch out {
@@ -212,8 +221,10 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 		r.longInFlight++
 	}
 	id := d.ledger.NewLeaseID()
+	// A reload may change r's spec once the lock is released.
+	capacity, longCapacity := r.spec.Capacity, r.spec.LongCapacity
 	d.mu.Unlock()
-	out, err := d.ledger.Take(d.ctx, r.ledgerKey, r.spec.Capacity, r.spec.LongCapacity, long, id,
+	out, err := d.ledger.Take(d.ctx, r.ledgerKey, capacity, longCapacity, long, id,
 		cluster.WaitKey(m.name, kind), "", time.Duration(req.Priority)*PriorityStep)
 	d.mu.Lock()
 	// The reservation counts only while the generation it was made in

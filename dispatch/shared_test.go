@@ -1,0 +1,117 @@
+package dispatch
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/dispatch/cluster"
+	"github.com/iop-gateway/iop/internal/testredis"
+)
+
+// newClusterFixture is newFixture with a ledger on rs (a real
+// redis-server); the ledger is closed after the dispatcher.
+func newClusterFixture(t *testing.T, cfg *config.Edge, rs *testredis.Server) *fixture {
+	t.Helper()
+	led := cluster.Open(cluster.Config{Address: rs.Addr, TTL: 3 * time.Second, Timeout: 2 * time.Second, EdgeID: "e1"})
+	f := &fixture{t: t, reg: prometheus.NewRegistry(), bus: &recBus{}}
+	f.d = New(cfg, Options{Bus: f.bus, Metrics: NewMetrics(f.reg), Ledger: led, LedgerTTL: 3 * time.Second})
+	t.Cleanup(func() {
+		f.d.Close()
+		f.wg.Wait()
+		_ = led.Close()
+	})
+	return f
+}
+
+// A waiter whose grant failed because Redis was down keeps its place and
+// is served once Redis answers again, without any other event (no return
+// is announced: the lease given back during the outage never reached the
+// ledger).
+func TestClusterWaiterServedAfterRedisOutage(t *testing.T) {
+	rs := testredis.Start(t)
+	cfg := buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 1}}}},
+		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}})
+	f := newClusterFixture(t, cfg, rs)
+	f.up("n")
+	l := mustAcquire(t, f.d, Request{Model: "m"})
+	ch := f.enqueue(context.Background(), Request{Model: "m"})
+	rs.Stop()
+	l.Release(ReasonCompleted) // the queued grant fails: Redis is down
+	rs.Restart()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("waiter: %v", r.err)
+		}
+		r.l.Release(ReasonCompleted)
+	case <-time.After(8 * time.Second):
+		t.Fatal("the waiter was never served after Redis came back")
+	}
+}
+
+// Leases are granted (Redis round trip with the lock released) while a
+// reload changes the provider's capacity: no data race on the spec.
+func TestClusterGrantConcurrentWithReload(t *testing.T) {
+	rs := testredis.Start(t)
+	cfgOf := func(capacity int) *config.Edge {
+		return buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: capacity}}}},
+			[]tModel{{name: "m", cands: []string{"n/p"}}})
+	}
+	f := newClusterFixture(t, cfgOf(64), rs)
+	f.up("n")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	// Owner: the test; stops when stop is closed.
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			f.d.Reload(cfgOf(64 + i%2))
+		}
+	}()
+	for range 200 {
+		mustAcquire(t, f.d, Request{Model: "m"}).Release(ReasonCompleted)
+	}
+	close(stop)
+	wg.Wait()
+}
+
+// A reload that removes the model while a grant's Redis round trip is
+// under way ends the Acquire with ErrModelNotFound instead of picking
+// from the removed model for ever.
+func TestClusterAcquireEndsWhenModelRemovedDuringTake(t *testing.T) {
+	rs := testredis.Start(t)
+	cfg := buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 4}}}},
+		[]tModel{{name: "m", cands: []string{"n/p"}}, {name: "other", cands: []string{"n/p"}}})
+	f := newClusterFixture(t, cfg, rs)
+	f.up("n")
+	mustAcquire(t, f.d, Request{Model: "m"}).Release(ReasonCompleted) // scripts loaded
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rdb.Close()
+	// Every Redis command of the dispatcher now waits 500 ms: the Take
+	// below is in flight while the reload runs.
+	if err := rdb.Do(context.Background(), "CLIENT", "PAUSE", "500", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ch := f.acquireAsync(context.Background(), Request{Model: "m"})
+	time.Sleep(100 * time.Millisecond)
+	f.d.Reload(buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 4}}}},
+		[]tModel{{name: "other", cands: []string{"n/p"}}}))
+	select {
+	case r := <-ch:
+		wantErr(t, r.err, ErrModelNotFound)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Acquire still running 5s after its model was removed")
+	}
+}
