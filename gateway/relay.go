@@ -192,6 +192,7 @@ type tunnelExchange struct {
 	cs        cancelState
 	w         deadlineWriter
 	fb        flushBatch             // a stream's chunks written but not yet flushed
+	done      doneScan               // an event stream's [DONE], across BODY frames
 	reason    dispatch.ReleaseReason // the lease's release reason (also on a panic)
 	stream    bool                   // the client asked for a stream
 	sse       bool                   // the provider answered with an event stream
@@ -405,12 +406,24 @@ func (t *tunnelExchange) writeHead(status int) {
 }
 
 // copyHeaders copies the provider's headers that may reach the client
-// (none that net/http would refuse or mangle) without committing a status.
+// (none that net/http would refuse or mangle, none hop-by-hop: also those
+// its Connection header nominates, RFC 9110 §7.6.1) without committing a
+// status.
 func (t *tunnelExchange) copyHeaders() {
 	h := t.c.Writer.Header()
-	for _, hd := range t.status.GetHeaders() {
+	hs := t.status.GetHeaders()
+	var nominated []string // the Connection values; nil (no allocation) in the usual answer without one
+	for _, hd := range hs {
+		if strings.EqualFold(hd.GetName(), "Connection") {
+			nominated = append(nominated, hd.GetValue())
+		}
+	}
+	for _, hd := range hs {
 		name := http.CanonicalHeaderKey(hd.GetName())
 		if droppedResponseHeaders[name] || !httpguts.ValidHeaderFieldName(name) || !httpguts.ValidHeaderFieldValue(hd.GetValue()) {
+			continue
+		}
+		if nominated != nil && httpguts.HeaderValuesContainsToken(nominated, name) {
 			continue
 		}
 		h.Add(name, hd.GetValue())
@@ -467,15 +480,17 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 		// goes at once: the client has the whole stream and may hang up
 		// (SDKs do), which is not a cancellation. The usage and end frames
 		// that follow are still read.
-		doneEvent := t.sse && hasSSEDone(f.GetBody())
+		doneEvent := t.sse && t.done.seen(f.GetBody())
+		if doneEvent {
+			// Before the flush: a client that hangs up as soon as it has
+			// [DONE] must not race the watch into a cancellation.
+			t.stopWatch()
+		}
 		if !t.fb.afterWrite(t.ts, doneEvent) {
 			return "", false
 		}
 		if err := t.w.Flush(); err != nil {
 			return t.s.writeFailed(in, &t.cs, t.ts, err), true
-		}
-		if doneEvent {
-			t.stopWatch()
 		}
 	case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_USAGE:
 		u := f.GetUsage()
@@ -598,6 +613,34 @@ func hasSSEDone(b []byte) bool {
 		}
 		i = at + 1
 	}
+}
+
+// doneScan finds sseDone in a stream that arrives in pieces: a node may
+// split it across two BODY frames at any byte, so the last
+// len(sseDone)-1 bytes of what came before are searched with the head of
+// each new piece.
+type doneScan struct {
+	tail [len("data: [DONE]") - 1]byte
+	n    int // bytes of tail in use
+}
+
+// seen reports whether sseDone ends in b or straddles b and what came
+// before it.
+func (d *doneScan) seen(b []byte) bool {
+	const keep = len(d.tail)
+	if hasSSEDone(b) {
+		return true
+	}
+	var joint [2 * keep]byte
+	j := copy(joint[:], d.tail[:d.n])
+	j += copy(joint[j:], b[:min(len(b), keep)])
+	found := d.n > 0 && hasSSEDone(joint[:j])
+	if len(b) >= keep {
+		d.n = copy(d.tail[:], b[len(b)-keep:])
+	} else {
+		d.n = copy(d.tail[:], joint[max(j-keep, 0):j])
+	}
+	return found
 }
 
 type tunnelError struct{ re *iop.RunError }

@@ -30,6 +30,30 @@ func FuzzHasSSEDone(f *testing.F) {
 	})
 }
 
+// doneScan, fed a stream in pieces cut anywhere, reports for each piece
+// whether an sseDone ends in it: found in the piece with the
+// len(sseDone)-1 bytes before it.
+func FuzzDoneScan(f *testing.F) {
+	f.Add([]byte("data: {}\n\ndata: [DONE]\n\n"), []byte{3, 14, 1, 1, 40})
+	f.Add([]byte("data: [DOdata: [DONE]"), []byte{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
+	f.Fuzz(func(t *testing.T, stream, cuts []byte) {
+		var d doneScan
+		at := 0
+		for i := 0; at < len(stream); i++ {
+			n := len(stream) - at
+			if i < len(cuts) {
+				n = min(n, int(cuts[i]))
+			}
+			piece := stream[at : at+n]
+			want := bytes.Contains(stream[max(at-(len(sseDone)-1), 0):at+n], sseDone)
+			if got := d.seen(piece); got != want {
+				t.Fatalf("piece %d %q after %q: seen %v, want %v", i, piece, stream[:at], got, want)
+			}
+			at += n
+		}
+	})
+}
+
 // BenchmarkHasSSEDone looks for the end marker in a typical vLLM chunk (it
 // is not there), against bytes.Contains on the same chunk.
 func BenchmarkHasSSEDone(b *testing.B) {
