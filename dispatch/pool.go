@@ -253,6 +253,10 @@ type waiter struct {
 	result chan waitResult // buffered 1: the settling side never blocks
 }
 
+// testHookQueued, when set (by tests only, before any Acquire), runs in
+// Acquire once a waiter is queued and the lock released.
+var testHookQueued func()
+
 // Acquire returns a lease on one of the model's candidates, waiting in the
 // model's queue when none has room. It fails with ErrModelNotFound,
 // ErrNoProvider, ErrQueueFull, ErrQueueTimeout, or ctx's error.
@@ -338,8 +342,8 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	}
 	timeout := time.Duration(m.spec.QueueTimeoutSec * float64(time.Second))
 	d.mu.Unlock()
-	if w.member != "" {
-		d.registerWaiter(w)
+	if testHookQueued != nil {
+		testHookQueued()
 	}
 	if !req.Deadline.IsZero() {
 		// The caller's deadline cuts the wait short: queued past it, the

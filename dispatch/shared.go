@@ -55,12 +55,24 @@ const (
 	ledgerBackoff = 500 * time.Millisecond
 )
 
-// ledgerReturn is a ledger update sent by the returner: a lease return, or
-// (unwait) a waiter leaving its wait set.
+// ledgerReturn is a ledger update sent by the returner: a lease return,
+// a waiter joining its wait set or a waiter leaving it. One goroutine
+// sends them in the order they were queued, under d.mu, so a waiter's
+// removal never reaches Redis before its registration (which would leave
+// a ghost the other edges yield to for up to cluster.MaxYield).
 type ledgerReturn struct {
+	op      ledgerOp
 	key, id string
-	unwait  bool
+	shift   time.Duration // opWait: the waiter's priority shift
 }
+
+type ledgerOp uint8
+
+const (
+	opReturn ledgerOp = iota
+	opWait
+	opUnwait
+)
 
 // errYield: the ledger owes the slot to an older waiter of another edge.
 var errYield = errors.New("dispatch: an older waiter of another edge goes first")
@@ -88,14 +100,19 @@ func (d *Dispatcher) returner() {
 		case <-d.ctx.Done():
 			return
 		case r := <-d.returns:
-			if r.unwait {
+			switch r.op {
+			case opWait:
+				if err := d.ledger.Wait(d.ctx, r.key, r.id, r.shift); err != nil && d.ctx.Err() == nil {
+					d.log.Debug("waiter not registered with the cluster", zap.Error(err))
+				}
+			case opUnwait:
 				if err := d.ledger.Unwait(d.ctx, r.key, r.id); err != nil && d.ctx.Err() == nil {
 					d.log.Debug("waiter not taken out of the cluster's wait set; it ages out", zap.Error(err))
 				}
-				continue
-			}
-			if err := d.ledger.Return(d.ctx, r.key, r.id); err != nil && d.ctx.Err() == nil {
-				d.log.Warn("lease not returned to the cluster ledger; it expires within the TTL", zap.String("key", r.key), zap.Error(err))
+			default:
+				if err := d.ledger.Return(d.ctx, r.key, r.id); err != nil && d.ctx.Err() == nil {
+					d.log.Warn("lease not returned to the cluster ledger; it expires within the TTL", zap.String("key", r.key), zap.Error(err))
+				}
 			}
 		}
 	}
@@ -258,24 +275,21 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 	return d.grantLocked(m, same, long, req.SessionID, hashes, kind, "", req.Priority, id)
 }
 
-// waitLocked gives a new waiter its place in the cluster's wait set (the
-// registration itself goes out after the lock, see registerWaiter).
+// waitLocked gives a new waiter its place in the cluster's wait set: the
+// registration is queued for the returner (never blocks: on a full queue
+// the waiter only loses its claim to fairness across edges).
 func (d *Dispatcher) waitLocked(w *waiter) {
 	w.member = d.ledger.NewWaiterID()
-}
-
-// registerWaiter adds w to its wait set; on failure w only loses its
-// claim to fairness across edges.
-func (d *Dispatcher) registerWaiter(w *waiter) {
-	if err := d.ledger.Wait(d.ctx, cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), w.member, time.Duration(w.prio)*PriorityStep); err != nil && d.ctx.Err() == nil {
-		d.log.Debug("waiter not registered with the cluster", zap.Error(err))
+	select {
+	case d.returns <- ledgerReturn{op: opWait, key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), id: w.member, shift: time.Duration(w.prio) * PriorityStep}:
+	default:
 	}
 }
 
 // unwaitLocked queues w's removal from its wait set.
 func (d *Dispatcher) unwaitLocked(w *waiter) {
 	select {
-	case d.returns <- ledgerReturn{key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), id: w.member, unwait: true}:
+	case d.returns <- ledgerReturn{op: opUnwait, key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), id: w.member}:
 	default: // it ages out of the set (MaxYield)
 	}
 }
@@ -284,7 +298,7 @@ func (d *Dispatcher) unwaitLocked(w *waiter) {
 // lease expires within the TTL).
 func (d *Dispatcher) returnLocked(r *resource, id string) {
 	select {
-	case d.returns <- ledgerReturn{key: r.ledgerKey, id: id}:
+	case d.returns <- ledgerReturn{op: opReturn, key: r.ledgerKey, id: id}:
 	default:
 		d.log.Warn("cluster return queue full; the lease expires within the TTL", zap.String("key", r.ledgerKey))
 	}

@@ -115,3 +115,40 @@ func TestClusterAcquireEndsWhenModelRemovedDuringTake(t *testing.T) {
 		t.Fatal("Acquire still running 5s after its model was removed")
 	}
 }
+
+// A waiter served (or gone) at once after it was queued leaves no entry
+// in the cluster's wait set: were its registration to reach Redis after
+// its removal, the other edges would yield to a waiter that no longer
+// exists for up to cluster.MaxYield.
+func TestClusterServedWaiterLeavesNoWaitEntry(t *testing.T) {
+	rs := testredis.Start(t)
+	cfg := buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 1}}}},
+		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}})
+	f := newClusterFixture(t, cfg, rs)
+	f.up("n")
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rdb.Close()
+	waitKey := cluster.WaitKey("m", queueOf(false, false))
+	l := mustAcquire(t, f.d, Request{Model: "m"})
+	// The waiter is served between being queued and anything after.
+	testHookQueued = func() {
+		l.Release(ReasonCompleted)
+		waitFor(t, "the served waiter's removal sent", func() bool {
+			f.d.mu.Lock()
+			defer f.d.mu.Unlock()
+			return pendingOf(f.d.statusLocked(), "m") == 0 && len(f.d.returns) == 0
+		})
+		time.Sleep(100 * time.Millisecond) // the returner's Redis calls
+	}
+	defer func() { testHookQueued = nil }()
+	r := recv(t, f.acquireAsync(context.Background(), Request{Model: "m"}))
+	testHookQueued = nil
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	r.l.Release(ReasonCompleted)
+	time.Sleep(300 * time.Millisecond) // what the returner still has
+	if n, err := rdb.ZCard(context.Background(), waitKey).Result(); err != nil || n != 0 {
+		t.Fatalf("wait set holds %d entries (%v) after its only waiter was served", n, err)
+	}
+}
