@@ -371,33 +371,43 @@ func (s *Stream[T]) Drain(timeout time.Duration) {
 // Close frees the stream. Idempotent.
 func (s *Stream[T]) Close() { s.x.Close() }
 
+// CancelAbandoned is the CancelRequest reason of an exchange the Edge
+// gave up before its end without a caller's cancellation (a failover, an
+// answer it refused to relay).
+const CancelAbandoned = "abandoned"
+
 // Finish ends the exchange and releases its lease l with reason.
 // cancelled is why the caller cancelled the exchange ("" if it did not).
 //
-// An exchange cancelled before its terminal message is drained first, for
-// grace at most, so that the lease goes back only once the Node has
-// stopped the run and freed its own capacity slot (the next waiter handed
-// that slot would otherwise be refused by the Node's gate). That drain runs
-// in the background: the caller (an HTTP handler that has written its
-// answer) returns at once, and a Node that never answers costs the lease
-// grace, no more. Otherwise the stream is closed and the lease released
-// before Finish returns.
+// An exchange that ends before its terminal message — cancelled, or
+// abandoned by the caller (then cancelled here as CancelAbandoned) — is
+// drained first, for grace at most, so that the lease goes back only once
+// the Node has stopped the run and freed its own capacity slot (the next
+// waiter handed that slot would otherwise be refused by the Node's gate).
+// That drain runs in the background: the caller (an HTTP handler that has
+// written its answer) returns at once, and a Node that never answers costs
+// the lease grace, no more. After the terminal the stream is closed and
+// the lease released before Finish returns.
 func (s *Stream[T]) Finish(l *Lease, reason ReleaseReason, cancelled string, grace time.Duration) {
 	x := s.x
 	x.mu.Lock()
-	pending := cancelled != "" && !x.done
+	pending := !x.done
 	x.mu.Unlock()
 	if !pending {
 		x.Close()
 		l.Release(reason)
 		return
 	}
+	if cancelled == "" {
+		cancelled = CancelAbandoned
+	}
 	// Owner: the lease's holder hands the lease to this goroutine. Stops
 	// after grace at the latest: Drain's read deadline bounds it, Cancel's
 	// send is bounded by cancelSendTimeout.
 	go func() {
-		// Usually a no-op: whoever recorded the cancellation sent it. It
-		// covers the moment between recording and sending.
+		// Usually a no-op for a cancellation: whoever recorded it sent
+		// it (this covers the moment between recording and sending); an
+		// abandoned exchange is cancelled here.
 		x.Cancel(cancelled)
 		s.Drain(grace)
 		x.Close()

@@ -3384,7 +3384,9 @@ type CancelRequest struct {
 	Kind      CancelKind             `protobuf:"varint,1,opt,name=kind,proto3,enum=iop.runtime.v1.CancelKind" json:"kind,omitempty"`
 	RunId     string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	SessionId string                 `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// client_disconnect | timeout | write_error | admin, for logs.
+	// client_disconnect | timeout | write_error | admin | abandoned (the
+	// Edge gave up the exchange before its end: a failover, an answer it
+	// refused to relay), for logs.
 	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
