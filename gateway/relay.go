@@ -625,21 +625,26 @@ type doneScan struct {
 }
 
 // seen reports whether sseDone ends in b or straddles b and what came
-// before it.
+// before it. A straddling marker ends with its ']' among b's first
+// len(tail) bytes; a chunk of JSON never starts with one, so the joint is
+// searched only then.
 func (d *doneScan) seen(b []byte) bool {
 	const keep = len(d.tail)
-	if hasSSEDone(b) {
-		return true
+	found := hasSSEDone(b)
+	if !found && d.n > 0 && bytes.IndexByte(b[:min(len(b), keep)], ']') >= 0 {
+		var joint [2 * keep]byte
+		j := copy(joint[:], d.tail[:d.n])
+		j += copy(joint[j:], b[:min(len(b), keep)])
+		found = hasSSEDone(joint[:j])
+	}
+	if len(b) >= keep {
+		d.n = copy(d.tail[:], b[len(b)-keep:])
+		return found
 	}
 	var joint [2 * keep]byte
 	j := copy(joint[:], d.tail[:d.n])
-	j += copy(joint[j:], b[:min(len(b), keep)])
-	found := d.n > 0 && hasSSEDone(joint[:j])
-	if len(b) >= keep {
-		d.n = copy(d.tail[:], b[len(b)-keep:])
-	} else {
-		d.n = copy(d.tail[:], joint[max(j-keep, 0):j])
-	}
+	j += copy(joint[j:], b)
+	d.n = copy(d.tail[:], joint[max(j-keep, 0):j])
 	return found
 }
 

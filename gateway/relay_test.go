@@ -55,7 +55,8 @@ func FuzzDoneScan(f *testing.F) {
 }
 
 // BenchmarkHasSSEDone looks for the end marker in a typical vLLM chunk (it
-// is not there), against bytes.Contains on the same chunk.
+// is not there), against bytes.Contains on the same chunk, and as the
+// relay does, across the chunk's boundary too (doneScan).
 func BenchmarkHasSSEDone(b *testing.B) {
 	chunk := []byte(`data: {"id":"chatcmpl-8f1c2b7e9d4a4f0c9b6e1a2d3c4b5a69","object":"chat.completion.chunk",` +
 		`"created":1735689600,"model":"bench-model","choices":[{"index":0,"delta":{"content":" tokens"},` +
@@ -66,6 +67,7 @@ func BenchmarkHasSSEDone(b *testing.B) {
 	}{
 		{"bytes.Contains", func(b []byte) bool { return bytes.Contains(b, sseDone) }},
 		{"hasSSEDone", hasSSEDone},
+		{"doneScan", (&doneScan{}).seen},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
