@@ -30,47 +30,53 @@ const pushSupported = true
 func (ps *pusher) readLoop() error {
 	c := ps.b.c
 	every := ps.b.t.streamCheck
-	armed := false
-	for {
-		var ferr error
-		yielded := false
-		err := c.raw.Read(func(fd uintptr) bool {
-			bp := pushBufs.Get().(*[]byte)
-			defer pushBufs.Put(bp)
-			buf := *bp
-			for reads := 1; ; reads++ {
-				n, err := syscall.Read(int(fd), buf)
-				switch {
-				case errors.Is(err, syscall.EINTR):
-					continue
-				case errors.Is(err, syscall.EAGAIN):
-					return false
-				case err != nil:
-					ferr = os.NewSyscallError("read", err)
-					return true
-				case n == 0:
-					ferr = ps.eof()
-					return true
-				}
-				if ferr = ps.feed(buf[:n]); ferr != nil || ps.ended {
-					return true
-				}
-				if n < len(buf) && ps.d.kind != framingClose {
-					if !armed {
-						if !c.armRead(time.Now().Add(every)) {
-							ferr = errInterrupted
-							return true
-						}
-						armed = true
-					}
-					return false
-				}
-				if reads == maxReadsPerWake {
-					yielded = true
-					return true
-				}
+	// The callback's results; one closure serves every raw.Read of the
+	// push (a closure per call would be an allocation per wake-up).
+	var (
+		ferr    error
+		yielded bool
+		armed   bool
+	)
+	read := func(fd uintptr) bool {
+		bp := pushBufs.Get().(*[]byte)
+		defer pushBufs.Put(bp)
+		buf := *bp
+		for reads := 1; ; reads++ {
+			n, err := syscall.Read(int(fd), buf)
+			switch {
+			case errors.Is(err, syscall.EINTR):
+				continue
+			case errors.Is(err, syscall.EAGAIN):
+				return false
+			case err != nil:
+				ferr = os.NewSyscallError("read", err)
+				return true
+			case n == 0:
+				ferr = ps.eof()
+				return true
 			}
-		})
+			if ferr = ps.feed(buf[:n]); ferr != nil || ps.ended {
+				return true
+			}
+			if n < len(buf) && ps.d.kind != framingClose {
+				if !armed {
+					if !c.armRead(time.Now().Add(every)) {
+						ferr = errInterrupted
+						return true
+					}
+					armed = true
+				}
+				return false
+			}
+			if reads == maxReadsPerWake {
+				yielded = true
+				return true
+			}
+		}
+	}
+	for {
+		ferr, yielded = nil, false
+		err := c.raw.Read(read)
 		switch {
 		case ferr != nil || ps.ended:
 			return ferr
