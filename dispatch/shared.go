@@ -50,6 +50,11 @@ const (
 	retryRemoteFull = 200 * time.Millisecond
 	// returnQueue bounds the returns waiting for the returner.
 	returnQueue = 4096
+	// waitQueue is how much of returnQueue waiters' registrations and
+	// removals may fill: a burst of waiters must not crowd out lease
+	// returns, whose loss costs the cluster a slot for a TTL (a dropped
+	// registration costs only the waiter's claim to fairness).
+	waitQueue = returnQueue / 2
 	// ledgerBackoff: after a failed grant, grants fail at once for this
 	// long instead of each waiting out the Redis timeout under the lock.
 	ledgerBackoff = 500 * time.Millisecond
@@ -280,18 +285,26 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 // the waiter only loses its claim to fairness across edges).
 func (d *Dispatcher) waitLocked(w *waiter) {
 	w.member = d.ledger.NewWaiterID()
+	d.queueWaitOpLocked(ledgerReturn{op: opWait, key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), id: w.member, shift: time.Duration(w.prio) * PriorityStep})
+}
+
+// queueWaitOpLocked queues a waiter's registration or removal while the
+// queue holds fewer than waitQueue updates, else drops it (a dropped
+// removal ages out of the set, see cluster.MaxYield). Senders hold d.mu,
+// so the length read cannot be overtaken by another sender.
+func (d *Dispatcher) queueWaitOpLocked(op ledgerReturn) {
+	if len(d.returns) >= waitQueue {
+		return
+	}
 	select {
-	case d.returns <- ledgerReturn{op: opWait, key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), id: w.member, shift: time.Duration(w.prio) * PriorityStep}:
+	case d.returns <- op:
 	default:
 	}
 }
 
 // unwaitLocked queues w's removal from its wait set.
 func (d *Dispatcher) unwaitLocked(w *waiter) {
-	select {
-	case d.returns <- ledgerReturn{op: opUnwait, key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), id: w.member}:
-	default: // it ages out of the set (MaxYield)
-	}
+	d.queueWaitOpLocked(ledgerReturn{op: opUnwait, key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), id: w.member})
 }
 
 // returnLocked queues a ledger return (never blocks: on a full queue the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/dispatch/cluster"
@@ -150,5 +151,29 @@ func TestClusterServedWaiterLeavesNoWaitEntry(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // what the returner still has
 	if n, err := rdb.ZCard(context.Background(), waitKey).Result(); err != nil || n != 0 {
 		t.Fatalf("wait set holds %d entries (%v) after its only waiter was served", n, err)
+	}
+}
+
+// A burst of waiters' registrations cannot crowd lease returns out of
+// the returner's queue: past waitQueue they are dropped, and a return
+// still finds room.
+func TestClusterWaitersLeaveRoomForReturns(t *testing.T) {
+	led := cluster.Open(cluster.Config{Address: "127.0.0.1:1", TTL: time.Second, Timeout: time.Second, EdgeID: "e1"})
+	defer led.Close()
+	// No returner runs: what is queued stays queued.
+	d := &Dispatcher{ledger: led, returns: make(chan ledgerReturn, returnQueue), log: zap.NewNop()}
+	m := &model{name: "m"}
+	for range returnQueue {
+		d.waitLocked(&waiter{model: m})
+	}
+	if n := len(d.returns); n != waitQueue {
+		t.Fatalf("%d registrations queued, want %d", n, waitQueue)
+	}
+	r := &resource{ledgerKey: cluster.Key("n", "p")}
+	for i := range returnQueue - waitQueue {
+		d.returnLocked(r, led.NewLeaseID())
+		if n := len(d.returns); n != waitQueue+i+1 {
+			t.Fatalf("return %d not queued (%d in the queue)", i, n)
+		}
 	}
 }
