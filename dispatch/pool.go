@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go.uber.org/zap"
 	"time"
 
 	"github.com/iop-gateway/iop/config"
@@ -248,9 +247,12 @@ type waiter struct {
 	seq     uint64   // arrival order across all models
 	// key orders waiters (lowest first): arrival time since the
 	// dispatcher started, less Priority × PriorityStep; ties by seq.
-	key    int64
-	qelem  *list.Element   // in model.queues[queueOf(long, tunnel)]; nil once removed
-	result chan waitResult // buffered 1: the settling side never blocks
+	key   int64
+	qelem *list.Element // in model.queues[queueOf(long, tunnel)]; nil once removed
+	// granting: a cluster hand-on of a slot to this waiter is in flight
+	// (handOnLocked); it keeps its place meanwhile.
+	granting bool
+	result   chan waitResult // buffered 1: the settling side never blocks
 }
 
 // testHookQueued, when set (by tests only, before any Acquire), runs in
@@ -294,7 +296,7 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		if d.ledger != nil {
 			l, err = d.grantClusterLocked(m, c, long, req, hashes)
 		} else {
-			l, err = d.grantLocked(m, c, long, req.SessionID, hashes, queueOf(long, tunnel), "", req.Priority, "")
+			l = d.grantLocked(m, c, long, req.SessionID, hashes, "")
 		}
 		if errors.Is(err, errRetryPick) {
 			if d.models[req.Model] != m {
@@ -469,18 +471,10 @@ func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, session string, has
 	return fit[i]
 }
 
-// grantLocked leases c for a request. With a cluster ledger it takes the
-// ledger slot first: nil (and c's resource marked remoteFull) when the
-// cluster has none free, ErrClusterUnavailable when Redis cannot say.
-func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session string, hashes []uint64, kind int, member string, prio int, ledgerID string) (*Lease, error) {
+// grantLocked leases c for a request. With a cluster ledger, ledgerID is
+// the ledger slot the caller took for it (grantClusterLocked, handOn).
+func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session string, hashes []uint64, ledgerID string) *Lease {
 	r := c.res
-	if d.ledger != nil && ledgerID == "" {
-		id, err := d.takeLocked(r, m, kind, member, prio)
-		if err != nil || id == "" {
-			return nil, err
-		}
-		ledgerID = id
-	}
 	r.inFlight++
 	if long {
 		r.longInFlight++
@@ -501,7 +495,7 @@ func (d *Dispatcher) grantLocked(m *model, c *candidate, long bool, session stri
 		m.prefixes.Record(hashes, r.id)
 	}
 	d.metrics.leaseAcquired(r.key)
-	return l, nil
+	return l
 }
 
 func (d *Dispatcher) removeWaiterLocked(w *waiter) {
@@ -546,9 +540,14 @@ func (d *Dispatcher) pumpLocked(r *resource) {
 				if (kindLong(kind) && !longFits) || (kindTunnel(kind) && !tunnels) {
 					continue
 				}
-				if e := q.Front(); e != nil {
-					if w := e.Value.(*waiter); best == nil || w.before(best) {
-						best = w
+				// Waiters being granted a slot (cluster hand-ons in
+				// flight, at most one per reserved slot) are passed over.
+				for e := q.Front(); e != nil; e = e.Next() {
+					if w := e.Value.(*waiter); !w.granting {
+						if best == nil || w.before(best) {
+							best = w
+						}
+						break
 					}
 				}
 			}
@@ -556,17 +555,17 @@ func (d *Dispatcher) pumpLocked(r *resource) {
 		if best == nil {
 			return
 		}
-		c := best.model.candidateFor(r)
-		l, err := d.grantLocked(best.model, c, best.long, best.session, best.hashes, queueOf(best.long, best.tunnel), best.member, best.prio, "")
-		if l == nil {
-			// The cluster has no slot (or Redis cannot say): the waiter
-			// keeps its place; a return announcement, the retry tick or
-			// its timeout comes next.
-			if err != nil {
-				d.log.Debug("queued grant deferred", zap.Error(err))
+		if d.ledger != nil {
+			if time.Now().Before(d.ledgerDownUntil) {
+				// Redis just failed: the retry tick pumps r once the
+				// backoff has passed, rather than every release now.
+				r.ledgerRetry = true
+				return
 			}
-			return
+			d.handOnLocked(r, best)
+			continue
 		}
+		l := d.grantLocked(best.model, best.model.candidateFor(r), best.long, best.session, best.hashes, "")
 		d.removeWaiterLocked(best)
 		best.result <- waitResult{lease: l}
 	}

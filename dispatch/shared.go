@@ -18,12 +18,14 @@ import (
 // process only.
 //
 // What each piece does:
-//   - grantLocked takes the ledger slot before counting the lease; a
-//     provider the ledger says is full (other edges hold its slots) is
-//     marked remoteFull and not offered again until a return is announced
-//     or retryRemoteFull passes; one whose queued grant failed because
-//     Redis did not answer is marked ledgerRetry and pumped again by the
-//     retry tick once the backoff has passed;
+//   - a grant takes the ledger slot before counting the lease, with the
+//     lock released and the local slot reserved meanwhile (a fresh
+//     request: grantClusterLocked; a waiter: handOnLocked); a provider the
+//     ledger says is full (other edges hold its slots) is marked
+//     remoteFull and not offered again until a return is announced or
+//     retryRemoteFull passes; one whose queued grant failed because Redis
+//     did not answer is marked ledgerRetry and pumped again by the retry
+//     tick once the backoff has passed;
 //   - a released lease goes back to the ledger from the returner (bounded
 //     queue, never under the lock); a return that cannot be made expires
 //     within the TTL;
@@ -56,7 +58,8 @@ const (
 	// registration costs only the waiter's claim to fairness).
 	waitQueue = returnQueue / 2
 	// ledgerBackoff: after a failed grant, grants fail at once for this
-	// long instead of each waiting out the Redis timeout under the lock.
+	// long instead of each waiting out the Redis timeout (queued grants
+	// are left to the retry tick).
 	ledgerBackoff = 500 * time.Millisecond
 )
 
@@ -188,38 +191,91 @@ func (d *Dispatcher) heldLeases() map[string][]string {
 	return out
 }
 
-// takeLocked claims r's ledger slot for a new lease of a request of
-// model m and queue kind (member: its place in the wait set, "" when not
-// queued): its id; "" with r marked remoteFull when the cluster has none
-// free; errYield (r marked too) when an older waiter of another edge is
-// owed it.
-func (d *Dispatcher) takeLocked(r *resource, m *model, kind int, member string, prio int) (string, error) {
-	if now := time.Now(); now.Before(d.ledgerDownUntil) {
-		// Redis just failed: answer at once rather than hold the lock for
-		// another timeout on every request.
-		r.ledgerRetry = true
-		return "", ErrClusterUnavailable
+// handOn is one queued grant in flight: a slot of r reserved for waiter
+// w while its ledger slot is taken with d.mu released (see handOnLocked).
+type handOn struct {
+	r   *resource
+	w   *waiter
+	gen uint64 // r's generation when the slot was reserved
+	id  string // the ledger lease id
+	// What the ledger needs of r, read under the lock (a reload may
+	// change r's spec meanwhile).
+	capacity, longCapacity int
+}
+
+// handOnLocked hands one of r's free slots to waiter w, the one pumpLocked
+// chose: the slot is reserved locally (r's counts, so that no other grant
+// takes it), w is marked granting (pumpLocked passes it over; it keeps its
+// place and may still give up), and the ledger slot is taken on a
+// goroutine with the lock released, so that a slow Redis delays w, not
+// every call of the edge.
+func (d *Dispatcher) handOnLocked(r *resource, w *waiter) {
+	w.granting = true
+	r.inFlight++
+	if w.long {
+		r.longInFlight++
 	}
-	id := d.ledger.NewLeaseID()
-	out, err := d.ledger.Take(d.ctx, r.ledgerKey, r.spec.Capacity, r.spec.LongCapacity, kindLong(kind), id,
-		cluster.WaitKey(m.name, kind), member, time.Duration(prio)*PriorityStep)
-	if err != nil {
-		d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
-		// No return announcement will come for the slot this grant
-		// wanted (the lease that freed it may never have reached the
-		// ledger): the retry tick pumps r again.
-		r.ledgerRetry = true
-		return "", fmt.Errorf("%w: %w", ErrClusterUnavailable, err)
+	h := handOn{r: r, w: w, gen: r.gen, id: d.ledger.NewLeaseID(), capacity: r.spec.Capacity, longCapacity: r.spec.LongCapacity}
+	d.wg.Add(1)
+	// Owner: the Dispatcher (Close waits for d.wg). Stops after one
+	// ledger call, bounded by the ledger's timeout and by d.ctx. No
+	// hand-on starts after Close: it fails every waiter under the lock.
+	go func() {
+		defer d.wg.Done()
+		d.handOn(h)
+	}()
+}
+
+// handOn takes h's ledger slot and, with the lock held again, undoes the
+// reservation and grants the lease if the waiter still waits and the
+// resource is still the one reserved. A cluster with no free slot (or an
+// older waiter of another edge owed it) marks r remoteFull; a Redis that
+// does not answer marks it ledgerRetry: the waiter keeps its place, and the
+// cluster loop pumps r again.
+func (d *Dispatcher) handOn(h handOn) {
+	r, w := h.r, h.w
+	kind := queueOf(w.long, w.tunnel)
+	out, err := d.ledger.Take(d.ctx, r.ledgerKey, h.capacity, h.longCapacity, w.long, h.id,
+		cluster.WaitKey(w.model.name, kind), w.member, time.Duration(w.prio)*PriorityStep)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w.granting = false
+	// The reservation counts only while the generation it was made in
+	// lives (activation resets the counts).
+	if r.live && r.gen == h.gen {
+		r.inFlight--
+		if w.long {
+			r.longInFlight--
+		}
 	}
-	switch out {
-	case cluster.Taken:
-		return id, nil
-	case cluster.Yield:
+	var c *candidate
+	if w.qelem != nil && r.live && r.gen == h.gen && d.resources[r.key] == r && d.models[w.model.name] == w.model {
+		c = w.model.candidateFor(r)
+	}
+	switch {
+	case err != nil:
+		if d.ctx.Err() == nil {
+			d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
+			r.ledgerRetry = true
+			d.log.Debug("queued grant deferred", zap.Error(err))
+		}
+		return
+	case out != cluster.Taken:
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
-		return "", errYield
+		return
+	case c == nil || !r.fits(w.long) || !r.serves(w.tunnel):
+		// The waiter gave up (or was failed), or the resource changed:
+		// the ledger slot goes back, and a waiter that left frees the
+		// local slot for the next one.
+		d.returnLocked(r, h.id)
+		if w.qelem == nil {
+			d.pumpLocked(r)
+		}
+		return
 	}
-	r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
-	return "", nil
+	l := d.grantLocked(w.model, c, w.long, w.session, w.hashes, h.id)
+	d.removeWaiterLocked(w)
+	w.result <- waitResult{lease: l}
 }
 
 // errRetryPick: the resource changed while its ledger slot was being
@@ -277,7 +333,7 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 		d.returnLocked(r, id)
 		return nil, errRetryPick
 	}
-	return d.grantLocked(m, same, long, req.SessionID, hashes, kind, "", req.Priority, id)
+	return d.grantLocked(m, same, long, req.SessionID, hashes, id), nil
 }
 
 // waitLocked gives a new waiter its place in the cluster's wait set: the

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -30,16 +31,35 @@ func newClusterFixture(t *testing.T, cfg *config.Edge, rs *testredis.Server) *fi
 	return f
 }
 
-// A waiter whose grant failed because Redis was down keeps its place and
-// is served once Redis answers again, without any other event (no return
-// is announced: the lease given back during the outage never reached the
-// ledger).
-func TestClusterWaiterServedAfterRedisOutage(t *testing.T) {
+// oneSlotCluster is a cluster fixture on its own redis-server: node n
+// (ready) with provider p of capacity 1, model m on it queueing up to 30 s.
+func oneSlotCluster(t *testing.T) (*fixture, *testredis.Server) {
+	t.Helper()
 	rs := testredis.Start(t)
 	cfg := buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 1}}}},
 		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}})
 	f := newClusterFixture(t, cfg, rs)
 	f.up("n")
+	return f, rs
+}
+
+// pauseRedis makes every client's next commands on rs wait ms
+// milliseconds (CLIENT PAUSE).
+func pauseRedis(t *testing.T, rs *testredis.Server, ms int) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rdb.Close()
+	if err := rdb.Do(context.Background(), "CLIENT", "PAUSE", strconv.Itoa(ms), "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A waiter whose grant failed because Redis was down keeps its place and
+// is served once Redis answers again, without any other event (no return
+// is announced: the lease given back during the outage never reached the
+// ledger).
+func TestClusterWaiterServedAfterRedisOutage(t *testing.T) {
+	f, rs := oneSlotCluster(t)
 	l := mustAcquire(t, f.d, Request{Model: "m"})
 	ch := f.enqueue(context.Background(), Request{Model: "m"})
 	rs.Stop()
@@ -98,13 +118,9 @@ func TestClusterAcquireEndsWhenModelRemovedDuringTake(t *testing.T) {
 	f := newClusterFixture(t, cfg, rs)
 	f.up("n")
 	mustAcquire(t, f.d, Request{Model: "m"}).Release(ReasonCompleted) // scripts loaded
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
 	// Every Redis command of the dispatcher now waits 500 ms: the Take
 	// below is in flight while the reload runs.
-	if err := rdb.Do(context.Background(), "CLIENT", "PAUSE", "500", "ALL").Err(); err != nil {
-		t.Fatal(err)
-	}
+	pauseRedis(t, rs, 500)
 	ch := f.acquireAsync(context.Background(), Request{Model: "m"})
 	time.Sleep(100 * time.Millisecond)
 	f.d.Reload(buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 4}}}},
@@ -122,11 +138,7 @@ func TestClusterAcquireEndsWhenModelRemovedDuringTake(t *testing.T) {
 // its removal, the other edges would yield to a waiter that no longer
 // exists for up to cluster.MaxYield.
 func TestClusterServedWaiterLeavesNoWaitEntry(t *testing.T) {
-	rs := testredis.Start(t)
-	cfg := buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 1}}}},
-		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}})
-	f := newClusterFixture(t, cfg, rs)
-	f.up("n")
+	f, rs := oneSlotCluster(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	defer rdb.Close()
 	waitKey := cluster.WaitKey("m", queueOf(false, false))
@@ -175,5 +187,96 @@ func TestClusterWaitersLeaveRoomForReturns(t *testing.T) {
 		if n := len(d.returns); n != waitQueue+i+1 {
 			t.Fatalf("return %d not queued (%d in the queue)", i, n)
 		}
+	}
+}
+
+// Handing a released slot on to a waiter takes its Redis slot with the
+// dispatcher's lock released: a slow Redis delays that waiter, not every
+// other call of the edge (here Status, and a lease of another model).
+func TestClusterHandOnDoesNotHoldLockAcrossRedis(t *testing.T) {
+	rs := testredis.Start(t)
+	cfg := buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 1}}}, {id: "o", provs: []tProv{{name: "q", cap: 1}}}},
+		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}, {name: "other", cands: []string{"o/q"}}})
+	f := newClusterFixture(t, cfg, rs)
+	f.up("n")
+	f.up("o")
+	l := mustAcquire(t, f.d, Request{Model: "m"})
+	ch := f.enqueue(context.Background(), Request{Model: "m"})
+	// The dispatcher's Redis calls now wait 700 ms.
+	pauseRedis(t, rs, 700)
+	paused := time.Now()
+	released := make(chan struct{})
+	// Owner: the test; Release returns at once, or after the pause.
+	go func() { l.Release(ReasonCompleted); close(released) }()
+	time.Sleep(50 * time.Millisecond) // the hand-on's Take is in flight
+	start := time.Now()
+	_ = f.d.Status()
+	if took := time.Since(start); took > 300*time.Millisecond {
+		t.Errorf("Status took %s during a hand-on's Redis round trip", took)
+	}
+	select {
+	case <-released:
+	case <-time.After(300 * time.Millisecond):
+		t.Errorf("Release blocked for the hand-on's Redis round trip")
+	}
+	<-released
+	r := recv(t, ch)
+	if r.err != nil {
+		t.Fatalf("waiter: %v", r.err)
+	}
+	if waited := time.Since(paused); waited < 600*time.Millisecond {
+		t.Errorf("waiter served after %s, before Redis answered", waited)
+	}
+	r.l.Release(ReasonCompleted)
+}
+
+// A waiter that gives up while a slot is being handed on to it leaves at
+// once; the slot, its ledger entry returned, goes to the next waiter.
+func TestClusterWaiterGivesUpDuringHandOn(t *testing.T) {
+	f, rs := oneSlotCluster(t)
+	l := mustAcquire(t, f.d, Request{Model: "m"})
+	ctxA, cancelA := context.WithCancel(context.Background())
+	defer cancelA()
+	a := f.enqueue(ctxA, Request{Model: "m"})
+	b := f.enqueue(context.Background(), Request{Model: "m"})
+	pauseRedis(t, rs, 500)
+	l.Release(ReasonCompleted) // the hand-on to a waits for Redis
+	time.Sleep(50 * time.Millisecond)
+	cancelA()
+	select {
+	case r := <-a:
+		wantErr(t, r.err, context.Canceled)
+	case <-time.After(300 * time.Millisecond):
+		t.Fatal("the waiter that gave up was held for the hand-on's round trip")
+	}
+	lb := recvLease(t, b)
+	waitFor(t, "one lease in the ledger: b's", func() bool {
+		held, err := f.d.ClusterHeld(context.Background())
+		return err == nil && held["n/p"] == 1
+	})
+	lb.Release(ReasonCompleted)
+	waitFor(t, "no lease in the ledger", func() bool {
+		held, err := f.d.ClusterHeld(context.Background())
+		return err == nil && held["n/p"] == 0
+	})
+}
+
+// Close during a hand-on's round trip fails the waiter with
+// ErrDispatcherShutdown and waits for the hand-on to end.
+func TestClusterCloseDuringHandOn(t *testing.T) {
+	f, rs := oneSlotCluster(t)
+	l := mustAcquire(t, f.d, Request{Model: "m"})
+	w := f.enqueue(context.Background(), Request{Model: "m"})
+	pauseRedis(t, rs, 500)
+	l.Release(ReasonCompleted)
+	time.Sleep(50 * time.Millisecond)
+	closed := make(chan struct{})
+	// Owner: the test; ends when Close returns.
+	go func() { f.d.Close(); close(closed) }()
+	wantErr(t, recv(t, w).err, ErrDispatcherShutdown)
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return")
 	}
 }
