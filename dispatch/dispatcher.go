@@ -86,7 +86,7 @@ type Dispatcher struct {
 	// ledger is the cluster's shared lease ledger (nil: this process
 	// only); returns feeds its returner. Both set once in New.
 	ledger  *cluster.Ledger
-	returns chan ledgerReturn
+	returns chan cluster.Update
 	// ledgerDownUntil: grants fail at once until then (guarded by mu).
 	ledgerDownUntil time.Time
 }

@@ -66,6 +66,11 @@ type resource struct {
 	// not answer; the cluster loop's retry tick pumps it again (nothing
 	// else would: no return is announced for it).
 	ledgerRetry bool
+	// wakes counts the cluster loop's wakes of the resource (a return
+	// announced, a retry): a Full from the ledger whose round trip
+	// overlapped one may predate the return, so it is not taken as
+	// remoteFull (which only the next wake would clear).
+	wakes uint64
 }
 
 // setSpec sets the provider's spec and what is derived from it.

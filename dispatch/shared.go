@@ -46,10 +46,12 @@ import (
 // ErrClusterUnavailable: the shared ledger (Redis) cannot be reached.
 var ErrClusterUnavailable = errors.New("dispatch: cluster ledger unavailable")
 
+// retryRemoteFull is how long a provider the ledger called full is left
+// alone when no return announcement arrives (a var: tests make it long, so
+// that only announcements wake a provider).
+var retryRemoteFull = 200 * time.Millisecond
+
 const (
-	// retryRemoteFull is how long a provider the ledger called full is
-	// left alone when no return announcement arrives.
-	retryRemoteFull = 200 * time.Millisecond
 	// returnQueue bounds the returns waiting for the returner.
 	returnQueue = 4096
 	// waitQueue is how much of returnQueue waiters' registrations and
@@ -57,29 +59,12 @@ const (
 	// returns, whose loss costs the cluster a slot for a TTL (a dropped
 	// registration costs only the waiter's claim to fairness).
 	waitQueue = returnQueue / 2
+	// ledgerBatch bounds the updates the returner sends in one round trip.
+	ledgerBatch = 128
 	// ledgerBackoff: after a failed grant, grants fail at once for this
 	// long instead of each waiting out the Redis timeout (queued grants
 	// are left to the retry tick).
 	ledgerBackoff = 500 * time.Millisecond
-)
-
-// ledgerReturn is a ledger update sent by the returner: a lease return,
-// a waiter joining its wait set or a waiter leaving it. One goroutine
-// sends them in the order they were queued, under d.mu, so a waiter's
-// removal never reaches Redis before its registration (which would leave
-// a ghost the other edges yield to for up to cluster.MaxYield).
-type ledgerReturn struct {
-	op      ledgerOp
-	key, id string
-	shift   time.Duration // opWait: the waiter's priority shift
-}
-
-type ledgerOp uint8
-
-const (
-	opReturn ledgerOp = iota
-	opWait
-	opUnwait
 )
 
 // errYield: the ledger owes the slot to an older waiter of another edge.
@@ -88,7 +73,7 @@ var errYield = errors.New("dispatch: an older waiter of another edge goes first"
 // startCluster starts the returner and the cluster loop (Owner: the
 // Dispatcher; both stop when Close cancels d.ctx).
 func (d *Dispatcher) startCluster(ttl time.Duration) {
-	d.returns = make(chan ledgerReturn, returnQueue)
+	d.returns = make(chan cluster.Update, returnQueue)
 	d.wg.Add(2)
 	// Owner: the Dispatcher. Stops when Close cancels d.ctx.
 	go func() {
@@ -102,26 +87,32 @@ func (d *Dispatcher) startCluster(ttl time.Duration) {
 	}()
 }
 
+// returner sends the ledger updates queued under d.mu (lease returns,
+// waiters joining and leaving their wait sets) in the order they were
+// queued, what has gathered since its last round trip in one pipeline
+// (cluster.Ledger.Apply): a burst of releases costs a few round trips, not
+// one each, so the ledger does not fall behind the edge's own counts.
 func (d *Dispatcher) returner() {
+	batch := make([]cluster.Update, 0, ledgerBatch)
 	for {
 		select {
 		case <-d.ctx.Done():
 			return
-		case r := <-d.returns:
-			switch r.op {
-			case opWait:
-				if err := d.ledger.Wait(d.ctx, r.key, r.id, r.shift); err != nil && d.ctx.Err() == nil {
-					d.log.Debug("waiter not registered with the cluster", zap.Error(err))
-				}
-			case opUnwait:
-				if err := d.ledger.Unwait(d.ctx, r.key, r.id); err != nil && d.ctx.Err() == nil {
-					d.log.Debug("waiter not taken out of the cluster's wait set; it ages out", zap.Error(err))
-				}
+		case u := <-d.returns:
+			batch = append(batch[:0], u)
+		}
+	more:
+		for len(batch) < ledgerBatch {
+			select {
+			case u := <-d.returns:
+				batch = append(batch, u)
 			default:
-				if err := d.ledger.Return(d.ctx, r.key, r.id); err != nil && d.ctx.Err() == nil {
-					d.log.Warn("lease not returned to the cluster ledger; it expires within the TTL", zap.String("key", r.key), zap.Error(err))
-				}
+				break more
 			}
+		}
+		if err := d.ledger.Apply(d.ctx, batch); err != nil && d.ctx.Err() == nil {
+			d.log.Warn("cluster ledger updates not applied; their leases expire within the TTL, their waiters age out",
+				zap.Int("updates", len(batch)), zap.Error(err))
 		}
 	}
 }
@@ -170,6 +161,7 @@ func (d *Dispatcher) wake(match func(*resource) bool) {
 	defer d.mu.Unlock()
 	for _, r := range d.resources {
 		if match(r) {
+			r.wakes++
 			r.remoteFull, r.ledgerRetry = false, false
 			d.pumpLocked(r)
 		}
@@ -194,10 +186,11 @@ func (d *Dispatcher) heldLeases() map[string][]string {
 // handOn is one queued grant in flight: a slot of r reserved for waiter
 // w while its ledger slot is taken with d.mu released (see handOnLocked).
 type handOn struct {
-	r   *resource
-	w   *waiter
-	gen uint64 // r's generation when the slot was reserved
-	id  string // the ledger lease id
+	r     *resource
+	w     *waiter
+	gen   uint64 // r's generation when the slot was reserved
+	wakes uint64 // r.wakes then
+	id    string // the ledger lease id
 	// What the ledger needs of r, read under the lock (a reload may
 	// change r's spec meanwhile).
 	capacity, longCapacity int
@@ -215,7 +208,7 @@ func (d *Dispatcher) handOnLocked(r *resource, w *waiter) {
 	if w.long {
 		r.longInFlight++
 	}
-	h := handOn{r: r, w: w, gen: r.gen, id: d.ledger.NewLeaseID(), capacity: r.spec.Capacity, longCapacity: r.spec.LongCapacity}
+	h := handOn{r: r, w: w, gen: r.gen, wakes: r.wakes, id: d.ledger.NewLeaseID(), capacity: r.spec.Capacity, longCapacity: r.spec.LongCapacity}
 	d.wg.Add(1)
 	// Owner: the Dispatcher (Close waits for d.wg). Stops after one
 	// ledger call, bounded by the ledger's timeout and by d.ctx. No
@@ -260,6 +253,11 @@ func (d *Dispatcher) handOn(h handOn) {
 			d.log.Debug("queued grant deferred", zap.Error(err))
 		}
 		return
+	case out == cluster.Full && r.wakes != h.wakes:
+		// A return was announced during the round trip: the slot may
+		// be free now. Try again rather than wait for the next wake.
+		d.pumpLocked(r)
+		return
 	case out != cluster.Taken:
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
 		return
@@ -293,7 +291,7 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 	if now := time.Now(); now.Before(d.ledgerDownUntil) {
 		return nil, ErrClusterUnavailable
 	}
-	gen := r.gen
+	gen, wakes := r.gen, r.wakes
 	r.inFlight++
 	if long {
 		r.longInFlight++
@@ -326,6 +324,10 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 	case out == cluster.Yield:
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
 		return nil, errYield
+	case out == cluster.Full && r.wakes != wakes:
+		// A return was announced during the round trip (see
+		// resource.wakes): pick again.
+		return nil, errRetryPick
 	case out == cluster.Full:
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
 		return nil, nil
@@ -341,14 +343,14 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 // the waiter only loses its claim to fairness across edges).
 func (d *Dispatcher) waitLocked(w *waiter) {
 	w.member = d.ledger.NewWaiterID()
-	d.queueWaitOpLocked(ledgerReturn{op: opWait, key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), id: w.member, shift: time.Duration(w.prio) * PriorityStep})
+	d.queueWaitOpLocked(cluster.Update{Kind: cluster.OpWait, Key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), ID: w.member, Shift: time.Duration(w.prio) * PriorityStep})
 }
 
 // queueWaitOpLocked queues a waiter's registration or removal while the
 // queue holds fewer than waitQueue updates, else drops it (a dropped
 // removal ages out of the set, see cluster.MaxYield). Senders hold d.mu,
 // so the length read cannot be overtaken by another sender.
-func (d *Dispatcher) queueWaitOpLocked(op ledgerReturn) {
+func (d *Dispatcher) queueWaitOpLocked(op cluster.Update) {
 	if len(d.returns) >= waitQueue {
 		return
 	}
@@ -360,14 +362,14 @@ func (d *Dispatcher) queueWaitOpLocked(op ledgerReturn) {
 
 // unwaitLocked queues w's removal from its wait set.
 func (d *Dispatcher) unwaitLocked(w *waiter) {
-	d.queueWaitOpLocked(ledgerReturn{op: opUnwait, key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), id: w.member})
+	d.queueWaitOpLocked(cluster.Update{Kind: cluster.OpUnwait, Key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), ID: w.member})
 }
 
 // returnLocked queues a ledger return (never blocks: on a full queue the
 // lease expires within the TTL).
 func (d *Dispatcher) returnLocked(r *resource, id string) {
 	select {
-	case d.returns <- ledgerReturn{op: opReturn, key: r.ledgerKey, id: id}:
+	case d.returns <- cluster.Update{Kind: cluster.OpReturn, Key: r.ledgerKey, ID: id}:
 	default:
 		d.log.Warn("cluster return queue full; the lease expires within the TTL", zap.String("key", r.ledgerKey))
 	}

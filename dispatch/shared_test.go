@@ -173,7 +173,7 @@ func TestClusterWaitersLeaveRoomForReturns(t *testing.T) {
 	led := cluster.Open(cluster.Config{Address: "127.0.0.1:1", TTL: time.Second, Timeout: time.Second, EdgeID: "e1"})
 	defer led.Close()
 	// No returner runs: what is queued stays queued.
-	d := &Dispatcher{ledger: led, returns: make(chan ledgerReturn, returnQueue), log: zap.NewNop()}
+	d := &Dispatcher{ledger: led, returns: make(chan cluster.Update, returnQueue), log: zap.NewNop()}
 	m := &model{name: "m"}
 	for range returnQueue {
 		d.waitLocked(&waiter{model: m})
@@ -278,5 +278,54 @@ func TestClusterCloseDuringHandOn(t *testing.T) {
 	case <-closed:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not return")
+	}
+}
+
+// A return announced while a hand-on's Take is in flight is not lost: the
+// ledger's Full, which may predate the return, does not park the provider
+// until the next wake; the hand-on is tried again at once. Here only
+// announcements wake a provider (the retry tick is an hour).
+func TestClusterAnnouncementDuringHandOnIsNotLost(t *testing.T) {
+	// Restored after the dispatcher's Close (cleanups run last first).
+	was := retryRemoteFull
+	t.Cleanup(func() { retryRemoteFull = was })
+	retryRemoteFull = time.Hour
+	f, rs := oneSlotCluster(t)
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	key := cluster.Key("n", "p")
+	// Another edge holds the only slot.
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ZAdd(ctx, key, redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "other/1"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ch := f.enqueue(ctx, Request{Model: "m"}) // the ledger said Full: queued
+	announce := func() { f.d.wake(func(r *resource) bool { return r.ledgerKey == key }) }
+	pauseRedis(t, rs, 300)
+	announce() // a hand-on starts; its Take waits for Redis
+	time.Sleep(50 * time.Millisecond)
+	// The other edge returns its lease (queued in Redis behind the Take,
+	// which therefore answers Full) and announces it while the Take is
+	// in flight.
+	zrem := make(chan error, 1)
+	// Owner: the test; ends when Redis answers, after the pause.
+	go func() { zrem <- rdb.ZRem(ctx, key, "other/1").Err() }()
+	time.Sleep(50 * time.Millisecond)
+	announce()
+	if err := <-zrem; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		r.l.Release(ReasonCompleted)
+	case <-time.After(3 * time.Second):
+		t.Fatal("the waiter was not served: the announcement during the hand-on was lost")
 	}
 }

@@ -21,15 +21,21 @@ import (
 //
 // The -parallel variants send from 8 goroutines at once (b.RunParallel with
 // SetParallelism(4) on 2 cores): their ns/op is the inverse of throughput.
+// The -queued variants give the provider a capacity of 2, so that most
+// requests queue and are served by a lease handed on at a release.
 func BenchmarkClusterLease(b *testing.B) {
-	for _, mode := range []string{"single", "redis", "single-parallel", "redis-parallel"} {
+	for _, mode := range []string{"single", "redis", "single-parallel", "redis-parallel", "single-queued-parallel", "redis-queued-parallel"} {
 		b.Run(mode, func(b *testing.B) {
 			parallel := strings.HasSuffix(mode, "-parallel")
+			capacity := 64
+			if strings.Contains(mode, "-queued") {
+				capacity = 2
+			}
 			cfg := func() *config.Edge {
 				return &config.Edge{
 					Log: config.Log{Level: "warn", Format: "json"},
 					Nodes: []config.NodeSpec{{ID: nodeID, Token: token,
-						Providers: []config.ProviderSpec{{Name: "mock", Type: "mock", Capacity: 64}}}},
+						Providers: []config.ProviderSpec{{Name: "mock", Type: "mock", Capacity: capacity}}}},
 					Models: []config.ModelSpec{{Name: "m", Providers: []config.ModelProvider{{Node: nodeID, Provider: "mock", Target: "x"}}}},
 				}
 			}

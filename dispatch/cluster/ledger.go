@@ -18,6 +18,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -155,27 +156,6 @@ var waitSrc string
 
 var waitScript = redis.NewScript(waitSrc)
 
-// Wait puts member in the wait set at Redis's now less shift (its
-// priority, as the edges order their own queues).
-func (l *Ledger) Wait(ctx context.Context, waitKey, member string, shift time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
-	defer cancel()
-	if err := waitScript.Run(ctx, l.rdb, []string{waitKey}, member, (10 * MaxYield).Milliseconds(), shift.Milliseconds()).Err(); err != nil {
-		return fmt.Errorf("%w: wait: %w", ErrUnavailable, err)
-	}
-	return nil
-}
-
-// Unwait takes member out of the wait set.
-func (l *Ledger) Unwait(ctx context.Context, waitKey, member string) error {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
-	defer cancel()
-	if err := l.rdb.ZRem(ctx, waitKey, member).Err(); err != nil {
-		return fmt.Errorf("%w: unwait: %w", ErrUnavailable, err)
-	}
-	return nil
-}
-
 // Alive marks this edge live for the TTL: its waiters count (see Take).
 func (l *Ledger) Alive(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
@@ -186,17 +166,64 @@ func (l *Ledger) Alive(ctx context.Context) error {
 	return nil
 }
 
-// Return gives id's slot of key back and announces it. A failure leaves
-// the lease to expire within the TTL.
-func (l *Ledger) Return(ctx context.Context, key, id string) error {
+// OpKind is what an Update does.
+type OpKind uint8
+
+const (
+	// OpReturn gives a lease's slot back and announces the key on
+	// FreedChannel.
+	OpReturn OpKind = iota
+	// OpWait puts a waiter in its wait set at Redis's now less Shift (its
+	// priority, as the edges order their own queues).
+	OpWait
+	// OpUnwait takes a waiter out of its wait set.
+	OpUnwait
+)
+
+// Update is one of the updates Apply sends: Key is the lease key (OpReturn)
+// or the wait set (OpWait, OpUnwait), ID the lease id or waiter member,
+// Shift a waiter's priority shift (OpWait).
+type Update struct {
+	Kind    OpKind
+	Key, ID string
+	Shift   time.Duration
+}
+
+// Apply sends updates in one round trip, in their order (one pipeline, on
+// one connection: a waiter's removal never overtakes its registration).
+// Returns of one key are announced once. On an error none, some or all
+// of them took effect: leases not returned expire within the TTL, waiters
+// not removed age out of their set.
+func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
+	if len(updates) == 0 {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
-	pipe := l.rdb.TxPipeline()
-	pipe.ZRem(ctx, key, id)
-	pipe.ZRem(ctx, key+":long", id)
-	pipe.Publish(ctx, FreedChannel, key)
+	pipe := l.rdb.Pipeline()
+	var freed []string // keys whose returns are announced, in first-return order
+	for _, u := range updates {
+		switch u.Kind {
+		case OpWait:
+			// Eval, not EvalSha: a pipeline cannot fall back after NOSCRIPT.
+			waitScript.Eval(ctx, pipe, []string{u.Key}, u.ID, (10 * MaxYield).Milliseconds(), u.Shift.Milliseconds())
+		case OpUnwait:
+			pipe.ZRem(ctx, u.Key, u.ID)
+		default:
+			pipe.ZRem(ctx, u.Key, u.ID)
+			pipe.ZRem(ctx, u.Key+":long", u.ID)
+			if !slices.Contains(freed, u.Key) {
+				freed = append(freed, u.Key)
+			}
+		}
+	}
+	// Announced after every return of the batch is made, so that a woken
+	// edge finds the slots free.
+	for _, k := range freed {
+		pipe.Publish(ctx, FreedChannel, k)
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("%w: return: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: apply: %w", ErrUnavailable, err)
 	}
 	return nil
 }

@@ -57,7 +57,7 @@ func TestTakeNeverExceedsCapacity(t *testing.T) {
 						long.Add(-1)
 					}
 					held.Add(-1) // counted down before the return: never over-counted
-					if err := l.Return(context.Background(), key, id); err != nil {
+					if err := l.Apply(context.Background(), []Update{{Kind: OpReturn, Key: key, ID: id}}); err != nil {
 						t.Error(err)
 						return
 					}
@@ -134,7 +134,7 @@ func TestTakeYieldsToOlderWaiterOfAnotherEdge(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := a.NewWaiterID()
-	if err := a.Wait(ctx, wait, old, 0); err != nil {
+	if err := a.Apply(ctx, []Update{{Kind: OpWait, Key: wait, ID: old}}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(FairSlack + 50*time.Millisecond)
@@ -145,10 +145,10 @@ func TestTakeYieldsToOlderWaiterOfAnotherEdge(t *testing.T) {
 	if out, err := a.Take(ctx, key, 1, 1, false, id, wait, old, 0); out != Taken || err != nil {
 		t.Fatalf("the old waiter itself: %v %v, want Taken", out, err)
 	}
-	if err := a.Unwait(ctx, wait, old); err != nil {
+	if err := a.Apply(ctx, []Update{{Kind: OpUnwait, Key: wait, ID: old}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Return(ctx, key, id); err != nil {
+	if err := a.Apply(ctx, []Update{{Kind: OpReturn, Key: key, ID: id}}); err != nil {
 		t.Fatal(err)
 	}
 	if out, _ := b.Take(ctx, key, 1, 1, false, b.NewLeaseID(), wait, "", 0); out != Taken {
@@ -158,11 +158,75 @@ func TestTakeYieldsToOlderWaiterOfAnotherEdge(t *testing.T) {
 	// A waiter of an edge that is not alive is dropped, not yielded to.
 	key2 := Key("n", "q")
 	ghost := "edge-gone/w1"
-	if err := a.Wait(ctx, wait, ghost, 0); err != nil {
+	if err := a.Apply(ctx, []Update{{Kind: OpWait, Key: wait, ID: ghost}}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(FairSlack + 50*time.Millisecond)
 	if out, _ := b.Take(ctx, key2, 1, 1, false, b.NewLeaseID(), wait, "", 0); out != Taken {
 		t.Fatalf("behind a gone edge's waiter: %v, want Taken", out)
+	}
+}
+
+// Apply makes its updates in order in one round trip: a waiter registered
+// and removed in one batch is gone, leases returned in it are free, and
+// each key with returns is announced once, after them.
+func TestApplyInOrderAnnouncesEachKeyOnce(t *testing.T) {
+	rs := testredis.Start(t)
+	l := ledger(t, rs.Addr, "e", 30*time.Second)
+	ctx := context.Background()
+	a, b := Key("n", "a"), Key("n", "b")
+	var ids []string
+	for _, key := range []string{a, a, b} {
+		id := l.NewLeaseID()
+		if out, err := l.Take(ctx, key, 4, 4, true, id, "", "", 0); err != nil || out != Taken {
+			t.Fatalf("take: %v %v", out, err)
+		}
+		ids = append(ids, id)
+	}
+	sub := l.Client().Subscribe(ctx, FreedChannel)
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	wait := WaitKey("m", 0)
+	err := l.Apply(ctx, []Update{
+		{Kind: OpWait, Key: wait, ID: "e/w1"},
+		{Kind: OpReturn, Key: a, ID: ids[0]},
+		{Kind: OpReturn, Key: a, ID: ids[1]},
+		{Kind: OpUnwait, Key: wait, ID: "e/w1"},
+		{Kind: OpReturn, Key: b, ID: ids[2]},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := l.Held(ctx, []string{a, a + ":long", b, b + ":long"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, n := range held {
+		if n != 0 {
+			t.Errorf("%s holds %d leases after their return", k, n)
+		}
+	}
+	if n, err := l.Client().ZCard(ctx, wait).Result(); err != nil || n != 0 {
+		t.Errorf("wait set holds %d (%v) after the waiter's removal", n, err)
+	}
+	got := map[string]int{}
+	ch := sub.Channel()
+	for len(got) < 2 {
+		select {
+		case m := <-ch:
+			got[m.Payload]++
+		case <-time.After(5 * time.Second):
+			t.Fatalf("announcements %v, want one for each key", got)
+		}
+	}
+	select {
+	case m := <-ch:
+		got[m.Payload]++
+	case <-time.After(200 * time.Millisecond):
+	}
+	if got[a] != 1 || got[b] != 1 {
+		t.Errorf("announcements %v, want one each for %s and %s", got, a, b)
 	}
 }
