@@ -262,11 +262,14 @@ func (d *Dispatcher) handOn(h handOn) {
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
 		return
 	case c == nil || !r.fits(w.long) || !r.serves(w.tunnel):
-		// The waiter gave up (or was failed), or the resource changed:
-		// the ledger slot goes back, and a waiter that left frees the
-		// local slot for the next one.
+		// The waiter gave up (or was failed), or the resource changed
+		// (a new generation, whose activation passed the waiter over
+		// while it was being granted): the ledger slot goes back and the
+		// local one to the next waiter, w included, now rather than at
+		// the return's announcement, which pub/sub may drop. Not when a
+		// reload replaced w's model: w is then the old model's to settle.
 		d.returnLocked(r, h.id)
-		if w.qelem == nil {
+		if w.qelem == nil || d.models[w.model.name] == w.model {
 			d.pumpLocked(r)
 		}
 		return

@@ -329,3 +329,50 @@ func TestClusterAnnouncementDuringHandOnIsNotLost(t *testing.T) {
 		t.Fatal("the waiter was not served: the announcement during the hand-on was lost")
 	}
 }
+
+// A node that registers again while a slot of it is being handed on (a
+// new generation, whose activation passes the waiter over) still serves
+// the waiter once the round trip ends. (The return of the stale ledger
+// slot is announced and would wake the provider too; the hand-on does not
+// wait for that announcement, which pub/sub may drop.)
+func TestClusterHandOnAcrossNewGeneration(t *testing.T) {
+	was := retryRemoteFull
+	t.Cleanup(func() { retryRemoteFull = was })
+	retryRemoteFull = time.Hour
+	rs := testredis.Start(t)
+	f := newClusterFixture(t, buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 1}}}},
+		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}}), rs)
+	old := f.up("n")
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	key := cluster.Key("n", "p")
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another edge holds the only slot: the request queues.
+	if err := rdb.ZAdd(ctx, key, redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "other/1"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ch := f.enqueue(ctx, Request{Model: "m"})
+	if err := rdb.ZRem(ctx, key, "other/1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	pauseRedis(t, rs, 300)
+	// The return's announcement: a hand-on starts, its Take (which will
+	// find the slot free) waits for Redis.
+	f.d.wake(func(r *resource) bool { return r.ledgerKey == key })
+	time.Sleep(50 * time.Millisecond)
+	f.d.Closed(old, nil) // the session ends and the node registers again:
+	f.up("n")            // a new generation
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		r.l.Release(ReasonCompleted)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter was not served by the node's new generation")
+	}
+}
