@@ -255,9 +255,11 @@ type waiter struct {
 	key   int64
 	qelem *list.Element // in model.queues[queueOf(long, tunnel)]; nil once removed
 	// granting: a cluster hand-on of a slot to this waiter is in flight
-	// (handOnLocked); it keeps its place meanwhile.
-	granting bool
-	result   chan waitResult // buffered 1: the settling side never blocks
+	// (handOnLocked); it keeps its place meanwhile. racedFull counts its
+	// hand-ons in a row that met a Full raced by an announcement.
+	granting  bool
+	racedFull int
+	result    chan waitResult // buffered 1: the settling side never blocks
 }
 
 // testHookQueued, when set (by tests only, before any Acquire), runs in
@@ -293,15 +295,19 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("%w: model %s", ErrNoCapableProvider, req.Model)
 	}
+	racedFull := 0
 	for c := d.pickLocked(m, long, tunnel, req.SessionID, hashes, req.Avoid); c != nil; c = d.pickLocked(m, long, tunnel, req.SessionID, hashes, req.Avoid) {
 		var (
 			l   *Lease
 			err error
 		)
 		if d.ledger != nil {
-			l, err = d.grantClusterLocked(m, c, long, req, hashes)
+			l, err = d.grantClusterLocked(m, c, long, req, hashes, racedFull)
 		} else {
 			l = d.grantLocked(m, c, long, req.SessionID, hashes, "")
+		}
+		if errors.Is(err, errRacedFull) {
+			racedFull++
 		}
 		if errors.Is(err, errRetryPick) {
 			if d.models[req.Model] != m {

@@ -253,12 +253,14 @@ func (d *Dispatcher) handOn(h handOn) {
 			d.log.Debug("queued grant deferred", zap.Error(err))
 		}
 		return
-	case out == cluster.Full && r.wakes != h.wakes:
+	case out == cluster.Full && r.wakes != h.wakes && w.racedFull < maxRacedFull:
 		// A return was announced during the round trip: the slot may
 		// be free now. Try again rather than wait for the next wake.
+		w.racedFull++
 		d.pumpLocked(r)
 		return
 	case out != cluster.Taken:
+		w.racedFull = 0
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
 		return
 	case c == nil || !r.fits(w.long) || !r.serves(w.tunnel):
@@ -280,8 +282,16 @@ func (d *Dispatcher) handOn(h handOn) {
 }
 
 // errRetryPick: the resource changed while its ledger slot was being
-// taken (fenced, removed, reloaded); pick again.
-var errRetryPick = errors.New("dispatch: pick again")
+// taken (fenced, removed, reloaded); pick again. errRacedFull: the ledger
+// said Full while a return was announced; pick again (at most
+// maxRacedFull times for one request, one hand-on after another for one
+// waiter).
+var (
+	errRetryPick = errors.New("dispatch: pick again")
+	errRacedFull = fmt.Errorf("%w: a return was announced during the take", errRetryPick)
+)
+
+const maxRacedFull = 2
 
 // grantClusterLocked grants c to a request not queued, taking its ledger
 // slot with d.mu released, so that fresh requests do not queue behind one
@@ -289,7 +299,13 @@ var errRetryPick = errors.New("dispatch: pick again")
 // other grant can hand it out meanwhile), the reservation is undone after
 // the round trip, and the grant is made only if the resource is still the
 // one picked. Called and returning with d.mu held.
-func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req Request, hashes []uint64) (*Lease, error) {
+//
+// racedFull is how many times this request was already told to pick again
+// because a Full raced an announcement: past maxRacedFull such a Full is
+// taken as it is, so that a request facing a full, busy cluster queues
+// (and is handed a slot) instead of spending a round trip per
+// announcement.
+func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req Request, hashes []uint64, racedFull int) (*Lease, error) {
 	r, kind := c.res, queueOf(long, req.NeedsTunnel)
 	if now := time.Now(); now.Before(d.ledgerDownUntil) {
 		return nil, ErrClusterUnavailable
@@ -327,10 +343,10 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 	case out == cluster.Yield:
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
 		return nil, errYield
-	case out == cluster.Full && r.wakes != wakes:
+	case out == cluster.Full && r.wakes != wakes && racedFull < maxRacedFull:
 		// A return was announced during the round trip (see
 		// resource.wakes): pick again.
-		return nil, errRetryPick
+		return nil, errRacedFull
 	case out == cluster.Full:
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
 		return nil, nil
