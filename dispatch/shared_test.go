@@ -54,6 +54,33 @@ func pauseRedis(t *testing.T, rs *testredis.Server, ms int) {
 	}
 }
 
+// onlyAnnouncementsWake makes the cluster loop's retry tick an hour for a
+// test's dispatchers (set before they start, restored after their Close:
+// cleanups run last first), so that only announcements wake a provider.
+func onlyAnnouncementsWake(t *testing.T) {
+	was := retryRemoteFull
+	t.Cleanup(func() { retryRemoteFull = was })
+	retryRemoteFull = time.Hour
+}
+
+// otherEdgeHolds puts a lease of another edge, live for a minute, in
+// key's ledger entry, and returns a client of rs to take it back with
+// (closed at cleanup).
+func otherEdgeHolds(t *testing.T, rs *testredis.Server, key, id string) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ZAdd(ctx, key, redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: id}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return rdb
+}
+
 // A waiter whose grant failed because Redis was down keeps its place and
 // is served once Redis answers again, without any other event (no return
 // is announced: the lease given back during the outage never reached the
@@ -286,24 +313,12 @@ func TestClusterCloseDuringHandOn(t *testing.T) {
 // until the next wake; the hand-on is tried again at once. Here only
 // announcements wake a provider (the retry tick is an hour).
 func TestClusterAnnouncementDuringHandOnIsNotLost(t *testing.T) {
-	// Restored after the dispatcher's Close (cleanups run last first).
-	was := retryRemoteFull
-	t.Cleanup(func() { retryRemoteFull = was })
-	retryRemoteFull = time.Hour
+	onlyAnnouncementsWake(t)
 	f, rs := oneSlotCluster(t)
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
 	ctx := context.Background()
 	key := cluster.Key("n", "p")
-	// Another edge holds the only slot.
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.ZAdd(ctx, key, redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "other/1"}).Err(); err != nil {
-		t.Fatal(err)
-	}
-	ch := f.enqueue(ctx, Request{Model: "m"}) // the ledger said Full: queued
+	rdb := otherEdgeHolds(t, rs, key, "other/1") // the only slot
+	ch := f.enqueue(ctx, Request{Model: "m"})    // the ledger said Full: queued
 	announce := func() { f.d.wake(func(r *resource) bool { return r.ledgerKey == key }) }
 	pauseRedis(t, rs, 300)
 	announce() // a hand-on starts; its Take waits for Redis
@@ -336,25 +351,14 @@ func TestClusterAnnouncementDuringHandOnIsNotLost(t *testing.T) {
 // slot is announced and would wake the provider too; the hand-on does not
 // wait for that announcement, which pub/sub may drop.)
 func TestClusterHandOnAcrossNewGeneration(t *testing.T) {
-	was := retryRemoteFull
-	t.Cleanup(func() { retryRemoteFull = was })
-	retryRemoteFull = time.Hour
+	onlyAnnouncementsWake(t)
 	rs := testredis.Start(t)
 	f := newClusterFixture(t, buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 1}}}},
 		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}}), rs)
 	old := f.up("n")
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
 	ctx := context.Background()
 	key := cluster.Key("n", "p")
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Another edge holds the only slot: the request queues.
-	if err := rdb.ZAdd(ctx, key, redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "other/1"}).Err(); err != nil {
-		t.Fatal(err)
-	}
+	rdb := otherEdgeHolds(t, rs, key, "other/1") // the only slot: the request queues
 	ch := f.enqueue(ctx, Request{Model: "m"})
 	if err := rdb.ZRem(ctx, key, "other/1").Err(); err != nil {
 		t.Fatal(err)
