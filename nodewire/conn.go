@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -103,7 +102,10 @@ func (c *Conn) startMux(client bool) error {
 		defer c.wg.Done()
 		select {
 		case <-sess.CloseChan():
-			c.closeWith(fmt.Errorf("nodewire: session ended: %w", io.EOF))
+			// The session's own cause (a protocol violation, a peer that
+			// stopped reading, the peer's hang-up as io.EOF), set before
+			// it signals closed.
+			c.closeWith(fmt.Errorf("nodewire: session ended: %w", sess.err()))
 		case <-c.closed:
 		}
 	}()
