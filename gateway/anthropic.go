@@ -141,6 +141,11 @@ type messagesWriter struct {
 	werr               error                      // the first write error on the real writer
 }
 
+// Unwrap is the real writer, for http.ResponseController: without it the
+// relay's write deadline (deadlineWriter) cannot be set on an Anthropic
+// stream, and a client that stops reading would hold its lease.
+func (w *messagesWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (w *messagesWriter) start(req *anthropicapi.Request, promptTokens int) {
 	w.req, w.promptTokens = req, promptTokens
 }
