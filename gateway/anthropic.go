@@ -5,6 +5,7 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -38,7 +39,8 @@ const maxHeldMessage = 32 << 20
 // Anthropic's shape, then restores the writer for the access log.
 func (s *Server) anthropicFront(c *gin.Context) {
 	info(c).surface = surfaceAnthropic
-	mw := &messagesWriter{ResponseWriter: c.Writer, header: http.Header{}, requestID: info(c).requestID}
+	mw := &messagesWriter{ResponseWriter: c.Writer, header: http.Header{}, requestID: info(c).requestID,
+		writeTimeout: time.Duration(s.limits.Load().WriteTimeoutSec) * time.Second}
 	c.Writer = mw
 	defer func() {
 		mw.finish()
@@ -139,6 +141,9 @@ type messagesWriter struct {
 	cr                 bool                       // the last byte written was a CR (see appendLF)
 	pinged             bool                       // the stream's ping went out
 	werr               error                      // the first write error on the real writer
+	// writeTimeout bounds finish's writes (a held answer is up to
+	// maxHeldMessage): the relay's deadline covers only what it writes.
+	writeTimeout time.Duration
 }
 
 // Unwrap is the real writer, for http.ResponseController: without it the
@@ -316,6 +321,12 @@ func (w *messagesWriter) finish() {
 		return
 	}
 	rw := w.ResponseWriter
+	// The lease is back by now, but a client that stops reading would
+	// still pin this goroutine, its connection and the held answer. The
+	// relay's last write left a deadline on the connection today; this
+	// one does not rely on that. An error (the connection is gone) shows
+	// in the writes below.
+	_ = http.NewResponseController(rw).SetWriteDeadline(time.Now().Add(w.writeTimeout))
 	switch {
 	case w.sw != nil:
 		if !w.sw.Done() && w.werr == nil {

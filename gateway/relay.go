@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strconv"
@@ -122,22 +123,33 @@ func newDeadlineWriter(w http.ResponseWriter, timeout time.Duration) *deadlineWr
 	return &deadlineWriter{w: w, rc: *http.NewResponseController(w), timeout: timeout}
 }
 
-func (d *deadlineWriter) arm() {
+// arm moves the deadline. A writer that cannot take one (a wrapper
+// without Unwrap, http.ErrNotSupported) fails the write instead of
+// writing unbounded: a silent miss here is a lease a stalled client holds
+// for ever.
+func (d *deadlineWriter) arm() error {
 	now := time.Now()
 	if !d.armed.IsZero() && now.Sub(d.armed) < d.timeout/16 {
-		return
+		return nil
+	}
+	if err := d.rc.SetWriteDeadline(now.Add(d.timeout)); err != nil {
+		return fmt.Errorf("gateway: write deadline: %w", err)
 	}
 	d.armed = now
-	_ = d.rc.SetWriteDeadline(now.Add(d.timeout))
+	return nil
 }
 
 func (d *deadlineWriter) Write(p []byte) (int, error) {
-	d.arm()
+	if err := d.arm(); err != nil {
+		return 0, err
+	}
 	return d.w.Write(p)
 }
 
 func (d *deadlineWriter) Flush() error {
-	d.arm()
+	if err := d.arm(); err != nil {
+		return err
+	}
 	return d.rc.Flush()
 }
 

@@ -2,7 +2,11 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 )
 
 // hasSSEDone is bytes.Contains(b, sseDone): at either end, split, repeated
@@ -76,5 +80,22 @@ func BenchmarkHasSSEDone(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A writer that cannot take a write deadline (a wrapper without Unwrap)
+// fails the write rather than writing with no bound: the miss would
+// otherwise show only as a lease a stalled client holds for ever.
+func TestDeadlineWriterRefusesUnboundedWrites(t *testing.T) {
+	rec := httptest.NewRecorder() // no SetWriteDeadline
+	d := newDeadlineWriter(rec, time.Second)
+	if _, err := d.Write([]byte("x")); !errors.Is(err, http.ErrNotSupported) {
+		t.Fatalf("Write: err = %v, want http.ErrNotSupported", err)
+	}
+	if err := d.Flush(); !errors.Is(err, http.ErrNotSupported) {
+		t.Fatalf("Flush: err = %v, want http.ErrNotSupported", err)
+	}
+	if rec.Body.Len() != 0 {
+		t.Fatalf("%d bytes written without a deadline", rec.Body.Len())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -239,7 +240,17 @@ func (r *runExchange) whole() dispatch.ReleaseReason {
 		return dispatch.ReasonError
 	}
 	r.firstToken()
-	c.Data(http.StatusOK, "application/json", out)
+	// The answer (up to the aggregator's bound) goes out under the write
+	// timeout like a stream: a client that stops reading it would
+	// otherwise hold the handler, and the lease, for ever.
+	h := c.Writer.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(out)))
+	c.Status(http.StatusOK)
+	c.Writer.WriteHeaderNow()
+	if _, err := newDeadlineWriter(c.Writer, time.Duration(r.limits.WriteTimeoutSec)*time.Second).Write(out); err != nil {
+		return s.writeFailed(in, cs, r.rs, err)
+	}
 	return dispatch.ReasonCompleted
 }
 

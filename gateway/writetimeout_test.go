@@ -1,0 +1,119 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/internal/stack"
+	"github.com/iop-gateway/iop/nodewire"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// A client of the Anthropic surface that stops reading its stream must be
+// cut off by limits.write_timeout_sec (write_error) and its lease return,
+// as on the OpenAI surface (TestSlowReaderDoesNotStallOthers).
+func TestAnthropicStreamWriteTimeout(t *testing.T) {
+	big := strings.Repeat("x", 48<<10)
+	u := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		f := w.(http.Flusher)
+		for i := 0; i < 4000; i++ {
+			if _, err := fmt.Fprint(w, chunk(`{"content":"`+big+`"}`, "null")); err != nil {
+				return
+			}
+			f.Flush()
+			select {
+			case <-time.After(2 * time.Millisecond):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		fmt.Fprint(w, chunk(`{"content":""}`, `"stop"`), sseDone)
+	})
+	cfg := edgeConfig([]config.ProviderSpec{vllmProvider("vllm-main", u.baseURL())}, modelOn("qwen-7b", "vllm-main", target))
+	cfg.Limits.WriteTimeoutSec = 1
+	e, _ := startStack(t, cfg)
+
+	a := stalledClient(t, e.URL, "/v1/messages", "anthropic-version: 2023-06-01\r\n",
+		`{"model":"qwen-7b","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"A"}]}`)
+	defer a.Close()
+	stack.WaitFor(t, waitLong, "the stream to start", func() bool { return inFlight(e, "vllm-main") == 1 })
+
+	// The write timeout is 1 s: well within 12 s the edge must give up.
+	deadline := time.Now().Add(12 * time.Second)
+	for time.Now().Before(deadline) {
+		if inFlight(e, "vllm-main") == 0 {
+			t.Logf("write_error cancellations: %v", cancellations(t, e, "write_error"))
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("lease still held 12 s after the client stopped reading (write timeout 1 s); write_error cancellations = %v",
+		cancellations(t, e, "write_error"))
+}
+
+// A client that stops reading a large non-streamed run answer is cut off
+// by limits.write_timeout_sec and the run's lease returned, as the
+// tunnel's held answer (writeHeld) and every stream are.
+func TestRunWholeAnswerWriteTimeout(t *testing.T) {
+	cfg := fakeNodeConfig(t)
+	cfg.Limits.WriteTimeoutSec = 1
+	e := startEdge(t, cfg)
+	startFakeNode(t, e, func(n *fakeNode, ctx context.Context, st *nodewire.Stream, first *iop.Envelope) {
+		runID := first.GetRunRequest().GetRunId()
+		go func() { // Owner: this node handler; stops when the stream ends.
+			for {
+				if _, err := st.Recv(); err != nil {
+					return
+				}
+			}
+		}()
+		seq := uint64(0)
+		send := func(ev *iop.RunEvent) error {
+			seq++
+			ev.RunId, ev.Sequence = runID, seq
+			return st.Send(&iop.Envelope{Body: &iop.Envelope_RunEvent{RunEvent: ev}})
+		}
+		_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_START})
+		delta := strings.Repeat("x", 64<<10)
+		for i := 0; i < 128; i++ { // 8 MiB of answer
+			if send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: delta}) != nil {
+				return
+			}
+		}
+		_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_COMPLETE, FinishReason: "stop",
+			Usage: &iop.Usage{PromptTokens: 1, CompletionTokens: 1, TotalTokens: 2}})
+		_ = st.CloseWrite()
+		<-ctx.Done()
+	})
+
+	a := stalledClient(t, e.URL, "/v1/chat/completions", "", `{"model":"demo","messages":[{"role":"user","content":"hi"}]}`)
+	defer a.Close()
+	stack.WaitFor(t, waitLong, "the run to start", func() bool { return inFlight(e, "mock") == 1 })
+	// Well within 12 s of a 1 s write timeout the edge must give up.
+	stack.WaitFor(t, 12*time.Second, "the lease to return", func() bool { return inFlight(e, "mock") == 0 })
+	if got := cancellations(t, e, "write_error"); got != 1 {
+		t.Fatalf("write_error cancellations = %v, want 1", got)
+	}
+}
+
+// stalledClient sends one POST and never reads, with a small receive
+// buffer so the edge's writes fill the socket soon.
+func stalledClient(t *testing.T, url, path, extraHeaders, body string) *net.TCPConn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.(*net.TCPConn)
+	_ = a.SetReadBuffer(4096)
+	fmt.Fprintf(a, "POST %s HTTP/1.1\r\nHost: edge\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s", path, extraHeaders, len(body), body)
+	return a
+}
