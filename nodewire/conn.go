@@ -120,14 +120,16 @@ func (c *Conn) Done() <-chan struct{} { return c.closed }
 
 // IsClosed reports whether the connection is closed or closing. It turns
 // true before any stream on the connection fails, so callers can tell a
-// stream error caused by the connection going away.
+// stream error caused by the connection going away. A connection whose
+// stream ids are spent (ErrStreamIDsExhausted) is closing: it opens no
+// more streams and closes once those it opened end.
 func (c *Conn) IsClosed() bool {
 	select {
 	case <-c.closed:
 		return true
 	default:
 		sess := c.sess.Load()
-		return sess != nil && sess.IsClosed()
+		return sess != nil && (sess.IsClosed() || sess.Exhausted())
 	}
 }
 
@@ -156,8 +158,14 @@ func (c *Conn) closeWith(err error) {
 }
 
 // Close closes the connection and waits for its goroutines. Idempotent.
+// A session that ended already (its watcher may not have run yet) is the
+// cause, not this Close: the peer's protocol violation stays one.
 func (c *Conn) Close() error {
-	c.closeWith(ErrClosed)
+	cause := ErrClosed
+	if sess := c.sess.Load(); sess != nil && sess.IsClosed() {
+		cause = fmt.Errorf("nodewire: session ended: %w", sess.err())
+	}
+	c.closeWith(cause)
 	c.wg.Wait()
 	return nil
 }

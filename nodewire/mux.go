@@ -98,7 +98,17 @@ var (
 	errStreamReset = errors.New("nodewire: stream reset")
 	// errSessionClosed is an operation on a closed session.
 	errSessionClosed = errors.New("nodewire: session closed")
+	// ErrStreamIDsExhausted: the session has opened its last stream id
+	// (about 2^31 streams). It opens no more; it closes once the streams
+	// it opened end (at most idsDrainGrace later), and the node dials a
+	// fresh connection.
+	ErrStreamIDsExhausted = errors.New("nodewire: stream ids exhausted")
 )
+
+// idsDrainGrace bounds how long a session whose stream ids are spent
+// waits for the streams it opened to end before it closes with them.
+// A var for tests.
+var idsDrainGrace = 5 * time.Minute
 
 // muxAcceptWait bounds how long the reader waits for room in a full accept
 // backlog (muxAcceptBacklog). A burst of opens (thousands of requests
@@ -128,6 +138,12 @@ type muxSession struct {
 	maxPeer  uint32                // guarded by mu: highest id the peer opened
 	opened   int                   // guarded by mu: streams the peer opened
 	closeErr error                 // guarded by mu: why the session closed
+	// own counts this side's streams in streams; with exhausted set (the
+	// ids are spent) the session closes when it reaches zero, or when
+	// drainTimer fires. Guarded by mu.
+	own        int
+	exhausted  atomic.Bool // set under mu; read without (Conn.IsClosed)
+	drainTimer *time.Timer
 
 	wmu     sync.Mutex
 	pending []byte        // guarded by wmu: frames waiting for the writer
@@ -193,6 +209,9 @@ func (s *muxSession) OpenStream() (*muxStream, error) {
 	if s.IsClosed() {
 		return nil, s.err()
 	}
+	if s.Exhausted() {
+		return nil, ErrStreamIDsExhausted
+	}
 	return newMuxStream(s, 0), nil
 }
 
@@ -256,6 +275,10 @@ func (s *muxSession) closeWith(cause error) {
 		s.closeErr = cause
 		streams := s.streams
 		s.streams = map[uint32]*muxStream{}
+		s.own = 0
+		if s.drainTimer != nil {
+			s.drainTimer.Stop()
+		}
 		s.mu.Unlock()
 		close(s.done)
 		_ = s.conn.Close()
@@ -272,7 +295,15 @@ func (s *muxSession) forget(id uint32) {
 	s.mu.Lock()
 	st := s.streams[id]
 	delete(s.streams, id)
+	drained := false
+	if st != nil && s.ownID(id) {
+		s.own--
+		drained = s.exhausted.Load() && s.own == 0
+	}
 	s.mu.Unlock()
+	if drained {
+		s.closeWith(ErrStreamIDsExhausted)
+	}
 	if st != nil {
 		st.mu.Lock()
 		st.uncountLocked()
@@ -327,9 +358,13 @@ func (s *muxSession) announce(st *muxStream, flags uint16, payload []byte, waite
 	}
 	id := s.nextID
 	if id > ^uint32(0)-2 {
+		drained := s.exhaustLocked()
 		s.mu.Unlock()
 		s.wmu.Unlock()
-		return fmt.Errorf("nodewire: stream ids exhausted: %w", errSessionClosed)
+		if drained {
+			s.closeWith(ErrStreamIDsExhausted)
+		}
+		return ErrStreamIDsExhausted
 	}
 	// A stream reset before its first frame is never announced; one
 	// announced here is seen as announced by a Reset that follows (both
@@ -346,11 +381,31 @@ func (s *muxSession) announce(st *muxStream, flags uint16, payload []byte, waite
 	st.synSent.Store(true)
 	st.mu.Unlock()
 	s.streams[id] = st
+	s.own++
 	s.mu.Unlock()
 	s.appendLocked(muxTypeData, flags, id, uint32(len(payload)), payload)
 	s.unlockPending()
 	return nil
 }
+
+// ownID reports whether id is one this side opens (odd for the client).
+func (s *muxSession) ownID(id uint32) bool { return (id%2 == 1) == s.client }
+
+// exhaustLocked marks the ids spent, arming the drain bound once, and
+// reports whether nothing this side opened is left (close now). The
+// session then reads as exhausted: Conn.IsClosed is true, so no new work
+// is routed to it while its streams finish.
+func (s *muxSession) exhaustLocked() (drained bool) {
+	if !s.exhausted.Load() {
+		s.exhausted.Store(true)
+		// Owner: the session; closeWith stops it. Fires once.
+		s.drainTimer = time.AfterFunc(idsDrainGrace, func() { s.closeWith(ErrStreamIDsExhausted) })
+	}
+	return s.own == 0
+}
+
+// Exhausted reports whether the session can open no more streams.
+func (s *muxSession) Exhausted() bool { return s.exhausted.Load() }
 
 // lockPending takes wmu for appending frames. With a waiter, it first
 // waits while muxMaxPending bytes are pending, as long as the waiter's
