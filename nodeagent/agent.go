@@ -23,8 +23,10 @@ import (
 
 // instance is one live adapter instance with its gate and counters.
 type instance struct {
-	name  string
-	cfg   *iop.AdapterConfig
+	name string
+	// cfg is replaced (never mutated) by a refresh that reconfigures the
+	// instance in place, while commands and snapshots read it unlocked.
+	cfg   atomic.Pointer[iop.AdapterConfig]
 	impl  adapter.Instance
 	gate  *gate
 	stats usageStats
@@ -134,9 +136,9 @@ func (a *Agent) Apply(payload *iop.NodeConfigPayload, initial bool) (iop.Refresh
 	}
 	if !initial {
 		for name, ac := range names {
-			if old := a.instances[name]; old != nil && old.cfg.GetType() != ac.GetType() {
+			if old := a.instances[name]; old != nil && old.cfg.Load().GetType() != ac.GetType() {
 				return iop.RefreshStatus_REFRESH_STATUS_RESTART_REQUIRED,
-					fmt.Errorf("adapter %q changes type %s -> %s", name, old.cfg.GetType(), ac.GetType())
+					fmt.Errorf("adapter %q changes type %s -> %s", name, old.cfg.Load().GetType(), ac.GetType())
 			}
 		}
 	}
@@ -162,7 +164,7 @@ func (a *Agent) Apply(payload *iop.NodeConfigPayload, initial bool) (iop.Refresh
 		ac = proto.Clone(ac).(*iop.AdapterConfig)
 		ac.Name = name
 		old := a.instances[name]
-		if old != nil && proto.Equal(old.cfg, ac) {
+		if old != nil && proto.Equal(old.cfg.Load(), ac) {
 			changes = append(changes, change{name: name, cfg: ac, keepOld: true})
 			continue
 		}
@@ -170,7 +172,7 @@ func (a *Agent) Apply(payload *iop.NodeConfigPayload, initial bool) (iop.Refresh
 		if err != nil {
 			return fail(fmt.Errorf("adapter %q: %w", name, err))
 		}
-		if old != nil && old.cfg.GetType() == ac.GetType() {
+		if old != nil && old.cfg.Load().GetType() == ac.GetType() {
 			if rc, ok := old.impl.(adapter.Reconfigurer); ok {
 				// Validated by the factory above; reconfigure in place to keep
 				// state such as CLI sessions.
@@ -196,11 +198,12 @@ func (a *Agent) Apply(payload *iop.NodeConfigPayload, initial bool) (iop.Refresh
 		case c.keepOld:
 			next[c.name] = old
 		case c.reconf != nil:
-			old.cfg = c.cfg
+			old.cfg.Store(c.cfg)
 			old.gate.setCapacity(int(c.cfg.GetCapacity()))
 			next[c.name] = old
 		default:
-			in := &instance{name: c.name, cfg: c.cfg, impl: c.fresh, gate: &gate{}}
+			in := &instance{name: c.name, impl: c.fresh, gate: &gate{}}
+			in.cfg.Store(c.cfg)
 			in.gate.setCapacity(int(c.cfg.GetCapacity()))
 			if old != nil {
 				// Keep the gate so runs in flight on the old instance still
@@ -232,7 +235,7 @@ func (a *Agent) instance(name string) *instance {
 // category is the instance's resource kind: as configured, else as its
 // adapter declares, else api.
 func (in *instance) category() string {
-	if c := in.cfg.GetCategory(); c != "" {
+	if c := in.cfg.Load().GetCategory(); c != "" {
 		return c
 	}
 	if r, ok := in.impl.(adapter.CapabilityReporter); ok {

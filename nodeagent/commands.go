@@ -69,7 +69,7 @@ func (a *Agent) usage() map[string]any {
 	out := []adapterUsage{}
 	for _, in := range a.snapshotInstances() {
 		out = append(out, adapterUsage{
-			Adapter: in.name, Type: in.cfg.GetType(),
+			Adapter: in.name, Type: in.cfg.Load().GetType(),
 			Requests: in.stats.requests.Load(), Errors: in.stats.errors.Load(), Rejected: in.stats.rejected.Load(),
 			PromptTokens: in.stats.promptTokens.Load(), CompletionTokens: in.stats.completionTokens.Load(),
 		})
@@ -87,7 +87,7 @@ type adapterCaps struct {
 func (a *Agent) capabilities(ctx context.Context) map[string]any {
 	out := []adapterCaps{}
 	for _, in := range a.snapshotInstances() {
-		c := adapterCaps{Adapter: in.name, Type: in.cfg.GetType(), Models: []string{}}
+		c := adapterCaps{Adapter: in.name, Type: in.cfg.Load().GetType(), Models: []string{}}
 		if ml, ok := in.impl.(adapter.ModelLister); ok {
 			models, err := ml.Models(ctx)
 			if err != nil {
@@ -129,9 +129,9 @@ func (a *Agent) Snapshots(ctx context.Context) []*iop.ProviderSnapshot {
 	for _, in := range a.snapshotInstances() {
 		capacity, inFlight := in.gate.state()
 		s := &iop.ProviderSnapshot{
-			NodeId: nodeID, ProviderId: in.name, Type: in.cfg.GetType(), Category: in.category(),
+			NodeId: nodeID, ProviderId: in.name, Type: in.cfg.Load().GetType(), Category: in.category(),
 			Status: "available", Health: adapter.HealthOK,
-			Capacity: int32(capacity), LongCapacity: in.cfg.GetLongCapacity(), InFlight: int32(inFlight),
+			Capacity: int32(capacity), LongCapacity: in.cfg.Load().GetLongCapacity(), InFlight: int32(inFlight),
 		}
 		if hr, ok := in.impl.(adapter.HealthReporter); ok {
 			h := hr.Health(ctx)

@@ -178,7 +178,7 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 		return
 	}
 	op := req.GetOperation() // req is not used past Run (see above)
-	res, err := in.impl.Run(rctx, req, &runSink{st: st, runID: runID, seq: &seq, stream: req.GetStream()})
+	res, err := runAdapter(rctx, in.impl, req, &runSink{st: st, runID: runID, seq: &seq, stream: req.GetStream()}, log)
 	release()
 	if err == nil {
 		if res == nil {
@@ -211,6 +211,41 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 		log.Warn("run failed", zap.Error(err))
 	}
 	_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: re})
+}
+
+// errAdapterPanic is an adapter call that panicked (an adapter bug, such
+// as a field of the request it did not expect to be missing).
+var errAdapterPanic = errors.New("nodeagent: adapter panicked")
+
+// runAdapter calls the adapter's Run, turning a panic on this goroutine
+// into an internal error: one adapter bug fails its own run, not the node
+// and every run on it. (A panic on a goroutine the adapter started is
+// beyond reach here; adapters recover none and start few.)
+func runAdapter(ctx context.Context, impl adapter.Instance, req *iop.RunRequest, sink adapter.RunSink, log *zap.Logger) (res *adapter.Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, adapterPanicked(p, log)
+		}
+	}()
+	return impl.Run(ctx, req, sink)
+}
+
+// tunnelAdapter is runAdapter for Tunnel.
+func tunnelAdapter(ctx context.Context, impl adapter.Instance, req *iop.ProviderTunnelRequest, sink adapter.TunnelSink, log *zap.Logger) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = adapterPanicked(p, log)
+		}
+	}()
+	return impl.Tunnel(ctx, req, sink)
+}
+
+// adapterPanicked logs a recovered panic with its stack. The value is a
+// runtime error or an adapter's own message; adapters put no request
+// content in one.
+func adapterPanicked(p any, log *zap.Logger) error {
+	log.Error("adapter panicked", zap.String("panic", fmt.Sprint(p)), zap.Stack("stack"))
+	return fmt.Errorf("%w: %v", errAdapterPanic, p)
 }
 
 // undeliverable classifies a terminal event's send failure that wrote
@@ -387,7 +422,7 @@ func (a *Agent) serveTunnel(ctx context.Context, st *nodewire.Stream, req *iop.P
 	in.stats.requests.Add(1)
 	rctx, stop := a.runCtx(ctx, st, runID, req.GetTimeoutSec())
 	defer stop()
-	err := in.impl.Tunnel(rctx, req, sink)
+	err := tunnelAdapter(rctx, in.impl, req, sink, a.log.With(zap.String("run_id", runID), zap.String("adapter", in.name)))
 	release()
 	if err == nil {
 		_ = sink.send(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END, End: true})

@@ -330,3 +330,11 @@ type SessionInfo struct {
 	Running      int    `json:"running"`
 	LastUsedUnix int64  `json:"last_used_unix"`
 }
+
+// NoRedirect is the CheckRedirect of every adapter's HTTP client: a
+// provider's 3xx is its answer, never followed. Following one would re-send
+// the prompt and the configured headers (proxy keys: net/http strips only
+// Authorization and Cookie across hosts) to wherever the provider, or
+// anything on a plain-HTTP path to it, points, internal addresses
+// included. A run reports the 3xx as an upstream error; a tunnel relays it.
+func NoRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -82,7 +83,7 @@ func New(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
 	}
 	return &Instance{
 		Instance: inner.(*openaicompat.Instance),
-		client:   &http.Client{Timeout: probeTimeout},
+		client:   &http.Client{Timeout: probeTimeout, CheckRedirect: adapter.NoRedirect},
 		root:     root,
 		sem:      make(chan struct{}, 1),
 	}, nil
@@ -220,7 +221,7 @@ func (in *Instance) get(ctx context.Context, url string) (int, []byte, error) {
 
 // parseMetrics reads the unlabelled-or-labelled samples of a Prometheus text
 // exposition into name -> value (the last sample of a name wins; llama-server
-// exports one series per name).
+// exports one series per name). Non-finite values are dropped.
 func parseMetrics(b []byte) map[string]float64 {
 	out := map[string]float64{}
 	for _, line := range strings.Split(string(b), "\n") {
@@ -236,7 +237,9 @@ func parseMetrics(b []byte) map[string]float64 {
 		if i := strings.IndexByte(name, '{'); i >= 0 {
 			name = name[:i]
 		}
-		if v, err := strconv.ParseFloat(fields[1], 64); err == nil {
+		// NaN and ±Inf are valid exposition values but no load figure: they
+		// would also make the providers command's JSON unencodable.
+		if v, err := strconv.ParseFloat(fields[1], 64); err == nil && !math.IsNaN(v) && !math.IsInf(v, 0) {
 			out[name] = v
 		}
 	}

@@ -187,6 +187,9 @@ func dataURLImage(url string) (string, error) {
 // configured defaults; nil when there are none.
 func options(s *iop.Sampling, cfg *config) map[string]any {
 	opts := cfg.defaultOptions()
+	if s == nil { // a request without sampling: the defaults alone
+		s = &iop.Sampling{}
+	}
 	if s.Temperature != nil {
 		opts["temperature"] = s.GetTemperature()
 	}

@@ -108,7 +108,7 @@ func jsonStatus(status int, body string) http.HandlerFunc {
 	}
 }
 
-func newInstance(t *testing.T, cfg *iop.AdapterConfig) *Instance {
+func newInstance(t testing.TB, cfg *iop.AdapterConfig) *Instance {
 	t.Helper()
 	if cfg.Type == "" {
 		cfg.Type = TypeName

@@ -57,7 +57,10 @@ func (o *Instance) Models(ctx context.Context) ([]string, error) {
 // healthCache memoizes the last probe for healthTTL. gen is bumped by
 // Reconfigure so a probe of the old base URL is not cached as the new one's.
 type healthCache struct {
-	probe sync.Mutex // serializes probes, so concurrent callers share one
+	// probe (one slot) serializes probes, so concurrent callers share one;
+	// a caller whose deadline ends while another probes gets the last
+	// value instead of waiting out that probe.
+	probe chan struct{}
 	mu    sync.Mutex // guards the fields below
 	gen   uint64
 	at    time.Time
@@ -92,8 +95,13 @@ func (o *Instance) Health(ctx context.Context) adapter.Health {
 	if v, _, fresh := o.health.get(time.Now()); fresh {
 		return v
 	}
-	o.health.probe.Lock()
-	defer o.health.probe.Unlock()
+	select {
+	case o.health.probe <- struct{}{}:
+		defer func() { <-o.health.probe }()
+	case <-ctx.Done():
+		v, _, _ := o.health.get(time.Now())
+		return v
+	}
 	// Another caller may have probed while this one waited.
 	v, gen, fresh := o.health.get(time.Now())
 	if fresh {

@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -52,7 +53,8 @@ func New(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
 	o := &Instance{
 		// One client per instance: keep-alive connections are pooled per
 		// Ollama server and dropped together on Close.
-		client: &http.Client{Transport: newTransport()},
+		client: &http.Client{Transport: newTransport(), CheckRedirect: adapter.NoRedirect},
+		health: healthCache{probe: make(chan struct{}, 1)},
 		getenv: env.Getenv,
 		log:    env.Logger,
 	}
@@ -132,6 +134,9 @@ func (o *Instance) run(ctx context.Context, cfg *config, req *iop.RunRequest, si
 	}
 }
 
+// drainAfterDone bounds the wait for the body's end after the done line.
+const drainAfterDone = 100 * time.Millisecond
+
 // runStream posts a streaming request and relays its NDJSON output.
 func (o *Instance) runStream(ctx context.Context, cfg *config, path string, body any, text textOf, sink adapter.RunSink) (*adapter.Result, error) {
 	resp, err := o.post(ctx, cfg, path, body)
@@ -147,7 +152,11 @@ func (o *Instance) runStream(ctx context.Context, cfg *config, path string, body
 	}
 	// Ollama ends the body right after the done line; reading that end lets
 	// the connection go back to the keep-alive pool instead of being closed.
+	// The answer is complete already: a server (or a proxy) that leaves the
+	// body open gets drainAfterDone, then loses the connection.
+	t := time.AfterFunc(drainAfterDone, func() { _ = resp.Body.Close() })
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	t.Stop()
 	return out.result()
 }
 

@@ -43,7 +43,7 @@ func requestBody(in *iop.RunInput, op iop.RunOperation, target string) (map[stri
 		if tc := toolChoiceJSON(in.GetToolChoice()); tc != nil {
 			body["tool_choice"] = tc
 		}
-		if in.ParallelToolCalls != nil {
+		if in != nil && in.ParallelToolCalls != nil {
 			body["parallel_tool_calls"] = mustJSON(in.GetParallelToolCalls())
 		}
 		if rf := responseFormatJSON(in.GetResponseFormat()); rf != nil {
@@ -61,7 +61,7 @@ func requestBody(in *iop.RunInput, op iop.RunOperation, target string) (map[stri
 			return nil, invalidInput("input: no texts to embed")
 		}
 		body["input"] = mustJSON(in.GetEmbedInputs())
-		if in.Dimensions != nil {
+		if in != nil && in.Dimensions != nil {
 			body["dimensions"] = mustJSON(in.GetDimensions())
 		}
 	default:

@@ -96,7 +96,7 @@ func (s *fakeTunnelSink) body() []byte {
 }
 
 // newTestInstance builds an instance against srv with a node-local key.
-func newTestInstance(t *testing.T, kind string, cfg *iop.AdapterConfig) *Instance {
+func newTestInstance(t testing.TB, kind string, cfg *iop.AdapterConfig) *Instance {
 	t.Helper()
 	env := adapter.Env{Getenv: func(k string) string {
 		if k == "TEST_PROVIDER_KEY" {
@@ -214,7 +214,7 @@ func (r *recorder) body(i int) map[string]any {
 	return r.bodies[i]
 }
 
-func newServer(t *testing.T, h http.HandlerFunc) *httptest.Server {
+func newServer(t testing.TB, h http.HandlerFunc) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

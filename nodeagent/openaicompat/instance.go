@@ -102,7 +102,7 @@ func newInstance(cfg *iop.AdapterConfig, env adapter.Env, kind string) (*Instanc
 	}
 	in := &Instance{
 		kind:   kind,
-		client: &http.Client{Transport: newTransport()},
+		client: &http.Client{Transport: newTransport(), CheckRedirect: adapter.NoRedirect},
 		getenv: env.Getenv,
 		log:    env.Logger,
 	}

@@ -14,6 +14,8 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"sync/atomic"
+	"time"
 
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 )
@@ -21,6 +23,10 @@ import (
 // errStreamDone stops reading once the upstream sent "data: [DONE]", so a
 // server that keeps the connection open cannot hold the run.
 var errStreamDone = errors.New("openaicompat: stream done")
+
+// afterFinishWait bounds the wait for the end of a stream whose answer is
+// complete (a finish_reason arrived). A var for tests.
+var afterFinishWait = time.Second
 
 // streamState accumulates one streamed chat or completion answer.
 type streamState struct {
@@ -124,8 +130,23 @@ func (st *streamState) consume(resp *http.Response) error {
 		st.terminal = true // a whole document is complete by itself
 		return nil
 	}
-	err := readEvents(resp.Body, st.event)
-	if errors.Is(err, errStreamDone) {
+	// After a finish_reason only the usage chunk and "[DONE]" are due, at
+	// once; a server that leaves the stream open after the answer gets
+	// afterFinishWait, then loses the connection, and the answer stands.
+	var cut *time.Timer
+	var cutFired atomic.Bool
+	err := readEvents(resp.Body, func(data []byte) error {
+		err := st.event(data)
+		if err == nil && st.terminal && cut == nil {
+			// Owner: consume; stopped below, fires at most once.
+			cut = time.AfterFunc(afterFinishWait, func() { cutFired.Store(true); _ = resp.Body.Close() })
+		}
+		return err
+	})
+	if cut != nil {
+		cut.Stop()
+	}
+	if errors.Is(err, errStreamDone) || (err != nil && cutFired.Load() && st.terminal) {
 		return nil
 	}
 	if err == nil && !st.terminal {

@@ -1,0 +1,64 @@
+package nodeagent
+
+import (
+	"context"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+	"github.com/iop-gateway/iop/nodeagent/mock"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// panicky is an adapter with a bug: every call panics.
+type panicky struct{ adapter.Instance }
+
+func (panicky) Run(context.Context, *iop.RunRequest, adapter.RunSink) (*adapter.Result, error) {
+	var s *iop.Sampling
+	_ = *s.Temperature // the bug class seen: a missing optional message
+	return nil, nil
+}
+
+func (panicky) Tunnel(context.Context, *iop.ProviderTunnelRequest, adapter.TunnelSink) error {
+	panic("tunnel bug")
+}
+
+// An adapter that panics fails its own exchange with an internal error;
+// the node, its other adapters and its slot survive it.
+func TestAdapterPanicFailsOnlyItsExchange(t *testing.T) {
+	a := NewAgent(map[string]adapter.Factory{
+		"mock": mock.New,
+		"buggy": func(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
+			c := proto.Clone(cfg).(*iop.AdapterConfig)
+			c.Type = "mock"
+			in, err := mock.New(c, env)
+			return panicky{in}, err
+		},
+	}, adapter.Env{StoreDir: t.TempDir(), WorkspaceRoot: t.TempDir()})
+	t.Cleanup(a.Close)
+	payload := mockPayload(1)
+	payload.Adapters = append(payload.Adapters, &iop.AdapterConfig{Name: "b", Type: "buggy", Category: "api", Capacity: 1})
+	c := startNode(t, startFakeEdge(t, payload, nil), a)
+
+	for i := 0; i < 2; i++ { // the second finds the slot free again
+		envs := exchange(t, c, &iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{
+			RunId: "r", Adapter: "b", Target: "x", Operation: iop.RunOperation_RUN_OPERATION_CHAT, Input: chatInput("hi"),
+		}}})
+		if ev := terminal(envs); ev.GetType() != iop.RunEventType_RUN_EVENT_TYPE_ERROR || ev.GetError().GetCode() != adapter.CodeInternal {
+			t.Fatalf("run %d: terminal = %v, want an internal error", i, ev)
+		}
+	}
+	envs := exchange(t, c, &iop.Envelope{Body: &iop.Envelope_ProviderTunnelRequest{ProviderTunnelRequest: &iop.ProviderTunnelRequest{
+		RunId: "t", Adapter: "b", Target: "x", Method: "POST", Path: "/chat/completions", Body: []byte(`{}`),
+	}}})
+	if f := envs[len(envs)-1].GetProviderTunnelFrame(); f.GetKind() != iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR || f.GetError().GetCode() != adapter.CodeInternal {
+		t.Fatalf("tunnel: last frame = %v, want an internal error", f)
+	}
+	envs = exchange(t, c, &iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{
+		RunId: "ok", Adapter: "m", Target: "x", Operation: iop.RunOperation_RUN_OPERATION_CHAT, Input: chatInput("still here"),
+	}}})
+	if ev := terminal(envs); ev.GetType() != iop.RunEventType_RUN_EVENT_TYPE_COMPLETE {
+		t.Fatalf("a healthy adapter after the panics: terminal = %v", ev)
+	}
+}
