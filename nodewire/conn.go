@@ -217,7 +217,16 @@ func (c *Conn) acceptStream(ctx context.Context) (*Stream, error) {
 func (c *Conn) startHeartbeat(hb *iop.HeartbeatConfig, onControl func(*iop.Envelope) (answer *iop.Envelope, ok bool)) {
 	interval, timeout := heartbeatDurations(hb)
 	c.hbOnce.Do(func() {
+		// Counted under errMu, as in startMux: a Close (which records its
+		// cause under errMu, then waits) either sees these goroutines or
+		// they are never started.
+		c.errMu.Lock()
+		if c.err != nil {
+			c.errMu.Unlock()
+			return
+		}
 		c.wg.Add(2)
+		c.errMu.Unlock()
 		// Owner: the Conn. Stops when the Conn closes or a send fails.
 		go func() {
 			defer c.wg.Done()

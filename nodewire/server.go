@@ -172,9 +172,8 @@ func (s *Server) Serve(ln net.Listener) error {
 			_ = raw.Close()
 			continue
 		}
-		s.wg.Add(1)
-		// Owner: the Server. Stops when the connection ends; Close ends every
-		// tracked connection.
+		// Owner: the Server (counted in track). Stops when the connection
+		// ends; Close ends every tracked connection.
 		go func() {
 			defer s.wg.Done()
 			defer s.untrack(raw)
@@ -207,6 +206,10 @@ func (s *Server) track(raw net.Conn, src string) trackResult {
 	s.conns[raw] = struct{}{}
 	s.pending++
 	s.perSrc[src]++
+	// Counted under mu with the ctx check: a Close that found the server
+	// open waits for this connection's goroutine too, never returning
+	// between the tracking and the Add.
+	s.wg.Add(1)
 	return trackOK
 }
 
