@@ -210,7 +210,7 @@ func TestSupervisorConnectsWhenEdgeAppearsLater(t *testing.T) {
 		t.Skipf("could not re-listen on %s: %v", addr, err)
 	}
 	fe := &fakeEdge{addr: addr, payload: mockPayload(1), script: func(int) iop.RejectCode { return 0 },
-		conns: make(chan *nodewire.Conn, 8), closed: make(chan error, 8), ready: map[*nodewire.Conn]bool{}}
+		conns: make(chan *nodewire.Conn, 8), ready: map[*nodewire.Conn]bool{}}
 	fe.srv = nodewire.NewServer(nodewire.ServerConfig{Handler: fe})
 	served := make(chan struct{})
 	go func() { defer close(served); _ = fe.srv.Serve(ln2) }()
