@@ -45,7 +45,9 @@ func encodeEvents(f *testing.F, evs ...*iop.RunEvent) []byte {
 // document, or SSE events whose data is JSON or [DONE]) or an error, and
 // never panics.
 func FuzzRunEvents(f *testing.F) {
-	delta := func(s string) *iop.RunEvent { return &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: s} }
+	delta := func(s string) *iop.RunEvent {
+		return &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: s}
+	}
 	start := &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_START}
 	complete := &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_COMPLETE, FinishReason: "stop", Usage: &iop.Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5}}
 	f.Add(encodeEvents(f, start, delta("Hel"), delta("lo"), complete))
@@ -74,8 +76,10 @@ func FuzzRunEvents(f *testing.F) {
 			}
 		}
 		for name, mk := range map[string]func(*bytes.Buffer) interface{ Add(*iop.RunEvent) error }{
-			"chat stream":       func(w *bytes.Buffer) interface{ Add(*iop.RunEvent) error } { return NewChatStreamWriter(w, nil, opts) },
-			"completion stream": func(w *bytes.Buffer) interface{ Add(*iop.RunEvent) error } { return NewCompletionStreamWriter(w, nil, opts) },
+			"chat stream": func(w *bytes.Buffer) interface{ Add(*iop.RunEvent) error } { return NewChatStreamWriter(w, nil, opts) },
+			"completion stream": func(w *bytes.Buffer) interface{ Add(*iop.RunEvent) error } {
+				return NewCompletionStreamWriter(w, nil, opts)
+			},
 		} {
 			var w bytes.Buffer
 			sw := mk(&w)
