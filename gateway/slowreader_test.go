@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -60,13 +59,8 @@ func TestSlowReaderDoesNotStallOthers(t *testing.T) {
 	}
 
 	// Client A: raw TCP, a tiny receive buffer, never reads a byte.
-	a, err := net.Dial("tcp", strings.TrimPrefix(e.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := stalledClient(t, e.URL, "/v1/chat/completions", "", bodyFor("A"))
 	defer a.Close()
-	_ = a.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(a, "POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(bodyFor("A")), bodyFor("A"))
 	stack.WaitFor(t, waitLong, "A's stream to start", func() bool { return inFlight(e, "vllm-main") == 1 })
 
 	// Client B reads everything; its events must keep flowing.

@@ -230,11 +230,12 @@ func runAdapter(ctx context.Context, impl adapter.Instance, req *iop.RunRequest,
 	return impl.Run(ctx, req, sink)
 }
 
-// tunnelAdapter is runAdapter for Tunnel.
-func tunnelAdapter(ctx context.Context, impl adapter.Instance, req *iop.ProviderTunnelRequest, sink adapter.TunnelSink, log *zap.Logger) (err error) {
+// tunnelAdapter is runAdapter for Tunnel. The logger's fields are added
+// only on a panic: a tunnel is the hot path, and With allocates.
+func tunnelAdapter(ctx context.Context, impl adapter.Instance, req *iop.ProviderTunnelRequest, sink adapter.TunnelSink, log *zap.Logger, runID, name string) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = adapterPanicked(p, log)
+			err = adapterPanicked(p, log.With(zap.String("run_id", runID), zap.String("adapter", name)))
 		}
 	}()
 	return impl.Tunnel(ctx, req, sink)
@@ -422,7 +423,7 @@ func (a *Agent) serveTunnel(ctx context.Context, st *nodewire.Stream, req *iop.P
 	in.stats.requests.Add(1)
 	rctx, stop := a.runCtx(ctx, st, runID, req.GetTimeoutSec())
 	defer stop()
-	err := tunnelAdapter(rctx, in.impl, req, sink, a.log.With(zap.String("run_id", runID), zap.String("adapter", in.name)))
+	err := tunnelAdapter(rctx, in.impl, req, sink, a.log, runID, in.name)
 	release()
 	if err == nil {
 		_ = sink.send(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END, End: true})
