@@ -24,6 +24,10 @@ type ReloadReport struct {
 	// restart_required, failed, or "error: <code>" when it could not be
 	// reached (the answer shows only the code: see refreshShown).
 	Nodes map[string]string `json:"nodes"`
+	// RestartRequired names changed keys this edge applies only at start
+	// (listen.*, log, tracing, runtime, cluster, the HTTP server's header
+	// and idle timeouts); they keep their running values until a restart.
+	RestartRequired []string `json:"restart_required,omitempty"`
 }
 
 func adminError(c *gin.Context, status int, code, msg string) {
@@ -53,7 +57,11 @@ func (s *Server) adminReload(c *gin.Context) {
 			s.log.Warn("config refresh failed", zap.String("request_id", info(c).requestID), zap.String("node_id", id), zap.String("result", result))
 		}
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "reloaded", "nodes": nodes})
+	out := gin.H{"status": "reloaded", "nodes": nodes}
+	if len(rep.RestartRequired) > 0 {
+		out["restart_required"] = rep.RestartRequired
+	}
+	c.JSON(http.StatusOK, out)
 }
 
 // refreshShown is a node's refresh result as /admin/reload shows it:

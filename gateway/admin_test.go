@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -351,5 +352,25 @@ func TestAdminNodeFailureHidesTransport(t *testing.T) {
 	assertError(t, r, http.StatusBadGateway, "protocol_error")
 	if leaks(r.Body) {
 		t.Errorf("protocol error answer: %s", r.Body)
+	}
+}
+
+// POST /admin/reload passes on the keys the reload could not apply.
+func TestAdminReloadNamesRestartKeys(t *testing.T) {
+	cfg := fakeNodeConfig(t)
+	cfg.Auth.AdminToken = "adm-secret"
+	e := stack.StartEdge(t, cfg, stack.EdgeOptions{Reload: func() (*gateway.ReloadReport, error) {
+		return &gateway.ReloadReport{Nodes: map[string]string{}, RestartRequired: []string{"listen", "log"}}, nil
+	}})
+	r := admin(t, &stackT{Edge: e}, http.MethodPost, "/admin/reload")
+	var rep struct {
+		Status          string   `json:"status"`
+		RestartRequired []string `json:"restart_required"`
+	}
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &rep) != nil {
+		t.Fatalf("reload: %d %s", r.Status, r.Body)
+	}
+	if rep.Status != "reloaded" || !slices.Equal(rep.RestartRequired, []string{"listen", "log"}) {
+		t.Fatalf("reload answer %s: want status reloaded and restart_required [listen log]", r.Body)
 	}
 }

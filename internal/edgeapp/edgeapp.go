@@ -73,6 +73,9 @@ type Edge struct {
 	nodeLn net.Listener
 	httpLn net.Listener
 	reload func() (*gateway.ReloadReport, error)
+	// started is the config the edge was built with: what the keys a
+	// reload cannot apply (coldKeys) are still running with. Read-only.
+	started *config.Edge
 
 	reloadMu sync.Mutex // serialises reloads (SIGHUP and POST /admin/reload)
 	ctx      context.Context
@@ -104,6 +107,10 @@ func New(cfg *config.Edge, opts Options) (*Edge, error) {
 	}
 	wcfg := nodewire.ServerConfig{
 		TLS: opts.NodeTLS, Logger: log, HandshakeTimeout: opts.HandshakeTimeout,
+		// Normalized: both positive, or max_node_conns negative for no cap
+		// (nodewire reads negative the same way).
+		MaxPendingHandshakes: cfg.Listen.MaxPendingHandshakes,
+		MaxConns:             cfg.Listen.MaxNodeConns,
 	}
 	if wcfg.TLS == nil && cfg.Listen.TLS.Enabled() {
 		t, err := nodewire.ServerTLSConfig(cfg.Listen.TLS.CertFile, cfg.Listen.TLS.KeyFile, cfg.Listen.TLS.ClientCAFile)
@@ -145,7 +152,7 @@ func New(cfg *config.Edge, opts Options) (*Edge, error) {
 	e := &Edge{
 		Dispatcher: d, Registry: reg, Bus: bus, Log: log,
 		HTTPAddr: httpLn.Addr().String(), NodeAddr: nodeLn.Addr().String(),
-		nodeLn: nodeLn, httpLn: httpLn, ctx: ctx, cancel: cancel, ledger: ledger,
+		nodeLn: nodeLn, httpLn: httpLn, ctx: ctx, cancel: cancel, ledger: ledger, started: cfg,
 	}
 	e.reload = opts.Reload
 	if e.reload == nil && opts.ConfigFile != "" {
@@ -215,7 +222,12 @@ func (e *Edge) reloadFile(file string) (*gateway.ReloadReport, error) {
 	}
 	rep := &gateway.ReloadReport{Nodes: e.Dispatcher.ReloadAndRefresh(e.ctx, next, reloadRefreshTimeout)}
 	e.Server.SetConfig(next)
+	rep.RestartRequired = restartRequired(e.started, next)
 	e.Log.Info("config reloaded", zap.Any("refresh", rep.Nodes))
+	if len(rep.RestartRequired) > 0 {
+		e.Log.Warn("config reloaded; these keys changed but take effect only after a restart",
+			zap.Strings("keys", rep.RestartRequired))
+	}
 	return rep, nil
 }
 

@@ -2,9 +2,15 @@ package edgeapp
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +129,118 @@ func TestLimitListenerKeepsCloseWrite(t *testing.T) {
 	}
 	if got := len(ln.(*limitListener).sem); got != 0 {
 		t.Fatalf("%d slots held after every connection closed", got)
+	}
+}
+
+// listen.max_pending_handshakes and listen.max_node_conns reach the node
+// listener: a connection beyond either bound is closed at once, unread,
+// while the ones within it stay open waiting for their handshake.
+func TestNodeListenerBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*config.Edge)
+	}{
+		{"max_pending_handshakes", func(c *config.Edge) { c.Listen.MaxPendingHandshakes = 2 }},
+		{"max_node_conns", func(c *config.Edge) { c.Listen.MaxNodeConns = 2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			tc.set(cfg)
+			e, err := New(cfg, Options{HealthInterval: -1, HandshakeTimeout: 30 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			// Owner: the test; ends at e.Close.
+			go func() { done <- e.Serve() }()
+			defer func() {
+				e.Close()
+				if err := <-done; err != nil {
+					t.Errorf("Serve: %v", err)
+				}
+			}()
+			var conns []net.Conn
+			for range 3 {
+				c, err := net.Dial("tcp", e.NodeAddr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				conns = append(conns, c)
+			}
+			// The third is past the bound of 2: closed without a byte.
+			_ = conns[2].SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := conns[2].Read(make([]byte, 1)); err != io.EOF {
+				t.Fatalf("third connection: read %v, want EOF (closed at the bound of 2)", err)
+			}
+			// The first two are still waiting for their handshake.
+			for i, c := range conns[:2] {
+				_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+				var ne net.Error
+				if _, err := c.Read(make([]byte, 1)); !errors.As(err, &ne) || !ne.Timeout() {
+					t.Fatalf("connection %d within the bound: read %v, want a timeout (still open)", i, err)
+				}
+			}
+		})
+	}
+}
+
+// A reload names the changed keys it cannot apply (listeners, logger, …)
+// instead of dropping them silently, and applies the rest.
+func TestReloadNamesRestartKeys(t *testing.T) {
+	const base = `
+listen:
+  http: 127.0.0.1:0
+  node: 127.0.0.1:0
+log:
+  level: info
+nodes:
+  - id: a
+    token: tok
+    providers:
+      - {name: m, type: mock, capacity: 1}
+models:
+  - name: m
+    providers: [{node: a, provider: m, target: x}]
+`
+	file := filepath.Join(t.TempDir(), "edge.yaml")
+	if err := os.WriteFile(file, []byte(base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.LoadEdge(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(cfg, Options{HealthInterval: -1, ConfigFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+
+	rep, err := e.Reload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.RestartRequired) != 0 {
+		t.Fatalf("unchanged file: restart_required %v", rep.RestartRequired)
+	}
+
+	changed := strings.Replace(base, "level: info", "level: debug", 1)
+	changed = strings.Replace(changed, "  node: 127.0.0.1:0", "  node: 127.0.0.1:0\n  max_http_conns: 7\nauth:\n  api_keys: [k1]", 1)
+	if err := os.WriteFile(file, []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = e.Reload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"listen", "log"}; !slices.Equal(rep.RestartRequired, want) {
+		t.Fatalf("restart_required %v, want %v (auth applies at once)", rep.RestartRequired, want)
+	}
+	// auth.api_keys did apply: /v1/models now wants the key.
+	rec := httptest.NewRecorder()
+	e.Server.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/models", nil))
+	if rec.Code != http.StatusUnauthorized {
+		t.Fatalf("/v1/models without a key after the reload: %d, want 401", rec.Code)
 	}
 }
