@@ -3,12 +3,14 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"regexp"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/iop-gateway/iop/dispatch/route"
@@ -374,7 +376,7 @@ func (c *Edge) Normalize() error {
 		if r.LeaseTTLSec == 0 {
 			r.LeaseTTLSec = 15
 		}
-		if r.LeaseTTLSec < 1 || r.LeaseTTLSec > 3600 {
+		if !(r.LeaseTTLSec >= 1 && r.LeaseTTLSec <= 3600) { // NaN too
 			p.add("cluster.redis.lease_ttl_sec must be between 1 and 3600")
 		}
 		if r.TimeoutMS == 0 {
@@ -421,6 +423,8 @@ func (c *Edge) Normalize() error {
 		c.Limits.StreamIdleTimeoutSec = &v
 	} else if *c.Limits.StreamIdleTimeoutSec < 0 {
 		p.add("limits.stream_idle_timeout_sec must not be negative (0 means no bound)")
+	} else {
+		checkMaxSeconds(&p, "limits.stream_idle_timeout_sec", float64(*c.Limits.StreamIdleTimeoutSec))
 	}
 	defaultPositive(&p, "limits.read_header_timeout_sec", &c.Limits.ReadHeaderTimeoutSec, 10)
 	defaultPositive(&p, "limits.read_timeout_sec", &c.Limits.ReadTimeoutSec, 120)
@@ -431,12 +435,14 @@ func (c *Edge) Normalize() error {
 	if c.Limits.WriteTimeoutSec < 0 {
 		p.add("limits.write_timeout_sec must be positive")
 	}
+	checkMaxSeconds(&p, "limits.write_timeout_sec", float64(c.Limits.WriteTimeoutSec))
 	if c.Limits.ResponseTimeoutSec == 0 {
 		c.Limits.ResponseTimeoutSec = 300
 	}
 	if c.Limits.ResponseTimeoutSec < 0 {
 		p.add("limits.response_timeout_sec must be positive")
 	}
+	checkMaxSeconds(&p, "limits.response_timeout_sec", float64(c.Limits.ResponseTimeoutSec))
 	c.Log.normalize(&p)
 	c.Tracing.normalize(&p)
 	c.Runtime.normalize(&p)
@@ -465,13 +471,15 @@ func (c *Edge) Normalize() error {
 		if n.HeartbeatIntervalSec < 0 {
 			p.add("%s.heartbeat_interval_sec must be positive", where)
 		}
-		if n.HeartbeatTimeoutSec <= n.HeartbeatIntervalSec {
+		checkMaxSeconds(&p, where+".heartbeat_interval_sec", n.HeartbeatIntervalSec)
+		if !(n.HeartbeatTimeoutSec > n.HeartbeatIntervalSec) { // NaN too
 			p.add("%s.heartbeat_timeout_sec must exceed heartbeat_interval_sec", where)
 		}
+		checkMaxSeconds(&p, where+".heartbeat_timeout_sec", n.HeartbeatTimeoutSec)
 		if n.LoadReportIntervalSec == nil {
 			v := DefaultLoadReportIntervalSec
 			n.LoadReportIntervalSec = &v
-		} else if v := *n.LoadReportIntervalSec; v != 0 && (v < 0.2 || v > 3600) {
+		} else if v := *n.LoadReportIntervalSec; v != 0 && !(v >= 0.2 && v <= 3600) { // NaN too
 			p.add("%s.load_report_interval_sec must be 0 (none) or between 0.2 and 3600", where)
 		}
 		names := map[string]bool{}
@@ -505,6 +513,7 @@ func (c *Edge) Normalize() error {
 		if m.QueueTimeoutSec < 0 {
 			p.add("%s.queue_timeout_sec must be positive", where)
 		}
+		checkMaxSeconds(&p, where+".queue_timeout_sec", m.QueueTimeoutSec)
 		if m.MaxQueue == 0 {
 			m.MaxQueue = 256
 		}
@@ -513,6 +522,8 @@ func (c *Edge) Normalize() error {
 			m.OfflineGraceSec = &v
 		} else if *m.OfflineGraceSec < 0 {
 			p.add("%s.offline_grace_sec must not be negative (0 means always queue)", where)
+		} else {
+			checkMaxSeconds(&p, where+".offline_grace_sec", *m.OfflineGraceSec)
 		}
 		if m.MaxAttempts == 0 {
 			m.MaxAttempts = DefaultMaxAttempts
@@ -569,6 +580,9 @@ func (pr *ProviderSpec) normalize(p *problems, where string) {
 	if pr.Capacity < 0 {
 		p.add("%s.capacity must be positive", where)
 	}
+	if pr.Capacity > MaxCapacity {
+		p.add("%s.capacity must be at most %d", where, MaxCapacity)
+	}
 	if pr.LongCapacity < 0 || pr.LongCapacity > pr.Capacity {
 		p.add("%s.long_capacity must be between 0 and capacity (%d)", where, pr.Capacity)
 	}
@@ -578,12 +592,13 @@ func (pr *ProviderSpec) normalize(p *problems, where string) {
 	if pr.TimeoutSec < 0 {
 		p.add("%s.timeout_sec must not be negative", where)
 	}
+	checkMaxSeconds(p, where+".timeout_sec", float64(pr.TimeoutSec))
 	// What each adapter type needs beyond this (a base_url, a command) is
 	// checked by its factory on the node, which refuses the config naming
 	// every problem.
 	if pr.BaseURL != "" {
 		if u, err := url.Parse(pr.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			p.add("%s.base_url %q must be an http(s) URL", where, pr.BaseURL)
+			p.add("%s.base_url %s must be an http(s) URL", where, quoteSafe(pr.BaseURL))
 		}
 	}
 	if pr.ToolMode == "" {
@@ -616,14 +631,44 @@ func defaultPositive(p *problems, key string, v *int, def int) {
 	if *v < 0 {
 		p.add("%s must be positive", key)
 	}
+	checkMaxSeconds(p, key, float64(*v))
+}
+
+// MaxSeconds bounds every *_sec key (30 days): a longer timeout or
+// interval is a typo (keys where "none" makes sense spell it 0), and far
+// larger values would overflow time.Duration or the wire's millisecond
+// fields into nonsense (negative or tiny durations).
+const MaxSeconds = 30 * 24 * 3600
+
+// MaxCapacity bounds providers[].capacity: far beyond any backend's
+// concurrency, well within the wire's int32.
+const MaxCapacity = 1_000_000
+
+// checkMaxSeconds reports a duration key that is not a number (NaN, .inf)
+// or exceeds MaxSeconds. Lower bounds are each key's own.
+func checkMaxSeconds(p *problems, key string, v float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v > MaxSeconds {
+		p.add("%s must be a number of seconds of at most %d (30 days)", key, MaxSeconds)
+	}
 }
 
 func checkHostPort(p *problems, key, addr string) {
-	if _, port, err := net.SplitHostPort(addr); err != nil {
-		p.add("%s %q is not host:port", key, addr)
+	if host, port, err := net.SplitHostPort(addr); err != nil || strings.ContainsAny(host, "/@ \t") {
+		// A URL (scheme://, user:password@) is not host:port.
+		p.add("%s %s is not host:port", key, quoteSafe(addr))
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		p.add("%s %q has a bad port", key, addr)
+		p.add("%s %s has a bad port", key, quoteSafe(addr))
 	}
+}
+
+// quoteSafe quotes a value for a problem message without the credentials
+// it may carry (user:password@ in a URL or address): problems are printed
+// and logged (a rejected reload), secrets never are.
+func quoteSafe(s string) string {
+	if strings.Contains(s, "@") {
+		return "(value not shown: it may hold credentials)"
+	}
+	return strconv.Quote(s)
 }
 
 // Node returns the spec of node id, or nil.

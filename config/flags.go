@@ -10,11 +10,19 @@ import (
 // it) and --check-config FILE (validate it, print the verdict and exit 0,
 // or every problem and exit 2). It returns the loaded config, or, when the
 // process should exit now, a nil config and the exit code (1 for a config
-// that cannot be loaded). file is the --config path, for reloads.
+// that cannot be loaded; 2 for bad flags, as the flag package exits for
+// an unknown one). file is the --config path, for reloads.
 func FromFlags[T any](defaultFile string, load func(string) (*T, error)) (cfg *T, file string, code int) {
 	configFile := flag.String("config", defaultFile, "config file")
 	checkFile := flag.String("check-config", "", "validate this config file and exit (0 ok, 2 problems)")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		// "iop-node node.yaml" (no --config) must not run the default
+		// file instead of the one named.
+		fmt.Fprintf(os.Stderr, "unexpected argument %q: the config file is given with --config FILE\n", flag.Arg(0))
+		flag.Usage()
+		return nil, "", 2
+	}
 	if *checkFile != "" {
 		if _, err := load(*checkFile); err != nil {
 			fmt.Fprintln(os.Stderr, err)

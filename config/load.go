@@ -67,9 +67,25 @@ func load(file string, out any) error {
 		)
 	}
 	if err := v.Unmarshal(out, dec); err != nil {
-		return &ProblemsError{File: file, Problems: []string{err.Error()}}
+		// Every key that could not be decoded, one problem each; the keys
+		// that could are decoded, and validated by the caller too.
+		return &ProblemsError{File: file, Problems: decodeProblems(err)}
 	}
 	return nil
+}
+
+// decodeProblems flattens a decode error (mapstructure joins one error per
+// key under a "decoding failed" heading) into one problem per key.
+func decodeProblems(err error) []string {
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, e := range joined.Unwrap() {
+		out = append(out, decodeProblems(e)...)
+	}
+	return out
 }
 
 // bindEnvs registers every scalar key of t with viper so IOP_* variables
@@ -125,15 +141,25 @@ func loadNormalized[T any, PT interface {
 	Normalize() error
 }](file string) (*T, error) {
 	cfg := PT(new(T))
-	if err := load(file, cfg); err != nil {
+	var decoded *ProblemsError
+	if err := load(file, cfg); err != nil && !errors.As(err, &decoded) {
+		return nil, err // unreadable: nothing to validate
+	}
+	err := cfg.Normalize()
+	if err == nil && decoded == nil {
+		return (*T)(cfg), nil
+	}
+	var pe *ProblemsError
+	if err != nil && !errors.As(err, &pe) {
 		return nil, err
 	}
-	if err := cfg.Normalize(); err != nil {
-		var pe *ProblemsError
-		if errors.As(err, &pe) {
-			pe.File = file
-		}
-		return nil, err
+	// Type errors and validation problems are reported together.
+	all := &ProblemsError{File: file}
+	if decoded != nil {
+		all.Problems = append(all.Problems, decoded.Problems...)
 	}
-	return (*T)(cfg), nil
+	if pe != nil {
+		all.Problems = append(all.Problems, pe.Problems...)
+	}
+	return nil, all
 }

@@ -112,6 +112,8 @@ func (c *Node) Normalize() error {
 		c.Reconnect.IntervalSec = &v
 	} else if *c.Reconnect.IntervalSec <= 0 {
 		p.add("reconnect.interval_sec must be > 0 (omit it for the default %d)", DefaultReconnectIntervalSec)
+	} else {
+		checkMaxSeconds(&p, "reconnect.interval_sec", *c.Reconnect.IntervalSec)
 	}
 	if c.Reconnect.MaxAttempts == nil {
 		v := DefaultReconnectMaxAttempts

@@ -16,7 +16,7 @@ func (t *Tracing) normalize(p *problems) {
 	if t.SampleRatio == 0 {
 		t.SampleRatio = 1
 	}
-	if t.SampleRatio < 0 || t.SampleRatio > 1 {
+	if !(t.SampleRatio >= 0 && t.SampleRatio <= 1) { // NaN too
 		p.add("tracing.sample_ratio must be between 0 and 1")
 	}
 	if t.Enabled && t.Endpoint == "" {

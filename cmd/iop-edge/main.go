@@ -3,8 +3,8 @@
 //
 // Exit codes: 0 after SIGINT/SIGTERM; 1 when it cannot start (bad config,
 // listen failure) or a listener fails for good; 2 from --check-config when
-// the config has problems. Running out of file descriptors is not a
-// failure: the listeners back off and keep accepting.
+// the config has problems, and for bad flags. Running out of file
+// descriptors is not a failure: the listeners back off and keep accepting.
 package main
 
 import (
@@ -86,20 +86,31 @@ func run() int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	code = 0
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-hup:
-			_, _ = edge.Reload()
-		case err := <-serveErr:
-			if err != nil {
-				log.Error("server failed", zap.Error(err))
-				code = 1
+	wg.Add(1)
+	// Owner: run. Serves SIGHUP reloads one at a time until shutdown. A
+	// reload may wait on its nodes' refreshes (up to 15 s each); it runs
+	// here, not in the loop below, so SIGTERM is never held behind it, and
+	// edge.Close cuts it short.
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if ctx.Err() == nil {
+					_, _ = edge.Reload()
+				}
 			}
-			break loop
+		}
+	}()
+	code = 0
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		if err != nil {
+			log.Error("server failed", zap.Error(err))
+			code = 1
 		}
 	}
 	stop()

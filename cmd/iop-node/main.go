@@ -3,7 +3,8 @@
 //
 // Exit codes: 0 after SIGINT/SIGTERM; 1 after a non-retryable error (bad
 // config, credentials rejected by the Edge) or an exhausted finite
-// reconnect budget; 2 from --check-config when the config has problems.
+// reconnect budget; 2 from --check-config when the config has problems,
+// and for bad flags (an unknown flag, an argument without --config).
 package main
 
 import (

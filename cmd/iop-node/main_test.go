@@ -212,3 +212,34 @@ func TestSignalWhileRetryingExit0(t *testing.T) {
 		t.Fatal("no exit after SIGTERM")
 	}
 }
+
+// A config file given without --config is refused (exit 2, naming the
+// argument) instead of silently running the default configs/node.yaml.
+func TestPositionalConfigRefusedExit2(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "configs"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	// The default file exists and would run (and give up after one attempt).
+	def := nodeConfig(t, closedAddr(t), "tok", "reconnect:\n  interval_sec: 0.05\n  max_attempts: 1\n")
+	b, err := os.ReadFile(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "configs", "node.yaml"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	meant := nodeConfig(t, "127.0.0.1:1", "tok", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, meant)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "unexpected argument") {
+		t.Fatalf("exit %v, want 2 naming the unexpected argument\n%s", err, out)
+	}
+	if strings.Contains(string(out), "iop-node starting") {
+		t.Fatalf("the default config ran:\n%s", out)
+	}
+}
