@@ -177,7 +177,11 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 			r := d.resources[key]
 			if r == nil {
 				d.nextResID++
-				r = &resource{key: key, id: d.nextResID, ledgerKey: cluster.Key(key.node, key.provider), leases: map[*Lease]struct{}{}, downSince: time.Now()}
+				// What the provider's adapter last declared, should the
+				// node still run it (a provider a reload dropped and
+				// restored).
+				r = &resource{key: key, id: d.nextResID, ledgerKey: cluster.Key(key.node, key.provider), leases: map[*Lease]struct{}{}, downSince: time.Now(),
+					caps: n.caps[ps.Name]}
 				d.resources[key] = r
 				n.resources[ps.Name] = r
 			}

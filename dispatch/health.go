@@ -24,9 +24,9 @@ func (d *Dispatcher) pollHealth(interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		for _, id := range d.pollNodes(interval) {
+		for id, c := range d.pollNodes(interval) {
 			ctx, cancel := context.WithTimeout(d.ctx, interval)
-			resp, err := d.NodeCommand(ctx, id, "providers")
+			resp, err := nodeCommandOn(ctx, c, "providers")
 			cancel()
 			if err != nil {
 				if d.ctx.Err() == nil {
@@ -34,22 +34,29 @@ func (d *Dispatcher) pollHealth(interval time.Duration) {
 				}
 				continue
 			}
-			d.setHealth(id, resp.GetProviders())
+			if testHookPolled != nil {
+				testHookPolled()
+			}
+			d.setHealth(id, c, resp.GetProviders())
 		}
 	}
 }
 
-// pollNodes lists the ready nodes to poll: those whose pushed load
-// reports have not been seen for three poll intervals (reports off, or an
-// older node).
-func (d *Dispatcher) pollNodes(interval time.Duration) []string {
+// testHookPolled, when set (by tests only, before the dispatcher starts),
+// runs in pollHealth between a node's answer and its recording.
+var testHookPolled func()
+
+// pollNodes lists the ready nodes to poll, with their ready sessions:
+// those whose pushed load reports have not been seen for three poll
+// intervals (reports off, or an older node).
+func (d *Dispatcher) pollNodes(interval time.Duration) map[string]*nodewire.Conn {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var out []string
+	out := map[string]*nodewire.Conn{}
 	now := time.Now()
 	for id, n := range d.nodes {
 		if n.state == stateReady && now.Sub(n.lastLoad) > 3*interval {
-			out = append(out, id)
+			out[id] = n.owner
 		}
 	}
 	return out
@@ -73,8 +80,10 @@ func HealthName(h iop.HealthState) string {
 }
 
 // setHealth records the health and load of node id's providers from a
-// polled providers command (nodes that send no load reports).
-func (d *Dispatcher) setHealth(id string, snaps []*iop.ProviderSnapshot) {
+// providers command its session c answered (nodes that send no load
+// reports). The answer of a session that no longer owns the node (a newer
+// generation registered meanwhile) changes nothing.
+func (d *Dispatcher) setHealth(id string, c *nodewire.Conn, snaps []*iop.ProviderSnapshot) {
 	loads := make([]*iop.ProviderLoad, 0, len(snaps))
 	for _, s := range snaps {
 		loads = append(loads, &iop.ProviderLoad{ProviderId: s.GetProviderId(), Health: s.GetHealth(),
@@ -82,7 +91,7 @@ func (d *Dispatcher) setHealth(id string, snaps []*iop.ProviderSnapshot) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if n := d.nodes[id]; n != nil && n.state == stateReady {
+	if n := d.nodes[id]; n != nil && n.owner == c && n.state == stateReady {
 		d.observeLocked(n, loads, time.Now())
 	}
 }

@@ -333,6 +333,12 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		// The cluster's other edges hold c's slots (now remoteFull, so
 		// not picked again): try the next candidate.
 	}
+	if d.ctx.Err() != nil {
+		// Close ran while a ledger round trip had the lock released: it
+		// has failed the waiters already and would never fail this one.
+		d.mu.Unlock()
+		return nil, ErrDispatcherShutdown
+	}
 	if req.NoWait {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("%w: model %s has no other candidate with room", ErrNoProvider, req.Model)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"pgregory.net/rapid"
 
+	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -47,12 +48,44 @@ var propModels = []propModel{
 	{"m3", 50, 3, []string{"pb1", "pa2"}},
 }
 
-func propCfg(t tb) []tNode {
+// propVariant is one of the configs the property test reloads between:
+// the providers it drops and the candidates each model has in it (a model
+// absent from cands is not configured).
+type propVariant struct {
+	dropped []string
+	cands   map[string][]string
+}
+
+var propVariants = []propVariant{
+	{cands: map[string][]string{"m1": {"pa1", "pb1"}, "m2": {"pa2"}, "m3": {"pb1", "pa2"}}},
+	// pa2 dropped: m2 (only pa2) goes, m3 keeps pb1.
+	{dropped: []string{"pa2"}, cands: map[string][]string{"m1": {"pa1", "pb1"}, "m3": {"pb1"}}},
+}
+
+func propCfgOf(v propVariant) []tNode {
 	byNode := map[string][]tProv{}
 	for _, p := range propProvs {
-		byNode[p.node] = append(byNode[p.node], tProv{p.name, p.cap, p.long})
+		if !slices.Contains(v.dropped, p.name) {
+			byNode[p.node] = append(byNode[p.node], tProv{p.name, p.cap, p.long})
+		}
 	}
 	return []tNode{{id: "A", provs: byNode["A"]}, {id: "B", provs: byNode["B"]}}
+}
+
+func propEdgeCfg(t tb, v propVariant) *config.Edge {
+	var ms []tModel
+	for _, m := range propModels {
+		cands, ok := v.cands[m.name]
+		if !ok {
+			continue
+		}
+		tm := tModel{name: m.name, long: m.long, maxQueue: m.maxQueue, timeout: 600}
+		for _, c := range cands {
+			tm.cands = append(tm.cands, provByName(c).node+"/"+c)
+		}
+		ms = append(ms, tm)
+	}
+	return buildCfg(t, propCfgOf(v), ms)
 }
 
 type opState uint8
@@ -74,6 +107,8 @@ type propOp struct {
 	state     opState
 	err       error
 	lease     *propLease
+	// removed: a reload removed the op's model while it was queued.
+	removed bool
 }
 
 type leaseState uint8
@@ -94,6 +129,9 @@ type propNode struct {
 	id    string
 	state nodeState
 	conn  *nodewire.Conn
+	// running is the variant the node's session runs (the config of its
+	// registration, or of its last applied refresh).
+	running int
 }
 
 type propResult struct {
@@ -109,22 +147,13 @@ type propMachine struct {
 	ops     []*propOp
 	leases  []*propLease
 	stale   []*nodewire.Conn // superseded or closed connections
+	cur     int              // the variant the edge runs
 	results chan propResult
 	wg      sync.WaitGroup // Acquire goroutines
 }
 
 func newPropMachine(rt *rapid.T) *propMachine {
-	cfg := buildCfg(rt, propCfg(rt), func() []tModel {
-		var ms []tModel
-		for _, m := range propModels {
-			tm := tModel{name: m.name, long: m.long, maxQueue: m.maxQueue, timeout: 600}
-			for _, c := range m.cands {
-				tm.cands = append(tm.cands, provByName(c).node+"/"+c)
-			}
-			ms = append(ms, tm)
-		}
-		return ms
-	}())
+	cfg := propEdgeCfg(rt, propVariants[0])
 	pm := &propMachine{reg: prometheus.NewRegistry(), results: make(chan propResult, 1024)}
 	pm.d = New(cfg, Options{Bus: dropBus{}, Metrics: NewMetrics(pm.reg)})
 	pm.nodes = []*propNode{{id: "A"}, {id: "B"}}
@@ -156,7 +185,24 @@ func (pm *propMachine) node(id string) *propNode {
 	panic("no node " + id)
 }
 
-func (pm *propMachine) live(p propProv) bool { return pm.node(p.node).state == stateReady }
+// live: p's node is ready, and both the edge's config and the config its
+// session runs have p.
+func (pm *propMachine) live(p propProv) bool {
+	n := pm.node(p.node)
+	return n.state == stateReady && pm.configured(p.name, pm.cur) && pm.configured(p.name, n.running)
+}
+
+func (pm *propMachine) configured(prov string, variant int) bool {
+	return !slices.Contains(propVariants[variant].dropped, prov)
+}
+
+// cands are m's candidates in the edge's config (nil: m is not configured).
+func (pm *propMachine) cands(m *propModel) []string { return propVariants[pm.cur].cands[m.name] }
+
+func (pm *propMachine) modelConfigured(m *propModel) bool {
+	_, ok := propVariants[pm.cur].cands[m.name]
+	return ok
+}
 
 // held counts the model's held leases (all, long) on provider p.
 func (pm *propMachine) held(p propProv) (all, long int) {
@@ -210,7 +256,11 @@ func (pm *propMachine) settle(rt *rapid.T) {
 		ok := true
 		for i := range propModels {
 			m := &propModels[i]
-			if pendingOf(st, m.name) != len(pm.queued(func(op *propOp) bool { return op.model.name == m.name })) {
+			want := len(pm.queued(func(op *propOp) bool { return op.model.name == m.name }))
+			if !pm.modelConfigured(m) && want == 0 {
+				want = -1 // not listed
+			}
+			if pendingOf(st, m.name) != want {
 				ok = false
 			}
 		}
@@ -261,6 +311,10 @@ func (pm *propMachine) onResult(rt *rapid.T, r propResult) {
 			if !op.cancelled {
 				rt.Fatalf("op %d: cancelled without a cancel", op.id)
 			}
+		case errors.Is(r.err, ErrModelNotFound):
+			if op.expect != "notfound" && !op.removed {
+				rt.Fatalf("op %d: unexpected model not found (expected %s)", op.id, op.expect)
+			}
 		default:
 			rt.Fatalf("op %d: %v", op.id, r.err)
 		}
@@ -275,7 +329,7 @@ func (pm *propMachine) onResult(rt *rapid.T, r propResult) {
 	}
 	p := provByName(l.ProviderID)
 	isCand := false
-	for _, c := range op.model.cands {
+	for _, c := range pm.cands(op.model) {
 		isCand = isCand || c == p.name
 	}
 	if !isCand || p.node != l.NodeID || !pm.live(p) || l.Target != "target-"+p.name {
@@ -299,7 +353,7 @@ func (pm *propMachine) acquire(rt *rapid.T) {
 	// else queue full; else queued.
 	var best *propProv
 	bestLoad := 0.0
-	for _, c := range m.cands {
+	for _, c := range pm.cands(m) {
 		p := provByName(c)
 		if !pm.fits(p, long) {
 			continue
@@ -310,6 +364,8 @@ func (pm *propMachine) acquire(rt *rapid.T) {
 		}
 	}
 	switch {
+	case !pm.modelConfigured(m):
+		op.expect = "notfound"
 	case best != nil:
 		op.expect, op.predicted = "grant", best.name
 	case len(pm.queued(func(o *propOp) bool { return o.model == m })) >= m.maxQueue:
@@ -336,9 +392,9 @@ func (pm *propMachine) acquire(rt *rapid.T) {
 		if op.state != opUnresolved {
 			rt.Fatalf("op %d: want queued, got state %d err %v", op.id, op.state, op.err)
 		}
-	case "full":
+	case "full", "notfound":
 		if op.state != opFailed {
-			rt.Fatalf("op %d: want queue full, got state %d", op.id, op.state)
+			rt.Fatalf("op %d: want %s, got state %d", op.id, op.expect, op.state)
 		}
 	}
 }
@@ -362,7 +418,7 @@ func (pm *propMachine) release(rt *rapid.T) {
 	p := provByName(l.l.ProviderID)
 	var next *propOp
 	for _, op := range waiting {
-		if slices.Contains(op.model.cands, p.name) && pm.fits(p, op.long) {
+		if slices.Contains(pm.cands(op.model), p.name) && pm.fits(p, op.long) {
 			next = op
 			break
 		}
@@ -482,7 +538,7 @@ func (pm *propMachine) nodeRegister(rt *rapid.T) {
 	if n.conn != nil {
 		pm.stale = append(pm.stale, n.conn)
 	}
-	n.state, n.conn = statePending, c
+	n.state, n.conn, n.running = statePending, c, pm.cur
 	pm.settle(rt)
 }
 
@@ -534,6 +590,43 @@ func (pm *propMachine) staleCallbacks(rt *rapid.T) {
 	pm.settle(rt)
 }
 
+// reload switches the edge to another config variant mid-lease and
+// mid-wait: leases on a provider it drops return once (node_lost), waiters
+// of a model it drops fail with ErrModelNotFound, waiters of models that
+// remain keep their place; a provider it restores is live again when its
+// node's session runs it, and its free slots go to waiters at once.
+func (pm *propMachine) reload(rt *rapid.T) {
+	next := rapid.IntRange(0, len(propVariants)-1).Draw(rt, "variant")
+	for _, l := range pm.leases {
+		if l.state == leaseHeld && !pm.configured(l.l.ProviderID, next) {
+			l.state, l.reason = leaseFenced, ReasonNodeLost
+		}
+	}
+	var removed []*propOp
+	for _, op := range pm.queued(func(op *propOp) bool { _, ok := propVariants[next].cands[op.model.name]; return !ok }) {
+		op.removed = true
+		removed = append(removed, op)
+	}
+	pm.d.Reload(propEdgeCfg(rt, propVariants[next]))
+	pm.cur = next
+	for _, op := range removed {
+		pm.await(rt, op)
+		if !errors.Is(op.err, ErrModelNotFound) {
+			rt.Fatalf("op %d of a removed model: state %d err %v", op.id, op.state, op.err)
+		}
+	}
+	pm.settle(rt)
+}
+
+// refreshApplied: a ready node answers a refresh of the edge's current
+// config APPLIED (RefreshNode's outcome, without the wire).
+func (pm *propMachine) refreshApplied(rt *rapid.T) {
+	n := pm.pickNode(rt, stateReady)
+	pm.d.applied(n.id, n.conn, pm.d.Config().Node(n.id), nil)
+	n.running = pm.cur
+	pm.settle(rt)
+}
+
 // check is the invariant, run after every action.
 func (pm *propMachine) check(rt *rapid.T) {
 	st := pm.d.Status()
@@ -544,6 +637,12 @@ func (pm *propMachine) check(rt *rapid.T) {
 	}
 	for _, p := range propProvs {
 		ps := provOf(st, p.node, p.name)
+		if !pm.configured(p.name, pm.cur) {
+			if ps != nil {
+				rt.Fatalf("provider %s dropped from the config is listed: %+v", p.name, *ps)
+			}
+			continue
+		}
 		if !pm.live(p) {
 			assertOffline(rt, ps)
 			continue
@@ -551,7 +650,7 @@ func (pm *propMachine) check(rt *rapid.T) {
 		all, long := pm.held(p)
 		var q, lq int32
 		for _, op := range pm.queued(func(*propOp) bool { return true }) {
-			for _, c := range op.model.cands {
+			for _, c := range pm.cands(op.model) {
 				if c == p.name {
 					q++
 					if op.long {
@@ -576,7 +675,7 @@ func (pm *propMachine) check(rt *rapid.T) {
 	}
 	// Pumping: no queued request waits while a live candidate has room.
 	for _, op := range pm.queued(func(*propOp) bool { return true }) {
-		for _, c := range op.model.cands {
+		for _, c := range pm.cands(op.model) {
 			if pm.fits(provByName(c), op.long) {
 				rt.Fatalf("op %d (%s long=%v) waits while %s has room", op.id, op.model.name, op.long, c)
 			}
@@ -624,6 +723,8 @@ func TestPoolProperties(t *testing.T) {
 			"nodeRegisterReady": pm.nodeRegisterReady,
 			"closePending":      pm.closePending,
 			"staleCallbacks":    pm.staleCallbacks,
+			"reload":            pm.reload,
+			"refreshApplied":    pm.refreshApplied,
 			"":                  pm.check,
 		})
 	})

@@ -49,7 +49,7 @@ const (
 	evActivate                            // its ready=true answer was written: activate
 	evApplied                             // the ready node applied the edge's current config (refresh APPLIED)
 	evClosed                              // the connection closed or timed out
-	evConfigured                          // the edge's config changed: providers it no longer lists retire
+	evConfigured                          // the edge's config changed: providers it no longer lists retire, restored ones the ready node runs go live
 )
 
 // node is the registry entry of one configured Node id.
@@ -178,6 +178,13 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 			r.live, r.downSince = false, time.Now()
 			delete(d.resources, r.key)
 			delete(n.resources, name)
+		}
+		// A provider the config lists again that the ready session still
+		// runs (a reload dropped it, another restored it before the node
+		// applied the drop) goes live now: the node's config is unchanged,
+		// so no refresh answer would ever activate it. The caller pumps.
+		if n.state == stateReady {
+			d.liveLocked(n)
 		}
 	}
 	return out
@@ -310,15 +317,21 @@ func (d *Dispatcher) fenceLocked(n *node, why string) {
 // the ready transition; those a refresh added later) live for its current
 // generation, and hands free slots to waiters at once.
 func (d *Dispatcher) activateLocked(n *node) {
+	d.liveLocked(n)
+	for _, r := range n.resources {
+		d.pumpLocked(r)
+	}
+}
+
+// liveLocked makes n's resources that are not live yet and that the
+// config n runs has live for its current generation, without pumping.
+func (d *Dispatcher) liveLocked(n *node) {
 	for _, r := range n.resources {
 		if !r.onNode || r.live {
 			continue // not in the config the node runs, or already live
 		}
 		r.live, r.gen, r.conn = true, n.gen, n.owner
 		r.inFlight, r.longInFlight, r.health = 0, 0, iop.HealthState_HEALTH_STATE_UNSPECIFIED
-	}
-	for _, r := range n.resources {
-		d.pumpLocked(r)
 	}
 }
 

@@ -50,7 +50,11 @@ func TestRoutingOrderedAndLeastLoad(t *testing.T) {
 // waiting and a full KV cache loses to an idle one at equal occupancy.
 func TestRoutingLeastLoadUsesBackendReports(t *testing.T) {
 	f := routingFixture(t, "least_load")
-	f.d.setHealth("a", []*iop.ProviderSnapshot{
+	c, err := f.d.nodeConn("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.d.setHealth("a", c, []*iop.ProviderSnapshot{
 		{ProviderId: "p", Health: iop.HealthState_HEALTH_STATE_OK, BackendRunning: 4, BackendWaiting: 6, KvCacheUsage: 0.97},
 		{ProviderId: "q", Health: iop.HealthState_HEALTH_STATE_OK},
 	})

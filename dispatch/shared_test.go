@@ -380,3 +380,30 @@ func TestClusterHandOnAcrossNewGeneration(t *testing.T) {
 		t.Fatal("the waiter was not served by the node's new generation")
 	}
 }
+
+// Close while a fresh request's ledger round trip has the lock released
+// (the round trip answering Full): the request must not queue after Close
+// has failed the waiters, where nothing fails it before its queue timeout;
+// it ends with ErrDispatcherShutdown at once.
+func TestClusterCloseDuringFreshTake(t *testing.T) {
+	onlyAnnouncementsWake(t)
+	f, rs := oneSlotCluster(t)
+	otherEdgeHolds(t, rs, cluster.Key("n", "p"), "other/1") // the only slot: Full
+	pauseRedis(t, rs, 200)
+	ch := f.acquireAsync(context.Background(), Request{Model: "m"})
+	time.Sleep(50 * time.Millisecond) // its Take waits for Redis
+	f.d.mu.Lock()
+	time.Sleep(700 * time.Millisecond) // the Take answers Full; the Acquire waits for the lock
+	// Close's steps, in its order, the lock taken before the Acquire's.
+	f.d.cancel()
+	for _, m := range f.d.models {
+		f.d.failWaitersLocked(m, ErrDispatcherShutdown)
+	}
+	f.d.mu.Unlock()
+	select {
+	case r := <-ch:
+		wantErr(t, r.err, ErrDispatcherShutdown)
+	case <-time.After(3 * time.Second):
+		t.Fatal("the request queued after Close and was never failed")
+	}
+}

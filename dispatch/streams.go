@@ -415,17 +415,8 @@ func (s *Stream[T]) Finish(l *Lease, reason ReleaseReason, cancelled string, gra
 	}()
 }
 
-// request performs a one-shot exchange with a ready node: send req, read
-// one response envelope, both bounded by ctx.
-func (d *Dispatcher) request(ctx context.Context, nodeID string, req *iop.Envelope) (*iop.Envelope, error) {
-	conn, err := d.nodeConn(nodeID)
-	if err != nil {
-		return nil, err
-	}
-	return requestOn(ctx, conn, req)
-}
-
-// requestOn is request on one session of the node.
+// requestOn performs a one-shot exchange with one session of a node:
+// send req, read one response envelope, both bounded by ctx.
 func requestOn(ctx context.Context, conn *nodewire.Conn, req *iop.Envelope) (*iop.Envelope, error) {
 	st, err := conn.OpenStream(ctx)
 	if err != nil {
@@ -495,7 +486,16 @@ func NodeErrorCode(err error) string {
 // NodeCommand runs a query command (usage, capabilities, sessions,
 // transport, providers) on a ready node.
 func (d *Dispatcher) NodeCommand(ctx context.Context, nodeID, typ string) (*iop.NodeCommandResponse, error) {
-	env, err := d.request(ctx, nodeID, &iop.Envelope{Body: &iop.Envelope_NodeCommandRequest{NodeCommandRequest: &iop.NodeCommandRequest{Type: typ}}})
+	conn, err := d.nodeConn(nodeID)
+	if err != nil {
+		return nil, err
+	}
+	return nodeCommandOn(ctx, conn, typ)
+}
+
+// nodeCommandOn is NodeCommand on one session of the node.
+func nodeCommandOn(ctx context.Context, conn *nodewire.Conn, typ string) (*iop.NodeCommandResponse, error) {
+	env, err := requestOn(ctx, conn, &iop.Envelope{Body: &iop.Envelope_NodeCommandRequest{NodeCommandRequest: &iop.NodeCommandRequest{Type: typ}}})
 	if err != nil {
 		return nil, err
 	}
