@@ -21,7 +21,11 @@
 // The CLI leads its own process group. Stopping a run sends SIGTERM to the
 // group and SIGKILL after kill_grace_ms; once the CLI itself has exited, what
 // is left of its group is killed, so no descendant outlives its run (Linux;
-// elsewhere descendants are signalled only while the CLI is alive).
+// elsewhere descendants are signalled only while the CLI is alive). A
+// process that left the group (setsid) is beyond reach; should it hold
+// stdout open, the run still ends, with the CLI's answer, 2 s after the
+// CLI's exit (time spent in the sink not counted) or once more has come
+// since than the pipe can hold, whichever is first.
 //
 // # Environment
 //
@@ -38,7 +42,9 @@
 // resume_args instead and send only the last user message. In both, the
 // placeholder "{session}" becomes the captured CLI session id, or the iop
 // session id when none is captured, and "{session_uuid}" becomes a stable
-// UUID derived from the instance name and the iop session id.
+// UUID derived from the instance name and the iop session id. Neither id
+// may start with "-", which the CLI would read as an option: such an iop
+// session id is refused (invalid_request), such a captured id ignored.
 //
 // Examples (check them against the CLI version you deploy):
 //
@@ -63,6 +69,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -195,6 +202,13 @@ func (a *instance) Run(ctx context.Context, req *iop.RunRequest, sink adapter.Ru
 	if sid != "" {
 		if err := validateSessionID(sid); err != nil {
 			return nil, err
+		}
+		if strings.HasPrefix(sid, "-") {
+			// "{session}" may make the id an argv element of its own,
+			// which the CLI would read as an option (one that turns
+			// off its permission checks, say): the client must not
+			// choose the CLI's options.
+			return nil, invalidRequest(`session id must not start with "-"`)
 		}
 	}
 	dir, err := resolveWorkspace(a.workspaceRoot, req.GetWorkspace())

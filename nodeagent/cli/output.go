@@ -130,9 +130,11 @@ func (c *capture) find(re *regexp.Regexp) string {
 }
 
 // plausibleID returns id if it can safely become an argv element of later
-// runs, else "".
+// runs, else "". One starting with "-" would be read as an option; the
+// CLI's output, which may echo what the client asked for, must not choose
+// the CLI's options.
 func plausibleID(id string) string {
-	if id == "" || len(id) > 256 || !utf8.ValidString(id) {
+	if id == "" || len(id) > 256 || !utf8.ValidString(id) || strings.HasPrefix(id, "-") {
 		return ""
 	}
 	for _, r := range id {

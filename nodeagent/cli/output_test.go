@@ -129,3 +129,58 @@ func TestCaptureFindsHeadOrTail(t *testing.T) {
 		t.Fatalf("find = %q, want implausible ids refused", got)
 	}
 }
+
+// FuzzChildOutput feeds hostile CLI output, cut into arbitrary chunks, to
+// everything that decodes it: every delta is valid UTF-8 and, replacement
+// characters aside, the text is the valid part of the output in order; the
+// stderr tail is valid UTF-8 and bounded; a captured session id is one
+// that can safely become an argv element.
+func FuzzChildOutput(f *testing.F) {
+	f.Add([]byte("aé€𝄞b\n"), []byte{1, 2, 3})
+	f.Add([]byte("a\xffb\xe2\x82"), []byte{2})
+	f.Add([]byte("session: --opt\nsession: abc-1\n"), []byte{5, 0, 7})
+	f.Add([]byte("\xf0\x9f\x98\x80\xed\xa0\x80\xc0\xaf"), []byte{1, 1, 1, 1})
+	re := regexp.MustCompile(`session: ?(\S*)`)
+	f.Fuzz(func(t *testing.T, out, cuts []byte) {
+		var (
+			c    utf8Chunker
+			text strings.Builder
+			tail = newTailBuffer(7)
+			capt = newCapture()
+		)
+		rest := out
+		for i := 0; len(rest) > 0; i++ {
+			n := len(rest)
+			if i < len(cuts) {
+				n = min(int(cuts[i]), n)
+			}
+			chunk := rest[:n]
+			rest = rest[n:]
+			d := c.next(chunk)
+			if !utf8.ValidString(d) {
+				t.Fatalf("delta %q is not valid UTF-8", d)
+			}
+			if len(c.pending) >= utf8.UTFMax {
+				t.Fatalf("holds back %d bytes", len(c.pending))
+			}
+			text.WriteString(d)
+			tail.Write(chunk)
+			capt.Write(chunk)
+		}
+		d := c.flush()
+		if !utf8.ValidString(d) {
+			t.Fatalf("flush %q is not valid UTF-8", d)
+		}
+		text.WriteString(d)
+		strip := func(s string) string { return strings.ReplaceAll(s, "\uFFFD", "") }
+		if got, want := strip(text.String()), strip(strings.ToValidUTF8(string(out), "")); got != want {
+			t.Fatalf("text = %q, want %q", got, want)
+		}
+		if s := tail.text(); !utf8.ValidString(s) || len(tail.bytes()) > 7 {
+			t.Fatalf("tail text %q, bytes %q", s, tail.bytes())
+		}
+		if id := capt.find(re); id != "" && id != plausibleID(id) {
+			t.Fatalf("captured %q, which is not plausible", id)
+		}
+	})
+}

@@ -19,9 +19,14 @@ const (
 	stdoutReadSize = 32 << 10
 	stderrReadSize = 8 << 10
 	// pipeDrainGrace bounds how long, after the CLI's process group is
-	// gone, we wait for EOF on its output pipes without receiving anything.
-	// Only a process that left the group (setsid) can still hold them.
+	// gone, we wait for EOF on its output pipes, not counting time spent
+	// in the sink. Only a process that left the group (setsid) can still
+	// hold them.
 	pipeDrainGrace = 2 * time.Second
+	// defaultPipeCapacity is what a pipe is assumed to hold when it cannot
+	// be asked: Linux's default fs.pipe-max-size, the most an unprivileged
+	// process can grow one to (other systems' pipes hold less).
+	defaultPipeCapacity = 1 << 20
 	// minWaitDelay bounds the stdin copy when the CLI exits without reading
 	// its prompt while a descendant keeps stdin open.
 	minWaitDelay = time.Second
@@ -194,19 +199,25 @@ func runProcess(ctx context.Context, spec *procSpec, sink adapter.RunSink) (proc
 		stdoutCap = newCapture()
 	}
 	var (
-		reason     stopReason
-		sinkErr    error
-		chunker    utf8Chunker
-		done       = ctx.Done()
-		terminate  = spec.terminate
-		timeoutC   <-chan time.Time
-		graceC     <-chan time.Time
-		drainC     <-chan time.Time
-		lastOutput = time.Now()
-		pipesOpen  = true
-		exitedC    = exited
-		chunksC    = chunks
-		stderrC    = stderrDone
+		reason    stopReason
+		sinkErr   error
+		chunker   utf8Chunker
+		done      = ctx.Done()
+		terminate = spec.terminate
+		timeoutC  <-chan time.Time
+		graceC    <-chan time.Time
+		drainC    <-chan time.Time
+		pipesOpen = true
+		exitedC   = exited
+		chunksC   = chunks
+		stderrC   = stderrDone
+		// Set once the CLI has exited on its own: stdout is read only
+		// for what its group left in the pipe, at most drainLeft more
+		// bytes, until drainEnd (pushed back by the time spent in the
+		// sink meanwhile).
+		draining  bool
+		drainLeft int
+		drainEnd  time.Time
 	)
 	var timers []*time.Timer
 	closePipes := func() {
@@ -255,7 +266,12 @@ func runProcess(ctx context.Context, spec *procSpec, sink adapter.RunSink) (proc
 		if text == "" || reason != notStopped {
 			return
 		}
-		if err := sink.Delta(text); err != nil {
+		start := time.Now()
+		err := sink.Delta(text)
+		if draining {
+			drainEnd = drainEnd.Add(time.Since(start))
+		}
+		if err != nil {
 			sinkErr = err
 			stop(stopSinkFailed)
 		}
@@ -269,11 +285,22 @@ func runProcess(ctx context.Context, spec *procSpec, sink adapter.RunSink) (proc
 				emit(chunker.flush())
 				continue
 			}
+			if draining {
+				if len(c) > drainLeft {
+					// More than the group can have left in the pipe:
+					// the rest is written by a process that left the
+					// group, and would keep the run open for as long
+					// as it writes.
+					c = c[:drainLeft]
+					drainC = nil
+					closePipes()
+				}
+				drainLeft -= len(c)
+			}
 			if stdoutCap != nil {
 				stdoutCap.Write(c)
 			}
 			emit(chunker.next(c))
-			lastOutput = time.Now()
 		case <-stderrC:
 			stderrC = nil
 		case <-exitedC:
@@ -282,13 +309,20 @@ func runProcess(ctx context.Context, spec *procSpec, sink adapter.RunSink) (proc
 			if reason != notStopped {
 				closePipes()
 			} else {
+				// The group was killed as the CLI exited: what is still
+				// in the pipe, and a chunk in flight on either side of
+				// it, is all the CLI's output that can still come.
+				draining = true
+				drainLeft = pipeCapacity(outR) + 2*stdoutReadSize
+				drainEnd = time.Now().Add(pipeDrainGrace)
 				drainC = newTimer(pipeDrainGrace)
 			}
 		case <-drainC:
-			// Re-arm while output is still flowing (e.g. a slow sink made
-			// us fall behind); give up only after a quiet grace.
-			if idle := time.Since(lastOutput); idle < pipeDrainGrace {
-				drainC = newTimer(pipeDrainGrace - idle)
+			// Re-arm by the time the sink took meanwhile (a slow sink made
+			// us fall behind); give up once the grace is spent otherwise,
+			// whether or not output still trickles in.
+			if left := time.Until(drainEnd); left > 0 {
+				drainC = newTimer(left)
 			} else {
 				drainC = nil
 				closePipes()

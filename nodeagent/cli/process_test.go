@@ -8,8 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -262,6 +265,108 @@ func TestRunExitKillsLeftoverGroup(t *testing.T) {
 	}
 	pid := readPID(t, pidFile)
 	eventually(t, "grandchild killed", func() bool { return processGone(pid) })
+}
+
+// findSink looks for needle in the deltas without keeping them, so a flood
+// of output costs the test no memory and never blocks the run.
+type findSink struct {
+	needle string
+	carry  string // the last len(needle)-1 bytes seen
+	found  bool
+}
+
+func (s *findSink) Delta(text string) error {
+	w := s.carry + text
+	s.found = s.found || strings.Contains(w, s.needle)
+	s.carry = w[max(len(w)-len(s.needle)+1, 0):]
+	return nil
+}
+
+// A process that left the CLI's group (setsid) is beyond the group kill
+// and may keep the inherited stdout open and written to after the CLI
+// exited. The run must still end soon after the CLI, with its answer, not
+// last as long as that process writes.
+func TestRunEndsWhenEscapedProcessKeepsWriting(t *testing.T) {
+	setsid, err := exec.LookPath("setsid")
+	if err != nil {
+		t.Skip("no setsid binary")
+	}
+	for _, tc := range []struct{ name, writer string }{
+		// A slow writer: output never pauses for the drain grace.
+		{"trickle", `while :; do echo tick; sleep 0.1; done`},
+		// A fast one: output never stops, and the sink is always busy.
+		{"flood", `exec yes tick`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			// The CLI exits only once the escaped writer runs, so the
+			// group kill at its exit cannot catch the writer first.
+			sh := script(t, sq(setsid)+` sh -c 'echo $$ > "$1"; `+tc.writer+`' sh `+sq(pidFile)+` &
+while [ ! -s `+sq(pidFile)+` ]; do sleep 0.01; done
+echo done
+`)
+			inst := r.instance(t, []string{sh}, nil)
+			sink := &findSink{needle: "done\n"}
+			done := runAsync(context.Background(), inst, userRun(t, "x"), sink)
+			pid := readPID(t, pidFile)
+			t.Cleanup(func() {
+				// Whatever happens to the run, the writer must not
+				// outlive the test (it dies of SIGPIPE once the run
+				// closed its end of the pipe).
+				if !processGone(pid) {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			})
+			start := time.Now()
+			o := await(t, done)
+			if o.err != nil {
+				t.Fatalf("Run: %v", o.err)
+			}
+			if took := time.Since(start); took > pipeDrainGrace+3*time.Second {
+				t.Errorf("run ended %s after the CLI was released", took)
+			}
+			if !sink.found {
+				t.Error("the answer lacks the CLI's own output")
+			}
+			eventually(t, "escaped writer gone (SIGPIPE)", func() bool { return processGone(pid) })
+		})
+	}
+}
+
+// slowSink takes its time for every delta, like a client reading slowly.
+type slowSink struct {
+	delay time.Duration
+	n     int
+}
+
+func (s *slowSink) Delta(text string) error {
+	s.n += len(text)
+	time.Sleep(s.delay)
+	return nil
+}
+
+// What the CLI left in the pipe when it exited is all delivered, however
+// long a slow sink takes for it: the drain grace does not count sink time.
+func TestRunDrainOutlastsSlowSink(t *testing.T) {
+	perl, err := exec.LookPath("perl")
+	if runtime.GOOS != "linux" || err != nil {
+		t.Skip("needs Linux (F_SETPIPE_SZ) and perl")
+	}
+	r := newRig(t)
+	// The CLI grows its stdout pipe to 1 MiB, fills it and exits at once:
+	// 33 deltas and more than the drain grace are still to come.
+	const size = 1<<20 + 32<<10
+	sh := script(t, sq(perl)+` -e 'fcntl(STDOUT, 1031, 1 << 20) or exit 7; print "x" x `+strconv.Itoa(size)+`'`+"\n")
+	inst := r.instance(t, []string{sh}, nil)
+	sink := &slowSink{delay: 100 * time.Millisecond}
+	o := await(t, runAsync(context.Background(), inst, userRun(t, "x"), sink))
+	if ee, ok := errors.AsType[*exec.ExitError](o.err); ok && ee.ExitCode() == 7 {
+		t.Skip("cannot grow the pipe to 1 MiB here")
+	}
+	if o.err != nil || sink.n != size {
+		t.Fatalf("Run: %v after %d of %d bytes", o.err, sink.n, size)
+	}
 }
 
 func TestRunRejectsWorkspaceEscapes(t *testing.T) {

@@ -148,6 +148,64 @@ func TestSessionIDValidation(t *testing.T) {
 	}
 }
 
+// "{session}" becomes an argv element of its own. A session id is chosen by
+// the API client (X-IOP-Session-Id), a captured one is printed by the CLI
+// (its output can echo what the client asked for); neither may become an
+// option of the CLI, say one that turns off its permission checks.
+func TestSessionIDNeverBecomesAnOption(t *testing.T) {
+	const evil = "--dangerously-skip-permissions"
+	settings := map[string]string{SettingResumeArgs: `["--resume","{session}"]`}
+
+	t.Run("client id", func(t *testing.T) {
+		r := newRig(t)
+		marker := filepath.Join(t.TempDir(), "ran")
+		inst := r.instance(t, []string{script(t, "touch "+sq(marker)+"\n"+argsScript)}, settings)
+		var errs []error
+		for i := range 2 {
+			got, err := runSync(t, inst, sessionRun(t, evil, "user", "q"))
+			if strings.Contains(got, "--resume "+evil) {
+				t.Fatalf("run %d: the session id became an option: %q", i+1, got)
+			}
+			errs = append(errs, err)
+		}
+		for i, err := range errs {
+			if errCode(err) != adapter.CodeInvalidRequest {
+				t.Errorf("run %d: err = %v, want code %s", i+1, err, adapter.CodeInvalidRequest)
+			}
+		}
+		if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+			t.Error("the CLI ran for a refused session id")
+		}
+	})
+
+	t.Run("captured id", func(t *testing.T) {
+		r := newRig(t)
+		// Run 1 prints an option-like "session id"; no run may resume
+		// with it.
+		sh := script(t, `[ "$1" = new ] && echo 'session: `+evil+`'
+printf 'args:%s\n' "$*"
+`)
+		settings := map[string]string{
+			SettingSessionArgs:    `["new"]`,
+			SettingResumeArgs:     `["--resume","{session}"]`,
+			SettingSessionIDRegex: `session: (\S+)`,
+		}
+		inst := r.instance(t, []string{sh}, settings)
+		for i := range 2 {
+			got, err := runSync(t, inst, sessionRun(t, "s", "user", "q"))
+			if err != nil {
+				t.Fatalf("run %d: %v", i+1, err)
+			}
+			if strings.Contains(got, "args:--resume") {
+				t.Fatalf("run %d: the captured id became an option: %q", i+1, got)
+			}
+		}
+		if st := readStateFile(t, inst, "s"); st.UpstreamID != "" {
+			t.Fatalf("state = %+v, want the option-like id refused", st)
+		}
+	})
+}
+
 func TestSessionUUID(t *testing.T) {
 	u := sessionUUID("agent", "s-1")
 	re := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
