@@ -248,7 +248,7 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 // setRunningLocked records the config n's session runs (nil: none) and
 // aligns its resources with it.
 func (d *Dispatcher) setRunningLocked(n *node, running *config.NodeSpec) {
-	n.running = running
+	n.running, n.runningUnsure = running, false
 	if desired := d.cfg.Node(n.id); desired != nil {
 		d.syncSpecsLocked(n, desired)
 	}

@@ -71,6 +71,13 @@ type node struct {
 	// not the edge's newest config, so the edge never routes by a config
 	// the node does not run.
 	running *config.NodeSpec
+	// runningUnsure is set when a refresh to the current session went
+	// unanswered (a timeout: the node may still apply it) or its APPLIED
+	// answer was dropped because a newer config replaced the pushed one:
+	// the session may run something other than running, so the next
+	// reload pushes to it whatever the versions say. Cleared whenever
+	// running is set.
+	runningUnsure bool
 	// caps is what each adapter instance of the running config declared it
 	// can serve (by provider name), from the node's ready request or its
 	// last applied refresh. Kept while the node is away: it is the best

@@ -31,7 +31,7 @@ func (d *Dispatcher) Reload(cfg *config.Edge) []string {
 		if n == nil || n.state != stateReady || n.running == nil {
 			continue
 		}
-		if NodePayload(n.running).GetConfigVersion() != NodePayload(spec).GetConfigVersion() {
+		if n.runningUnsure || NodePayload(n.running).GetConfigVersion() != NodePayload(spec).GetConfigVersion() {
 			changed = append(changed, spec.ID)
 		}
 	}
@@ -100,6 +100,9 @@ func (d *Dispatcher) RefreshNode(ctx context.Context, nodeID string) (*iop.NodeC
 		NodeConfigRefreshRequest: &iop.NodeConfigRefreshRequest{Config: payload},
 	}})
 	if err != nil {
+		// The push may have reached the node and be applied after all
+		// (a timeout): what it runs is no longer known.
+		d.unsure(nodeID, conn)
 		return nil, err
 	}
 	resp := env.GetNodeConfigRefreshResponse()
@@ -124,17 +127,31 @@ func (d *Dispatcher) applied(nodeID string, conn *nodewire.Conn, spec *config.No
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n := d.nodes[nodeID]
-	if n == nil || n.owner != conn || d.cfg.Node(nodeID) != spec {
-		// Gone, a newer session (whose registration carried the config),
-		// or another reload replaced the config meanwhile: what the node
-		// applied is no longer the edge's config; the newer reload pushes
-		// again.
+	if n == nil || n.owner != conn {
+		return // gone, or a newer session (its registration carried the config)
+	}
+	if d.cfg.Node(nodeID) != spec {
+		// Another reload replaced the config meanwhile: the node runs
+		// neither the edge's config nor, perhaps, the one recorded as
+		// running (that reload compared against it). The next reload
+		// pushes again.
+		n.runningUnsure = true
 		return
 	}
 	if caps != nil {
 		d.setCapsLocked(n, caps)
 	}
 	d.transitionLocked(n, evApplied, n.owner, "")
+}
+
+// unsure records that nodeID's session conn may run a config other than
+// the one recorded (see node.runningUnsure).
+func (d *Dispatcher) unsure(nodeID string, conn *nodewire.Conn) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n := d.nodes[nodeID]; n != nil && n.owner == conn {
+		n.runningUnsure = true
+	}
 }
 
 // restartNode ends nodeID's session c so that it re-registers and

@@ -1,0 +1,65 @@
+package dispatch
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/iop-gateway/iop/internal/testcaps"
+	"github.com/iop-gateway/iop/nodewire"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// A refresh the edge stopped waiting for may still be applied by the node.
+// The edge then no longer knows what the node runs, and the next reload
+// pushes to it even when that reload goes back to the config the edge
+// recorded (on the old code nothing was pushed, and the node kept running
+// the config the edge believed it had never applied).
+func TestLateAppliedRefreshIsPushedAgain(t *testing.T) {
+	f := newFixture(t, buildCfg(t, oneNodeCfg(t, 2), oneNodeModels), nil)
+	orig := f.d.cfg
+	var refreshes atomic.Int32
+	answered := make(chan struct{})
+	startWireNode(t, f, func(n *wireNode, ctx context.Context, st *nodewire.Stream, first *iop.Envelope) {
+		if first.GetNodeConfigRefreshRequest() == nil {
+			return
+		}
+		if refreshes.Add(1) == 1 {
+			// Applied, but answered after the edge gave up.
+			select {
+			case <-time.After(300 * time.Millisecond):
+			case <-ctx.Done():
+				return
+			}
+			defer close(answered)
+		}
+		_ = st.Send(&iop.Envelope{Body: &iop.Envelope_NodeConfigRefreshResponse{NodeConfigRefreshResponse: &iop.NodeConfigRefreshResponse{
+			Status: iop.RefreshStatus_REFRESH_STATUS_APPLIED, Adapters: testcaps.For(first.GetNodeConfigRefreshRequest().GetConfig()),
+		}}})
+	})
+
+	rep := f.d.ReloadAndRefresh(context.Background(), buildCfg(t, oneNodeCfg(t, 3), oneNodeModels), 50*time.Millisecond)
+	if got := rep["n1"]; !strings.HasPrefix(got, "error: ") {
+		t.Fatalf("first reload: n1 %q, want an error (the answer comes too late)", got)
+	}
+	select {
+	case <-answered:
+	case <-time.After(waitDeadline):
+		t.Fatal("the node never answered the first refresh")
+	}
+	// Back to the config the edge still records as running: the node runs
+	// the other one, so it must be pushed.
+	rep = f.d.ReloadAndRefresh(context.Background(), orig, waitDeadline)
+	if got := rep["n1"]; got != "applied" {
+		t.Fatalf("second reload: n1 %q (report %v), want applied: the node was left running the first reload's config", got, rep)
+	}
+	if got := refreshes.Load(); got != 2 {
+		t.Fatalf("node received %d refreshes, want 2", got)
+	}
+	// Now known again: a third reload of the same config pushes nothing.
+	if rep = f.d.ReloadAndRefresh(context.Background(), orig, waitDeadline); len(rep) != 0 {
+		t.Fatalf("third reload pushed again: %v", rep)
+	}
+}
