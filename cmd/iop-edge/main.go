@@ -28,6 +28,11 @@ import (
 func main() { os.Exit(run()) }
 
 func run() int {
+	// SIGHUP is taken first: one during start-up waits in hup instead
+	// of killing the process (its default action).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	cfg, configFile, code := config.FromFlags("configs/edge.yaml", config.LoadEdge)
 	if cfg == nil {
 		return code
@@ -83,9 +88,6 @@ func run() int {
 	go func() { defer wg.Done(); serveErr <- edge.Serve() }()
 	log.Info("iop-edge listening", zap.String("http", edge.HTTPAddr), zap.String("node", edge.NodeAddr), zap.Bool("node_tls", cfg.Listen.TLS.Enabled()))
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	wg.Add(1)
 	// Owner: run. Serves SIGHUP reloads one at a time until shutdown. A
 	// reload may wait on its nodes' refreshes (up to 15 s each); it runs

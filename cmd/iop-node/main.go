@@ -32,6 +32,11 @@ var version = "dev"
 func main() { os.Exit(run()) }
 
 func run() int {
+	// SIGHUP is taken first: one during start-up waits in hup instead
+	// of killing the process (its default action).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	cfg, _, code := config.FromFlags("configs/node.yaml", config.LoadNode)
 	if cfg == nil {
 		return code
@@ -84,6 +89,24 @@ func run() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP (taken at the top of run) would otherwise kill the node and
+	// every run on it. The node has nothing to re-read: its providers
+	// come from the edge (reload there), and its own file needs a restart.
+	hupDone := make(chan struct{})
+	defer func() { stop(); <-hupDone }()
+	// Owner: run. Logs each SIGHUP until shutdown (ctx), then run waits
+	// for it.
+	go func() {
+		defer close(hupDone)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.Warn("SIGHUP ignored: providers come from the edge (reload it there); restart the node to apply its own config file")
+			}
+		}
+	}()
 	log.Info("iop-node starting", zap.Strings("edges", cfg.Edge.Targets()), zap.Int("max_attempts", *cfg.Reconnect.MaxAttempts))
 	if err := nodeagent.RunEdges(ctx, policy, cfg.Edge.Targets(), len(cfg.Edge.Addresses) > 0, agent, log); err != nil {
 		switch {

@@ -243,3 +243,48 @@ func TestPositionalConfigRefusedExit2(t *testing.T) {
 		t.Fatalf("the default config ran:\n%s", out)
 	}
 }
+
+// SIGHUP neither kills the node nor ends its session: it is logged and
+// ignored (the node's providers come from the edge), and SIGTERM still
+// exits 0.
+func TestSIGHUPIgnored(t *testing.T) {
+	cfg := nodeConfig(t, closedAddr(t), "tok", "reconnect:\n  interval_sec: 0.05\n  max_attempts: 0\n")
+	cmd := exec.Command(binary, "--config", cfg)
+	var out safeBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	// Owner: the test; ends when the process exits (killed at worst).
+	go func() { done <- cmd.Wait() }()
+	waitLog := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(out.String(), what) {
+			if time.Now().After(deadline) {
+				_ = cmd.Process.Kill()
+				t.Fatalf("no %q logged:\n%s", what, out.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitLog("edge connect attempt failed")
+	_ = cmd.Process.Signal(syscall.SIGHUP)
+	waitLog("SIGHUP ignored")
+	select {
+	case err := <-done:
+		t.Fatalf("the node exited after SIGHUP: %v\n%s", err, out.String())
+	case <-time.After(300 * time.Millisecond):
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("no exit after SIGTERM")
+	}
+}
