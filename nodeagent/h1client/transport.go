@@ -6,7 +6,11 @@
 // wire code, over a pool of kept-alive connections. A body is read through
 // net/http's framing (Read), or pushed as it arrives (WriteTo, which
 // io.Copy and the node's relays use): then its framing is decoded by this
-// package's decoder, held to net/http's by a fuzzed model test.
+// package's decoder, held to net/http's by a fuzzed model test. A request
+// body over 64 KiB, or of unknown length, is the exception: it is written
+// from a goroutine of its own while the answer is read, as http.Transport
+// does, so that an upstream that answers before reading it all is heard
+// (and the connection, its request not written whole, is not reused).
 //
 // Why not http.Transport: it gives every connection a read goroutine and a
 // write goroutine and hands each request and response between them and the
@@ -33,6 +37,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Defaults of Options' zero values.
@@ -170,6 +176,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.handles(req) {
 		return t.fallback.RoundTrip(req)
 	}
+	if err := validateRequest(req); err != nil {
+		closeRequestBody(req)
+		return nil, err
+	}
 	key := hostPort(req.URL)
 	ctx := req.Context()
 	for attempt := 0; ; attempt++ {
@@ -212,6 +222,49 @@ func (t *Transport) handles(req *http.Request) bool {
 		}
 	}
 	return true
+}
+
+// validateRequest refuses what http.Transport refuses to send: a method
+// that is not a token (Request.Write puts it in the request line as is,
+// where "GET / HTTP/1.1\r\n…" would be a request of its own), and header
+// or trailer fields that are not valid (Request.Write drops a bad name and
+// turns CR and LF into spaces, but copies other control bytes).
+func validateRequest(req *http.Request) error {
+	if req.Method != "" && !validMethod(req.Method) {
+		return fmt.Errorf("h1client: invalid method %q", req.Method)
+	}
+	if err := validateHeader(req.Header); err != "" {
+		return fmt.Errorf("h1client: invalid header %s", err)
+	}
+	if err := validateHeader(req.Trailer); err != "" {
+		return fmt.Errorf("h1client: invalid trailer %s", err)
+	}
+	return nil
+}
+
+func validMethod(m string) bool {
+	for i := 0; i < len(m); i++ {
+		if !httpguts.IsTokenRune(rune(m[i])) {
+			return false
+		}
+	}
+	return len(m) > 0
+}
+
+// validateHeader is net/http's validateHeaders.
+func validateHeader(h http.Header) string {
+	for k, vv := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fmt.Sprintf("field name %q", k)
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				// Not the value: it may be a secret.
+				return fmt.Sprintf("field value for %q", k)
+			}
+		}
+	}
+	return ""
 }
 
 // hostPort is the dial address of u: host:port with the default port.
@@ -365,15 +418,23 @@ func (t *Transport) exchange(c *conn, req *http.Request) (*http.Response, error)
 	// connection is then never reused.
 	stop := context.AfterFunc(ctx, c.interrupt)
 	c.r.n = 0
-	c.w.n = 0
+	c.w.n, c.w.err = 0, nil
 	c.takeReader(t)
-	bw := getWriter(&c.w)
-	err := req.Write(requestWriter{bw})
-	if err == nil {
-		err = bw.Flush()
-	}
-	putWriter(bw)
-	if err != nil {
+	var job *writeJob
+	if writesConcurrently(req) {
+		// A large body is written while the answer is awaited, as
+		// http.Transport does: an upstream may answer (413, 401, 400)
+		// without reading the rest of it, and must not then keep the
+		// request waiting on a write that cannot complete.
+		job = &writeJob{req: req, done: make(chan error, 1)}
+		// Owner: this exchange; ends when the request is written or the
+		// connection fails (a closed or interrupted connection fails a
+		// blocked write) or the request body is closed (a blocked read of
+		// it: exchange's error path and the body's finish close it). Its
+		// result is taken by exchange on an error and by the body's
+		// finish otherwise.
+		go job.run(c, req)
+	} else if err := writeRequest(c, req); err != nil {
 		stop()
 		c.close()
 		if ctx.Err() != nil {
@@ -387,17 +448,30 @@ func (t *Transport) exchange(c *conn, req *http.Request) (*http.Response, error)
 	}
 	resp, err := t.readResponse(c, req)
 	if err != nil {
+		// Read before the closes below, which fail a write still going.
+		failedFirst := job != nil && job.bodyFailed.Load()
 		stop()
 		c.close()
+		var werr error
+		if job != nil {
+			// The close above ends a write blocked on the socket, and
+			// closing the body one blocked reading it.
+			closeRequestBody(req)
+			werr = <-job.done
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if failedFirst {
+			// The request body's own error, as http.Transport reports it.
+			return nil, fmt.Errorf("h1client: write request: %w", werr)
+		}
 		if c.r.n == 0 {
-			return nil, &retryable{err: err}
+			return nil, &retryable{err: err, nothingWritten: c.w.n == 0}
 		}
 		return nil, err
 	}
-	b := &body{t: t, c: c, rc: resp.Body, ctx: ctx, stop: stop, keep: !resp.Close && !req.Close}
+	b := &body{t: t, c: c, rc: resp.Body, ctx: ctx, stop: stop, keep: !resp.Close && !req.Close, job: job}
 	switch {
 	case b.rc == http.NoBody:
 	case len(resp.TransferEncoding) > 0 && resp.TransferEncoding[0] == "chunked":
@@ -441,6 +515,64 @@ func (t *Transport) readResponse(c *conn, req *http.Request) (*http.Response, er
 		return resp, nil
 	}
 }
+
+// concurrentWriteMin: a request body longer than this, or of unknown
+// length, is written while the response head is read (see exchange). One
+// up to it leaves in one write (writeBuffer) into the socket buffers, which
+// hold it whether or not the upstream reads.
+const concurrentWriteMin = writeBuffer
+
+func writesConcurrently(req *http.Request) bool {
+	if req.Body == nil || req.Body == http.NoBody {
+		return false
+	}
+	return req.ContentLength <= 0 || req.ContentLength > concurrentWriteMin
+}
+
+// writeJob is a request written concurrently with the response head.
+type writeJob struct {
+	req  *http.Request
+	done chan error // the write's result, once
+	// bodyFailed: the write failed on its own, not on the socket (the
+	// request body failed to read), and interrupted the connection.
+	bodyFailed atomic.Bool
+}
+
+func (j *writeJob) run(c *conn, req *http.Request) {
+	// req.Write sees the *bufio.Writer itself here: it flushes the head
+	// before the body and, for a streamed (chunked) body, after every
+	// chunk, so an upstream hears each piece as it comes (one write more
+	// than requestWriter's, on a body over 64 KiB anyway).
+	bw := getWriter(&c.w)
+	err := req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	putWriter(bw)
+	if err != nil && c.w.err == nil {
+		// The upstream would wait for the rest of the body: wake the
+		// reader.
+		j.bodyFailed.Store(true)
+		c.interrupt()
+	}
+	j.done <- err
+}
+
+// writeRequest writes req on c through a pooled buffer.
+func writeRequest(c *conn, req *http.Request) error {
+	bw := getWriter(&c.w)
+	err := req.Write(requestWriter{bw})
+	if err == nil {
+		err = bw.Flush()
+	}
+	putWriter(bw)
+	return err
+}
+
+// maxWriteWait is how long a body that ended waits for its request's
+// concurrent write to end before the connection is given up instead of
+// kept (net/http's maxWriteWaitBeforeConnReuse).
+const maxWriteWait = 50 * time.Millisecond
 
 // retryable marks an error after which the request may be sent again on a
 // new connection, if ok says so.
@@ -661,15 +793,20 @@ func (r *countReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// countWriter counts the bytes written since the last request began.
+// countWriter counts the bytes written since the last request began, and
+// keeps the socket's write error (to tell it from the request body's).
 type countWriter struct {
-	w io.Writer
-	n int64
+	w   io.Writer
+	n   int64
+	err error
 }
 
 func (w *countWriter) Write(p []byte) (int, error) {
 	n, err := w.w.Write(p)
 	w.n += int64(n)
+	if err != nil {
+		w.err = err
+	}
 	return n, err
 }
 
@@ -690,6 +827,9 @@ type body struct {
 	// pulled: Read or WriteTo has begun, and the framing's state is in
 	// the reader that began; only the reading goroutine touches it.
 	pulled bool
+	// job is the request's write when it goes on concurrently with the
+	// response (see exchange); nil when it ended before.
+	job *writeJob
 	// pushing: WriteTo is reading the socket inside a raw read, where the
 	// descriptor's Close would wait for the caller's writer (see Close).
 	pushing atomic.Bool
@@ -742,13 +882,41 @@ func (b *body) finish(clean bool) {
 		return
 	}
 	hookStopped := b.stop()
-	if clean && b.keep && hookStopped && (b.c.br == nil || b.c.br.Buffered() == 0) {
+	if clean && b.keep && hookStopped && (b.c.br == nil || b.c.br.Buffered() == 0) && b.wroteRequest() {
 		b.c.releaseReader(b.t)
 		b.c.reused = false
 		b.t.putIdle(b.c)
 		return
 	}
 	b.c.close()
+	if b.job != nil {
+		// A write still reading the request body (the upstream answered
+		// before it was sent whole) ends here, not when the body's
+		// producer does.
+		closeRequestBody(b.job.req)
+	}
+}
+
+// wroteRequest reports whether the request was written whole, waiting up
+// to maxWriteWait for a concurrent write: a connection whose request was
+// not (the upstream answered before reading it all) is not reused.
+func (b *body) wroteRequest() bool {
+	if b.job == nil {
+		return true
+	}
+	select {
+	case err := <-b.job.done:
+		return err == nil
+	default:
+	}
+	t := time.NewTimer(maxWriteWait)
+	defer t.Stop()
+	select {
+	case err := <-b.job.done:
+		return err == nil
+	case <-t.C:
+		return false
+	}
 }
 
 // Close ends the body. Before its end the connection is closed (the rest
