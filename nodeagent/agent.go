@@ -30,6 +30,41 @@ type instance struct {
 	impl  adapter.Instance
 	gate  *gate
 	stats usageStats
+
+	// users counts the runs and tunnels admitted to this instance (taken
+	// under Agent.mu, so none is taken once a refresh has dropped it);
+	// retired is set when a refresh removes or replaces the instance. A
+	// retired instance is closed by whoever sees it unused: the refresh,
+	// or the last exchange to leave it, never while one still uses it.
+	umu     sync.Mutex
+	users   int  // guarded by umu
+	retired bool // guarded by umu
+}
+
+// exit gives back what admit took: the gate's slot and the use of the
+// instance, closing the instance if a refresh retired it meanwhile.
+func (in *instance) exit() {
+	in.gate.release()
+	in.umu.Lock()
+	in.users--
+	closeNow := in.users == 0 && in.retired
+	in.umu.Unlock()
+	if closeNow {
+		_ = in.impl.Close()
+	}
+}
+
+// retire marks an instance a refresh dropped (Agent.mu held, so no
+// exchange is admitted to it any more): it is closed now if unused, else
+// by its last exchange's exit.
+func (in *instance) retire() {
+	in.umu.Lock()
+	in.retired = true
+	closeNow := in.users == 0
+	in.umu.Unlock()
+	if closeNow {
+		_ = in.impl.Close()
+	}
 }
 
 type usageStats struct {
@@ -58,6 +93,10 @@ type Agent struct {
 	instances map[string]*instance   // guarded by mu: by AdapterConfig.name
 	nodeID    string                 // guarded by mu
 	applied   *iop.NodeConfigPayload // guarded by mu
+	// draining is guarded by mu: the gates of instances a refresh removed
+	// while exchanges still held slots, by name, so that the name coming
+	// back before they end counts them against its capacity.
+	draining map[string]*gate
 
 	conn atomic.Pointer[nodewire.ClientConn] // the current session, for `transport`
 
@@ -74,7 +113,7 @@ func NewAgent(factories map[string]adapter.Factory, env adapter.Env) *Agent {
 	}
 	return &Agent{
 		log: env.Logger, env: env, factories: factories,
-		instances: map[string]*instance{}, runs: map[string]func(){},
+		instances: map[string]*instance{}, draining: map[string]*gate{}, runs: map[string]func(){},
 		tracer: noop.NewTracerProvider().Tracer(""),
 	}
 }
@@ -204,20 +243,28 @@ func (a *Agent) Apply(payload *iop.NodeConfigPayload, initial bool) (iop.Refresh
 		default:
 			in := &instance{name: c.name, impl: c.fresh, gate: &gate{}}
 			in.cfg.Store(c.cfg)
-			in.gate.setCapacity(int(c.cfg.GetCapacity()))
+			// Keep the gate of the instance replaced (or of one removed
+			// earlier whose exchanges have not all ended) so that those
+			// still count against the capacity.
 			if old != nil {
-				// Keep the gate so runs in flight on the old instance still
-				// count against the capacity.
 				in.gate = old.gate
-				in.gate.setCapacity(int(c.cfg.GetCapacity()))
-				_ = old.impl.Close()
+				old.retire()
+			} else if g := a.draining[c.name]; g != nil {
+				in.gate = g
 			}
+			in.gate.setCapacity(int(c.cfg.GetCapacity()))
 			next[c.name] = in
 		}
 	}
 	for name, old := range a.instances {
 		if next[name] == nil {
-			_ = old.impl.Close()
+			a.draining[name] = old.gate
+			old.retire()
+		}
+	}
+	for name, g := range a.draining {
+		if _, inFlight := g.state(); next[name] != nil || inFlight == 0 {
+			delete(a.draining, name)
 		}
 	}
 	a.instances = next
@@ -226,10 +273,20 @@ func (a *Agent) Apply(payload *iop.NodeConfigPayload, initial bool) (iop.Refresh
 	return iop.RefreshStatus_REFRESH_STATUS_APPLIED, nil
 }
 
-func (a *Agent) instance(name string) *instance {
+// admit finds the instance named name and takes a slot of its gate and a
+// use of it, both given back by exit. It returns nil when there is no such
+// instance, and ok false (holding nothing) when the gate is full.
+func (a *Agent) admit(name string) (in *instance, ok bool) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	return a.instances[name]
+	in = a.instances[name]
+	if in == nil || !in.gate.tryAcquire() {
+		return in, false
+	}
+	in.umu.Lock()
+	in.users++
+	in.umu.Unlock()
+	return in, true
 }
 
 // category is the instance's resource kind: as configured, else as its

@@ -100,3 +100,47 @@ func TestQuietRunsParkNoCancelReader(t *testing.T) {
 		_ = s.CloseWrite()
 	}
 }
+
+// A cancelled run whose Edge has stopped reading its stream (the window is
+// full, the adapter's next delta blocked on it) still ends and frees its
+// slot, within cancelSendGrace: no wait on the Edge's reading.
+func TestCancelFreesSlotWhenEdgeStopsReading(t *testing.T) {
+	payload := &iop.NodeConfigPayload{
+		Adapters:  []*iop.AdapterConfig{{Name: "m", Type: "mock", Category: "api", Capacity: 1}},
+		Heartbeat: &iop.HeartbeatConfig{IntervalMs: 50, TimeoutMs: 2000},
+	}
+	agent := fullAgent(t)
+	c := startNode(t, startFakeEdge(t, payload, nil), agent)
+	inFlight := func() int32 { return agent.Snapshots(context.Background())[0].GetInFlight() }
+	st, err := c.OpenStream(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Abort()
+	word := strings.Repeat("x", 8<<10)
+	// 4 MiB of deltas: far more than the stream's window and the
+	// session's write queue hold.
+	if err := st.Send(&iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{
+		RunId: "r1", Adapter: "m", Operation: iop.RunOperation_RUN_OPERATION_CHAT, Stream: true,
+		Input: chatInput(strings.TrimSpace(strings.Repeat(word+" ", 512))),
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	// The Edge reads nothing; wait until the node has filled the window.
+	deadline := time.Now().Add(10 * time.Second)
+	for inFlight() != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := st.Send(&iop.Envelope{Body: &iop.Envelope_CancelRequest{CancelRequest: &iop.CancelRequest{
+		Kind: iop.CancelKind_CANCEL_KIND_CANCEL_RUN, RunId: "r1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	cancelled := time.Now()
+	for inFlight() != 0 {
+		if time.Since(cancelled) > cancelSendGrace+5*time.Second {
+			t.Fatalf("the cancelled run still holds its slot %s after the cancel (the Edge not reading)", time.Since(cancelled).Round(time.Second))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,10 +1,15 @@
 package nodeagent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
@@ -22,6 +27,16 @@ const (
 // commandTimeout bounds backend queries a command makes (model lists,
 // health).
 const commandTimeout = 5 * time.Second
+
+// Bounds on an answer's lists, so that it always fits one frame
+// (nodewire.DefaultMaxFrameSize) whatever a backend lists or however many
+// CLI sessions have piled up: an answer over the frame limit would not be
+// sent at all. A list cut short is marked (truncated, with the total).
+const (
+	maxCommandSessions = 1000
+	maxCommandModels   = 1000 // per adapter
+	maxModelIDLen      = 256  // longer ids are left out
+)
 
 // Command answers a non-execution query. Unknown types answer an error in
 // the response, never a failed stream.
@@ -78,10 +93,11 @@ func (a *Agent) usage() map[string]any {
 }
 
 type adapterCaps struct {
-	Adapter string   `json:"adapter"`
-	Type    string   `json:"type"`
-	Models  []string `json:"models"`
-	Error   string   `json:"error,omitempty"`
+	Adapter         string   `json:"adapter"`
+	Type            string   `json:"type"`
+	Models          []string `json:"models"`
+	ModelsTruncated bool     `json:"models_truncated,omitempty"`
+	Error           string   `json:"error,omitempty"`
 }
 
 func (a *Agent) capabilities(ctx context.Context) map[string]any {
@@ -91,14 +107,44 @@ func (a *Agent) capabilities(ctx context.Context) map[string]any {
 		if ml, ok := in.impl.(adapter.ModelLister); ok {
 			models, err := ml.Models(ctx)
 			if err != nil {
-				c.Error = err.Error()
+				c.Error = a.commandError(ctx, in.name, err)
 			} else {
-				c.Models = models
+				c.Models, c.ModelsTruncated = boundModels(models)
 			}
 		}
 		out = append(out, c)
 	}
 	return map[string]any{"adapter_types": a.AdapterTypes(), "adapters": out}
+}
+
+// commandError is what an answer says of an adapter's failure: its
+// caller-safe message (adapter.Error.Message), never the cause, which can
+// carry an upstream's own words (a rejected key quoted back) or transport
+// text naming addresses. The cause goes to the node's log.
+func (a *Agent) commandError(ctx context.Context, name string, err error) string {
+	if ctx.Err() == nil {
+		a.log.Warn("adapter query failed", zap.String("adapter", name), zap.Error(err))
+	}
+	var ae *adapter.Error
+	if errors.As(err, &ae) && ae.Message != "" {
+		return adapter.CodeName(ae.Code) + ": " + ae.Message
+	}
+	if ctx.Err() != nil {
+		return "timed out"
+	}
+	return "failed"
+}
+
+// boundModels keeps at most maxCommandModels ids of at most maxModelIDLen
+// bytes, reporting whether any was left out.
+func boundModels(models []string) ([]string, bool) {
+	out := make([]string, 0, min(len(models), maxCommandModels))
+	for _, m := range models {
+		if len(m) <= maxModelIDLen && len(out) < maxCommandModels {
+			out = append(out, m)
+		}
+	}
+	return out, len(out) < len(models)
 }
 
 func (a *Agent) sessions() map[string]any {
@@ -108,7 +154,18 @@ func (a *Agent) sessions() map[string]any {
 			out = append(out, sm.Sessions()...)
 		}
 	}
-	return map[string]any{"sessions": out}
+	if len(out) <= maxCommandSessions {
+		return map[string]any{"sessions": out}
+	}
+	// Keep the running sessions, then the most recently used.
+	total := len(out)
+	slices.SortStableFunc(out, func(x, y adapter.SessionInfo) int {
+		if c := cmp.Compare(y.Running, x.Running); c != 0 {
+			return c
+		}
+		return cmp.Compare(y.LastUsedUnix, x.LastUsedUnix)
+	})
+	return map[string]any{"sessions": out[:maxCommandSessions], "truncated": true, "total": total}
 }
 
 func (a *Agent) transport() map[string]any {

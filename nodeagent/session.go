@@ -24,6 +24,11 @@ import (
 // to close its side before the stream is dropped.
 const afterTerminalWait = 30 * time.Second
 
+// cancelSendGrace bounds every send of a run or tunnel whose context has
+// ended (cancelled, timed out, session lost): an Edge that does not read
+// the stream cannot hold the adapter, and with it the slot, past this.
+const cancelSendGrace = 5 * time.Second
+
 // HandleStream serves one Edge-opened stream (a nodewire.StreamHandler).
 func (a *Agent) HandleStream(ctx context.Context, st *nodewire.Stream, first *iop.Envelope) {
 	switch body := first.Body.(type) {
@@ -91,7 +96,12 @@ func (a *Agent) runCtx(ctx context.Context, st *nodewire.Stream, runID string, t
 	}
 	a.trackRun(runID, cancel)
 	w := watchCancel(st, cancel)
+	// A send blocked on the Edge's window credit (an adapter's Delta or
+	// Body, or the terminal message) does not see the context: once it
+	// has ended, give such a send cancelSendGrace, then fail it.
+	stopGrace := context.AfterFunc(rctx, func() { _ = st.SetWriteDeadline(time.Now().Add(cancelSendGrace)) })
 	stop := func() {
+		stopGrace()
 		a.untrackRun(runID)
 		w.stop(afterTerminalWait)
 		tcancel()
@@ -154,12 +164,12 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 	ctx, span := a.tracer.Start(tracing.Extract(ctx, req.GetMetadata()), "iop.node.run", trace.WithAttributes(
 		attribute.String("iop.adapter", req.GetAdapter()), attribute.String("iop.run_id", runID), attribute.String("iop.operation", req.GetOperation().String())))
 	defer span.End()
-	in := a.instance(req.GetAdapter())
+	in, ok := a.admit(req.GetAdapter())
 	if in == nil {
 		fail(adapter.CodeUnsupported, fmt.Sprintf("no adapter %q on this node", req.GetAdapter()))
 		return
 	}
-	if !in.gate.tryAcquire() {
+	if !ok {
 		in.stats.rejected.Add(1)
 		fail(adapter.CodeCapacityExceeded, fmt.Sprintf("adapter %q is at capacity", in.name))
 		return
@@ -167,7 +177,7 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 	// The slot is freed before the terminal event goes out: the Edge
 	// releases its lease when it sees that event and may hand the slot to
 	// the next waiter at once.
-	release := sync.OnceFunc(in.gate.release)
+	release := sync.OnceFunc(in.exit)
 	defer release()
 	in.stats.requests.Add(1)
 
@@ -407,18 +417,18 @@ func (a *Agent) serveTunnel(ctx context.Context, st *nodewire.Stream, req *iop.P
 	ctx, span := a.tracer.Start(tracing.Extract(ctx, req.GetMetadata()), "iop.node.tunnel", trace.WithAttributes(
 		attribute.String("iop.adapter", req.GetAdapter()), attribute.String("iop.run_id", runID), attribute.String("iop.path", req.GetPath())))
 	defer span.End()
-	in := a.instance(req.GetAdapter())
+	in, ok := a.admit(req.GetAdapter())
 	if in == nil {
 		fail(&iop.RunError{Code: adapter.CodeUnsupported, Message: fmt.Sprintf("no adapter %q on this node", req.GetAdapter())})
 		return
 	}
 	sink.stats = &in.stats
-	if !in.gate.tryAcquire() {
+	if !ok {
 		in.stats.rejected.Add(1)
 		fail(&iop.RunError{Code: adapter.CodeCapacityExceeded, Message: fmt.Sprintf("adapter %q is at capacity", in.name)})
 		return
 	}
-	release := sync.OnceFunc(in.gate.release) // freed before the terminal frame, as in serveRun
+	release := sync.OnceFunc(in.exit) // freed before the terminal frame, as in serveRun
 	defer release()
 	in.stats.requests.Add(1)
 	rctx, stop := a.runCtx(ctx, st, runID, req.GetTimeoutSec())
