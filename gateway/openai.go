@@ -58,7 +58,8 @@ func (k *call) answered() { k.body, k.parsed = nil, nil }
 // may serve (openaiapi's ChatRequest, CompletionRequest, EmbeddingRequest).
 type parsedRequest interface {
 	// RunSupported is nil when a run can serve the request, or the 400
-	// that refuses it (several choices or prompts need a tunnel).
+	// that refuses it (several choices or prompts, logprobs or echo need
+	// a tunnel).
 	RunSupported() error
 	// RunInput normalizes the request for a run from the members its
 	// validation read.
@@ -234,6 +235,14 @@ func (s *Server) acquire(c *gin.Context, k *call) (*dispatch.Lease, string) {
 		// taken on the model's first candidate.
 		if tunnel, toolMode, ok := s.d.FirstCandidate(k.model); ok {
 			in.route = routeFor(tunnel, toolMode, k)
+		}
+		if errors.Is(err, dispatch.ErrNoCapableProvider) && k.parsed != nil {
+			// No tunnel candidate, and a run cannot serve the request:
+			// say which member it cannot serve (n, logprobs, echo)
+			// rather than only that the model cannot.
+			if rerr := k.parsed.RunSupported(); rerr != nil {
+				err = rerr
+			}
 		}
 		writeError(c, apiError(err, k.model))
 		return nil, ""

@@ -127,6 +127,9 @@ func (s *ChatStreamWriter) Add(ev *iop.RunEvent) error {
 		}
 	}
 	if s.holder != nil {
+		if len(nativeCalls) > 0 {
+			s.holder.dropBlank()
+		}
 		s.holder.finish(s.st.textFallback() && !native)
 		s.drainHolder()
 	}

@@ -65,7 +65,7 @@ var (
 		"max_tokens", "max_completion_tokens", "n", "temperature", "top_p", "top_k",
 		"presence_penalty", "frequency_penalty", "seed", "stop",
 		"logprobs", "top_logprobs", "user")
-	completionMembers = newMemberSet("model", "prompt", "suffix", "echo", "stream", "stream_options",
+	completionMembers = newMemberSet("model", "prompt", "suffix", "echo", "logprobs", "stream", "stream_options",
 		"max_tokens", "max_completion_tokens", "n", "temperature", "top_p", "top_k",
 		"presence_penalty", "frequency_penalty", "seed", "stop")
 	embeddingMembers     = newMemberSet("model", "input", "encoding_format", "dimensions", "user")

@@ -46,6 +46,9 @@ type ChatRequest struct {
 	N int
 	// MaxTokens is max_completion_tokens, else max_tokens, else 0 (unset).
 	MaxTokens int
+	// Logprobs is the `logprobs` flag: the caller wants each output token's
+	// log probability, which only a tunnelled provider can return.
+	Logprobs bool
 	// MessageCount is len(messages).
 	MessageCount int
 	// PromptBytes is the UTF-8 size of everything EstimatePromptTokens counts
@@ -88,10 +91,16 @@ func (r *ChatRequest) EstimatePromptTokens() int {
 
 // RunSupported reports whether the request can be served as a normalized run
 // rather than a tunnel. A run yields exactly one choice, so n > 1 is refused
-// there (a tunnel passes n to the provider). Returns nil or an *Error 400.
+// there (a tunnel passes n to the provider); and it carries no token log
+// probabilities, so logprobs: true is refused rather than answered with
+// "logprobs": null (as OpenAI refuses logprobs for models that cannot
+// return them). Returns nil or an *Error 400.
 func (r *ChatRequest) RunSupported() error {
 	if r.N > 1 {
 		return InvalidRequest("n > 1 is not supported for this model; request one choice per call.", "n")
+	}
+	if r.Logprobs {
+		return InvalidRequest("logprobs are not supported for this model; send the request without logprobs.", "logprobs")
 	}
 	return nil
 }
@@ -448,10 +457,11 @@ func chatScalars(obj object, r *ChatRequest) *Error {
 	if _, _, e := optInt(obj, "top_logprobs", "top_logprobs", 0, 20); e != nil {
 		return e
 	}
-	for _, k := range []string{"logprobs", "parallel_tool_calls"} {
-		if _, e := optBool(obj, k, k); e != nil {
-			return e
-		}
+	if r.Logprobs, e = optBool(obj, "logprobs", "logprobs"); e != nil {
+		return e
+	}
+	if _, e := optBool(obj, "parallel_tool_calls", "parallel_tool_calls"); e != nil {
+		return e
 	}
 	if _, _, e := optString(obj, "user", "user"); e != nil {
 		return e

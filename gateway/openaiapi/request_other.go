@@ -3,6 +3,7 @@ package openaiapi
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 )
 
 // MaxEmbeddingInputs is the most inputs one embeddings request may carry
@@ -25,8 +26,11 @@ type CompletionRequest struct {
 	// PromptBytes feeds EstimateTokens (token arrays count tokenBytes per
 	// token).
 	PromptBytes int
-	Raw         []byte
-	members     object // Raw's top-level members as validated (see ChatRequest)
+	// Logprobs: `logprobs` is set (any number, 0 included, asks for them);
+	// Echo: `echo` is true. Only a tunnelled provider returns either.
+	Logprobs, Echo bool
+	Raw            []byte
+	members        object // Raw's top-level members as validated (see ChatRequest)
 }
 
 // EstimatePromptTokens estimates the prompt size with EstimateTokens.
@@ -43,6 +47,16 @@ func (r *CompletionRequest) RunSupported() error {
 	}
 	if r.N > 1 {
 		return InvalidRequest("n > 1 is not supported for this model; request one choice per call.", "n")
+	}
+	// A run returns the generated text only: no log probabilities, and no
+	// prompt echoed in front of it. Ignoring either would answer a
+	// different question than the one asked (echo with max_tokens 0 scores
+	// a prompt).
+	if r.Logprobs {
+		return InvalidRequest("logprobs are not supported for this model; send the request without logprobs.", "logprobs")
+	}
+	if r.Echo {
+		return InvalidRequest("echo is not supported for this model; send the request without echo.", "echo")
 	}
 	return nil
 }
@@ -102,7 +116,12 @@ func parseCompletion(body []byte) (*CompletionRequest, *Error) {
 			return nil, e
 		}
 	}
-	if _, e := optBool(obj, "echo", "echo"); e != nil {
+	if r.Echo, e = optBool(obj, "echo", "echo"); e != nil {
+		return nil, e
+	}
+	// An integer (OpenAI takes up to 5, vLLM up to its max_logprobs: the
+	// provider bounds it).
+	if _, r.Logprobs, e = optInt(obj, "logprobs", "logprobs", 0, math.MaxInt32); e != nil {
 		return nil, e
 	}
 	if _, _, e := optString(obj, "suffix", "suffix"); e != nil {

@@ -395,6 +395,17 @@ func (h *toolHolder) finish(restore bool) {
 	h.scan.finish(func(s segment) { h.outText.WriteString(s.text) })
 }
 
+// dropBlank discards the leading whitespace held when it is all the
+// content so far and nothing else is held: called before finish for an
+// answer with native tool calls, whose content the non-stream rendering
+// makes null when it is only whitespace. (The scanner holds only text that
+// starts a tag, and the queue only blocks: neither is whitespace.)
+func (h *toolHolder) dropBlank() {
+	if !h.releasedReal && len(h.queue) == 0 && len(h.scan.buf) == 0 {
+		h.wsHold = nil
+	}
+}
+
 // take returns and clears what is ready to send.
 func (h *toolHolder) take() (string, []ToolCall) {
 	t := h.outText.String()
