@@ -105,7 +105,7 @@ func (a *Agent) capabilities(ctx context.Context) map[string]any {
 	for _, in := range a.snapshotInstances() {
 		c := adapterCaps{Adapter: in.name, Type: in.cfg.Load().GetType(), Models: []string{}}
 		if ml, ok := in.impl.(adapter.ModelLister); ok {
-			models, err := ml.Models(ctx)
+			models, err := query(a.log, in.name, func() ([]string, error) { return ml.Models(ctx) })
 			if err != nil {
 				c.Error = a.commandError(ctx, in.name, err)
 			} else {
@@ -151,7 +151,10 @@ func (a *Agent) sessions() map[string]any {
 	out := []adapter.SessionInfo{}
 	for _, in := range a.snapshotInstances() {
 		if sm, ok := in.impl.(adapter.SessionManager); ok {
-			out = append(out, sm.Sessions()...)
+			ss, err := query(a.log, in.name, func() ([]adapter.SessionInfo, error) { return sm.Sessions(), nil })
+			if err == nil {
+				out = append(out, ss...)
+			}
 		}
 	}
 	if len(out) <= maxCommandSessions {
@@ -191,7 +194,7 @@ func (a *Agent) Snapshots(ctx context.Context) []*iop.ProviderSnapshot {
 			Capacity: int32(capacity), LongCapacity: in.cfg.Load().GetLongCapacity(), InFlight: int32(inFlight),
 		}
 		if hr, ok := in.impl.(adapter.HealthReporter); ok {
-			h := hr.Health(ctx)
+			h := in.health(ctx, hr, a.log)
 			if h.Status != adapter.HealthUnknown {
 				s.Health = h.Status
 			}

@@ -65,7 +65,7 @@ func (a *Agent) loadReport(ctx context.Context) *iop.LoadReport {
 		if !ok {
 			continue
 		}
-		h := hr.Health(ctx)
+		h := in.health(ctx, hr, a.log)
 		r.Providers = append(r.Providers, &iop.ProviderLoad{ProviderId: in.name, Health: h.Status,
 			Running: h.Running, Waiting: h.Waiting, KvCacheUsage: h.KVCacheUsage})
 	}

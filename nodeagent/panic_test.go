@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -61,4 +62,53 @@ func TestAdapterPanicFailsOnlyItsExchange(t *testing.T) {
 	if ev := terminal(envs); ev.GetType() != iop.RunEventType_RUN_EVENT_TYPE_COMPLETE {
 		t.Fatalf("a healthy adapter after the panics: terminal = %v", ev)
 	}
+}
+
+// panickyQueries is an adapter whose queries panic (a backend's answer
+// parsed by buggy code).
+type panickyQueries struct{ adapter.Instance }
+
+func (panickyQueries) Models(context.Context) ([]string, error) { panic("models bug") }
+func (panickyQueries) Health(context.Context) adapter.Health    { panic("health bug") }
+func (panickyQueries) Sessions() []adapter.SessionInfo          { panic("sessions bug") }
+func (panickyQueries) TerminateSession(string) error            { panic("terminate bug") }
+
+// An adapter whose queries panic fails its own part of each answer; the
+// node survives, and the other adapters still answer.
+func TestAdapterQueryPanicFailsOnlyItsAnswer(t *testing.T) {
+	a := NewAgent(map[string]adapter.Factory{
+		"mock": mock.New,
+		"buggy": func(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
+			c := proto.Clone(cfg).(*iop.AdapterConfig)
+			c.Type = "mock"
+			in, err := mock.New(c, env)
+			return panickyQueries{in}, err
+		},
+	}, adapter.Env{StoreDir: t.TempDir(), WorkspaceRoot: t.TempDir()})
+	t.Cleanup(a.Close)
+	payload := mockPayload(1)
+	payload.Adapters = append(payload.Adapters, &iop.AdapterConfig{Name: "b", Type: "buggy", Category: "api", Capacity: 1})
+	if _, err := a.Apply(payload, true); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, typ := range []string{CmdCapabilities, CmdSessions, CmdProviders} {
+		resp := a.Command(ctx, typ)
+		if resp.GetError() != "" || !strings.Contains(string(resp.GetPayloadJson()), `"m"`) && typ != CmdSessions {
+			t.Fatalf("%s: error %q, payload %s", typ, resp.GetError(), resp.GetPayloadJson())
+		}
+	}
+	caps := string(a.Command(ctx, CmdCapabilities).GetPayloadJson())
+	if !strings.Contains(caps, `"adapter":"b"`) || !strings.Contains(caps, `"error":"failed"`) {
+		t.Fatalf("capabilities: %s, want adapter b with error failed", caps)
+	}
+	for _, p := range a.Command(ctx, CmdProviders).GetProviders() {
+		if p.GetProviderId() == "b" && p.GetHealth() != adapter.HealthOK {
+			t.Fatalf("providers: b health %v, want ok (a panic makes no claim)", p.GetHealth())
+		}
+	}
+	if r := a.loadReport(ctx); len(r.GetProviders()) != 2 {
+		t.Fatalf("load report: %v, want both providers", r)
+	}
+	a.serveCancel(&iop.CancelRequest{Kind: iop.CancelKind_CANCEL_KIND_TERMINATE_SESSION, SessionId: "s"})
 }

@@ -77,7 +77,7 @@ func (a *Agent) serveCancel(req *iop.CancelRequest) {
 	case iop.CancelKind_CANCEL_KIND_TERMINATE_SESSION:
 		for _, in := range a.snapshotInstances() {
 			if sm, ok := in.impl.(adapter.SessionManager); ok {
-				if err := sm.TerminateSession(req.GetSessionId()); err != nil {
+				if _, err := query(a.log, in.name, func() (struct{}, error) { return struct{}{}, sm.TerminateSession(req.GetSessionId()) }); err != nil {
 					a.log.Warn("terminate session failed", zap.String("adapter", in.name), zap.Error(err))
 				}
 			}
@@ -249,6 +249,29 @@ func tunnelAdapter(ctx context.Context, impl adapter.Instance, req *iop.Provider
 		}
 	}()
 	return impl.Tunnel(ctx, req, sink)
+}
+
+// query calls one of an adapter's queries (Models, Health, Sessions,
+// TerminateSession: they parse what the backend answers) as runAdapter
+// calls Run: a panic fails that answer (errAdapterPanic), not the node.
+func query[T any](log *zap.Logger, name string, f func() (T, error)) (v T, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			var zero T
+			v, err = zero, adapterPanicked(p, log.With(zap.String("adapter", name)))
+		}
+	}()
+	return f()
+}
+
+// health is the instance's health through query; a panic reads as
+// unknown (no claim either way).
+func (in *instance) health(ctx context.Context, hr adapter.HealthReporter, log *zap.Logger) adapter.Health {
+	h, err := query(log, in.name, func() (adapter.Health, error) { return hr.Health(ctx), nil })
+	if err != nil {
+		return adapter.Health{Status: adapter.HealthUnknown}
+	}
+	return h
 }
 
 // adapterPanicked logs a recovered panic with its stack. The value is a
