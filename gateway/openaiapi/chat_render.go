@@ -47,7 +47,8 @@ func NewChatAggregator(opts RenderOptions) *ChatAggregator {
 // The message carries the run's content and its tool calls: the provider's
 // native ones (metadata openai_tool_calls, content never parsed), or, for a
 // run marked openai_text_tool_fallback, those restored from the content by
-// ParseTextToolCalls. With tool calls and no other text, content is null and
+// ParseTextToolCalls (as RenderOptions.ToolNames and SingleToolCall
+// allow). With tool calls and no other text, content is null and
 // finish_reason is "tool_calls".
 func (a *ChatAggregator) Result() ([]byte, *Error) {
 	if !a.rendered {
@@ -70,7 +71,7 @@ func (a *ChatAggregator) render() ([]byte, *Error) {
 			return nil, UpstreamError("The provider returned malformed tool calls.")
 		}
 	} else if a.st.textFallback() {
-		content, calls = ParseTextToolCalls(content, a.opts.ToolNames)
+		content, calls = parseTextToolCalls(content, a.opts.ToolNames, a.opts.SingleToolCall)
 	}
 	msg := chatMessage{Role: "assistant", Content: &content, ToolCalls: calls}
 	if len(calls) > 0 && strings.TrimSpace(content) == "" {

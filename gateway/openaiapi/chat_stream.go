@@ -83,6 +83,7 @@ func NewChatStreamWriter(w io.Writer, flush func(), opts RenderOptions) *ChatStr
 	s := &ChatStreamWriter{opts: opts, sse: sseWriter{w: w, flush: flush, onFirst: opts.OnFirstWrite}}
 	if len(opts.ToolNames) > 0 {
 		s.holder = newToolHolder(opts.ToolNames)
+		s.holder.single = opts.SingleToolCall
 	}
 	return s
 }

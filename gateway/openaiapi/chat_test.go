@@ -460,7 +460,15 @@ func equalRendered(a, b rendered) bool {
 }
 
 func TestChatStreamEqualsNonStreamAtEverySplit(t *testing.T) {
-	opts := RenderOptions{Model: "m", ToolNames: offered}
+	for _, opts := range []RenderOptions{
+		{Model: "m", ToolNames: offered},
+		{Model: "m", ToolNames: offered, SingleToolCall: true}, // parallel_tool_calls false
+	} {
+		chatStreamEqualsNonStreamAtEverySplit(t, opts)
+	}
+}
+
+func chatStreamEqualsNonStreamAtEverySplit(t *testing.T, opts RenderOptions) {
 	for _, content := range streamSamples {
 		for _, markAt := range []string{"start", "complete", "none"} {
 			want := renderNonStream(t, opts, streamEvents([]string{content}, markAt))

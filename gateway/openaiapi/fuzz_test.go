@@ -42,12 +42,22 @@ func FuzzParseTextToolCalls(f *testing.F) {
 		for i > 0 && i < len(content) && !utf8.RuneStart(content[i]) {
 			i--
 		}
-		opts := RenderOptions{Model: "m", ToolNames: offered}
-		for _, markAt := range []string{"start", "complete", "none"} {
-			want := renderNonStream(t, opts, streamEvents([]string{content}, markAt))
-			got := renderStream(t, opts, streamEvents([]string{content[:i], content[i:]}, markAt))
-			if !equalRendered(got, want) {
-				t.Fatalf("mark %s split %d of %q:\n got %+v\nwant %+v", markAt, i, content, got, want)
+		// Also with parallel_tool_calls false and a named function
+		// (RenderOptions narrowed to it): the same restoration both ways.
+		for _, opts := range []RenderOptions{
+			{Model: "m", ToolNames: offered},
+			{Model: "m", ToolNames: offered, SingleToolCall: true},
+			{Model: "m", ToolNames: offered[1:], SingleToolCall: true},
+		} {
+			for _, markAt := range []string{"start", "complete", "none"} {
+				want := renderNonStream(t, opts, streamEvents([]string{content}, markAt))
+				got := renderStream(t, opts, streamEvents([]string{content[:i], content[i:]}, markAt))
+				if !equalRendered(got, want) {
+					t.Fatalf("%v, %v: mark %s split %d of %q:\n got %+v\nwant %+v", opts.ToolNames, opts.SingleToolCall, markAt, i, content, got, want)
+				}
+				if opts.SingleToolCall && len(want.calls) > 1 {
+					t.Fatalf("%d calls restored with parallel_tool_calls false", len(want.calls))
+				}
 			}
 		}
 	})

@@ -40,8 +40,17 @@ type ChatRequest struct {
 	// HasTools is true when `tools` is a non-empty array.
 	HasTools bool
 	// ToolNames are the offered function names (tools[].function.name), in
-	// order, without duplicates. Text tool calls are restored only for these.
+	// order, without duplicates. Text tool calls are restored only for these
+	// (and only as tool_choice allows: see RenderOptions).
 	ToolNames []string
+	// ToolChoice is tool_choice: "" when absent or null, else "none",
+	// "auto", "required" or the type of a tool_choice object ("function").
+	ToolChoice string
+	// ToolChoiceName is tool_choice.function.name when ToolChoice is
+	// "function".
+	ToolChoiceName string
+	// SingleToolCall is parallel_tool_calls: false.
+	SingleToolCall bool
 	// N is the `n` parameter (1 when absent).
 	N int
 	// MaxTokens is max_completion_tokens, else max_tokens, else 0 (unset).
@@ -107,13 +116,36 @@ func (r *ChatRequest) RunSupported() error {
 
 // RenderOptions returns the options the chat renderers need for this
 // request; the caller may still set ID, Created and OnFirstWrite.
+//
+// Text tool calls are restored as tool_choice and parallel_tool_calls
+// allow, whatever the model wrote: tool_choice none restores none (no
+// ToolNames), a named function restores calls of that function only (the
+// one name, when it is offered), and parallel_tool_calls false restores
+// the first call only (SingleToolCall).
 func (r *ChatRequest) RenderOptions() RenderOptions {
 	return RenderOptions{
-		Model:        r.Model,
-		IncludeUsage: r.IncludeUsage,
-		ToolNames:    r.ToolNames,
-		PromptTokens: r.EstimatePromptTokens(),
+		Model:          r.Model,
+		IncludeUsage:   r.IncludeUsage,
+		ToolNames:      r.restorable(),
+		SingleToolCall: r.SingleToolCall,
+		PromptTokens:   r.EstimatePromptTokens(),
 	}
+}
+
+// restorable are the function names whose text tool calls may be restored.
+func (r *ChatRequest) restorable() []string {
+	switch r.ToolChoice {
+	case "none":
+		return nil
+	case "function":
+		for i, n := range r.ToolNames {
+			if n == r.ToolChoiceName {
+				return r.ToolNames[i : i+1 : i+1]
+			}
+		}
+		return nil
+	}
+	return r.ToolNames
 }
 
 // ParseChat validates a chat completions body. On failure it returns an
@@ -151,7 +183,7 @@ func parseChat(body []byte) (*ChatRequest, *Error) {
 	if e = chatTools(obj, r); e != nil {
 		return nil, e
 	}
-	if e = validateToolChoice(obj); e != nil {
+	if r.ToolChoice, r.ToolChoiceName, e = validateToolChoice(obj); e != nil {
 		return nil, e
 	}
 	if e = chatScalars(obj, r); e != nil {
@@ -386,43 +418,45 @@ func chatTools(obj object, r *ChatRequest) *Error {
 }
 
 // validateToolChoice accepts null, "none", "auto", "required" or an object
-// with a string type (and, for "function", a function name).
-func validateToolChoice(obj object) *Error {
+// with a string type (and, for "function", a function name). It returns
+// the mode (the string, or the object's type; "" when absent or null) and,
+// for "function", the function's name.
+func validateToolChoice(obj object) (mode, name string, e *Error) {
 	raw, ok := obj["tool_choice"]
 	if !ok || isNull(raw) {
-		return nil
+		return "", "", nil
 	}
 	if s, ok := asString(raw); ok {
 		switch s {
 		case "none", "auto", "required":
-			return nil
+			return s, "", nil
 		}
-		return invalidValue("tool_choice", fmt.Sprintf("expected 'none', 'auto', 'required' or an object, but got %s.", quoteValue(s)))
+		return "", "", invalidValue("tool_choice", fmt.Sprintf("expected 'none', 'auto', 'required' or an object, but got %s.", quoteValue(s)))
 	}
 	choice, flagged, ok := objectOf(raw, toolChoiceMembers)
 	if !ok {
-		return typeError("tool_choice", "a string or an object", raw)
+		return "", "", typeError("tool_choice", "a string or an object", raw)
 	}
 	if flagged != "" {
-		return toolChoiceMembers.refuse(flagged, pn("tool_choice"))
+		return "", "", toolChoiceMembers.refuse(flagged, pn("tool_choice"))
 	}
 	typ, e := requiredString(choice, "type", "tool_choice.type")
 	if e != nil {
-		return e
+		return "", "", e
 	}
 	if typ == "function" {
 		fn, e := optMembersAt(choice, "function", pn("tool_choice.function"), choiceFunctionMember)
 		if e != nil {
-			return e
+			return "", "", e
 		}
 		if fn == nil {
-			return missingParam("tool_choice.function")
+			return "", "", missingParam("tool_choice.function")
 		}
-		if _, e := requiredString(fn, "name", "tool_choice.function.name"); e != nil {
-			return e
+		if name, e = requiredString(fn, "name", "tool_choice.function.name"); e != nil {
+			return "", "", e
 		}
 	}
-	return nil
+	return typ, name, nil
 }
 
 // chatScalars type-checks the sampling and output parameters.
@@ -460,8 +494,12 @@ func chatScalars(obj object, r *ChatRequest) *Error {
 	if r.Logprobs, e = optBool(obj, "logprobs", "logprobs"); e != nil {
 		return e
 	}
-	if _, e := optBool(obj, "parallel_tool_calls", "parallel_tool_calls"); e != nil {
-		return e
+	if raw, ok := obj["parallel_tool_calls"]; ok && !isNull(raw) {
+		parallel, e := optBool(obj, "parallel_tool_calls", "parallel_tool_calls")
+		if e != nil {
+			return e
+		}
+		r.SingleToolCall = !parallel
 	}
 	if _, _, e := optString(obj, "user", "user"); e != nil {
 		return e

@@ -166,7 +166,8 @@ func TestParseChatOK(t *testing.T) {
 		t.Fatal("n=1 must be runnable")
 	}
 	opts := r.RenderOptions()
-	if opts.Model != "qwen-7b" || !opts.IncludeUsage || len(opts.ToolNames) != 2 || opts.PromptTokens != r.EstimatePromptTokens() {
+	// tool_choice names get_weather: only its text calls are restored.
+	if opts.Model != "qwen-7b" || !opts.IncludeUsage || strings.Join(opts.ToolNames, ",") != "get_weather" || opts.PromptTokens != r.EstimatePromptTokens() {
 		t.Fatalf("render options = %+v", opts)
 	}
 }
@@ -329,5 +330,37 @@ func TestParseNilErrorIsUntyped(t *testing.T) {
 	}
 	if _, err := ParseResponses([]byte(`{"model":"m"}`)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// tool_choice and parallel_tool_calls narrow what the renderers restore
+// from text: none restores nothing, a named function only that function
+// (nothing when it is not offered), parallel_tool_calls false one call.
+func TestChatRenderOptionsToolChoice(t *testing.T) {
+	const tools = `"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"b"}}]`
+	for _, c := range []struct {
+		members string
+		names   string
+		single  bool
+	}{
+		{``, "a,b", false},
+		{`,"tool_choice":null,"parallel_tool_calls":null`, "a,b", false},
+		{`,"tool_choice":"auto","parallel_tool_calls":true`, "a,b", false},
+		{`,"tool_choice":"required","parallel_tool_calls":false`, "a,b", true},
+		{`,"tool_choice":"none"`, "", false},
+		{`,"tool_choice":{"type":"function","function":{"name":"b"}}`, "b", false},
+		{`,"tool_choice":{"type":"function","function":{"name":"c"}},"parallel_tool_calls":false`, "", true},
+	} {
+		r, err := ParseChat([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],` + tools + c.members + `}`))
+		if err != nil {
+			t.Fatalf("%s: %v", c.members, err)
+		}
+		opts := r.RenderOptions()
+		if got := strings.Join(opts.ToolNames, ","); got != c.names || opts.SingleToolCall != c.single {
+			t.Errorf("%s: tool names %q, single %v; want %q, %v", c.members, got, opts.SingleToolCall, c.names, c.single)
+		}
+		if strings.Join(r.ToolNames, ",") != "a,b" {
+			t.Errorf("%s: offered names changed to %v", c.members, r.ToolNames)
+		}
 	}
 }

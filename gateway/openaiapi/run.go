@@ -32,9 +32,15 @@ type RenderOptions struct {
 	Created int64
 	// IncludeUsage adds the trailing usage chunk to a stream.
 	IncludeUsage bool
-	// ToolNames are the function names the request offered. Text tool calls
-	// are restored (and streamed text held for them) only when non-empty.
+	// ToolNames are the function names whose text tool calls are restored
+	// (and streamed text held for them): those the request offered, as its
+	// tool_choice allows (ChatRequest.RenderOptions). None when empty.
 	ToolNames []string
+	// SingleToolCall (parallel_tool_calls false) restores at most one text
+	// tool call: the first. Later blocks that are valid calls are dropped,
+	// neither tool calls nor content (see ParseTextToolCalls). Native tool
+	// calls are the provider's and are never cut.
+	SingleToolCall bool
 	// PromptTokens is the prompt estimate reported as usage when the run
 	// reports none.
 	PromptTokens int

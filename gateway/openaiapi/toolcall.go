@@ -48,6 +48,17 @@ func newToolCallID() string { return "call_" + randomAlnum(24) }
 // Call it only for runs marked openai_text_tool_fallback=true: ordinary
 // answers may legitimately contain such text.
 func ParseTextToolCalls(content string, offered []string) (rest string, calls []ToolCall) {
+	return parseTextToolCalls(content, offered, false)
+}
+
+// parseTextToolCalls is ParseTextToolCalls; single (parallel_tool_calls
+// false) restores only the first call and cuts the blocks of later valid
+// calls from the content without restoring them: OpenAI never answers
+// such a request with a second call, an agent loop runs the first and asks
+// again (the model then makes its next call with the first one's result in
+// view), and a <tool_call> block left in the content would be echoed back
+// in the conversation as if it were said, or shown to a user as markup.
+func parseTextToolCalls(content string, offered []string, single bool) (rest string, calls []ToolCall) {
 	if len(offered) == 0 || !strings.Contains(content, toolOpenTag) {
 		return content, nil
 	}
@@ -70,7 +81,9 @@ func ParseTextToolCalls(content string, offered []string) (rest string, calls []
 		}
 		end := bodyStart + k + len(toolCloseTag)
 		if call, ok := parseToolBlock(content[bodyStart:bodyStart+k], set); ok {
-			calls = append(calls, call)
+			if !single || len(calls) == 0 {
+				calls = append(calls, call)
+			}
 		} else {
 			b.WriteString(content[start:end])
 		}
@@ -296,8 +309,11 @@ func partialPrefixLen[T string | []byte](s T, tag string) int {
 //     its content back verbatim and in order.
 //   - At the end (finish), a marked run turns held calls into tool calls and
 //     drops whitespace-only content; an unmarked run releases everything.
+//   - With single (parallel_tool_calls false), a marked run emits the first
+//     call and drops later ones, as parseTextToolCalls does.
 type toolHolder struct {
 	scan         textToolScanner
+	single       bool // restore only the first call; later calls are dropped (parseTextToolCalls)
 	marked       bool
 	releasedReal bool      // non-whitespace text has been released
 	wsHold       []byte    // leading whitespace not yet released (appended: see textToolScanner)
@@ -347,7 +363,9 @@ func (h *toolHolder) route(s segment) {
 	}
 	if s.call != nil {
 		if h.marked {
-			h.outCalls = append(h.outCalls, *s.call)
+			if !h.single || h.callsEmitted == 0 {
+				h.outCalls = append(h.outCalls, *s.call)
+			}
 			h.callsEmitted++
 			return
 		}

@@ -66,14 +66,18 @@ func (in *Instance) Run(ctx context.Context, req *iop.RunRequest, sink adapter.R
 	}
 }
 
-// chat runs a chat completion, applying tool_mode.
+// chat runs a chat completion, applying tool_mode. Tools with tool_choice
+// none take the same path as other tools: a backend known to refuse native
+// tools gets them in the text form too (no tools member, earlier tool
+// traffic as text, no instruction, the run not marked), rather than a
+// request it refuses.
 func (r *run) chat(input *iop.RunInput) (*adapter.Result, error) {
 	body, err := requestBody(input, adapter.OpChat, r.target)
 	if err != nil {
 		return nil, err
 	}
 	setStreaming(body)
-	if !adapter.ToolsOffered(input) || r.c.toolMode == iop.ToolMode_TOOL_MODE_NATIVE {
+	if len(input.GetTools()) == 0 || r.c.toolMode == iop.ToolMode_TOOL_MODE_NATIVE {
 		return r.stream("/chat/completions", body)
 	}
 	if r.c.toolMode == iop.ToolMode_TOOL_MODE_TEXT || r.in.knownNoTools(r.target) {

@@ -35,7 +35,7 @@ func rejectsTools(ue upstreamError) bool {
 // message. It reports whether an instruction was added (not for tool
 // choice none). in is not modified.
 func textToolInput(in *iop.RunInput) (*iop.RunInput, bool) {
-	instruction := toolInstruction(in.GetTools(), in.GetToolChoice())
+	instruction := toolInstruction(in)
 	out := proto.Clone(in).(*iop.RunInput)
 	out.Tools, out.ToolChoice, out.ParallelToolCalls = nil, nil, nil
 	out.Messages = textHistory(out.GetMessages())
@@ -46,17 +46,35 @@ func textToolInput(in *iop.RunInput) (*iop.RunInput, bool) {
 }
 
 // toolInstruction renders the offered tools and the exact call syntax the
-// Edge parses back (CONTRACT §5). Empty when tool choice is none.
-func toolInstruction(tools []*iop.ToolDefinition, choice *iop.ToolChoice) string {
+// Edge parses back (CONTRACT §5), with the caller's constraints stated as
+// the Edge enforces them when it restores the calls:
+//   - tool_choice none: no instruction at all (empty);
+//   - tool_choice {"function": X} with X among the tools: only X is listed
+//     and the model is told to call X and no other tool;
+//   - tool_choice required: the model is told to call at least one tool;
+//   - parallel_tool_calls false: at most one call (one block) per answer,
+//     "exactly one" with required or a named function.
+func toolInstruction(in *iop.RunInput) string {
+	tools, choice := in.GetTools(), in.GetToolChoice()
+	single := in.ParallelToolCalls != nil && !in.GetParallelToolCalls()
 	var must string
 	switch choice.GetMode() {
 	case iop.ToolChoiceMode_TOOL_CHOICE_MODE_NONE:
 		return ""
 	case iop.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED:
 		must = "\nYou must call at least one tool in this answer.\n"
+		if single {
+			must = "\nYou must call exactly one tool in this answer.\n"
+		}
 	case iop.ToolChoiceMode_TOOL_CHOICE_MODE_FUNCTION:
 		if n := choice.GetFunctionName(); n != "" {
-			must = fmt.Sprintf("\nYou must call the tool %s in this answer.\n", n)
+			if named := namedTool(tools, n); named != nil {
+				tools = named
+			}
+			must = fmt.Sprintf("\nYou must call the tool %s in this answer, and no other tool.\n", n)
+			if single {
+				must = fmt.Sprintf("\nYou must call the tool %s exactly once in this answer, and no other tool.\n", n)
+			}
 		}
 	}
 	var b strings.Builder
@@ -65,7 +83,12 @@ func toolInstruction(tools []*iop.ToolDefinition, choice *iop.ToolChoice) string
 	b.WriteString(`<tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>` + "\n")
 	b.WriteString("For example, a call to a tool named get_weather looks like:\n")
 	b.WriteString(`<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>` + "\n")
-	b.WriteString("You may make several calls, one block each. Call only the tools listed here. Tool results come back in <tool_response> blocks.\n\n")
+	if single {
+		b.WriteString("Make at most one call in this answer, a single block; you get its result before you call again.")
+	} else {
+		b.WriteString("You may make several calls, one block each.")
+	}
+	b.WriteString(" Call only the tools listed here. Tool results come back in <tool_response> blocks.\n\n")
 	b.WriteString("Available tools:\n")
 	for _, t := range tools {
 		if t.GetName() == "" {
@@ -83,6 +106,18 @@ func toolInstruction(tools []*iop.ToolDefinition, choice *iop.ToolChoice) string
 	}
 	b.WriteString(must)
 	return b.String()
+}
+
+// namedTool is the definition of the tool named name, as a one-element
+// list, or nil when no tool has that name (the Edge then restores no call:
+// the instruction still lists every tool, as it cannot do better).
+func namedTool(tools []*iop.ToolDefinition, name string) []*iop.ToolDefinition {
+	for i, t := range tools {
+		if t.GetName() == name {
+			return tools[i : i+1 : i+1]
+		}
+	}
+	return nil
 }
 
 func compactJSON(raw []byte) string {

@@ -80,19 +80,19 @@ func TestMergeSystemArrayContent(t *testing.T) {
 
 func TestToolInstructionChoices(t *testing.T) {
 	tools := testinput.Chat(`{"messages":[],"tools":` + weatherTools + `}`).GetTools()
-	mode := func(m iop.ToolChoiceMode, name string) *iop.ToolChoice {
-		return &iop.ToolChoice{Mode: m, FunctionName: name}
+	mode := func(m iop.ToolChoiceMode, name string) *iop.RunInput {
+		return &iop.RunInput{Tools: tools, ToolChoice: &iop.ToolChoice{Mode: m, FunctionName: name}}
 	}
-	if s := toolInstruction(tools, mode(iop.ToolChoiceMode_TOOL_CHOICE_MODE_NONE, "")); s != "" {
+	if s := toolInstruction(mode(iop.ToolChoiceMode_TOOL_CHOICE_MODE_NONE, "")); s != "" {
 		t.Fatalf("tool_choice none still instructs: %q", s)
 	}
-	if s := toolInstruction(tools, mode(iop.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED, "")); !strings.Contains(s, "must call at least one tool") {
+	if s := toolInstruction(mode(iop.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED, "")); !strings.Contains(s, "must call at least one tool") {
 		t.Fatalf("required: %q", s)
 	}
-	if s := toolInstruction(tools, mode(iop.ToolChoiceMode_TOOL_CHOICE_MODE_FUNCTION, "get_weather")); !strings.Contains(s, "must call the tool get_weather") {
+	if s := toolInstruction(mode(iop.ToolChoiceMode_TOOL_CHOICE_MODE_FUNCTION, "get_weather")); !strings.Contains(s, "must call the tool get_weather") {
 		t.Fatalf("named: %q", s)
 	}
-	s := toolInstruction(tools, nil)
+	s := toolInstruction(&iop.RunInput{Tools: tools})
 	for _, want := range []string{
 		`<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>`,
 		"Description: Current weather for a city",
