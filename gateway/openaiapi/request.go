@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // Request limits. They bound the work one request can cause at the edge
@@ -185,6 +186,11 @@ func parseChat(body []byte) (*ChatRequest, *Error) {
 	}
 	if r.ToolChoice, r.ToolChoiceName, e = validateToolChoice(obj); e != nil {
 		return nil, e
+	}
+	if r.ToolChoice == "function" && !slices.Contains(r.ToolNames, r.ToolChoiceName) {
+		// As OpenAI and vLLM answer: a run could only ignore the choice
+		// (no tool may be restored), a tunnel would get this 400 anyway.
+		return nil, InvalidRequest("tool_choice names a function that is not among tools.", "tool_choice")
 	}
 	if e = chatScalars(obj, r); e != nil {
 		return nil, e

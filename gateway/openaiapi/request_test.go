@@ -111,6 +111,7 @@ func TestParseChatErrors(t *testing.T) {
 		{"tool_choice no type", `{"model":"m",` + okMsgs + `,"tool_choice":{}}`, "tool_choice.type", "Missing"},
 		{"tool_choice no function", `{"model":"m",` + okMsgs + `,"tool_choice":{"type":"function"}}`, "tool_choice.function", "Missing"},
 		{"tool_choice no name", `{"model":"m",` + okMsgs + `,"tool_choice":{"type":"function","function":{}}}`, "tool_choice.function.name", "Missing"},
+		{"tool_choice names no offered tool", `{"model":"m",` + okMsgs + `,"tools":[{"type":"function","function":{"name":"a"}}],"tool_choice":{"type":"function","function":{"name":"c"}}}`, "tool_choice", "not among tools"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -349,7 +350,6 @@ func TestChatRenderOptionsToolChoice(t *testing.T) {
 		{`,"tool_choice":"required","parallel_tool_calls":false`, "a,b", true},
 		{`,"tool_choice":"none"`, "", false},
 		{`,"tool_choice":{"type":"function","function":{"name":"b"}}`, "b", false},
-		{`,"tool_choice":{"type":"function","function":{"name":"c"}},"parallel_tool_calls":false`, "", true},
 	} {
 		r, err := ParseChat([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],` + tools + c.members + `}`))
 		if err != nil {
