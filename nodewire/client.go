@@ -117,7 +117,7 @@ func Dial(ctx context.Context, cfg DialConfig, req *iop.RegisterRequest) (*Clien
 		return nil, nil, fmt.Errorf("%w: want RegisterResponse, got %T", ErrProtocol, env.Body)
 	}
 	if !resp.GetAccepted() {
-		return nil, nil, &RejectedError{Code: resp.GetRejectCode(), Reason: resp.GetReason()}
+		return nil, nil, &RejectedError{Code: resp.GetRejectCode(), Reason: boundReason(resp.GetReason())}
 	}
 	_ = raw.SetDeadline(time.Time{})
 	c := newConn(raw, cfg.MaxFrameSize, cfg.Logger)
@@ -229,8 +229,10 @@ type StreamHandler func(ctx context.Context, st *Stream, first *iop.Envelope)
 
 // Serve accepts Edge-opened streams and runs h for each on a goroutine of
 // its own (reused from an earlier stream when one waits, see workers.go),
-// until the connection closes or ctx is cancelled. It returns the
-// connection's close cause after every handler has returned.
+// until the connection closes or ctx is cancelled. At most
+// maxServeHandlers run at once: a stream opened while that many run is
+// reset at once. It returns the connection's close cause after every
+// handler has returned.
 func (c *ClientConn) Serve(ctx context.Context, h StreamHandler) error {
 	callerCtx := ctx
 	ctx, cancel := context.WithCancel(ctx)

@@ -142,12 +142,19 @@ func (c *Conn) Err() error {
 }
 
 // closeWith closes the connection recording err as the cause, without
-// waiting for goroutines (it is called from them).
+// waiting for goroutines (it is called from them). A session that ended
+// already is the cause instead, whoever calls first: the goroutines that
+// see its streams fail race its watcher here, and the heartbeat receiver
+// would take a write that timed out (a peer that stopped reading) for its
+// own read deadline (ErrHeartbeatTimeout).
 func (c *Conn) closeWith(err error) {
 	c.closeOnce.Do(func() {
 		c.errMu.Lock()
-		c.err = err
 		sess := c.sess.Load()
+		if sess != nil && sess.IsClosed() {
+			err = fmt.Errorf("nodewire: session ended: %w", sess.err())
+		}
+		c.err = err
 		c.errMu.Unlock()
 		close(c.closed)
 		if sess != nil {
@@ -159,13 +166,10 @@ func (c *Conn) closeWith(err error) {
 
 // Close closes the connection and waits for its goroutines. Idempotent.
 // A session that ended already (its watcher may not have run yet) is the
-// cause, not this Close: the peer's protocol violation stays one.
+// cause, not this Close (closeWith): the peer's protocol violation stays
+// one.
 func (c *Conn) Close() error {
-	cause := ErrClosed
-	if sess := c.sess.Load(); sess != nil && sess.IsClosed() {
-		cause = fmt.Errorf("nodewire: session ended: %w", sess.err())
-	}
-	c.closeWith(cause)
+	c.closeWith(ErrClosed)
 	c.wg.Wait()
 	return nil
 }

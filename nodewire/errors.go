@@ -3,6 +3,7 @@ package nodewire
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -34,6 +35,19 @@ var (
 type RejectedError struct {
 	Code   iop.RejectCode
 	Reason string
+}
+
+// maxReasonBytes bounds the reason a node keeps of an edge's refusal: it
+// is logged (and may be shown), and the edge's answer may be up to a
+// frame's size.
+const maxReasonBytes = 1 << 10
+
+// boundReason is reason cut to maxReasonBytes, whole UTF-8 only.
+func boundReason(reason string) string {
+	if len(reason) <= maxReasonBytes {
+		return reason
+	}
+	return strings.ToValidUTF8(reason[:maxReasonBytes], "") + "…"
 }
 
 func (e *RejectedError) Error() string {

@@ -110,6 +110,18 @@ var (
 // A var for tests.
 var idsDrainGrace = 5 * time.Minute
 
+// muxMaxPeerStreams bounds the streams the peer has open on a session at
+// once: those it opened that are not yet finished both ways or reset.
+// Every further open is reset on arrival, its payload dropped, until one
+// of them ends. It bounds a node's memory against an edge that opens
+// streams faster than they end (broken, or not the edge at all): an open
+// is a 12-byte frame, and each stream held costs the node a stream and,
+// once served, a handler (see maxServeHandlers); 100,000 opens cost over
+// 500 MB. A real edge has one open per exchange in flight, plus those a
+// finished exchange lingers on (abortLinger). A variable only for tests,
+// which shrink it; a session reads it once.
+var muxMaxPeerStreams = 1 << 16
+
 // muxAcceptWait bounds how long the reader waits for room in a full accept
 // backlog (muxAcceptBacklog). A burst of opens (thousands of requests
 // reaching the edge at once) can outrun an acceptor that only hands
@@ -144,6 +156,10 @@ type muxSession struct {
 	own        int
 	exhausted  atomic.Bool // set under mu; read without (Conn.IsClosed)
 	drainTimer *time.Timer
+	// live counts the peer's streams in streams (guarded by mu); at
+	// maxLive (muxMaxPeerStreams when the session started; fixed) a new
+	// open is refused.
+	live, maxLive int
 
 	wmu     sync.Mutex
 	pending []byte        // guarded by wmu: frames waiting for the writer
@@ -170,6 +186,7 @@ func newMuxSession(conn net.Conn, client bool, peerOpens int) *muxSession {
 		conn:       conn,
 		client:     client,
 		peerOpens:  peerOpens,
+		maxLive:    muxMaxPeerStreams,
 		streams:    make(map[uint32]*muxStream),
 		nextID:     2,
 		wake:       make(chan struct{}, 1),
@@ -275,7 +292,7 @@ func (s *muxSession) closeWith(cause error) {
 		s.closeErr = cause
 		streams := s.streams
 		s.streams = map[uint32]*muxStream{}
-		s.own = 0
+		s.own, s.live = 0, 0
 		if s.drainTimer != nil {
 			s.drainTimer.Stop()
 		}
@@ -296,9 +313,13 @@ func (s *muxSession) forget(id uint32) {
 	st := s.streams[id]
 	delete(s.streams, id)
 	drained := false
-	if st != nil && s.ownID(id) {
-		s.own--
-		drained = s.exhausted.Load() && s.own == 0
+	if st != nil {
+		if s.ownID(id) {
+			s.own--
+			drained = s.exhausted.Load() && s.own == 0
+		} else {
+			s.live--
+		}
 	}
 	s.mu.Unlock()
 	if drained {
@@ -659,12 +680,13 @@ func (s *muxSession) streamFor(flags uint16, id uint32) (st *muxStream, refused 
 	if s.closeErr != nil {
 		return nil, false, nil
 	}
-	if s.peerOpens >= 0 && s.opened >= s.peerOpens {
-		// A stream this side never accepts from this peer: reset on
-		// arrival, its payload dropped.
+	if s.peerOpens >= 0 && s.opened >= s.peerOpens || s.live >= s.maxLive {
+		// A stream this side never accepts from this peer, or one too
+		// many open at once: reset on arrival, its payload dropped.
 		return nil, true, nil
 	}
 	s.opened++
+	s.live++
 	st = newMuxStream(s, id)
 	st.synSent.Store(true) // the peer opened it: nothing to announce
 	s.streams[id] = st
@@ -682,6 +704,7 @@ func (s *muxSession) streamFor(flags uint16, id uint32) (st *muxStream, refused 
 	if !accepted {
 		if s.streams[id] == st {
 			delete(s.streams, id)
+			s.live--
 		}
 		return nil, true, nil
 	}

@@ -21,6 +21,15 @@ const (
 	workerIdle = 20 * time.Second
 )
 
+// maxServeHandlers bounds the streams Serve serves at once: a stream the
+// edge opens while that many handlers run is reset at once, without a
+// goroutine. The session bounds the streams the edge has open
+// (muxMaxPeerStreams), but a handler may outlive its stream's place there
+// (the edge reset it while the handler works); this bounds the
+// goroutines. A variable only for tests, which shrink it; a pool reads it
+// once.
+var maxServeHandlers = 1 << 16
+
 // workerPool hands streams to waiting goroutines, starting one when none
 // waits. It belongs to one Serve call.
 type workerPool struct {
@@ -31,16 +40,24 @@ type workerPool struct {
 
 	maxIdle   int32         // maxIdleWorkers; tests shrink it
 	idleAfter time.Duration // workerIdle; tests shrink it
+	maxBusy   int32         // maxServeHandlers
 
 	idle atomic.Int32 // workers waiting on work
+	busy atomic.Int32 // streams being served (run has not returned)
 }
 
 func newWorkerPool(ctx context.Context, wg *sync.WaitGroup, run func(*Stream)) *workerPool {
-	return &workerPool{ctx: ctx, wg: wg, run: run, work: make(chan *Stream), maxIdle: maxIdleWorkers, idleAfter: workerIdle}
+	return &workerPool{ctx: ctx, wg: wg, run: run, work: make(chan *Stream), maxIdle: maxIdleWorkers, idleAfter: workerIdle, maxBusy: int32(maxServeHandlers)}
 }
 
-// serve runs st on a waiting worker, or on a new one.
+// serve runs st on a waiting worker, or on a new one; with maxBusy
+// streams already being served it resets st instead.
 func (p *workerPool) serve(st *Stream) {
+	if p.busy.Add(1) > p.maxBusy {
+		p.busy.Add(-1)
+		st.s.Reset()
+		return
+	}
 	select {
 	case p.work <- st:
 		return
@@ -58,6 +75,7 @@ func (p *workerPool) worker(st *Stream) {
 	var idle *time.Timer
 	for {
 		p.run(st)
+		p.busy.Add(-1)
 		if !p.park() {
 			return
 		}
