@@ -14,9 +14,14 @@
 //   - embedding: {"input": string | [string]}; Result.Output is a JSON array
 //     holding one deterministic EmbeddingDims-long unit vector per input.
 //
+// A chat or completion run's max_tokens (Sampling.max_tokens, from
+// max_completion_tokens or max_tokens) caps the deltas as it caps an
+// OpenAI model's tokens: a longer echo is cut after that many deltas and
+// ends with FinishReason "length", otherwise "stop".
+//
 // Usage: prompt_tokens is the number of whitespace-separated words in the
 // input (all messages, prompts or inputs), completion_tokens the number of
-// deltas, total_tokens their sum. FinishReason is always "stop".
+// deltas, total_tokens their sum.
 //
 // Settings: SettingDelayMS and SettingFailTrigger.
 package mock
@@ -98,17 +103,22 @@ func (m *Instance) Run(ctx context.Context, req *iop.RunRequest, sink adapter.Ru
 func (m *Instance) chat(ctx context.Context, input *iop.RunInput, sink adapter.RunSink) (*adapter.Result, error) {
 	last, promptWords := chatText(input)
 	fail := m.cfg.failTrigger != "" && last == m.cfg.failTrigger
-	return m.echo(ctx, strings.Fields(last), promptWords, fail, sink)
+	return m.echo(ctx, strings.Fields(last), promptWords, input.GetSampling().GetMaxTokens(), fail, sink)
 }
 
 func (m *Instance) completion(ctx context.Context, input *iop.RunInput, sink adapter.RunSink) (*adapter.Result, error) {
 	words := strings.Fields(input.GetPrompt())
 	fail := m.cfg.failTrigger != "" && input.GetPrompt() == m.cfg.failTrigger
-	return m.echo(ctx, words, len(words), fail, sink)
+	return m.echo(ctx, words, len(words), input.GetSampling().GetMaxTokens(), fail, sink)
 }
 
-// echo streams words as deltas, pausing cfg.delay between two of them.
-func (m *Instance) echo(ctx context.Context, words []string, promptWords int, fail bool, sink adapter.RunSink) (*adapter.Result, error) {
+// echo streams words as deltas, pausing cfg.delay between two of them, at
+// most maxTokens of them when it is positive.
+func (m *Instance) echo(ctx context.Context, words []string, promptWords int, maxTokens int64, fail bool, sink adapter.RunSink) (*adapter.Result, error) {
+	finish := "stop"
+	if maxTokens > 0 && int64(len(words)) > maxTokens {
+		words, finish = words[:maxTokens], "length"
+	}
 	deltas := make([]string, 0, max(len(words), 1))
 	for i, w := range words {
 		if i > 0 {
@@ -143,7 +153,7 @@ func (m *Instance) echo(ctx context.Context, words []string, promptWords int, fa
 	}
 	completion := int64(len(deltas))
 	return &adapter.Result{
-		FinishReason: "stop",
+		FinishReason: finish,
 		Usage: &iop.Usage{
 			PromptTokens:     int64(promptWords),
 			CompletionTokens: completion,

@@ -364,3 +364,33 @@ func assertUsage(t *testing.T, u *iop.Usage, prompt, completion int64) {
 		t.Fatalf("usage = %v, want prompt %d completion %d", u, prompt, completion)
 	}
 }
+
+// max_tokens caps the echo as it caps a model's answer: completion_tokens
+// never exceeds it, and a cut answer ends with finish_reason "length"
+// (OpenAI, vLLM; the Anthropic surface's stop_reason "max_tokens").
+func TestMaxTokensCutsTheEcho(t *testing.T) {
+	inst := newMock(t, nil)
+	for _, c := range []struct {
+		op     iop.RunOperation
+		input  string
+		want   []string
+		finish string
+	}{
+		{adapter.OpChat, `{"max_tokens":2,"messages":[{"role":"user","content":"one two three four"}]}`, []string{"one", " two"}, "length"},
+		{adapter.OpChat, `{"max_completion_tokens":1,"messages":[{"role":"user","content":"one two"}]}`, []string{"one"}, "length"},
+		{adapter.OpChat, `{"max_tokens":2,"messages":[{"role":"user","content":"one two"}]}`, []string{"one", " two"}, "stop"},
+		{adapter.OpChat, `{"max_tokens":1,"messages":[{"role":"user","content":"  "}]}`, []string{EmptyReply}, "stop"},
+		{adapter.OpCompletion, `{"max_tokens":3,"prompt":"once upon a time there"}`, []string{"once", " upon", " a"}, "length"},
+	} {
+		res, deltas, err := run(t, inst, c.op, c.input)
+		if err != nil {
+			t.Fatalf("%s: %v", c.input, err)
+		}
+		if !slices.Equal(deltas, c.want) || res.FinishReason != c.finish {
+			t.Errorf("%s: deltas %q finish %q, want %q %q", c.input, deltas, res.FinishReason, c.want, c.finish)
+		}
+		if res.Usage.CompletionTokens != int64(len(c.want)) {
+			t.Errorf("%s: completion_tokens %d, want %d", c.input, res.Usage.CompletionTokens, len(c.want))
+		}
+	}
+}
