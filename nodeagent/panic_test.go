@@ -25,21 +25,28 @@ func (panicky) Tunnel(context.Context, *iop.ProviderTunnelRequest, adapter.Tunne
 	panic("tunnel bug")
 }
 
-// An adapter that panics fails its own exchange with an internal error;
-// the node, its other adapters and its slot survive it.
-func TestAdapterPanicFailsOnlyItsExchange(t *testing.T) {
+// buggyAgent is an agent with a mock provider "m" and a provider "b" whose
+// mock instance wrap turns buggy, and the payload configuring both.
+func buggyAgent(t *testing.T, wrap func(adapter.Instance) adapter.Instance) (*Agent, *iop.NodeConfigPayload) {
 	a := NewAgent(map[string]adapter.Factory{
 		"mock": mock.New,
 		"buggy": func(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
 			c := proto.Clone(cfg).(*iop.AdapterConfig)
 			c.Type = "mock"
 			in, err := mock.New(c, env)
-			return panicky{in}, err
+			return wrap(in), err
 		},
 	}, adapter.Env{StoreDir: t.TempDir(), WorkspaceRoot: t.TempDir()})
 	t.Cleanup(a.Close)
 	payload := mockPayload(1)
 	payload.Adapters = append(payload.Adapters, &iop.AdapterConfig{Name: "b", Type: "buggy", Category: "api", Capacity: 1})
+	return a, payload
+}
+
+// An adapter that panics fails its own exchange with an internal error;
+// the node, its other adapters and its slot survive it.
+func TestAdapterPanicFailsOnlyItsExchange(t *testing.T) {
+	a, payload := buggyAgent(t, func(in adapter.Instance) adapter.Instance { return panicky{in} })
 	c := startNode(t, startFakeEdge(t, payload, nil), a)
 
 	for i := 0; i < 2; i++ { // the second finds the slot free again
@@ -76,18 +83,7 @@ func (panickyQueries) TerminateSession(string) error            { panic("termina
 // An adapter whose queries panic fails its own part of each answer; the
 // node survives, and the other adapters still answer.
 func TestAdapterQueryPanicFailsOnlyItsAnswer(t *testing.T) {
-	a := NewAgent(map[string]adapter.Factory{
-		"mock": mock.New,
-		"buggy": func(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
-			c := proto.Clone(cfg).(*iop.AdapterConfig)
-			c.Type = "mock"
-			in, err := mock.New(c, env)
-			return panickyQueries{in}, err
-		},
-	}, adapter.Env{StoreDir: t.TempDir(), WorkspaceRoot: t.TempDir()})
-	t.Cleanup(a.Close)
-	payload := mockPayload(1)
-	payload.Adapters = append(payload.Adapters, &iop.AdapterConfig{Name: "b", Type: "buggy", Category: "api", Capacity: 1})
+	a, payload := buggyAgent(t, func(in adapter.Instance) adapter.Instance { return panickyQueries{in} })
 	if _, err := a.Apply(payload, true); err != nil {
 		t.Fatal(err)
 	}

@@ -35,22 +35,30 @@ func testConfig(t *testing.T) *config.Edge {
 	return cfg
 }
 
-// listen.max_http_conns: connections beyond the cap wait (in the kernel's
-// backlog) until one of the first ones closes; none is refused.
-func TestMaxHTTPConns(t *testing.T) {
-	e, err := New(testConfig(t), Options{HealthInterval: -1})
+// serveEdge builds and serves an edge until the test's cleanup closes it
+// (and checks that Serve then returned no error).
+func serveEdge(t *testing.T, cfg *config.Edge, opts Options) *Edge {
+	t.Helper()
+	e, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	// Owner: the test; ends at e.Close.
+	// Owner: the test; ends at e.Close (cleanup).
 	go func() { done <- e.Serve() }()
-	defer func() {
+	t.Cleanup(func() {
 		e.Close()
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
-	}()
+	})
+	return e
+}
+
+// listen.max_http_conns: connections beyond the cap wait (in the kernel's
+// backlog) until one of the first ones closes; none is refused.
+func TestMaxHTTPConns(t *testing.T) {
+	e := serveEdge(t, testConfig(t), Options{HealthInterval: -1})
 	var held []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", e.HTTPAddr)
@@ -146,19 +154,7 @@ func TestNodeListenerBounds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig(t)
 			tc.set(cfg)
-			e, err := New(cfg, Options{HealthInterval: -1, HandshakeTimeout: 30 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			// Owner: the test; ends at e.Close.
-			go func() { done <- e.Serve() }()
-			defer func() {
-				e.Close()
-				if err := <-done; err != nil {
-					t.Errorf("Serve: %v", err)
-				}
-			}()
+			e := serveEdge(t, cfg, Options{HealthInterval: -1, HandshakeTimeout: 30 * time.Second})
 			var conns []net.Conn
 			for range 3 {
 				c, err := net.Dial("tcp", e.NodeAddr)
