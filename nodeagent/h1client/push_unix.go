@@ -26,7 +26,8 @@ const pushSupported = true
 // An upstream may keep the socket full for good, so that no read comes
 // back short: the callback then returns after maxReadsPerWake reads, and
 // the next raw.Read, which checks the deadline an interrupt set and the
-// descriptor's closing, is what ends the push on a cancel or a Close.
+// descriptor's closing, is what ends the push on a cancel or a Close
+// (the cancellation is also looked at directly on each such yield).
 func (ps *pusher) readLoop() error {
 	c := ps.b.c
 	every := ps.b.t.streamCheck
@@ -81,6 +82,14 @@ func (ps *pusher) readLoop() error {
 		case ferr != nil || ps.ended:
 			return ferr
 		case err == nil && yielded:
+			// The socket stays full. The interrupt's deadline that raw.Read
+			// checks is set by a hook on a goroutine of its own, which a
+			// busy machine may run late while reads go on at memory speed:
+			// look at the cancellation itself too (once per yield, never
+			// per chunk). WriteTo reports the context's error.
+			if ps.b.ctx.Err() != nil {
+				return errInterrupted
+			}
 			continue
 		case err == nil:
 			// The callback only stops on an end or an error, both above.
