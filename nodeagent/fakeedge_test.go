@@ -116,15 +116,5 @@ func exchange(t *testing.T, c *nodewire.Conn, first *iop.Envelope) []*iop.Envelo
 	if err := st.Send(first); err != nil {
 		t.Fatal(err)
 	}
-	_ = st.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var out []*iop.Envelope
-	for {
-		env, err := st.Recv()
-		if err != nil {
-			break
-		}
-		out = append(out, env)
-	}
-	_ = st.CloseWrite()
-	return out
+	return readAll(t, st)
 }

@@ -89,27 +89,7 @@ models:
 	}
 	var out syncBuffer
 	cmd := exec.Command("sh", "-c", `ulimit -n 64 && exec "$0" --config "$1"`, bin, cfgFile)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	gone := make(chan struct{})
-	// Owner: the test. Stops when the child exits (SIGTERM below, or the
-	// cleanup's kill).
-	go func() { exited <- cmd.Wait(); close(gone) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-gone
-	})
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	deadline := time.Now().Add(15 * time.Second)
-	for !healthy(client, httpAddr) {
-		if time.Now().After(deadline) {
-			t.Fatalf("edge never became healthy:\n%s", out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	exited := startHealthy(t, cmd, &out, httpAddr)
 
 	// Hold more connections than the edge has descriptors, each with a
 	// request body that never completes.
@@ -146,7 +126,8 @@ models:
 		_ = c.Close()
 	}
 	held = nil
-	deadline = time.Now().Add(15 * time.Second)
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	deadline := time.Now().Add(15 * time.Second)
 	for !healthy(client, httpAddr) {
 		if time.Now().After(deadline) {
 			t.Fatalf("edge did not recover after the clients left:\n%s", out.String())
@@ -162,4 +143,33 @@ models:
 	case <-time.After(15 * time.Second):
 		t.Fatalf("no exit after SIGTERM:\n%s", out.String())
 	}
+}
+
+// startHealthy starts the edge binary cmd with its output in out, kills it
+// at cleanup, and waits (15 s at most) until httpAddr answers /healthz. The
+// channel carries the process's exit.
+func startHealthy(t *testing.T, cmd *exec.Cmd, out *syncBuffer, httpAddr string) <-chan error {
+	t.Helper()
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	gone := make(chan struct{})
+	// Owner: the test. Stops when the child exits (SIGTERM below, or the
+	// cleanup's kill).
+	go func() { exited <- cmd.Wait(); close(gone) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-gone
+	})
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	deadline := time.Now().Add(15 * time.Second)
+	for !healthy(client, httpAddr) {
+		if time.Now().After(deadline) {
+			t.Fatalf("edge never became healthy:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return exited
 }

@@ -47,27 +47,7 @@ models:
 	writeCfg(1)
 	var out syncBuffer
 	cmd := exec.Command(bin, "--config", cfgFile)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	gone := make(chan struct{})
-	// Owner: the test. Stops when the child exits (SIGTERM below, or the
-	// cleanup's kill).
-	go func() { exited <- cmd.Wait(); close(gone) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-gone
-	})
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	deadline := time.Now().Add(15 * time.Second)
-	for !healthy(client, httpAddr) {
-		if time.Now().After(deadline) {
-			t.Fatalf("edge never became healthy:\n%s", out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	exited := startHealthy(t, cmd, &out, httpAddr)
 
 	// A node that registers, becomes ready, heartbeats, and takes every
 	// stream the edge opens without ever answering.
@@ -99,7 +79,8 @@ models:
 		})
 	}()
 	defer func() { cancel(); _ = cc.Close(); <-served }()
-	deadline = time.Now().Add(15 * time.Second)
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		resp, err := client.Get("http://" + httpAddr + "/readyz")
 		if err == nil {
