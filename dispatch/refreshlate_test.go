@@ -40,6 +40,13 @@ func TestLateAppliedRefreshIsPushedAgain(t *testing.T) {
 		}}})
 	})
 
+	// The node's Ready returns once the answer is read; the edge
+	// activates it right after writing that answer.
+	waitFor(t, "n1 ready", func() bool {
+		f.d.mu.Lock()
+		defer f.d.mu.Unlock()
+		return f.d.nodes["n1"].state == stateReady
+	})
 	rep := f.d.ReloadAndRefresh(context.Background(), buildCfg(t, oneNodeCfg(t, 3), oneNodeModels), 50*time.Millisecond)
 	if got := rep["n1"]; !strings.HasPrefix(got, "error: ") {
 		t.Fatalf("first reload: n1 %q, want an error (the answer comes too late)", got)
