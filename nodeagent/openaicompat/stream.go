@@ -183,8 +183,7 @@ func (st *streamState) apply(data []byte) error {
 		return badAnswer(msgUnreadableBody, fmt.Errorf("%w: %w", errUnreadableBody, err))
 	}
 	if ch.Object == "error" || (len(ch.Error) > 0 && string(ch.Error) != "null") {
-		ue := parseUpstreamError(0, data)
-		return &adapter.Error{Code: adapter.CodeUpstream, Message: ue.message, Err: errors.New("openaicompat: error event in upstream stream")}
+		return errorEvent(data)
 	}
 	if ch.Usage != nil {
 		st.usage = ch.Usage
