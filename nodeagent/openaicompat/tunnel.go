@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strings"
@@ -661,13 +662,20 @@ type usageJSON struct {
 	TotalTokens      int64 `json:"total_tokens"`
 }
 
+// proto converts u for the wire. A negative count (a broken server) is
+// zero, as in the Ollama adapter, so that no answer reports negative
+// tokens; a missing or negative total is the sum, which saturates.
 func (u *usageJSON) proto() *iop.Usage {
 	if u == nil {
 		return nil
 	}
+	prompt, completion := max(u.PromptTokens, 0), max(u.CompletionTokens, 0)
 	total := u.TotalTokens
-	if total == 0 {
-		total = u.PromptTokens + u.CompletionTokens
+	if total <= 0 {
+		total = math.MaxInt64
+		if prompt <= math.MaxInt64-completion {
+			total = prompt + completion
+		}
 	}
-	return &iop.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: total}
+	return &iop.Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: total}
 }
