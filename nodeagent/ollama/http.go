@@ -20,6 +20,12 @@ const maxErrorBody = 64 << 10
 // it can be told apart from a caller's cancellation or deadline.
 var errRunTimeout = errors.New("ollama: request timed out")
 
+// maxResponseHeaderBytes bounds the status line and headers of one answer,
+// as on the node's other provider clients: Ollama sends a few hundred
+// bytes, and net/http's default (10 MB) would let a broken server or proxy
+// cost that much per run.
+const maxResponseHeaderBytes = 256 << 10
+
 // newTransport returns the instance's transport. No client-wide Timeout is
 // set: a streamed generation may legitimately run for minutes, so limits
 // come from the run's context instead.
@@ -28,6 +34,7 @@ func newTransport() *http.Transport {
 	// The default of 2 idle connections per host would make a busy Node
 	// re-dial Ollama for most concurrent runs.
 	t.MaxIdleConnsPerHost = 64
+	t.MaxResponseHeaderBytes = maxResponseHeaderBytes
 	return t
 }
 

@@ -49,6 +49,10 @@ func (r *eventReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// Close lets the relay arm its close of a body left open after "[DONE]",
+// as it does for a real response body.
+func (r *eventReader) Close() error { return nil }
+
 // countSink counts body bytes; it keeps nothing.
 type countSink struct{ n int }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -150,6 +151,54 @@ func (ue upstreamError) adapterError() *adapter.Error {
 		ae.Err = fmt.Errorf("openaicompat: upstream status %d: %s", ue.status, ue.message)
 	}
 	return ae
+}
+
+// errErrorEvent is the cause of a run failed by an error object inside a
+// 2xx answer (an SSE error event, or a whole error document).
+var errErrorEvent = errors.New("openaicompat: error event in upstream answer")
+
+// errorEvent classifies an error object a 2xx answer carries. Once its
+// stream has started vLLM can no longer answer with a status, so it sends
+// the error as an event whose "code" is the status it stands for (400 for
+// a prompt its engine refuses on the first read, e.g. a multimodal prompt
+// longer than max_model_len). A 4xx code is taken as that status, so the
+// run fails as the same error answered up front would (invalid_request for
+// a 400: not retried on another provider, not a 502 that SDKs retry). Any
+// other code (5xx, OpenAI's strings, none) leaves an upstream failure.
+func errorEvent(data []byte) *adapter.Error {
+	ue := parseUpstreamError(0, data)
+	if s := errorEventStatus(data); s >= 400 && s < 500 {
+		ue.status = s
+		ae := ue.adapterError()
+		ae.Err = fmt.Errorf("%w: %w", errErrorEvent, ae.Err)
+		return ae
+	}
+	return &adapter.Error{Code: adapter.CodeUpstream, Message: ue.message, Err: errErrorEvent}
+}
+
+// errorEventStatus returns the integer "code" of an error object, in
+// vLLM's shapes ({"error":{"code":400,…}}, before 0.10
+// {"object":"error","code":400,…}), or 0.
+func errorEventStatus(data []byte) int {
+	var doc struct {
+		Code  json.RawMessage `json:"code"`
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(data, &doc) != nil {
+		return 0
+	}
+	code := doc.Code
+	var inner struct {
+		Code json.RawMessage `json:"code"`
+	}
+	if len(doc.Error) > 0 && doc.Error[0] == '{' && json.Unmarshal(doc.Error, &inner) == nil {
+		code = inner.Code
+	}
+	var n int
+	if json.Unmarshal(code, &n) != nil {
+		return 0 // a string, a fraction, out of range
+	}
+	return n
 }
 
 // transportError classifies a failure to talk to the upstream at all.

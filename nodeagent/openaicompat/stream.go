@@ -2,6 +2,7 @@ package openaicompat
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
@@ -183,8 +184,7 @@ func (st *streamState) apply(data []byte) error {
 		return badAnswer(msgUnreadableBody, fmt.Errorf("%w: %w", errUnreadableBody, err))
 	}
 	if ch.Object == "error" || (len(ch.Error) > 0 && string(ch.Error) != "null") {
-		ue := parseUpstreamError(0, data)
-		return &adapter.Error{Code: adapter.CodeUpstream, Message: ue.message, Err: errors.New("openaicompat: error event in upstream stream")}
+		return errorEvent(data)
 	}
 	if ch.Usage != nil {
 		st.usage = ch.Usage
@@ -196,11 +196,12 @@ func (st *streamState) apply(data []byte) error {
 		st.answered = true
 		var text *string
 		var calls []toolCallDelta
+		whole := false
 		switch {
 		case c.Delta != nil:
 			text, calls = c.Delta.Content, c.Delta.ToolCalls
 		case c.Message != nil:
-			text, calls = c.Message.Content, c.Message.ToolCalls
+			text, calls, whole = c.Message.Content, c.Message.ToolCalls, true
 		default:
 			text = c.Text
 		}
@@ -210,7 +211,7 @@ func (st *streamState) apply(data []byte) error {
 			}
 		}
 		for _, d := range calls {
-			if err := st.addToolCall(d); err != nil {
+			if err := st.addToolCall(d, whole); err != nil {
 				return err
 			}
 		}
@@ -223,19 +224,26 @@ func (st *streamState) apply(data []byte) error {
 }
 
 // addToolCall merges one tool-call delta: the first delta of a call brings
-// id, type and name, later ones append argument text. It fails once the
-// calls outgrow adapter.MaxToolCalls or adapter.MaxToolCallBytes.
-func (st *streamState) addToolCall(d toolCallDelta) error {
+// id, type and name, later ones append argument text. whole marks an
+// element of a whole message's tool_calls, which is a complete call of its
+// own: that shape has no index, and ids may be missing or repeated, so
+// matching it to an earlier call would glue two calls into one. It fails
+// once the calls outgrow adapter.MaxToolCalls or adapter.MaxToolCallBytes.
+func (st *streamState) addToolCall(d toolCallDelta, whole bool) error {
 	var tc *toolCall
-	if d.Index != nil {
+	n := len(st.calls)
+	switch {
+	case whole:
+		// A new call, in the order of the list.
+	case d.Index != nil:
 		// Deltas mostly continue the latest call: look there first.
-		for i := len(st.calls) - 1; i >= 0; i-- {
+		for i := n - 1; i >= 0; i-- {
 			if st.calls[i].index == *d.Index {
 				tc = st.calls[i]
 				break
 			}
 		}
-	} else if n := len(st.calls); n > 0 && (d.ID == "" || d.ID == st.calls[n-1].id) {
+	case n > 0 && (d.ID == "" || d.ID == st.calls[n-1].id):
 		// Servers that omit index send one call at a time.
 		tc = st.calls[n-1]
 	}
@@ -244,7 +252,7 @@ func (st *streamState) addToolCall(d toolCallDelta) error {
 			return adapter.ToolCallsTooLarge()
 		}
 		idx := len(st.calls)
-		if d.Index != nil {
+		if d.Index != nil && !whole {
 			idx = *d.Index
 		}
 		tc = &toolCall{index: idx}
@@ -295,8 +303,11 @@ func (st *streamState) result() (*adapter.Result, error) {
 		Type     string   `json:"type"`
 		Function function `json:"function"`
 	}
-	slices.SortStableFunc(st.calls, func(a, b *toolCall) int { return a.index - b.index })
+	slices.SortStableFunc(st.calls, func(a, b *toolCall) int { return cmp.Compare(a.index, b.index) })
 	out := make([]call, 0, len(st.calls))
+	// A client answers each call by its id: one id given to two calls gets
+	// a fresh id for the later one, as a missing id does.
+	seen := make(map[string]bool, len(st.calls))
 	for _, tc := range st.calls {
 		if tc.name == "" {
 			continue
@@ -306,9 +317,10 @@ func (st *streamState) result() (*adapter.Result, error) {
 			args = "{}"
 		}
 		id := tc.id
-		if id == "" {
+		if id == "" || seen[id] {
 			id = newCallID()
 		}
+		seen[id] = true
 		out = append(out, call{ID: id, Type: "function", Function: function{Name: tc.name, Arguments: args}})
 	}
 	if len(out) == 0 {
@@ -352,7 +364,7 @@ func embeddingOutput(data []byte) ([]byte, *usageJSON, error) {
 		Index     int             `json:"index"`
 		Embedding json.RawMessage `json:"embedding"`
 	}) int {
-		return a.Index - b.Index
+		return cmp.Compare(a.Index, b.Index)
 	})
 	var out bytes.Buffer
 	out.WriteByte('[')

@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -231,15 +234,26 @@ var sseBurstBufs = sync.Pool{New: func() any { b := make([]byte, sseBurstSize); 
 // (with continuous_usage_stats every chunk carries the running total), so
 // the last usage seen is reported once, when the body ends, and is never
 // counted twice.
+//
+// Once "[DONE]" has been relayed the stream is complete: a body the
+// upstream leaves open after it is closed after afterFinishWait (when r is
+// an io.Closer, as a response body is) and the relay ends as at the
+// body's end, instead of holding the provider's slot, and the caller's
+// response, until the edge gives up.
 func relaySSE(r io.Reader, sink adapter.TunnelSink) error {
 	sp := newSSESplitter(maxSSEEvent)
 	var last *iop.Usage
+	var cut doneCut
+	defer cut.stop()
 	emit := func(chunk []byte) error {
 		if len(chunk) == 0 {
 			return nil
 		}
 		if err := sink.Body(chunk); err != nil {
 			return &sinkErr{err}
+		}
+		if !cut.seen && hasDone(chunk) {
+			cut.arm(r)
 		}
 		// Most events carry no usage (or "usage":null): a look at the
 		// whole chunk skips splitting it into events and their data.
@@ -268,7 +282,7 @@ func relaySSE(r io.Reader, sink adapter.TunnelSink) error {
 		// and makes no read that finds the socket empty).
 		_, err := wt.WriteTo(writeFunc(func(p []byte) error { return emit(sp.push(p)) }))
 		switch {
-		case err == nil:
+		case err == nil, cut.fired.Load() && !isSinkErr(err):
 			if eerr := emit(sp.flush()); eerr != nil {
 				return eerr
 			}
@@ -298,7 +312,7 @@ func relaySSE(r io.Reader, sink adapter.TunnelSink) error {
 				return eerr
 			}
 		}
-		if errors.Is(err, io.EOF) {
+		if errors.Is(err, io.EOF) || (err != nil && cut.fired.Load()) {
 			if eerr := emit(sp.flush()); eerr != nil {
 				return eerr
 			}
@@ -314,6 +328,48 @@ func relaySSE(r io.Reader, sink adapter.TunnelSink) error {
 			return err
 		}
 	}
+}
+
+// doneCut closes a body left open after its stream's "[DONE]".
+type doneCut struct {
+	seen  bool // "[DONE]" was relayed
+	t     *time.Timer
+	fired atomic.Bool // the body was closed by t: its read error is the end
+}
+
+// arm notes "[DONE]" and, when r can be closed, starts the wait for the
+// body's end.
+func (d *doneCut) arm(r io.Reader) {
+	d.seen = true
+	c, ok := r.(io.Closer)
+	if !ok {
+		return
+	}
+	// Owner: relaySSE; stopped when it returns, fires at most once.
+	d.t = time.AfterFunc(afterFinishWait, func() { d.fired.Store(true); _ = c.Close() })
+}
+
+func (d *doneCut) stop() {
+	if d.t != nil {
+		d.t.Stop()
+	}
+}
+
+var doneMarker = []byte("[DONE]")
+
+// hasDone reports whether chunk, whole events, holds an event whose data
+// is "[DONE]" (spaces around it allowed, as the run path reads it). Most
+// chunks do not contain the marker at all, and are not split into events.
+func hasDone(chunk []byte) bool {
+	if !bytes.Contains(chunk, doneMarker) {
+		return false
+	}
+	found := false
+	_ = forEachEvent(chunk, func(data []byte) error {
+		found = found || bytes.Equal(bytes.TrimSpace(data), doneMarker)
+		return nil
+	})
+	return found
 }
 
 // writeFunc is an io.Writer that hands each write to a function, which
@@ -606,13 +662,20 @@ type usageJSON struct {
 	TotalTokens      int64 `json:"total_tokens"`
 }
 
+// proto converts u for the wire. A negative count (a broken server) is
+// zero, as in the Ollama adapter, so that no answer reports negative
+// tokens; a missing or negative total is the sum, which saturates.
 func (u *usageJSON) proto() *iop.Usage {
 	if u == nil {
 		return nil
 	}
+	prompt, completion := max(u.PromptTokens, 0), max(u.CompletionTokens, 0)
 	total := u.TotalTokens
-	if total == 0 {
-		total = u.PromptTokens + u.CompletionTokens
+	if total <= 0 {
+		total = math.MaxInt64
+		if prompt <= math.MaxInt64-completion {
+			total = prompt + completion
+		}
 	}
-	return &iop.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: total}
+	return &iop.Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: total}
 }

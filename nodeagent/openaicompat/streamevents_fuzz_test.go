@@ -1,0 +1,60 @@
+package openaicompat
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+)
+
+// FuzzStreamEvents feeds any sequence of event data (separated by blank
+// lines) to a run's stream state: it never panics, and a successful
+// result's tool calls are a JSON array of calls with names and unique ids,
+// and with arguments that are valid UTF-8.
+func FuzzStreamEvents(f *testing.F) {
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"a"}}]}`))
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"c","index":0,"function":{"name":"f","arguments":"{"}}]}}]}` + "\n\n" +
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"}"}}]},"finish_reason":"tool_calls"}]}` + "\n\n[DONE]"))
+	f.Add([]byte(`{"choices":[{"index":0,"message":{"content":null,"tool_calls":[{"function":{"name":"a","arguments":{"x":1}}},{"id":"0","function":{"name":"b"}}]},"finish_reason":"tool_calls"}]}`))
+	f.Add([]byte(`{"error":{"message":"m","code":400}}`))
+	f.Add([]byte(`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		st := &streamState{sink: &fakeRunSink{}}
+		for ev := range bytes.SplitSeq(in, []byte("\n\n")) {
+			if err := st.event(ev); err != nil {
+				return
+			}
+		}
+		res, err := st.result()
+		if err != nil {
+			return
+		}
+		raw, ok := res.Metadata[adapter.MetaToolCalls]
+		if !ok {
+			return
+		}
+		var calls []struct {
+			ID       string `json:"id"`
+			Type     string `json:"type"`
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal([]byte(raw), &calls); err != nil || len(calls) == 0 {
+			t.Fatalf("tool calls %q: %v", raw, err)
+		}
+		seen := map[string]bool{}
+		for _, c := range calls {
+			if c.ID == "" || seen[c.ID] || c.Type != "function" || c.Function.Name == "" || !utf8.ValidString(c.Function.Arguments) {
+				t.Fatalf("call %+v in %s", c, raw)
+			}
+			seen[c.ID] = true
+		}
+		if res.FinishReason != "tool_calls" {
+			t.Fatalf("finish %q with tool calls", res.FinishReason)
+		}
+	})
+}
