@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -229,14 +230,27 @@ func (s *Server) untrack(raw net.Conn) {
 	s.mu.Unlock()
 }
 
-// sourceOf is the peer's address without its port (the unit of the
-// per-source bounds); "" when unknown.
+// sourceOf is the unit of the per-source bounds (pending handshakes,
+// failed-credential delays): the peer's IPv4 address, or the /64 its IPv6
+// address is in — one host is commonly given a whole /64 and may use any
+// address in it, so counting single IPv6 addresses would let it hold every
+// pending place. "" when unknown.
 func sourceOf(c net.Conn) string {
+	var addr netip.Addr
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		return a.IP.String()
+		addr = a.AddrPort().Addr()
+	} else {
+		host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+		var err error
+		if addr, err = netip.ParseAddr(host); err != nil {
+			return host
+		}
 	}
-	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-	return host
+	addr = addr.Unmap()
+	if addr.Is6() {
+		return netip.PrefixFrom(addr.WithZone(""), 64).Masked().String()
+	}
+	return addr.String()
 }
 
 // Close stops accepting, closes every connection and waits for their
