@@ -305,7 +305,7 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 		s.cfg.Handler.Closed(c, cause)
 	}()
 
-	failKey := req.GetNodeId() + "\x00" + src
+	failKey := newFailureKey(req.GetNodeId(), src)
 	if !resp.GetAccepted() {
 		switch resp.GetRejectCode() {
 		case iop.RejectCode_REJECT_CODE_CREDENTIALS, iop.RejectCode_REJECT_CODE_UNKNOWN_NODE:

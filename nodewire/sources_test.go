@@ -1,10 +1,16 @@
 package nodewire
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // v6Listener reports each accepted connection as coming from the next
@@ -82,5 +88,75 @@ func TestSourceOf(t *testing.T) {
 		if got := sourceOf(c); got != tc.want {
 			t.Errorf("sourceOf(%s) = %q, want %q", tc.remote, got, tc.want)
 		}
+	}
+}
+
+// rejectingHandler refuses every registration as an unknown node and keeps
+// nothing of it.
+type rejectingHandler struct{ closed chan struct{} }
+
+func (h *rejectingHandler) Register(*Conn, *iop.RegisterRequest) *iop.RegisterResponse {
+	return rejectResponse(iop.RejectCode_REJECT_CODE_UNKNOWN_NODE, "node id is not configured")
+}
+func (h *rejectingHandler) Ready(*Conn, *iop.NodeReadyRequest) *iop.NodeReadyResponse {
+	return &iop.NodeReadyResponse{}
+}
+func (h *rejectingHandler) Activate(*Conn)      {}
+func (h *rejectingHandler) Closed(*Conn, error) { h.closed <- struct{}{} }
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// Refused registrations are remembered (for the failed-credential delay)
+// at a small fixed cost each, whatever node id the peer sent: the id may
+// be almost a whole registration frame, and the table holds thousands.
+func TestRefusedRegistrationsRetainLittle(t *testing.T) {
+	const conns = 512
+	h := &rejectingHandler{closed: make(chan struct{}, conns)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startServerOn(t, ln, h, ServerConfig{MaxPendingHandshakes: -1, MaxConns: -1})
+	filler := strings.Repeat("x", maxRegisterFrame-200)
+	before := heapInUse()
+	for i := range conns {
+		req := testRegisterRequest(fmt.Sprintf("%s-%d", filler, i))
+		frame, err := AppendFrame(preface[:], &iop.Envelope{Body: &iop.Envelope_RegisterRequest{RegisterRequest: req}}, maxRegisterFrame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Write(frame)
+		_ = c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range conns {
+		select {
+		case <-h.closed:
+		case <-time.After(4 * waitLong):
+			t.Fatalf("%d of %d refused connections closed", i, conns)
+		}
+	}
+	srv.failures.mu.Lock()
+	remembered := len(srv.failures.byKey)
+	srv.failures.mu.Unlock()
+	if remembered != conns {
+		t.Fatalf("%d failures remembered, want %d", remembered, conns)
+	}
+	grew := int64(heapInUse()) - int64(before)
+	t.Logf("heap grew by %d bytes for %d remembered refusals of %d-byte ids", grew, conns, len(filler))
+	if limit := int64(conns * 2048); grew > limit {
+		t.Fatalf("heap grew by %d bytes for %d refusals (bound %d): the node ids are kept", grew, conns, limit)
 	}
 }
