@@ -292,9 +292,15 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 		log.Info("node handshake failed", zap.Error(err))
 		return
 	}
-	log = log.With(zap.String("node_id", req.GetNodeId()))
 	c := newConn(raw, s.cfg.MaxFrameSize, s.log)
 	resp := s.cfg.Handler.Register(c, req)
+	if resp.GetAccepted() {
+		log = log.With(zap.String("node_id", req.GetNodeId()))
+	} else {
+		// Not a configured id, or one sent without its credentials: the
+		// peer's own text, logged only in part.
+		log = log.With(zap.String("node_id", boundText(req.GetNodeId(), maxLoggedNodeID)))
+	}
 	ready := false
 	defer func() {
 		_ = c.Close()

@@ -9,6 +9,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -158,5 +163,52 @@ func TestRefusedRegistrationsRetainLittle(t *testing.T) {
 	t.Logf("heap grew by %d bytes for %d remembered refusals of %d-byte ids", grew, conns, len(filler))
 	if limit := int64(conns * 2048); grew > limit {
 		t.Fatalf("heap grew by %d bytes for %d refusals (bound %d): the node ids are kept", grew, conns, limit)
+	}
+}
+
+// The node id of a refused registration is the peer's own text: the edge
+// logs it cut to a bound, escaped by the encoder, never the whole frame's
+// worth of it.
+func TestRefusedNodeIDIsBoundedInLogs(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	h := &rejectingHandler{closed: make(chan struct{}, 1)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startServerOn(t, ln, h, ServerConfig{Logger: zap.New(core)})
+	id := "forged\nlevel=error msg=\"injected\" " + strings.Repeat("é", (maxRegisterFrame-200)/2)
+	frame, err := AppendFrame(preface[:], &iop.Envelope{Body: &iop.Envelope_RegisterRequest{RegisterRequest: testRegisterRequest(id)}}, maxRegisterFrame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.(*net.TCPConn).CloseWrite() // the edge's linger ends at once
+	select {
+	case <-h.closed:
+	case <-time.After(waitLong):
+		t.Fatal("the refused connection was not closed")
+	}
+	found := 0
+	for _, e := range logs.AllUntimed() {
+		for _, f := range e.Context {
+			if f.Key != "node_id" {
+				continue
+			}
+			found++
+			if len(f.String) > maxLoggedNodeID+len("…") || !utf8.ValidString(f.String) {
+				t.Errorf("%q logged a %d-byte node id (bound %d)", e.Message, len(f.String), maxLoggedNodeID)
+			}
+		}
+	}
+	if found == 0 {
+		t.Fatal("the refusal was logged without its node id")
 	}
 }
