@@ -95,6 +95,9 @@ type Server struct {
 	conns   map[net.Conn]struct{} // guarded by mu: raw connections being served
 	pending int                   // guarded by mu: connections still in the registration
 	perSrc  map[string]int        // guarded by mu: pending connections by source address
+	// awaiting is guarded by mu: by node id, the connection whose accepted
+	// registration waits for its ready request (see awaitReady).
+	awaiting map[string]*Conn
 
 	failures *failureDelays // failed-credential delays by node id and source
 }
@@ -121,7 +124,7 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
-		perSrc: map[string]int{}, failures: newFailureDelays()}
+		perSrc: map[string]int{}, awaiting: map[string]*Conn{}, failures: newFailureDelays()}
 }
 
 // Serve accepts connections on ln until Close. It returns nil after Close.
@@ -303,9 +306,10 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 	}
 	ready := false
 	defer func() {
+		superseded := errors.Is(c.Err(), errSuperseded)
 		_ = c.Close()
 		cause := c.Err()
-		if !ready {
+		if !ready && !superseded {
 			cause = err
 		}
 		s.cfg.Handler.Closed(c, cause)
@@ -349,6 +353,7 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 	}
 	s.registered(src)
 	pending = false
+	defer s.awaitReady(req.GetNodeId(), c)()
 
 	// Ready exchange: the Node applies its config first, so this waits up
 	// to ReadyTimeout for its control stream and ready request.
@@ -395,6 +400,7 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 	// The answer is out: only now is the node dispatch-ready.
 	s.cfg.Handler.Activate(c)
 	ready = true
+	s.readyDone(req.GetNodeId(), c)
 	_ = c.ctrl.SetDeadline(time.Time{})
 	c.startHeartbeat(resp.GetConfig().GetHeartbeat(), func(env *iop.Envelope) (*iop.Envelope, bool) {
 		// A duplicate ready from the ready owner is answered (ready=true),
@@ -413,6 +419,36 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 	select {
 	case <-c.Done():
 	case <-s.ctx.Done():
+	}
+}
+
+// errSuperseded is the close cause of a connection that was still waiting
+// for its ready when a newer registration of its node id was accepted.
+var errSuperseded = fmt.Errorf("%w: superseded by a newer registration of its node id", ErrClosed)
+
+// awaitReady records c as the connection of id that waits for its ready,
+// closing an older one still waiting: it could only be refused as stale
+// now, and would otherwise hold its place in MaxConns for ReadyTimeout,
+// so whoever holds one node's token could fill MaxConns by registering
+// again and again. (A ready connection is the handler's to supersede.)
+// The returned func forgets c, if it is still the one recorded.
+func (s *Server) awaitReady(id string, c *Conn) func() {
+	s.mu.Lock()
+	old := s.awaiting[id]
+	s.awaiting[id] = c
+	s.mu.Unlock()
+	if old != nil {
+		old.closeWith(errSuperseded) // wakes its serveConn; never waits
+	}
+	return func() { s.readyDone(id, c) }
+}
+
+// readyDone forgets c as id's connection waiting for its ready.
+func (s *Server) readyDone(id string, c *Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.awaiting[id] == c {
+		delete(s.awaiting, id)
 	}
 }
 
