@@ -43,11 +43,19 @@ type RejectedError struct {
 const maxReasonBytes = 1 << 10
 
 // boundReason is reason cut to maxReasonBytes, whole UTF-8 only.
-func boundReason(reason string) string {
-	if len(reason) <= maxReasonBytes {
-		return reason
+func boundReason(reason string) string { return boundText(reason, maxReasonBytes) }
+
+// maxLoggedNodeID bounds a node id the edge logs before the registration
+// is accepted: until then it is the peer's own text, up to a registration
+// frame's size.
+const maxLoggedNodeID = 128
+
+// boundText is s cut to n bytes, whole UTF-8 only, marked as cut.
+func boundText(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return strings.ToValidUTF8(reason[:maxReasonBytes], "") + "…"
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 func (e *RejectedError) Error() string {

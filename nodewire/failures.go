@@ -2,6 +2,7 @@ package nodewire
 
 import (
 	"container/list"
+	"crypto/sha256"
 	"sync"
 	"time"
 )
@@ -23,22 +24,34 @@ const (
 
 type failureDelays struct {
 	mu    sync.Mutex
-	order *list.List               // guarded by mu: of *failureEntry, most recent at the front
-	byKey map[string]*list.Element // guarded by mu
+	order *list.List                   // guarded by mu: of *failureEntry, most recent at the front
+	byKey map[failureKey]*list.Element // guarded by mu
+}
+
+// failureKey is a node id and a source. The id is the peer's own text (up
+// to a registration frame's size) and is kept as its digest, so a full
+// table costs a fixed size per entry whatever ids were sent.
+type failureKey struct {
+	id  [sha256.Size]byte
+	src string // sourceOf: an IPv4 address or an IPv6 /64
+}
+
+func newFailureKey(nodeID, src string) failureKey {
+	return failureKey{id: sha256.Sum256([]byte(nodeID)), src: src}
 }
 
 type failureEntry struct {
-	key   string
+	key   failureKey
 	count int
 	last  time.Time
 }
 
 func newFailureDelays() *failureDelays {
-	return &failureDelays{order: list.New(), byKey: map[string]*list.Element{}}
+	return &failureDelays{order: list.New(), byKey: map[failureKey]*list.Element{}}
 }
 
 // fail records a failure of key and returns how long its answer waits.
-func (f *failureDelays) fail(key string) time.Duration {
+func (f *failureDelays) fail(key failureKey) time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := time.Now()
@@ -65,7 +78,7 @@ func (f *failureDelays) fail(key string) time.Duration {
 }
 
 // forget drops key after a successful registration.
-func (f *failureDelays) forget(key string) {
+func (f *failureDelays) forget(key failureKey) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if el := f.byKey[key]; el != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -94,6 +95,9 @@ type Server struct {
 	conns   map[net.Conn]struct{} // guarded by mu: raw connections being served
 	pending int                   // guarded by mu: connections still in the registration
 	perSrc  map[string]int        // guarded by mu: pending connections by source address
+	// awaiting is guarded by mu: by node id, the connection whose accepted
+	// registration waits for its ready request (see awaitReady).
+	awaiting map[string]*Conn
 
 	failures *failureDelays // failed-credential delays by node id and source
 }
@@ -120,7 +124,7 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
-		perSrc: map[string]int{}, failures: newFailureDelays()}
+		perSrc: map[string]int{}, awaiting: map[string]*Conn{}, failures: newFailureDelays()}
 }
 
 // Serve accepts connections on ln until Close. It returns nil after Close.
@@ -229,14 +233,27 @@ func (s *Server) untrack(raw net.Conn) {
 	s.mu.Unlock()
 }
 
-// sourceOf is the peer's address without its port (the unit of the
-// per-source bounds); "" when unknown.
+// sourceOf is the unit of the per-source bounds (pending handshakes,
+// failed-credential delays): the peer's IPv4 address, or the /64 its IPv6
+// address is in — one host is commonly given a whole /64 and may use any
+// address in it, so counting single IPv6 addresses would let it hold every
+// pending place. "" when unknown.
 func sourceOf(c net.Conn) string {
+	var addr netip.Addr
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		return a.IP.String()
+		addr = a.AddrPort().Addr()
+	} else {
+		host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+		var err error
+		if addr, err = netip.ParseAddr(host); err != nil {
+			return host
+		}
 	}
-	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-	return host
+	addr = addr.Unmap()
+	if addr.Is6() {
+		return netip.PrefixFrom(addr.WithZone(""), 64).Masked().String()
+	}
+	return addr.String()
 }
 
 // Close stops accepting, closes every connection and waits for their
@@ -278,20 +295,27 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 		log.Info("node handshake failed", zap.Error(err))
 		return
 	}
-	log = log.With(zap.String("node_id", req.GetNodeId()))
 	c := newConn(raw, s.cfg.MaxFrameSize, s.log)
 	resp := s.cfg.Handler.Register(c, req)
+	if resp.GetAccepted() {
+		log = log.With(zap.String("node_id", req.GetNodeId()))
+	} else {
+		// Not a configured id, or one sent without its credentials: the
+		// peer's own text, logged only in part.
+		log = log.With(zap.String("node_id", boundText(req.GetNodeId(), maxLoggedNodeID)))
+	}
 	ready := false
 	defer func() {
+		superseded := errors.Is(c.Err(), errSuperseded)
 		_ = c.Close()
 		cause := c.Err()
-		if !ready {
+		if !ready && !superseded {
 			cause = err
 		}
 		s.cfg.Handler.Closed(c, cause)
 	}()
 
-	failKey := req.GetNodeId() + "\x00" + src
+	failKey := newFailureKey(req.GetNodeId(), src)
 	if !resp.GetAccepted() {
 		switch resp.GetRejectCode() {
 		case iop.RejectCode_REJECT_CODE_CREDENTIALS, iop.RejectCode_REJECT_CODE_UNKNOWN_NODE:
@@ -329,6 +353,7 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 	}
 	s.registered(src)
 	pending = false
+	defer s.awaitReady(req.GetNodeId(), c)()
 
 	// Ready exchange: the Node applies its config first, so this waits up
 	// to ReadyTimeout for its control stream and ready request.
@@ -375,6 +400,7 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 	// The answer is out: only now is the node dispatch-ready.
 	s.cfg.Handler.Activate(c)
 	ready = true
+	s.readyDone(req.GetNodeId(), c)
 	_ = c.ctrl.SetDeadline(time.Time{})
 	c.startHeartbeat(resp.GetConfig().GetHeartbeat(), func(env *iop.Envelope) (*iop.Envelope, bool) {
 		// A duplicate ready from the ready owner is answered (ready=true),
@@ -393,6 +419,36 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 	select {
 	case <-c.Done():
 	case <-s.ctx.Done():
+	}
+}
+
+// errSuperseded is the close cause of a connection that was still waiting
+// for its ready when a newer registration of its node id was accepted.
+var errSuperseded = fmt.Errorf("%w: superseded by a newer registration of its node id", ErrClosed)
+
+// awaitReady records c as the connection of id that waits for its ready,
+// closing an older one still waiting: it could only be refused as stale
+// now, and would otherwise hold its place in MaxConns for ReadyTimeout,
+// so whoever holds one node's token could fill MaxConns by registering
+// again and again. (A ready connection is the handler's to supersede.)
+// The returned func forgets c, if it is still the one recorded.
+func (s *Server) awaitReady(id string, c *Conn) func() {
+	s.mu.Lock()
+	old := s.awaiting[id]
+	s.awaiting[id] = c
+	s.mu.Unlock()
+	if old != nil {
+		old.closeWith(errSuperseded) // wakes its serveConn; never waits
+	}
+	return func() { s.readyDone(id, c) }
+}
+
+// readyDone forgets c as id's connection waiting for its ready.
+func (s *Server) readyDone(id string, c *Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.awaiting[id] == c {
+		delete(s.awaiting, id)
 	}
 }
 

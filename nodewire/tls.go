@@ -6,16 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 )
 
 // ServerTLSConfig builds the Edge listener's TLS config. clientCAFile, when
 // set, turns on mutual TLS: Nodes must present a certificate it signed.
+// The key pair is loaded again when its files change (see certReloader);
+// the client CA is read once.
 func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+	r := &certReloader{certFile: certFile, keyFile: keyFile}
+	r.stamp = r.stampFiles()
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("nodewire: tls key pair: %w", err)
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	r.cert = &cert
+	cfg := &tls.Config{GetCertificate: r.get, MinVersion: tls.VersionTLS12}
 	if clientCAFile != "" {
 		pool, err := loadPool(clientCAFile)
 		if err != nil {
@@ -58,4 +64,49 @@ func loadPool(file string) (*x509.CertPool, error) {
 		return nil, errors.New("nodewire: ca file holds no PEM certificate")
 	}
 	return pool, nil
+}
+
+// certReloader serves the key pair in certFile and keyFile, loading it
+// again when either file's size or modification time changed since the
+// last look: a certificate renewed in place (ACME, cert-manager) is served
+// from the next handshake on, while a restart-only edge would go on serving
+// the old one until it expired and every node's reconnect failed. A pair
+// that does not load (the certificate written, its key not yet) leaves the
+// previous one in use until the files change again. A handshake costs two
+// stat calls; a load happens only on a change.
+type certReloader struct {
+	certFile, keyFile string
+
+	mu    sync.Mutex
+	cert  *tls.Certificate // guarded by mu: the pair served
+	stamp [2]fileStamp     // guarded by mu: the files when last loaded, or last failed to load
+}
+
+// fileStamp is what tells a changed file: its size and modification time
+// (zero when it cannot be read).
+type fileStamp struct {
+	size, modNano int64
+}
+
+func (r *certReloader) stampFiles() [2]fileStamp {
+	var st [2]fileStamp
+	for i, f := range []string{r.certFile, r.keyFile} {
+		if fi, err := os.Stat(f); err == nil {
+			st[i] = fileStamp{size: fi.Size(), modNano: fi.ModTime().UnixNano()}
+		}
+	}
+	return st
+}
+
+func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	st := r.stampFiles()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st != r.stamp {
+		r.stamp = st
+		if cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile); err == nil {
+			r.cert = &cert
+		}
+	}
+	return r.cert, nil
 }
