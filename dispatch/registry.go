@@ -200,7 +200,7 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 // Register implements nodewire.ServerHandler.
 func (d *Dispatcher) Register(c *nodewire.Conn, req *iop.RegisterRequest) *iop.RegisterResponse {
 	reject := func(code iop.RejectCode, reason string) *iop.RegisterResponse {
-		d.log.Info("node registration rejected", zap.String("node_id", req.GetNodeId()), zap.Stringer("code", code))
+		d.log.Info("node registration rejected", zap.String("node_id", nodewire.LoggableNodeID(req.GetNodeId())), zap.Stringer("code", code))
 		d.mu.Lock()
 		// The event names a configured node only: an unknown id is the
 		// peer's own text and stays out of the status page.
@@ -255,7 +255,7 @@ func (d *Dispatcher) Ready(c *nodewire.Conn, req *iop.NodeReadyRequest) *iop.Nod
 	n := d.connNode[c]
 	if n == nil || n.id != req.GetNodeId() {
 		d.mu.Unlock()
-		d.log.Info("node ready refused", zap.String("node_id", req.GetNodeId()), zap.String("reason", "stale connection"))
+		d.log.Info("node ready refused", zap.String("node_id", nodewire.LoggableNodeID(req.GetNodeId())), zap.String("reason", "stale connection"))
 		return &iop.NodeReadyResponse{Ready: false, Reason: "stale, superseded or unknown connection for this node id"}
 	}
 	out := d.transitionLocked(n, evReady, c, "")

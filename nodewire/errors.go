@@ -50,6 +50,11 @@ func boundReason(reason string) string { return boundText(reason, maxReasonBytes
 // frame's size.
 const maxLoggedNodeID = 128
 
+// LoggableNodeID is a node id a peer sent, before it is known to be a
+// configured one, cut for a log line: up to maxLoggedNodeID bytes, marked
+// as cut. (zap escapes control characters; the cut bounds the line.)
+func LoggableNodeID(id string) string { return boundText(id, maxLoggedNodeID) }
+
 // boundText is s cut to n bytes, whole UTF-8 only, marked as cut.
 func boundText(s string, n int) string {
 	if len(s) <= n {

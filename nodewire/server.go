@@ -302,7 +302,7 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 	} else {
 		// Not a configured id, or one sent without its credentials: the
 		// peer's own text, logged only in part.
-		log = log.With(zap.String("node_id", boundText(req.GetNodeId(), maxLoggedNodeID)))
+		log = log.With(zap.String("node_id", LoggableNodeID(req.GetNodeId())))
 	}
 	ready := false
 	defer func() {
