@@ -94,7 +94,10 @@ func New(opts Options) *Server {
 	e := gin.New()
 	e.ContextWithFallback = false
 	e.HandleMethodNotAllowed = false
-	e.Use(s.recoverer, s.requestID, s.readDeadline, s.accessLog, s.trace)
+	// recoverer runs inside accessLog, so that a panic is logged and
+	// counted with the status it is answered with, not the 200 gin's
+	// writer holds before anything is written.
+	e.Use(s.requestID, s.readDeadline, s.accessLog, s.recoverer, s.trace)
 	e.NoRoute(func(c *gin.Context) {
 		writeError(c, &openaiapi.Error{Status: http.StatusNotFound, Type: openaiapi.TypeInvalidRequest, Code: "not_found", Message: "Unknown endpoint " + c.Request.Method + " " + c.Request.URL.Path})
 	})
@@ -424,16 +427,23 @@ func wireMetadata(ctx context.Context, requestID string) map[string]string {
 	return m
 }
 
+// recoverer answers a handler's panic with a 500 in the OpenAI envelope.
+// When the answer had already started, it breaks the connection instead
+// (http.ErrAbortHandler): a chunked body or SSE stream ended cleanly would
+// read as a whole answer. Either way the request counts as a 500.
 func (s *Server) recoverer(c *gin.Context) {
 	defer func() {
 		if r := recover(); r != nil {
 			if r == http.ErrAbortHandler {
 				panic(r) // deliberate connection abort
 			}
-			s.log.Error("handler panic", zap.Any("panic", r), zap.String("path", c.Request.URL.Path))
-			if !c.Writer.Written() {
-				writeError(c, openaiapi.InternalError("internal error"))
+			s.log.Error("handler panic", zap.Any("panic", r), zap.String("path", c.Request.URL.Path), zap.Stack("stack"))
+			if c.Writer.Written() {
+				info(c).outcome = http.StatusInternalServerError
+				c.Abort()
+				panic(http.ErrAbortHandler)
 			}
+			writeError(c, openaiapi.InternalError("internal error"))
 		}
 	}()
 	c.Next()
