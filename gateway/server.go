@@ -102,8 +102,13 @@ func New(opts Options) *Server {
 		writeError(c, &openaiapi.Error{Status: http.StatusNotFound, Type: openaiapi.TypeInvalidRequest, Code: "not_found", Message: "Unknown endpoint " + c.Request.Method + " " + c.Request.URL.Path})
 	})
 
-	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	// HEAD too: health checkers that probe with HEAD (HAProxy's httpchk,
+	// uptime monitors) would read a 404 as a dead edge.
+	healthz := func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
+	e.GET("/healthz", healthz)
+	e.HEAD("/healthz", healthz)
 	e.GET("/readyz", s.readyz)
+	e.HEAD("/readyz", s.readyz)
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))
 
 	// The Anthropic front wraps auth and body limits too, so their refusals
