@@ -161,7 +161,7 @@ func (s *Server) Handler() http.Handler { return s.engine }
 func (s *Server) SetConfig(cfg *config.Edge) {
 	a := &authState{}
 	for _, k := range cfg.Auth.APIKeys {
-		a.apiKeys = append(a.apiKeys, sha256.Sum256([]byte(k)))
+		a.apiKeys = append(a.apiKeys, credentialDigest(k))
 		prio := 0
 		for _, kp := range cfg.Auth.KeyPriorities {
 			if kp.Key == k {
@@ -171,7 +171,7 @@ func (s *Server) SetConfig(cfg *config.Edge) {
 		a.priorities = append(a.priorities, prio)
 	}
 	if cfg.Auth.AdminToken != "" {
-		d := sha256.Sum256([]byte(cfg.Auth.AdminToken))
+		d := credentialDigest(cfg.Auth.AdminToken)
 		a.adminToken = &d
 	}
 	s.auth.Store(a)
@@ -185,11 +185,27 @@ func (s *Server) SetConfig(cfg *config.Edge) {
 	s.metrics.declareModels(idx.names)
 }
 
+// credentialDigest is the digest a configured API key or admin token is
+// compared by. A request's credential is read without surrounding spaces
+// (bearer), so the configured one is trimmed the same way: a list given as
+// IOP_AUTH_API_KEYS="sk-a, sk-b" has the key " sk-b", which no request
+// could otherwise present. One of spaces only keeps a digest no request
+// matches (presented credentials are never empty), so it still guards.
+func credentialDigest(k string) [32]byte {
+	if t := strings.TrimSpace(k); t != "" {
+		k = t
+	}
+	return sha256.Sum256([]byte(k))
+}
+
+// bearer returns the request's "Authorization: Bearer" credential, or false
+// when there is none or it is blank.
 func bearer(c *gin.Context) (string, bool) {
 	h := c.GetHeader("Authorization")
 	const p = "Bearer "
 	if len(h) > len(p) && strings.EqualFold(h[:len(p)], p) {
-		return strings.TrimSpace(h[len(p):]), true
+		tok := strings.TrimSpace(h[len(p):])
+		return tok, tok != ""
 	}
 	return "", false
 }
@@ -202,7 +218,7 @@ func (s *Server) apiAuth(c *gin.Context) {
 	tok, ok := bearer(c)
 	if !ok {
 		// Anthropic's SDKs send the key in x-api-key.
-		tok = c.GetHeader("x-api-key")
+		tok = strings.TrimSpace(c.GetHeader("x-api-key"))
 		ok = tok != ""
 	}
 	if ok {
