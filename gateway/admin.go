@@ -37,6 +37,13 @@ func adminError(c *gin.Context, status int, code, msg string) {
 func (s *Server) adminStatus(c *gin.Context) {
 	st := s.d.Status()
 	st.Cluster = s.d.Cluster(c.Request.Context())
+	// Arrays even when the config lists none: scripts iterate them.
+	if st.Nodes == nil {
+		st.Nodes = []dispatch.NodeStatus{}
+	}
+	if st.Models == nil {
+		st.Models = []dispatch.ModelStatus{}
+	}
 	c.JSON(http.StatusOK, st)
 }
 

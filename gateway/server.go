@@ -94,13 +94,21 @@ func New(opts Options) *Server {
 	e := gin.New()
 	e.ContextWithFallback = false
 	e.HandleMethodNotAllowed = false
-	e.Use(s.recoverer, s.requestID, s.readDeadline, s.accessLog, s.trace)
+	// recoverer runs inside accessLog, so that a panic is logged and
+	// counted with the status it is answered with, not the 200 gin's
+	// writer holds before anything is written.
+	e.Use(s.requestID, s.readDeadline, s.accessLog, s.recoverer, s.trace)
 	e.NoRoute(func(c *gin.Context) {
 		writeError(c, &openaiapi.Error{Status: http.StatusNotFound, Type: openaiapi.TypeInvalidRequest, Code: "not_found", Message: "Unknown endpoint " + c.Request.Method + " " + c.Request.URL.Path})
 	})
 
-	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	// HEAD too: health checkers that probe with HEAD (HAProxy's httpchk,
+	// uptime monitors) would read a 404 as a dead edge.
+	healthz := func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
+	e.GET("/healthz", healthz)
+	e.HEAD("/healthz", healthz)
 	e.GET("/readyz", s.readyz)
+	e.HEAD("/readyz", s.readyz)
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))
 
 	// The Anthropic front wraps auth and body limits too, so their refusals
@@ -153,7 +161,7 @@ func (s *Server) Handler() http.Handler { return s.engine }
 func (s *Server) SetConfig(cfg *config.Edge) {
 	a := &authState{}
 	for _, k := range cfg.Auth.APIKeys {
-		a.apiKeys = append(a.apiKeys, sha256.Sum256([]byte(k)))
+		a.apiKeys = append(a.apiKeys, credentialDigest(k))
 		prio := 0
 		for _, kp := range cfg.Auth.KeyPriorities {
 			if kp.Key == k {
@@ -163,7 +171,7 @@ func (s *Server) SetConfig(cfg *config.Edge) {
 		a.priorities = append(a.priorities, prio)
 	}
 	if cfg.Auth.AdminToken != "" {
-		d := sha256.Sum256([]byte(cfg.Auth.AdminToken))
+		d := credentialDigest(cfg.Auth.AdminToken)
 		a.adminToken = &d
 	}
 	s.auth.Store(a)
@@ -177,11 +185,27 @@ func (s *Server) SetConfig(cfg *config.Edge) {
 	s.metrics.declareModels(idx.names)
 }
 
+// credentialDigest is the digest a configured API key or admin token is
+// compared by. A request's credential is read without surrounding spaces
+// (bearer), so the configured one is trimmed the same way: a list given as
+// IOP_AUTH_API_KEYS="sk-a, sk-b" has the key " sk-b", which no request
+// could otherwise present. One of spaces only keeps a digest no request
+// matches (presented credentials are never empty), so it still guards.
+func credentialDigest(k string) [32]byte {
+	if t := strings.TrimSpace(k); t != "" {
+		k = t
+	}
+	return sha256.Sum256([]byte(k))
+}
+
+// bearer returns the request's "Authorization: Bearer" credential, or false
+// when there is none or it is blank.
 func bearer(c *gin.Context) (string, bool) {
 	h := c.GetHeader("Authorization")
 	const p = "Bearer "
 	if len(h) > len(p) && strings.EqualFold(h[:len(p)], p) {
-		return strings.TrimSpace(h[len(p):]), true
+		tok := strings.TrimSpace(h[len(p):])
+		return tok, tok != ""
 	}
 	return "", false
 }
@@ -194,7 +218,7 @@ func (s *Server) apiAuth(c *gin.Context) {
 	tok, ok := bearer(c)
 	if !ok {
 		// Anthropic's SDKs send the key in x-api-key.
-		tok = c.GetHeader("x-api-key")
+		tok = strings.TrimSpace(c.GetHeader("x-api-key"))
 		ok = tok != ""
 	}
 	if ok {
@@ -424,16 +448,23 @@ func wireMetadata(ctx context.Context, requestID string) map[string]string {
 	return m
 }
 
+// recoverer answers a handler's panic with a 500 in the OpenAI envelope.
+// When the answer had already started, it breaks the connection instead
+// (http.ErrAbortHandler): a chunked body or SSE stream ended cleanly would
+// read as a whole answer. Either way the request counts as a 500.
 func (s *Server) recoverer(c *gin.Context) {
 	defer func() {
 		if r := recover(); r != nil {
 			if r == http.ErrAbortHandler {
 				panic(r) // deliberate connection abort
 			}
-			s.log.Error("handler panic", zap.Any("panic", r), zap.String("path", c.Request.URL.Path))
-			if !c.Writer.Written() {
-				writeError(c, openaiapi.InternalError("internal error"))
+			s.log.Error("handler panic", zap.Any("panic", r), zap.String("path", c.Request.URL.Path), zap.Stack("stack"))
+			if c.Writer.Written() {
+				info(c).outcome = http.StatusInternalServerError
+				c.Abort()
+				panic(http.ErrAbortHandler)
 			}
+			writeError(c, openaiapi.InternalError("internal error"))
 		}
 	}()
 	c.Next()
