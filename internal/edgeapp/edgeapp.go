@@ -203,8 +203,8 @@ func (e *Edge) Serve() error {
 }
 
 // Reload re-reads the config (POST /admin/reload, SIGHUP): validate, swap
-// into the dispatcher, push refreshes to affected ready nodes, then swap
-// the HTTP surface's auth, limits and models. Reloads never overlap.
+// into the dispatcher and the HTTP surface's auth, limits and models, then
+// push refreshes to affected ready nodes. Reloads never overlap.
 func (e *Edge) Reload() (*gateway.ReloadReport, error) {
 	e.reloadMu.Lock()
 	defer e.reloadMu.Unlock()
@@ -220,8 +220,13 @@ func (e *Edge) reloadFile(file string) (*gateway.ReloadReport, error) {
 		e.Log.Warn("reload rejected; config unchanged", zap.Error(err))
 		return nil, err
 	}
-	rep := &gateway.ReloadReport{Nodes: e.Dispatcher.ReloadAndRefresh(e.ctx, next, reloadRefreshTimeout)}
+	// The HTTP surface takes the new config together with the dispatcher,
+	// before the nodes' refreshes: a revoked API key or admin token must
+	// not stay valid while silent nodes are waited for, and the surface's
+	// model list must match the dispatcher's.
+	refresh := e.Dispatcher.Reload(next)
 	e.Server.SetConfig(next)
+	rep := &gateway.ReloadReport{Nodes: e.Dispatcher.RefreshNodes(e.ctx, refresh, reloadRefreshTimeout)}
 	rep.RestartRequired = restartRequired(e.started, next)
 	e.Log.Info("config reloaded", zap.Any("refresh", rep.Nodes))
 	if len(rep.RestartRequired) > 0 {
@@ -231,19 +236,30 @@ func (e *Edge) reloadFile(file string) (*gateway.ReloadReport, error) {
 	return rep, nil
 }
 
-// Close stops the edge: queued requests fail, the HTTP surface drains for
-// up to ten seconds, node connections close. Idempotent.
+// shutdownDrain bounds how long Close lets requests in flight (and queued
+// ones that get a slot meanwhile) finish.
+const shutdownDrain = 10 * time.Second
+
+// Close stops the edge: the HTTP listener stops accepting, requests in
+// flight drain for up to shutdownDrain, then requests still queued fail,
+// the dispatcher stops and node connections close. Idempotent.
+//
+// The dispatcher outlives the drain: in shared mode its ledger loop is what
+// returns (and renews) the slots of requests that end during it; closed
+// first, those slots stayed taken in Redis for the lease TTL, and a drain
+// longer than the TTL let other edges take slots still in use.
 func (e *Edge) Close() {
 	e.closeMu.Do(func() {
 		e.cancel()
-		e.Dispatcher.Close()
-		if e.ledger != nil {
-			defer func() { _ = e.ledger.Close() }()
-		}
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownDrain)
 		defer cancel()
-		if err := e.hs.Shutdown(sctx); err != nil {
+		drained := e.hs.Shutdown(sctx) == nil
+		e.Dispatcher.Close()
+		if !drained {
 			_ = e.hs.Close()
+		}
+		if e.ledger != nil {
+			_ = e.ledger.Close()
 		}
 		_ = e.wire.Close()
 	})
