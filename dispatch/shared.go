@@ -250,6 +250,7 @@ func (d *Dispatcher) handOn(h handOn) {
 		if d.ctx.Err() == nil {
 			d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
 			r.ledgerRetry = true
+			d.returnLostTakeLocked(r, h.id)
 			d.log.Debug("queued grant deferred", zap.Error(err))
 		}
 		return
@@ -339,6 +340,9 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 	switch {
 	case err != nil:
 		d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
+		if d.ctx.Err() == nil {
+			d.returnLostTakeLocked(r, id)
+		}
 		return nil, fmt.Errorf("%w: %w", ErrClusterUnavailable, err)
 	case out == cluster.Yield:
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
@@ -392,6 +396,16 @@ func (d *Dispatcher) returnLocked(r *resource, id string) {
 	default:
 		d.log.Warn("cluster return queue full; the lease expires within the TTL", zap.String("key", r.ledgerKey))
 	}
+}
+
+// returnLostTakeLocked gives back the ledger slot of a take that failed
+// without an answer: the script may have run in Redis and only its answer
+// been lost (a Redis slower than the timeout, a connection cut after the
+// command), and that slot, held by no lease of this edge, is never renewed
+// but would stay taken for the whole TTL. A return of an id the ledger
+// does not hold removes nothing (its announcement only wakes the edges).
+func (d *Dispatcher) returnLostTakeLocked(r *resource, id string) {
+	d.returnLocked(r, id)
 }
 
 // pendingByModel is this edge's waiting requests by model.
