@@ -39,10 +39,18 @@ end
 if ARGV[4] == '1' and redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then
   return 0
 end
+-- A key's expiry is only ever raised: an edge with a shorter TTL (edges'
+-- lease_ttl_sec may differ) must not have Redis delete, with the key, a
+-- longer lease of another edge.
+local function outlive(key, ms)
+  if redis.call('PTTL', key) < ms then
+    redis.call('PEXPIRE', key, ms)
+  end
+end
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[5])
-redis.call('PEXPIRE', KEYS[1], 2 * ttl)
+outlive(KEYS[1], 2 * ttl)
 if ARGV[4] == '1' then
   redis.call('ZADD', KEYS[2], now + ttl, ARGV[5])
-  redis.call('PEXPIRE', KEYS[2], 2 * ttl)
+  outlive(KEYS[2], 2 * ttl)
 end
 return 1
