@@ -246,6 +246,10 @@ func (d *Dispatcher) handOn(h handOn) {
 		c = w.model.candidateFor(r)
 	}
 	switch {
+	case errors.Is(err, cluster.ErrWrongType):
+		w.racedFull = 0
+		d.wrongTypeLocked(r, err)
+		return
 	case err != nil:
 		if d.ctx.Err() == nil {
 			d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
@@ -338,6 +342,9 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 		same = m.candidateFor(r)
 	}
 	switch {
+	case errors.Is(err, cluster.ErrWrongType):
+		d.wrongTypeLocked(r, err)
+		return nil, nil // as for Full: the next candidate
 	case err != nil:
 		d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
 		if d.ctx.Err() == nil {
@@ -396,6 +403,17 @@ func (d *Dispatcher) returnLocked(r *resource, id string) {
 	default:
 		d.log.Warn("cluster return queue full; the lease expires within the TTL", zap.String("key", r.ledgerKey))
 	}
+}
+
+// wrongTypeLocked passes r over as if the cluster held its slots (until
+// retryRemoteFull has passed): a ledger key holds another program's value,
+// which only an operator can remove. Redis does answer, so the other
+// providers are granted as usual (no ledgerBackoff) and a request goes to
+// another candidate or queues.
+func (d *Dispatcher) wrongTypeLocked(r *resource, err error) {
+	r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
+	d.log.Warn("cluster ledger key holds a value of another type; the provider is not granted until it is removed",
+		zap.String("node_id", r.key.node), zap.String("provider", r.key.provider), zap.Error(err))
 }
 
 // returnLostTakeLocked gives back the ledger slot of a take that failed

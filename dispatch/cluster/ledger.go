@@ -31,6 +31,12 @@ import (
 // admit work to shared resources until Redis answers again.
 var ErrUnavailable = errors.New("cluster: redis unavailable")
 
+// ErrWrongType: a key of the ledger holds something else than the ledger
+// wrote (another program's value under the iop: prefix). Redis answers,
+// so this is not ErrUnavailable: only the resource the key counts cannot
+// be granted until an operator removes the key.
+var ErrWrongType = errors.New("cluster: a ledger key holds a value of another type")
+
 // FreedChannel is the pub/sub channel on which returns are announced.
 const FreedChannel = "iop:freed"
 
@@ -119,7 +125,9 @@ const (
 // the cluster. waitKey and member name the request's model-and-kind wait
 // set and its own place in it ("" when it is not queued); waitKey ""
 // skips the fairness check. shift is a request's priority as time (it
-// counts as arriving that much earlier; see Wait).
+// counts as arriving that much earlier; see Wait). It fails with
+// ErrUnavailable when Redis does not answer (the script may then have run
+// or not), and with ErrWrongType when one of the keys holds another type.
 func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity int, long bool, id, waitKey, member string, shift time.Duration) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
@@ -138,6 +146,8 @@ func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity in
 		return Taken, nil
 	case 2:
 		return Yield, nil
+	case 3:
+		return Full, fmt.Errorf("%w: take on %s or %s", ErrWrongType, key, waitKey)
 	}
 	return Full, nil
 }

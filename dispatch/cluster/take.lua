@@ -8,7 +8,17 @@
 -- much earlier: its priority; see wait.lua).
 -- Returns 1 taken, 0 the cluster has no free slot, 2 yield: a waiter of
 -- another live edge that arrived more than slack_ms before this request
--- (and less than max_yield_ms ago) is owed the slot first.
+-- (and less than max_yield_ms ago) is owed the slot first; 3 a key holds
+-- something else than a sorted set (written by another program), and the
+-- ledger cannot count the resource's leases.
+for i, key in ipairs(KEYS) do
+  if key ~= '' then
+    local kind = redis.call('TYPE', key)['ok']
+    if kind ~= 'zset' and kind ~= 'none' then
+      return 3
+    end
+  end
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[1])
