@@ -7,7 +7,7 @@
 -- max_yield_ms, shift_ms (a request not queued counts as arriving this
 -- much earlier: its priority; see wait.lua).
 -- Returns 1 taken, 0 the cluster has no free slot, 2 yield: a waiter of
--- another live edge that arrived more than slack_ms before this request
+-- another live edge (the edge is the lease id's part before its last /) that arrived more than slack_ms before this request
 -- (and less than max_yield_ms ago) is owed the slot first; 3 a key holds
 -- something else than a sorted set (written by another program), and the
 -- ledger cannot count the resource's leases.
@@ -30,10 +30,15 @@ if KEYS[3] ~= '' then
   end
   local maxYield = tonumber(ARGV[8])
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - 10 * maxYield)
+  -- Lease ids and waiter members are <edge id>/<n>. The edge's own
+  -- waiters are not yielded to: its queue serves them oldest first, and
+  -- one being handed a slot on this edge would otherwise make a younger
+  -- waiter's take yield, leaving a free slot idle until the next wake.
+  local self = string.match(ARGV[5], '^(.*)/[^/]*$')
   local older = redis.call('ZRANGEBYSCORE', KEYS[3], now - maxYield, mine - tonumber(ARGV[7]), 'LIMIT', 0, 16)
   for _, m in ipairs(older) do
-    if m ~= ARGV[6] then
-      local edge = string.match(m, '^(.*)/[^/]*$')
+    local edge = string.match(m, '^(.*)/[^/]*$')
+    if m ~= ARGV[6] and edge ~= self then
       if edge and redis.call('EXISTS', 'iop:edge:' .. edge) == 1 then
         return 2
       end
