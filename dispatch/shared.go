@@ -372,8 +372,8 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 // registration is queued for the returner (never blocks: on a full queue
 // the waiter only loses its claim to fairness across edges).
 func (d *Dispatcher) waitLocked(w *waiter) {
-	w.member = d.ledger.NewWaiterID()
-	d.queueWaitOpLocked(cluster.Update{Kind: cluster.OpWait, Key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), ID: w.member, Shift: time.Duration(w.prio) * PriorityStep})
+	w.member = d.ledger.NewWaiterID(time.Duration(w.prio) * PriorityStep)
+	d.queueWaitOpLocked(cluster.Update{Kind: cluster.OpWait, Key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), ID: w.member})
 }
 
 // queueWaitOpLocked queues a waiter's registration or removal while the

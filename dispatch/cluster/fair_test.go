@@ -23,10 +23,9 @@ func TestTakeDoesNotYieldToWaiterOfItsOwnEdge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A waiter of edge-a that arrived a second ago (the shift), and a
-	// younger one.
-	older, younger := a.NewWaiterID(), a.NewWaiterID()
-	if err := a.Apply(ctx, []Update{{Kind: OpWait, Key: wait, ID: older, Shift: time.Second}, {Kind: OpWait, Key: wait, ID: younger}}); err != nil {
+	// A waiter of edge-a ahead by a second (its shift), and a younger one.
+	older, younger := a.NewWaiterID(time.Second), a.NewWaiterID(0)
+	if err := a.Apply(ctx, []Update{{Kind: OpWait, Key: wait, ID: older}, {Kind: OpWait, Key: wait, ID: younger}}); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := a.Take(ctx, key, 4, 4, false, a.NewLeaseID(), wait, younger, 0); out != Taken || err != nil {

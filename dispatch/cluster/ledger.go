@@ -112,13 +112,22 @@ const (
 )
 
 // Fairness across edges (see WaitKey): a request yields a slot to a waiter
-// of another live edge that arrived more than FairSlack before it, unless
-// that waiter has waited longer than MaxYield (an edge that cannot serve
-// its waiter never holds the others up for longer).
+// of another live edge that is ahead of it by more than FairSlack (arrival
+// less priority shift, as each edge orders its own queue), unless that
+// waiter has waited longer than MaxYield (an edge that cannot serve its
+// waiter never holds the others up for longer).
+//
+// MaxShift bounds a request's priority as time (the shift of Take and of
+// NewWaiterID; larger ones count as MaxShift): how far ahead of the
+// waiters that arrived before it a waiter may be.
 const (
 	FairSlack = 100 * time.Millisecond
 	MaxYield  = 2 * time.Second
+	MaxShift  = time.Minute
 )
+
+// clampShift bounds shift to ±MaxShift.
+func clampShift(shift time.Duration) time.Duration { return min(max(shift, -MaxShift), MaxShift) }
 
 // Take claims one slot of key for id when fewer than capacity leases (and,
 // for a long one, fewer than longCapacity long leases) are held across
@@ -137,7 +146,7 @@ func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity in
 	}
 	n, err := takeScript.Run(ctx, l.rdb, []string{key, key + ":long", waitKey},
 		l.cfg.TTL.Milliseconds(), capacity, longCapacity, isLong, id, member,
-		FairSlack.Milliseconds(), MaxYield.Milliseconds(), shift.Milliseconds()).Int()
+		FairSlack.Milliseconds(), MaxYield.Milliseconds(), clampShift(shift).Milliseconds(), MaxShift.Milliseconds()).Int()
 	if err != nil {
 		return Full, fmt.Errorf("%w: take: %w", ErrUnavailable, err)
 	}
@@ -156,9 +165,12 @@ func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity in
 // by every edge.
 func WaitKey(model string, kind int) string { return "iop:wait:" + model + ":" + strconv.Itoa(kind) }
 
-// NewWaiterID returns a fresh waiter member of this edge.
-func (l *Ledger) NewWaiterID() string {
-	return l.cfg.EdgeID + "/w" + strconv.FormatUint(l.seq.Add(1), 10)
+// NewWaiterID returns a fresh waiter member of this edge for a waiter
+// registered with shift (its priority as time; see Take): the member
+// carries it (<edge id>/w<n>:<shift ms>), so that Take tells how long the
+// waiter has actually waited from its place in the set.
+func (l *Ledger) NewWaiterID(shift time.Duration) string {
+	return l.cfg.EdgeID + "/w" + strconv.FormatUint(l.seq.Add(1), 10) + ":" + strconv.FormatInt(clampShift(shift).Milliseconds(), 10)
 }
 
 //go:embed wait.lua
@@ -183,20 +195,18 @@ const (
 	// OpReturn gives a lease's slot back and announces the key on
 	// FreedChannel.
 	OpReturn OpKind = iota
-	// OpWait puts a waiter in its wait set at Redis's now less Shift (its
-	// priority, as the edges order their own queues).
+	// OpWait puts a waiter in its wait set at Redis's now, its arrival
+	// (its priority is in its member: see NewWaiterID).
 	OpWait
 	// OpUnwait takes a waiter out of its wait set.
 	OpUnwait
 )
 
 // Update is one of the updates Apply sends: Key is the lease key (OpReturn)
-// or the wait set (OpWait, OpUnwait), ID the lease id or waiter member,
-// Shift a waiter's priority shift (OpWait).
+// or the wait set (OpWait, OpUnwait), ID the lease id or waiter member.
 type Update struct {
 	Kind    OpKind
 	Key, ID string
-	Shift   time.Duration
 }
 
 // Apply sends updates in one round trip, in their order (one pipeline, on
@@ -216,7 +226,7 @@ func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
 		switch u.Kind {
 		case OpWait:
 			// Eval, not EvalSha: a pipeline cannot fall back after NOSCRIPT.
-			waitScript.Eval(ctx, pipe, []string{u.Key}, u.ID, (10 * MaxYield).Milliseconds(), u.Shift.Milliseconds())
+			waitScript.Eval(ctx, pipe, []string{u.Key}, u.ID, (10 * MaxYield).Milliseconds())
 		case OpUnwait:
 			pipe.ZRem(ctx, u.Key, u.ID)
 		default:
