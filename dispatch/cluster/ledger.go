@@ -295,6 +295,14 @@ func (l *Ledger) Held(ctx context.Context, keys []string) (map[string]int, error
 
 const pendingPrefix = "iop:pending:"
 
+// pendingEdges is the set of edges that published pending figures: what
+// Pending reads, so that it never walks the database (SCAN would visit
+// every key of a Redis shared with other programs, and may return a key
+// twice). An edge leaves it when it has none; a crashed edge is removed
+// by the next Pending that finds its figures expired, and the set itself
+// expires when no edge has published for three TTLs.
+const pendingEdges = "iop:pending-edges"
+
 // SetPending publishes this edge's waiting requests by model (a hash that
 // expires after the TTL unless refreshed), for every edge's status.
 func (l *Ledger) SetPending(ctx context.Context, pending map[string]int) error {
@@ -310,6 +318,10 @@ func (l *Ledger) SetPending(ctx context.Context, pending map[string]int) error {
 		}
 		pipe.HSet(ctx, key, vals...)
 		pipe.PExpire(ctx, key, l.cfg.TTL)
+		pipe.SAdd(ctx, pendingEdges, l.cfg.EdgeID)
+		pipe.PExpire(ctx, pendingEdges, 3*l.cfg.TTL)
+	} else {
+		pipe.SRem(ctx, pendingEdges, l.cfg.EdgeID)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("%w: pending: %w", ErrUnavailable, err)
@@ -320,16 +332,31 @@ func (l *Ledger) SetPending(ctx context.Context, pending map[string]int) error {
 // maxEdges bounds the edges' pending hashes read for a status.
 const maxEdges = 256
 
-// Pending sums every edge's waiting requests by model.
+// Pending sums every edge's waiting requests by model. Edges whose figures
+// expired (or are empty) leave the set as it is read.
 func (l *Ledger) Pending(ctx context.Context) (map[string]int, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
-	out := map[string]int{}
-	iter := l.rdb.Scan(ctx, 0, pendingPrefix+"*", 64).Iterator()
-	for n := 0; iter.Next(ctx) && n < maxEdges; n++ {
-		vals, err := l.rdb.HGetAll(ctx, iter.Val()).Result()
-		if err != nil {
+	edges, err := l.rdb.SRandMemberN(ctx, pendingEdges, maxEdges).Result()
+	if err != nil {
+		return nil, fmt.Errorf("%w: pending: %w", ErrUnavailable, err)
+	}
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(edges))
+	for i, e := range edges {
+		cmds[i] = pipe.HGetAll(ctx, pendingPrefix+e)
+	}
+	if len(edges) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, fmt.Errorf("%w: pending: %w", ErrUnavailable, err)
+		}
+	}
+	out := map[string]int{}
+	var gone []any
+	for i, c := range cmds {
+		vals := c.Val()
+		if len(vals) == 0 {
+			gone = append(gone, edges[i])
 		}
 		for m, v := range vals {
 			if k, err := strconv.Atoi(v); err == nil && k > 0 {
@@ -337,8 +364,10 @@ func (l *Ledger) Pending(ctx context.Context) (map[string]int, error) {
 			}
 		}
 	}
-	if err := iter.Err(); err != nil {
-		return nil, fmt.Errorf("%w: pending: %w", ErrUnavailable, err)
+	if len(gone) > 0 {
+		// An edge that publishes again is added back; one racing this
+		// removal is, at worst, missing from one status.
+		_ = l.rdb.SRem(ctx, pendingEdges, gone...).Err()
 	}
 	return out, nil
 }
