@@ -246,10 +246,15 @@ func (d *Dispatcher) handOn(h handOn) {
 		c = w.model.candidateFor(r)
 	}
 	switch {
+	case errors.Is(err, cluster.ErrWrongType):
+		w.racedFull = 0
+		d.wrongTypeLocked(r, err)
+		return
 	case err != nil:
 		if d.ctx.Err() == nil {
 			d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
 			r.ledgerRetry = true
+			d.returnLostTakeLocked(r, h.id)
 			d.log.Debug("queued grant deferred", zap.Error(err))
 		}
 		return
@@ -337,8 +342,14 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 		same = m.candidateFor(r)
 	}
 	switch {
+	case errors.Is(err, cluster.ErrWrongType):
+		d.wrongTypeLocked(r, err)
+		return nil, nil // as for Full: the next candidate
 	case err != nil:
 		d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
+		if d.ctx.Err() == nil {
+			d.returnLostTakeLocked(r, id)
+		}
 		return nil, fmt.Errorf("%w: %w", ErrClusterUnavailable, err)
 	case out == cluster.Yield:
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
@@ -361,8 +372,8 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 // registration is queued for the returner (never blocks: on a full queue
 // the waiter only loses its claim to fairness across edges).
 func (d *Dispatcher) waitLocked(w *waiter) {
-	w.member = d.ledger.NewWaiterID()
-	d.queueWaitOpLocked(cluster.Update{Kind: cluster.OpWait, Key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), ID: w.member, Shift: time.Duration(w.prio) * PriorityStep})
+	w.member = d.ledger.NewWaiterID(time.Duration(w.prio) * PriorityStep)
+	d.queueWaitOpLocked(cluster.Update{Kind: cluster.OpWait, Key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), ID: w.member})
 }
 
 // queueWaitOpLocked queues a waiter's registration or removal while the
@@ -392,6 +403,27 @@ func (d *Dispatcher) returnLocked(r *resource, id string) {
 	default:
 		d.log.Warn("cluster return queue full; the lease expires within the TTL", zap.String("key", r.ledgerKey))
 	}
+}
+
+// wrongTypeLocked passes r over as if the cluster held its slots (until
+// retryRemoteFull has passed): a ledger key holds another program's value,
+// which only an operator can remove. Redis does answer, so the other
+// providers are granted as usual (no ledgerBackoff) and a request goes to
+// another candidate or queues.
+func (d *Dispatcher) wrongTypeLocked(r *resource, err error) {
+	r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
+	d.log.Warn("cluster ledger key holds a value of another type; the provider is not granted until it is removed",
+		zap.String("node_id", r.key.node), zap.String("provider", r.key.provider), zap.Error(err))
+}
+
+// returnLostTakeLocked gives back the ledger slot of a take that failed
+// without an answer: the script may have run in Redis and only its answer
+// been lost (a Redis slower than the timeout, a connection cut after the
+// command), and that slot, held by no lease of this edge, is never renewed
+// but would stay taken for the whole TTL. A return of an id the ledger
+// does not hold removes nothing (its announcement only wakes the edges).
+func (d *Dispatcher) returnLostTakeLocked(r *resource, id string) {
+	d.returnLocked(r, id)
 }
 
 // pendingByModel is this edge's waiting requests by model.

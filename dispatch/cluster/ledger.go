@@ -31,6 +31,12 @@ import (
 // admit work to shared resources until Redis answers again.
 var ErrUnavailable = errors.New("cluster: redis unavailable")
 
+// ErrWrongType: a key of the ledger holds something else than the ledger
+// wrote (another program's value under the iop: prefix). Redis answers,
+// so this is not ErrUnavailable: only the resource the key counts cannot
+// be granted until an operator removes the key.
+var ErrWrongType = errors.New("cluster: a ledger key holds a value of another type")
+
 // FreedChannel is the pub/sub channel on which returns are announced.
 const FreedChannel = "iop:freed"
 
@@ -106,20 +112,31 @@ const (
 )
 
 // Fairness across edges (see WaitKey): a request yields a slot to a waiter
-// of another live edge that arrived more than FairSlack before it, unless
-// that waiter has waited longer than MaxYield (an edge that cannot serve
-// its waiter never holds the others up for longer).
+// of another live edge that is ahead of it by more than FairSlack (arrival
+// less priority shift, as each edge orders its own queue), unless that
+// waiter has waited longer than MaxYield (an edge that cannot serve its
+// waiter never holds the others up for longer).
+//
+// MaxShift bounds a request's priority as time (the shift of Take and of
+// NewWaiterID; larger ones count as MaxShift): how far ahead of the
+// waiters that arrived before it a waiter may be.
 const (
 	FairSlack = 100 * time.Millisecond
 	MaxYield  = 2 * time.Second
+	MaxShift  = time.Minute
 )
+
+// clampShift bounds shift to ±MaxShift.
+func clampShift(shift time.Duration) time.Duration { return min(max(shift, -MaxShift), MaxShift) }
 
 // Take claims one slot of key for id when fewer than capacity leases (and,
 // for a long one, fewer than longCapacity long leases) are held across
 // the cluster. waitKey and member name the request's model-and-kind wait
 // set and its own place in it ("" when it is not queued); waitKey ""
 // skips the fairness check. shift is a request's priority as time (it
-// counts as arriving that much earlier; see Wait).
+// counts as arriving that much earlier; see Wait). It fails with
+// ErrUnavailable when Redis does not answer (the script may then have run
+// or not), and with ErrWrongType when one of the keys holds another type.
 func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity int, long bool, id, waitKey, member string, shift time.Duration) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
@@ -129,7 +146,7 @@ func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity in
 	}
 	n, err := takeScript.Run(ctx, l.rdb, []string{key, key + ":long", waitKey},
 		l.cfg.TTL.Milliseconds(), capacity, longCapacity, isLong, id, member,
-		FairSlack.Milliseconds(), MaxYield.Milliseconds(), shift.Milliseconds()).Int()
+		FairSlack.Milliseconds(), MaxYield.Milliseconds(), clampShift(shift).Milliseconds(), MaxShift.Milliseconds()).Int()
 	if err != nil {
 		return Full, fmt.Errorf("%w: take: %w", ErrUnavailable, err)
 	}
@@ -138,6 +155,8 @@ func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity in
 		return Taken, nil
 	case 2:
 		return Yield, nil
+	case 3:
+		return Full, fmt.Errorf("%w: take on %s or %s", ErrWrongType, key, waitKey)
 	}
 	return Full, nil
 }
@@ -146,9 +165,12 @@ func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity in
 // by every edge.
 func WaitKey(model string, kind int) string { return "iop:wait:" + model + ":" + strconv.Itoa(kind) }
 
-// NewWaiterID returns a fresh waiter member of this edge.
-func (l *Ledger) NewWaiterID() string {
-	return l.cfg.EdgeID + "/w" + strconv.FormatUint(l.seq.Add(1), 10)
+// NewWaiterID returns a fresh waiter member of this edge for a waiter
+// registered with shift (its priority as time; see Take): the member
+// carries it (<edge id>/w<n>:<shift ms>), so that Take tells how long the
+// waiter has actually waited from its place in the set.
+func (l *Ledger) NewWaiterID(shift time.Duration) string {
+	return l.cfg.EdgeID + "/w" + strconv.FormatUint(l.seq.Add(1), 10) + ":" + strconv.FormatInt(clampShift(shift).Milliseconds(), 10)
 }
 
 //go:embed wait.lua
@@ -173,20 +195,18 @@ const (
 	// OpReturn gives a lease's slot back and announces the key on
 	// FreedChannel.
 	OpReturn OpKind = iota
-	// OpWait puts a waiter in its wait set at Redis's now less Shift (its
-	// priority, as the edges order their own queues).
+	// OpWait puts a waiter in its wait set at Redis's now, its arrival
+	// (its priority is in its member: see NewWaiterID).
 	OpWait
 	// OpUnwait takes a waiter out of its wait set.
 	OpUnwait
 )
 
 // Update is one of the updates Apply sends: Key is the lease key (OpReturn)
-// or the wait set (OpWait, OpUnwait), ID the lease id or waiter member,
-// Shift a waiter's priority shift (OpWait).
+// or the wait set (OpWait, OpUnwait), ID the lease id or waiter member.
 type Update struct {
 	Kind    OpKind
 	Key, ID string
-	Shift   time.Duration
 }
 
 // Apply sends updates in one round trip, in their order (one pipeline, on
@@ -206,7 +226,7 @@ func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
 		switch u.Kind {
 		case OpWait:
 			// Eval, not EvalSha: a pipeline cannot fall back after NOSCRIPT.
-			waitScript.Eval(ctx, pipe, []string{u.Key}, u.ID, (10 * MaxYield).Milliseconds(), u.Shift.Milliseconds())
+			waitScript.Eval(ctx, pipe, []string{u.Key}, u.ID, (10 * MaxYield).Milliseconds())
 		case OpUnwait:
 			pipe.ZRem(ctx, u.Key, u.ID)
 		default:
@@ -275,6 +295,14 @@ func (l *Ledger) Held(ctx context.Context, keys []string) (map[string]int, error
 
 const pendingPrefix = "iop:pending:"
 
+// pendingEdges is the set of edges that published pending figures: what
+// Pending reads, so that it never walks the database (SCAN would visit
+// every key of a Redis shared with other programs, and may return a key
+// twice). An edge leaves it when it has none; a crashed edge is removed
+// by the next Pending that finds its figures expired, and the set itself
+// expires when no edge has published for three TTLs.
+const pendingEdges = "iop:pending-edges"
+
 // SetPending publishes this edge's waiting requests by model (a hash that
 // expires after the TTL unless refreshed), for every edge's status.
 func (l *Ledger) SetPending(ctx context.Context, pending map[string]int) error {
@@ -290,6 +318,10 @@ func (l *Ledger) SetPending(ctx context.Context, pending map[string]int) error {
 		}
 		pipe.HSet(ctx, key, vals...)
 		pipe.PExpire(ctx, key, l.cfg.TTL)
+		pipe.SAdd(ctx, pendingEdges, l.cfg.EdgeID)
+		pipe.PExpire(ctx, pendingEdges, 3*l.cfg.TTL)
+	} else {
+		pipe.SRem(ctx, pendingEdges, l.cfg.EdgeID)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("%w: pending: %w", ErrUnavailable, err)
@@ -300,16 +332,31 @@ func (l *Ledger) SetPending(ctx context.Context, pending map[string]int) error {
 // maxEdges bounds the edges' pending hashes read for a status.
 const maxEdges = 256
 
-// Pending sums every edge's waiting requests by model.
+// Pending sums every edge's waiting requests by model. Edges whose figures
+// expired (or are empty) leave the set as it is read.
 func (l *Ledger) Pending(ctx context.Context) (map[string]int, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
-	out := map[string]int{}
-	iter := l.rdb.Scan(ctx, 0, pendingPrefix+"*", 64).Iterator()
-	for n := 0; iter.Next(ctx) && n < maxEdges; n++ {
-		vals, err := l.rdb.HGetAll(ctx, iter.Val()).Result()
-		if err != nil {
+	edges, err := l.rdb.SRandMemberN(ctx, pendingEdges, maxEdges).Result()
+	if err != nil {
+		return nil, fmt.Errorf("%w: pending: %w", ErrUnavailable, err)
+	}
+	pipe := l.rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(edges))
+	for i, e := range edges {
+		cmds[i] = pipe.HGetAll(ctx, pendingPrefix+e)
+	}
+	if len(edges) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, fmt.Errorf("%w: pending: %w", ErrUnavailable, err)
+		}
+	}
+	out := map[string]int{}
+	var gone []any
+	for i, c := range cmds {
+		vals := c.Val()
+		if len(vals) == 0 {
+			gone = append(gone, edges[i])
 		}
 		for m, v := range vals {
 			if k, err := strconv.Atoi(v); err == nil && k > 0 {
@@ -317,8 +364,10 @@ func (l *Ledger) Pending(ctx context.Context) (map[string]int, error) {
 			}
 		}
 	}
-	if err := iter.Err(); err != nil {
-		return nil, fmt.Errorf("%w: pending: %w", ErrUnavailable, err)
+	if len(gone) > 0 {
+		// An edge that publishes again is added back; one racing this
+		// removal is, at worst, missing from one status.
+		_ = l.rdb.SRem(ctx, pendingEdges, gone...).Err()
 	}
 	return out, nil
 }

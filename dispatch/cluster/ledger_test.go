@@ -133,7 +133,7 @@ func TestTakeYieldsToOlderWaiterOfAnotherEdge(t *testing.T) {
 	if err := a.Alive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	old := a.NewWaiterID()
+	old := a.NewWaiterID(0)
 	if err := a.Apply(ctx, []Update{{Kind: OpWait, Key: wait, ID: old}}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,10 @@ for i = 2, #ARGV do
     end
   end
 end
-redis.call('PEXPIRE', KEYS[1], 2 * ttl)
-redis.call('PEXPIRE', KEYS[2], 2 * ttl)
+-- Expiries only raised, as in take.lua.
+for _, key in ipairs(KEYS) do
+  if redis.call('PTTL', key) < 2 * ttl then
+    redis.call('PEXPIRE', key, 2 * ttl)
+  end
+end
 return 1

@@ -1,29 +1,54 @@
 -- KEYS[1] the resource's leases, KEYS[2] its long leases (sorted sets,
 -- score = expiry in Redis milliseconds); KEYS[3] the waiters of the
--- request's model and kind on every edge (score = arrival), or "" for
--- none.
+-- request's model and kind on every edge (score = arrival; a member
+-- <edge>/w<n>:<shift ms> carries its priority shift), or "" for none.
 -- ARGV: ttl_ms, capacity, long_capacity, is_long ("1"/"0"), lease id,
 -- waiter member of this request ("" for one not queued), slack_ms,
 -- max_yield_ms, shift_ms (a request not queued counts as arriving this
--- much earlier: its priority; see wait.lua).
+-- much earlier: its priority), max_shift_ms (the largest shift of any
+-- waiter).
 -- Returns 1 taken, 0 the cluster has no free slot, 2 yield: a waiter of
--- another live edge that arrived more than slack_ms before this request
--- (and less than max_yield_ms ago) is owed the slot first.
+-- another live edge (an id's edge is its part before the last /) that is
+-- ahead of this request by more than slack_ms (arrival less shift) and
+-- arrived less than max_yield_ms ago is owed the slot first; 3 a key holds
+-- something else than a sorted set (written by another program), and the
+-- ledger cannot count the resource's leases.
+for i, key in ipairs(KEYS) do
+  if key ~= '' then
+    local kind = redis.call('TYPE', key)['ok']
+    if kind ~= 'zset' and kind ~= 'none' then
+      return 3
+    end
+  end
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[1])
 if KEYS[3] ~= '' then
+  -- A waiter's place in the order is its arrival less its shift.
+  local function shiftOf(m)
+    return tonumber(string.match(m, ':(%-?%d+)$')) or 0
+  end
   local mine = now - tonumber(ARGV[9])
   if ARGV[6] ~= '' then
     local s = redis.call('ZSCORE', KEYS[3], ARGV[6])
-    if s then mine = tonumber(s) end
+    if s then mine = tonumber(s) - shiftOf(ARGV[6]) end
   end
   local maxYield = tonumber(ARGV[8])
+  local before = mine - tonumber(ARGV[7])
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - 10 * maxYield)
-  local older = redis.call('ZRANGEBYSCORE', KEYS[3], now - maxYield, mine - tonumber(ARGV[7]), 'LIMIT', 0, 16)
-  for _, m in ipairs(older) do
-    if m ~= ARGV[6] then
-      local edge = string.match(m, '^(.*)/[^/]*$')
+  -- Lease ids and waiter members are <edge id>/<n>. The edge's own
+  -- waiters are not yielded to: its queue serves them oldest first, and
+  -- one being handed a slot on this edge would otherwise make a younger
+  -- waiter's take yield, leaving a free slot idle until the next wake.
+  local self = string.match(ARGV[5], '^(.*)/[^/]*$')
+  -- The waiters that arrived less than max_yield_ms ago and may be ahead
+  -- (a shift moves one ahead by at most max_shift_ms), oldest first.
+  local older = redis.call('ZRANGEBYSCORE', KEYS[3], now - maxYield, before + tonumber(ARGV[10]), 'WITHSCORES', 'LIMIT', 0, 64)
+  for i = 1, #older, 2 do
+    local m = older[i]
+    local edge = string.match(m, '^(.*)/[^/]*$')
+    if m ~= ARGV[6] and edge ~= self and tonumber(older[i + 1]) - shiftOf(m) <= before then
       if edge and redis.call('EXISTS', 'iop:edge:' .. edge) == 1 then
         return 2
       end
@@ -39,10 +64,18 @@ end
 if ARGV[4] == '1' and redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then
   return 0
 end
+-- A key's expiry is only ever raised: an edge with a shorter TTL (edges'
+-- lease_ttl_sec may differ) must not have Redis delete, with the key, a
+-- longer lease of another edge.
+local function outlive(key, ms)
+  if redis.call('PTTL', key) < ms then
+    redis.call('PEXPIRE', key, ms)
+  end
+end
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[5])
-redis.call('PEXPIRE', KEYS[1], 2 * ttl)
+outlive(KEYS[1], 2 * ttl)
 if ARGV[4] == '1' then
   redis.call('ZADD', KEYS[2], now + ttl, ARGV[5])
-  redis.call('PEXPIRE', KEYS[2], 2 * ttl)
+  outlive(KEYS[2], 2 * ttl)
 end
 return 1

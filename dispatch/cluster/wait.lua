@@ -1,7 +1,7 @@
--- KEYS[1] a wait set; ARGV: member, expire_ms, shift_ms. Adds member at
--- Redis's now less shift_ms (its priority: the edges' queue order).
+-- KEYS[1] a wait set; ARGV: member, expire_ms. Adds member at Redis's
+-- now, its arrival (its priority shift is in the member: see take.lua).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZADD', KEYS[1], now - tonumber(ARGV[3]), ARGV[1])
+redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
 return 1
