@@ -97,6 +97,7 @@ func (d *Dispatcher) returner() {
 	for {
 		select {
 		case <-d.ctx.Done():
+			d.flushReturns(batch)
 			return
 		case u := <-d.returns:
 			batch = append(batch[:0], u)
@@ -110,9 +111,44 @@ func (d *Dispatcher) returner() {
 				break more
 			}
 		}
-		if err := d.ledger.Apply(d.ctx, batch); err != nil && d.ctx.Err() == nil {
+		// Not cancelled by Close (Apply is bounded by the ledger's own
+		// timeout): a batch cut off mid-send would lose its returns.
+		if err := d.ledger.Apply(context.WithoutCancel(d.ctx), batch); err != nil {
 			d.log.Warn("cluster ledger updates not applied; their leases expire within the TTL, their waiters age out",
 				zap.Int("updates", len(batch)), zap.Error(err))
+		}
+	}
+}
+
+// closeFlush bounds what Close spends sending the ledger updates still
+// queued (a Redis that does not answer must not hold shutdown up).
+const closeFlush = 2 * time.Second
+
+// flushReturns sends what is still queued once Close has cancelled d.ctx:
+// a lease released just before Close (a request that ended as the edge's
+// drain did) keeps its slot taken for the lease TTL when its return is
+// dropped. batch is scratch space.
+func (d *Dispatcher) flushReturns(batch []cluster.Update) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeFlush)
+	defer cancel()
+	for ctx.Err() == nil {
+		batch = batch[:0]
+	fill:
+		for len(batch) < ledgerBatch {
+			select {
+			case u := <-d.returns:
+				batch = append(batch, u)
+			default:
+				break fill
+			}
+		}
+		if len(batch) == 0 {
+			return
+		}
+		if err := d.ledger.Apply(ctx, batch); err != nil {
+			d.log.Warn("cluster ledger updates not applied at shutdown; their leases expire within the TTL",
+				zap.Int("updates", len(batch)), zap.Error(err))
+			return
 		}
 	}
 }
