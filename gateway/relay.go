@@ -212,6 +212,9 @@ type tunnelExchange struct {
 	// A whole answer held until END (see head), and the body so far.
 	// Nothing has been written to the client while hold is set.
 	hold bool
+	// noBody: the status forbids a body (bodyAllowed); the answer is
+	// held and whatever body comes is dropped.
+	noBody bool
 	// status is the provider's status frame from head until the head is
 	// written (writeHead clears it); a held answer's, until its END.
 	status *iop.ProviderTunnelFrame
@@ -375,7 +378,11 @@ func (t *tunnelExchange) head() bool {
 	if !t.sse && retryableStatus(int(first.GetStatusCode())) && t.s.failover(c, t.k, t.lease, failoverUnavailable) {
 		return false // its body is not read: Finish resets the stream
 	}
-	t.hold = !t.sse && (!t.stream || first.GetStatusCode() >= 400)
+	// An answer whose status forbids a body (204, 304) is held too, so
+	// that a body its upstream sent anyway is dropped rather than written
+	// into a failed write (a write_error the client never caused).
+	t.noBody = !bodyAllowed(int(first.GetStatusCode()))
+	t.hold = !t.sse && (!t.stream || first.GetStatusCode() >= 400) || t.noBody
 	if !t.hold {
 		t.writeHead(int(first.GetStatusCode()))
 		t.k.answered()
@@ -385,10 +392,12 @@ func (t *tunnelExchange) head() bool {
 
 // checkHead names what makes a status frame unfit to relay, or "".
 func checkHead(f *iop.ProviderTunnelFrame) string {
-	if !openaiapi.ValidStatus(f.GetStatusCode()) {
+	if code := f.GetStatusCode(); !openaiapi.ValidStatus(code) || code < http.StatusOK {
 		// net/http panics on codes outside 100–999; anything outside
-		// 100–599 is not HTTP.
-		return "invalid status " + strconv.Itoa(int(f.GetStatusCode()))
+		// 100–599 is not HTTP. A 1xx is never an answer's final status:
+		// net/http would send it as an interim response and then a 200 of
+		// its own (101: a protocol switch nobody asked for).
+		return "invalid status " + strconv.Itoa(int(code))
 	}
 	hs := f.GetHeaders()
 	if len(hs) > maxResponseHeaders {
@@ -402,6 +411,13 @@ func checkHead(f *iop.ProviderTunnelFrame) string {
 		return "headers too large"
 	}
 	return ""
+}
+
+// bodyAllowed reports whether an answer of status may carry a body (RFC
+// 9110 §6.4.1; checkHead has refused 1xx): net/http fails every write of
+// a body after a 204 or 304.
+func bodyAllowed(status int) bool {
+	return status != http.StatusNoContent && status != http.StatusNotModified
 }
 
 // writeHead relays the provider's headers with status.
@@ -460,6 +476,9 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 			t.s.metrics.firstToken(t.model, routeTunnel, in.ttft)
 		}
 		if t.hold {
+			if t.noBody {
+				return "", false
+			}
 			if len(t.body)+len(f.GetBody()) <= maxHeldBody {
 				// A copy: a BODY frame is only lent until the next
 				// RecvBy.
@@ -540,6 +559,11 @@ func (t *tunnelExchange) writeHeld() dispatch.ReleaseReason {
 			}
 			status, body = ns, nb
 		}
+	}
+	if !bodyAllowed(status) {
+		t.c.Status(status)
+		t.c.Writer.WriteHeaderNow()
+		return dispatch.ReasonCompleted
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	t.c.Status(status)
