@@ -146,6 +146,27 @@ func (d *deadlineWriter) Write(p []byte) (int, error) {
 	return d.w.Write(p)
 }
 
+// wholePiece is how much of a whole answer writeWhole hands the
+// connection per write.
+const wholePiece = 64 << 10
+
+// writeWhole writes a whole answer (up to maxHeldBody or
+// openaiapi.MaxAnswerBytes) in pieces, each under the write deadline
+// arm moves: a client that keeps reading gets it however slowly it
+// reads, and one that stops is cut off after the write timeout. As one
+// Write, the whole answer would have to leave within a single timeout
+// (16 MiB in 30 s: a client slower than 4.5 Mbit/s cut off mid-body).
+func (d *deadlineWriter) writeWhole(p []byte) error {
+	for len(p) > 0 {
+		n := min(len(p), wholePiece)
+		if _, err := d.Write(p[:n]); err != nil {
+			return err
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
 func (d *deadlineWriter) Flush() error {
 	if err := d.arm(); err != nil {
 		return err
@@ -490,7 +511,7 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 			t.writeHead(int(t.status.GetStatusCode()))
 			held := t.body
 			t.body = nil
-			if _, err := t.w.Write(held); err != nil {
+			if err := t.w.writeWhole(held); err != nil {
 				return t.s.writeFailed(in, &t.cs, t.ts, err), true
 			}
 		}
@@ -568,7 +589,7 @@ func (t *tunnelExchange) writeHeld() dispatch.ReleaseReason {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	t.c.Status(status)
 	t.c.Writer.WriteHeaderNow()
-	if _, err := t.w.Write(body); err != nil {
+	if err := t.w.writeWhole(body); err != nil {
 		return t.s.writeFailed(t.in, &t.cs, t.ts, err)
 	}
 	return dispatch.ReasonCompleted
