@@ -493,8 +493,12 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 		}
 		if !t.wroteBody {
 			t.wroteBody = true
-			in.ttft = time.Since(t.start)
-			t.s.metrics.firstToken(t.model, routeTunnel, in.ttft)
+			// Once per request (as a run's firstToken): a held answer
+			// cut short may have counted it before failover.
+			if in.ttft == 0 {
+				in.ttft = time.Since(t.start)
+				t.s.metrics.firstToken(t.model, routeTunnel, in.ttft)
+			}
 		}
 		if t.hold {
 			if t.noBody {
