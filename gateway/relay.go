@@ -230,6 +230,9 @@ type tunnelExchange struct {
 	stream    bool                   // the client asked for a stream
 	sse       bool                   // the provider answered with an event stream
 	wroteBody bool
+	// doneSent: the event stream's [DONE] went to the client, which has
+	// its whole answer; what follows (usage, the END) is the edge's.
+	doneSent bool
 	// A whole answer held until END (see head), and the body so far.
 	// Nothing has been written to the client while hold is set.
 	hold bool
@@ -541,6 +544,19 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 			// Before the flush: a client that hangs up as soon as it has
 			// [DONE] must not race the watch into a cancellation.
 			t.stopWatch()
+			// The event itself, ended by its line break, not the same
+			// bytes inside a chunk's JSON text (where a line break is
+			// escaped): a model that writes "data: [DONE]" has not ended
+			// its stream.
+			if doneLine(f.GetBody()) {
+				t.doneSent = true
+				// No longer watched for the client, the wait for the END
+				// behind [DONE] is bounded by the node's cancel grace,
+				// whatever the idle timeout (0: none).
+				if grace := t.lease.CancelGrace; t.idle <= 0 || t.idle > grace {
+					t.idle = grace
+				}
+			}
 		}
 		if !t.fb.afterWrite(t.ts, doneEvent) {
 			return "", false
@@ -605,6 +621,14 @@ func (t *tunnelExchange) writeHeld() dispatch.ReleaseReason {
 //
 //go:noinline
 func (t *tunnelExchange) failed(err error) dispatch.ReleaseReason {
+	if t.doneSent {
+		// The client has its whole answer: nothing is written after its
+		// [DONE] and the request is not counted as failed. An exchange
+		// still open is cancelled as abandoned by Finish.
+		t.s.log.Debug("tunnel ended after [DONE] without its END", zap.String("request_id", t.in.requestID),
+			zap.String("node_id", t.lease.NodeID), zap.String("provider", t.lease.ProviderID), zap.Error(err))
+		return dispatch.ReasonCompleted
+	}
 	if errors.Is(err, dispatch.ErrRecvTimeout) {
 		// The CancelRequest goes out in Finish, after the error event.
 		t.cs.record(CancelTimeout)
@@ -673,6 +697,24 @@ func hasSSEDone(b []byte) bool {
 			return true
 		}
 		i = at + 1
+	}
+}
+
+// doneLine reports whether b holds sseDone ended by a line break: the
+// [DONE] event, which JSON text cannot contain (its line breaks are
+// escaped). A marker split from its line break by a frame boundary is
+// not seen; only what follows a seen one is treated as after the end.
+func doneLine(b []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(b[i:], sseDone)
+		if j < 0 {
+			return false
+		}
+		end := i + j + len(sseDone)
+		if end < len(b) && (b[end] == '\n' || b[end] == '\r') {
+			return true
+		}
+		i = end
 	}
 }
 
