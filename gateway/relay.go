@@ -146,6 +146,27 @@ func (d *deadlineWriter) Write(p []byte) (int, error) {
 	return d.w.Write(p)
 }
 
+// wholePiece is how much of a whole answer writeWhole hands the
+// connection per write.
+const wholePiece = 64 << 10
+
+// writeWhole writes a whole answer (up to maxHeldBody or
+// openaiapi.MaxAnswerBytes) in pieces, each under the write deadline
+// arm moves: a client that keeps reading gets it however slowly it
+// reads, and one that stops is cut off after the write timeout. As one
+// Write, the whole answer would have to leave within a single timeout
+// (16 MiB in 30 s: a client slower than 4.5 Mbit/s cut off mid-body).
+func (d *deadlineWriter) writeWhole(p []byte) error {
+	for len(p) > 0 {
+		n := min(len(p), wholePiece)
+		if _, err := d.Write(p[:n]); err != nil {
+			return err
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
 func (d *deadlineWriter) Flush() error {
 	if err := d.arm(); err != nil {
 		return err
@@ -209,9 +230,15 @@ type tunnelExchange struct {
 	stream    bool                   // the client asked for a stream
 	sse       bool                   // the provider answered with an event stream
 	wroteBody bool
+	// doneSent: the event stream's [DONE] went to the client, which has
+	// its whole answer; what follows (usage, the END) is the edge's.
+	doneSent bool
 	// A whole answer held until END (see head), and the body so far.
 	// Nothing has been written to the client while hold is set.
 	hold bool
+	// noBody: the status forbids a body (bodyAllowed); the answer is
+	// held and whatever body comes is dropped.
+	noBody bool
 	// status is the provider's status frame from head until the head is
 	// written (writeHead clears it); a held answer's, until its END.
 	status *iop.ProviderTunnelFrame
@@ -375,7 +402,11 @@ func (t *tunnelExchange) head() bool {
 	if !t.sse && retryableStatus(int(first.GetStatusCode())) && t.s.failover(c, t.k, t.lease, failoverUnavailable) {
 		return false // its body is not read: Finish resets the stream
 	}
-	t.hold = !t.sse && (!t.stream || first.GetStatusCode() >= 400)
+	// An answer whose status forbids a body (204, 304) is held too, so
+	// that a body its upstream sent anyway is dropped rather than written
+	// into a failed write (a write_error the client never caused).
+	t.noBody = !bodyAllowed(int(first.GetStatusCode()))
+	t.hold = !t.sse && (!t.stream || first.GetStatusCode() >= 400) || t.noBody
 	if !t.hold {
 		t.writeHead(int(first.GetStatusCode()))
 		t.k.answered()
@@ -385,10 +416,12 @@ func (t *tunnelExchange) head() bool {
 
 // checkHead names what makes a status frame unfit to relay, or "".
 func checkHead(f *iop.ProviderTunnelFrame) string {
-	if !openaiapi.ValidStatus(f.GetStatusCode()) {
+	if code := f.GetStatusCode(); !openaiapi.ValidStatus(code) || code < http.StatusOK {
 		// net/http panics on codes outside 100–999; anything outside
-		// 100–599 is not HTTP.
-		return "invalid status " + strconv.Itoa(int(f.GetStatusCode()))
+		// 100–599 is not HTTP. A 1xx is never an answer's final status:
+		// net/http would send it as an interim response and then a 200 of
+		// its own (101: a protocol switch nobody asked for).
+		return "invalid status " + strconv.Itoa(int(code))
 	}
 	hs := f.GetHeaders()
 	if len(hs) > maxResponseHeaders {
@@ -402,6 +435,13 @@ func checkHead(f *iop.ProviderTunnelFrame) string {
 		return "headers too large"
 	}
 	return ""
+}
+
+// bodyAllowed reports whether an answer of status may carry a body (RFC
+// 9110 §6.4.1; checkHead has refused 1xx): net/http fails every write of
+// a body after a 204 or 304.
+func bodyAllowed(status int) bool {
+	return status != http.StatusNoContent && status != http.StatusNotModified
 }
 
 // writeHead relays the provider's headers with status.
@@ -456,10 +496,17 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 		}
 		if !t.wroteBody {
 			t.wroteBody = true
-			in.ttft = time.Since(t.start)
-			t.s.metrics.firstToken(t.model, routeTunnel, in.ttft)
+			// Once per request (as a run's firstToken): a held answer
+			// cut short may have counted it before failover.
+			if in.ttft == 0 {
+				in.ttft = time.Since(t.start)
+				t.s.metrics.firstToken(t.model, routeTunnel, in.ttft)
+			}
 		}
 		if t.hold {
+			if t.noBody {
+				return "", false
+			}
 			if len(t.body)+len(f.GetBody()) <= maxHeldBody {
 				// A copy: a BODY frame is only lent until the next
 				// RecvBy.
@@ -471,7 +518,7 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 			t.writeHead(int(t.status.GetStatusCode()))
 			held := t.body
 			t.body = nil
-			if _, err := t.w.Write(held); err != nil {
+			if err := t.w.writeWhole(held); err != nil {
 				return t.s.writeFailed(in, &t.cs, t.ts, err), true
 			}
 		}
@@ -497,6 +544,19 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 			// Before the flush: a client that hangs up as soon as it has
 			// [DONE] must not race the watch into a cancellation.
 			t.stopWatch()
+			// The event itself, ended by its line break, not the same
+			// bytes inside a chunk's JSON text (where a line break is
+			// escaped): a model that writes "data: [DONE]" has not ended
+			// its stream.
+			if doneLine(f.GetBody()) {
+				t.doneSent = true
+				// No longer watched for the client, the wait for the END
+				// behind [DONE] is bounded by the node's cancel grace,
+				// whatever the idle timeout (0: none).
+				if grace := t.lease.CancelGrace; t.idle <= 0 || t.idle > grace {
+					t.idle = grace
+				}
+			}
 		}
 		if !t.fb.afterWrite(t.ts, doneEvent) {
 			return "", false
@@ -541,10 +601,15 @@ func (t *tunnelExchange) writeHeld() dispatch.ReleaseReason {
 			status, body = ns, nb
 		}
 	}
+	if !bodyAllowed(status) {
+		t.c.Status(status)
+		t.c.Writer.WriteHeaderNow()
+		return dispatch.ReasonCompleted
+	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	t.c.Status(status)
 	t.c.Writer.WriteHeaderNow()
-	if _, err := t.w.Write(body); err != nil {
+	if err := t.w.writeWhole(body); err != nil {
 		return t.s.writeFailed(t.in, &t.cs, t.ts, err)
 	}
 	return dispatch.ReasonCompleted
@@ -556,6 +621,14 @@ func (t *tunnelExchange) writeHeld() dispatch.ReleaseReason {
 //
 //go:noinline
 func (t *tunnelExchange) failed(err error) dispatch.ReleaseReason {
+	if t.doneSent {
+		// The client has its whole answer: nothing is written after its
+		// [DONE] and the request is not counted as failed. An exchange
+		// still open is cancelled as abandoned by Finish.
+		t.s.log.Debug("tunnel ended after [DONE] without its END", zap.String("request_id", t.in.requestID),
+			zap.String("node_id", t.lease.NodeID), zap.String("provider", t.lease.ProviderID), zap.Error(err))
+		return dispatch.ReasonCompleted
+	}
 	if errors.Is(err, dispatch.ErrRecvTimeout) {
 		// The CancelRequest goes out in Finish, after the error event.
 		t.cs.record(CancelTimeout)
@@ -624,6 +697,24 @@ func hasSSEDone(b []byte) bool {
 			return true
 		}
 		i = at + 1
+	}
+}
+
+// doneLine reports whether b holds sseDone ended by a line break: the
+// [DONE] event, which JSON text cannot contain (its line breaks are
+// escaped). A marker split from its line break by a frame boundary is
+// not seen; only what follows a seen one is treated as after the end.
+func doneLine(b []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(b[i:], sseDone)
+		if j < 0 {
+			return false
+		}
+		end := i + j + len(sseDone)
+		if end < len(b) && (b[end] == '\n' || b[end] == '\r') {
+			return true
+		}
+		i = end
 	}
 }
 

@@ -241,14 +241,14 @@ func (r *runExchange) whole() dispatch.ReleaseReason {
 	}
 	r.firstToken()
 	// The answer (up to the aggregator's bound) goes out under the write
-	// timeout like a stream: a client that stops reading it would
-	// otherwise hold the handler, and the lease, for ever.
+	// timeout like a stream (writeWhole): a client that stops reading it
+	// would otherwise hold the handler, and the lease, for ever.
 	h := c.Writer.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(out)))
 	c.Status(http.StatusOK)
 	c.Writer.WriteHeaderNow()
-	if _, err := newDeadlineWriter(c.Writer, time.Duration(r.limits.WriteTimeoutSec)*time.Second).Write(out); err != nil {
+	if err := newDeadlineWriter(c.Writer, time.Duration(r.limits.WriteTimeoutSec)*time.Second).writeWhole(out); err != nil {
 		return s.writeFailed(in, cs, r.rs, err)
 	}
 	return dispatch.ReasonCompleted

@@ -1,0 +1,121 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iop-gateway/iop/internal/stack"
+	"github.com/iop-gateway/iop/nodewire"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// pacedReader reads at most piece bytes per Read and waits pause before
+// each: a client on a slow link that keeps reading.
+type pacedReader struct {
+	r     io.Reader
+	piece int
+	pause time.Duration
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	time.Sleep(p.pause) // the pace itself, not synchronisation
+	return p.r.Read(b[:min(len(b), p.piece)])
+}
+
+// readPaced sends one POST and reads the whole answer at about
+// piece/pause bytes a second.
+func readPaced(t *testing.T, url, path, body string, piece int, pause time.Duration) (*http.Response, int, error) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(128 << 10) // the edge cannot hand the answer to the kernel at once
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: edge\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body)
+	resp, err := http.ReadResponse(bufio.NewReaderSize(&pacedReader{r: c, piece: piece, pause: pause}, piece), nil)
+	if err != nil {
+		t.Fatalf("reading the answer's head: %v", err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	return resp, int(n), err
+}
+
+// A client that keeps reading a large non-streamed answer, only slower
+// than the answer can be written within limits.write_timeout_sec, gets the
+// whole answer: the write timeout is for a client that stops reading, as
+// for streams, not a bound on how long a whole answer may take to send.
+func TestSteadyReaderGetsWholeAnswer(t *testing.T) {
+	const size = 12 << 20 // over the edge's send buffer (4 MiB), under the held bound
+	filler := strings.Repeat("x", size)
+	for _, tc := range []struct{ name, path, body string }{
+		{"tunnel", "/v1/chat/completions", `{"model":"qwen-7b","messages":[{"role":"user","content":"hi"}]}`},
+		{"run", "/v1/chat/completions", `{"model":"demo","messages":[{"role":"user","content":"hi"}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := fakeNodeConfig(t)
+			cfg.Limits.WriteTimeoutSec = 2
+			e := startEdge(t, cfg)
+			startFakeNode(t, e, func(n *fakeNode, ctx context.Context, st *nodewire.Stream, first *iop.Envelope) {
+				go func() { // Owner: this node handler; stops when the stream ends.
+					for {
+						if _, err := st.Recv(); err != nil {
+							return
+						}
+					}
+				}()
+				if req := first.GetProviderTunnelRequest(); req != nil {
+					body := `{"object":"chat.completion","pad":"` + filler + `"}`
+					frames := []*iop.ProviderTunnelFrame{statusFrame(200, jsonType)}
+					for i := 0; i < len(body); i += 64 << 10 {
+						frames = append(frames, bodyFrame(body[i:min(i+64<<10, len(body))]))
+					}
+					for i, f := range append(frames, endFrame()) {
+						f.Sequence, f.RunId = uint64(i+1), req.GetRunId()
+						if st.Send(tunnelFrameEnv(f)) != nil {
+							return
+						}
+					}
+				} else {
+					runID := first.GetRunRequest().GetRunId()
+					seq := uint64(0)
+					send := func(ev *iop.RunEvent) error {
+						seq++
+						ev.RunId, ev.Sequence = runID, seq
+						return st.Send(&iop.Envelope{Body: &iop.Envelope_RunEvent{RunEvent: ev}})
+					}
+					_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_START})
+					for i := 0; i < size; i += 64 << 10 {
+						if send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: filler[i:min(i+64<<10, size)]}) != nil {
+							return
+						}
+					}
+					_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_COMPLETE, FinishReason: "stop",
+						Usage: &iop.Usage{PromptTokens: 1, CompletionTokens: 1, TotalTokens: 2}})
+				}
+				_ = st.CloseWrite()
+				<-ctx.Done()
+			})
+			// At most 1.6 MiB/s: the 7.5 MiB beyond the kernel's buffers take
+			// 4.6 s or more, over two write timeouts, with no pause longer
+			// than 10 ms.
+			resp, n, err := readPaced(t, e.URL, tc.path, tc.body, 16<<10, 10*time.Millisecond)
+			if err != nil || resp.StatusCode != http.StatusOK || strconv.Itoa(n) != resp.Header.Get("Content-Length") {
+				t.Fatalf("status %d, read %d of %s bytes: %v", resp.StatusCode, n, resp.Header.Get("Content-Length"), err)
+			}
+			stack.WaitFor(t, waitLong, "the lease to return", func() bool { return inFlight(e, map[string]string{"tunnel": "vllm-main", "run": "mock"}[tc.name]) == 0 })
+			if got := cancellations(t, e, "write_error"); got != 0 {
+				t.Fatalf("write_error cancellations = %v, want 0", got)
+			}
+		})
+	}
+}
