@@ -144,6 +144,10 @@ type messagesWriter struct {
 	// writeTimeout bounds finish's writes (a held answer is up to
 	// maxHeldMessage): the relay's deadline covers only what it writes.
 	writeTimeout time.Duration
+	// fdw, set by finish, re-arms the write deadline for each of finish's
+	// writes, so that a client reading a large answer slowly but steadily
+	// is not cut off by one deadline for the whole of it.
+	fdw *deadlineWriter
 }
 
 // Unwrap is the real writer, for http.ResponseController: without it the
@@ -304,7 +308,15 @@ func (c committer) Write(p []byte) (int, error) {
 		h.Set("request-id", c.w.requestID)
 		rw.WriteHeader(http.StatusOK)
 	}
-	n, err := rw.Write(p)
+	var (
+		n   int
+		err error
+	)
+	if c.w.fdw != nil {
+		n, err = c.w.fdw.Write(p)
+	} else {
+		n, err = rw.Write(p)
+	}
 	if err != nil && c.w.werr == nil {
 		c.w.werr = err
 	}
@@ -324,9 +336,12 @@ func (w *messagesWriter) finish() {
 	// The lease is back by now, but a client that stops reading would
 	// still pin this goroutine, its connection and the held answer. The
 	// relay's last write left a deadline on the connection today; this
-	// one does not rely on that. An error (the connection is gone) shows
-	// in the writes below.
-	_ = http.NewResponseController(rw).SetWriteDeadline(time.Now().Add(w.writeTimeout))
+	// one does not rely on that, and moves it as the writes go on (a
+	// whole answer goes out in pieces, see writeWhole). An error (the
+	// connection is gone) shows in the writes below.
+	if dw := newDeadlineWriter(rw, w.writeTimeout); dw.arm() == nil {
+		w.fdw = dw
+	}
 	switch {
 	case w.sw != nil:
 		if !w.sw.Done() && w.werr == nil {
@@ -363,6 +378,10 @@ func (w *messagesWriter) finish() {
 		rw.Header().Set("Content-Type", "application/json")
 		rw.Header().Set("request-id", w.requestID)
 		rw.WriteHeader(http.StatusOK)
-		_, _ = rw.Write(out)
+		if w.fdw != nil {
+			_ = w.fdw.writeWhole(out)
+		} else {
+			_, _ = rw.Write(out)
+		}
 	}
 }
