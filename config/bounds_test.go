@@ -180,3 +180,27 @@ models:
 		t.Fatal("unparsable YAML accepted")
 	}
 }
+
+// A Redis timeout over a fifth of the lease TTL is refused: the renewals,
+// every TTL/3 from a loop that may spend three calls' timeouts, would
+// otherwise arrive after a slow but answering Redis expired live leases.
+func TestClusterTimeoutWithinTTL(t *testing.T) {
+	for _, tc := range []struct {
+		redis string
+		ok    bool
+	}{
+		{`{address: "r:6379", lease_ttl_sec: 1, timeout_ms: 500}`, false},
+		{`{address: "r:6379", lease_ttl_sec: 1}`, true}, // the default 200 ms
+		{`{address: "r:6379", lease_ttl_sec: 15, timeout_ms: 3000}`, true},
+		{`{address: "r:6379", lease_ttl_sec: 15, timeout_ms: 3001}`, false},
+	} {
+		f := writeFile(t, "edge.yaml", "cluster: {redis: "+tc.redis+"}\n")
+		_, err := LoadEdge(f)
+		if got := err == nil; got != tc.ok {
+			t.Errorf("%s: accepted %v, want %v (%v)", tc.redis, got, tc.ok, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "cluster.redis.timeout_ms") {
+			t.Errorf("%s: problems %v lack cluster.redis.timeout_ms", tc.redis, err)
+		}
+	}
+}

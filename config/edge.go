@@ -384,6 +384,12 @@ func (c *Edge) Normalize() error {
 		}
 		if r.TimeoutMS < 1 || r.TimeoutMS > 10000 {
 			p.add("cluster.redis.timeout_ms must be between 1 and 10000")
+		} else if ttlMS := r.LeaseTTLSec * 1000; ttlMS >= 1000 && float64(r.TimeoutMS) > ttlMS/5 {
+			// Leases are renewed every TTL/3 by a loop whose round may
+			// spend three calls' timeouts: past a fifth of the TTL, a slow
+			// but answering Redis would let live leases expire, and other
+			// edges take slots still in use.
+			p.add("cluster.redis.timeout_ms (%d) must be at most a fifth of lease_ttl_sec (%g ms): renewals would arrive after leases expire", r.TimeoutMS, ttlMS/5)
 		}
 		if r.PasswordEnv != "" {
 			r.Password = resolveSecret(&p, "cluster.redis.password", "", r.PasswordEnv)
