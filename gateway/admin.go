@@ -175,7 +175,11 @@ func (s *Server) adminTerminate(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), adminTimeout)
 	defer cancel()
 	n, err := s.d.TerminateSession(ctx, c.Param("session_id"))
-	s.metrics.cancelled(CancelAdmin)
+	if n > 0 {
+		// Asked of at least one node; the answer does not say whether the
+		// session ran there, so this counts cancellations sent.
+		s.metrics.cancelled(CancelAdmin)
+	}
 	out := gin.H{"session_id": c.Param("session_id"), "nodes_reached": n}
 	if err != nil {
 		// The code only: the error's text can name node addresses.
