@@ -45,7 +45,12 @@ type Conn struct {
 	sess     atomic.Pointer[muxSession] // nil until startMux
 	ctrl     *Stream                    // set with sess, before any other goroutine uses it
 	maxFrame int
-	log      *zap.Logger
+	// fanout bounds what one received frame may decode into (see
+	// checkFanout): maxNodeElements on the edge, whose peers are nodes;
+	// 0 (no bound) on the node, which decodes what the edge validated.
+	// Set before the first stream.
+	fanout int
+	log    *zap.Logger
 
 	closed    chan struct{} // closed once, by closeWith
 	closeOnce sync.Once
@@ -193,7 +198,14 @@ func (c *Conn) OpenStream(ctx context.Context) (*Stream, error) {
 		return nil, fmt.Errorf("nodewire: open stream: %w", err)
 	}
 	c.streamsOpened.Add(1)
-	return newStream(s, c.maxFrame), nil
+	return c.newStream(s), nil
+}
+
+// newStream wraps a mux stream of c with c's frame limits.
+func (c *Conn) newStream(s *muxStream) *Stream {
+	st := newStream(s, c.maxFrame)
+	st.fanout = c.fanout
+	return st
 }
 
 // acceptStream waits for the peer's next stream.
@@ -210,7 +222,7 @@ func (c *Conn) acceptStream(ctx context.Context) (*Stream, error) {
 		return nil, fmt.Errorf("nodewire: accept stream: %w", err)
 	}
 	c.streamsAccept.Add(1)
-	return newStream(s, c.maxFrame), nil
+	return c.newStream(s), nil
 }
 
 // startHeartbeat runs the control stream after the handshake: one goroutine

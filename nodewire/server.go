@@ -296,6 +296,7 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 		return
 	}
 	c := newConn(raw, s.cfg.MaxFrameSize, s.log)
+	c.fanout = maxNodeElements
 	resp := s.cfg.Handler.Register(c, req)
 	if resp.GetAccepted() {
 		log = log.With(zap.String("node_id", req.GetNodeId()))
@@ -366,7 +367,7 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 		log.Info("node handshake failed", zap.Error(err))
 		return
 	}
-	c.ctrl = newStream(ys, c.maxFrame)
+	c.ctrl = c.newStream(ys)
 	c.streamsAccept.Add(1)
 	_ = c.ctrl.SetReadDeadline(readyBy)
 	env, rerr := c.ctrl.Recv()

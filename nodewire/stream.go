@@ -24,6 +24,7 @@ const abortLinger = 3 * time.Second
 type Stream struct {
 	s        *muxStream
 	maxFrame int
+	fanout   int // see Conn.fanout
 
 	wmu    sync.Mutex // serialises Send so frames never interleave
 	queued []byte     // guarded by wmu: frames encoded by Queue, not yet written; nil when none
@@ -216,6 +217,9 @@ func (st *Stream) Recv() (*iop.Envelope, error) {
 			return nil, err
 		}
 		if payload, ok := st.s.readWholeFrame(st.maxFrame); ok {
+			if err := checkFanout(payload, st.fanout); err != nil {
+				return nil, err
+			}
 			return DecodeEnvelope(payload)
 		}
 	}
@@ -264,6 +268,9 @@ func (st *Stream) recvPartialLocked() (*iop.Envelope, error) {
 	}
 	payload := p.payload
 	st.part = partialFrame{}
+	if err := checkFanout(payload, st.fanout); err != nil {
+		return nil, err
+	}
 	return DecodeEnvelope(payload)
 }
 
@@ -316,6 +323,10 @@ func (st *Stream) RecvLent() (*iop.Envelope, error) {
 	payload, buf, ok := st.s.takeWholeFrame(st.maxFrame)
 	if !ok {
 		return st.recvPartialLocked()
+	}
+	if err := checkFanout(payload, st.fanout); err != nil {
+		putRecvBuf(buf)
+		return nil, err
 	}
 	if inner, ok := onlyEnvelopeField(payload, fieldEnvelopeTunnelFrame); ok {
 		te := tunnelEnvelopes.Get().(*tunnelEnvelope)
