@@ -103,18 +103,22 @@ func HealthName(h iop.HealthState) string {
 // setHealth records the health and load of node id's providers from a
 // providers command its session c answered (nodes that send no load
 // reports). The answer of a session that no longer owns the node (a newer
-// generation registered meanwhile) changes nothing.
+// generation registered meanwhile) changes nothing. Only as many snapshots as the node has providers are converted (as
+// observeLocked looks at): a longer answer costs no more than that.
 func (d *Dispatcher) setHealth(id string, c *nodewire.Conn, snaps []*iop.ProviderSnapshot) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.nodes[id]
+	if n == nil || n.owner != c || n.state != stateReady {
+		return
+	}
+	snaps = snaps[:min(len(snaps), len(n.resources))]
 	loads := make([]*iop.ProviderLoad, 0, len(snaps))
 	for _, s := range snaps {
 		loads = append(loads, &iop.ProviderLoad{ProviderId: s.GetProviderId(), Health: s.GetHealth(),
 			Running: s.GetBackendRunning(), Waiting: s.GetBackendWaiting(), KvCacheUsage: s.GetKvCacheUsage()})
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if n := d.nodes[id]; n != nil && n.owner == c && n.state == stateReady {
-		d.observeLocked(n, loads, time.Now())
-	}
+	d.observeLocked(n, loads, time.Now())
 }
 
 // Load implements nodewire.LoadReceiver: a ready node's pushed report.
