@@ -229,7 +229,23 @@ func (d *Dispatcher) RecentEvents() []Event {
 }
 
 // recordEvent must be called with d.mu held (it is, from transitions).
+//
+// A refused registration is what anyone who reaches the node listener can
+// cause, as often as it likes: it replaces the earlier entry for the same
+// node and reason (moved to the end, counting both) rather than adding
+// one, so such refusals hold at most one entry per configured node and
+// reason (plus one for unknown ids) and never push the nodes' lifecycle
+// events out of the ring.
 func (d *Dispatcher) recordEvent(e Event) {
+	if e.Type == EventNodeRejected {
+		for i := len(d.events) - 1; i >= 0; i-- {
+			if p := d.events[i]; p.Type == e.Type && p.NodeID == e.NodeID && p.Reason == e.Reason {
+				e.Count = max(p.Count, 1) + 1
+				d.events = append(d.events[:i], d.events[i+1:]...)
+				break
+			}
+		}
+	}
 	if len(d.events) >= maxEvents {
 		copy(d.events, d.events[1:])
 		d.events = d.events[:maxEvents-1]
