@@ -23,6 +23,10 @@ type Event struct {
 	NodeID string    `json:"node_id"`
 	Reason string    `json:"reason,omitempty"`
 	Time   time.Time `json:"time"`
+	// Count, in RecentEvents, is how many refused registrations of the
+	// same node and reason the entry stands for when more than one; Time
+	// is then the latest. Zero on the bus.
+	Count int `json:"count,omitempty"`
 }
 
 // Bus receives events. Publish must never block: a full bus drops.

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"math"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -14,32 +15,52 @@ import (
 
 // pollHealth asks every ready node for its providers' snapshots each
 // interval and records the backend health they report. It is advisory: a
-// failed poll changes nothing (the heartbeat owns liveness).
+// failed poll changes nothing (the heartbeat owns liveness). The nodes are
+// asked at once, each poll bounded by the interval, so a node slow to
+// answer (or not answering) delays no other node's report, and a round
+// never lasts longer than one interval whatever the number of nodes.
 func (d *Dispatcher) pollHealth(interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		select {
 		case <-d.ctx.Done():
 			return
 		case <-t.C:
 		}
+		// One goroutine per ready node (bounded by the configured nodes);
+		// the next round starts only after this one ends.
 		for id, c := range d.pollNodes(interval) {
-			ctx, cancel := context.WithTimeout(d.ctx, interval)
-			resp, err := nodeCommandOn(ctx, c, "providers")
-			cancel()
-			if err != nil {
-				if d.ctx.Err() == nil {
-					d.log.Debug("health poll failed", zap.String("node_id", id), zap.Error(err))
-				}
-				continue
-			}
-			if testHookPolled != nil {
-				testHookPolled()
-			}
-			d.setHealth(id, c, resp.GetProviders())
+			wg.Add(1)
+			// Owner: pollHealth. Stops when the node answers, the poll's
+			// deadline (one interval) passes, or Close cancels d.ctx.
+			go func() {
+				defer wg.Done()
+				d.pollNode(id, c, interval)
+			}()
 		}
+		wg.Wait()
 	}
+}
+
+// pollNode asks node id's session c for its providers' snapshots, waiting
+// at most timeout, and records them.
+func (d *Dispatcher) pollNode(id string, c *nodewire.Conn, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(d.ctx, timeout)
+	resp, err := nodeCommandOn(ctx, c, "providers")
+	cancel()
+	if err != nil {
+		if d.ctx.Err() == nil {
+			d.log.Debug("health poll failed", zap.String("node_id", id), zap.Error(err))
+		}
+		return
+	}
+	if testHookPolled != nil {
+		testHookPolled()
+	}
+	d.setHealth(id, c, resp.GetProviders())
 }
 
 // testHookPolled, when set (by tests only, before the dispatcher starts),
@@ -82,18 +103,22 @@ func HealthName(h iop.HealthState) string {
 // setHealth records the health and load of node id's providers from a
 // providers command its session c answered (nodes that send no load
 // reports). The answer of a session that no longer owns the node (a newer
-// generation registered meanwhile) changes nothing.
+// generation registered meanwhile) changes nothing. Only as many snapshots as the node has providers are converted (as
+// observeLocked looks at): a longer answer costs no more than that.
 func (d *Dispatcher) setHealth(id string, c *nodewire.Conn, snaps []*iop.ProviderSnapshot) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.nodes[id]
+	if n == nil || n.owner != c || n.state != stateReady {
+		return
+	}
+	snaps = snaps[:min(len(snaps), len(n.resources))]
 	loads := make([]*iop.ProviderLoad, 0, len(snaps))
 	for _, s := range snaps {
 		loads = append(loads, &iop.ProviderLoad{ProviderId: s.GetProviderId(), Health: s.GetHealth(),
 			Running: s.GetBackendRunning(), Waiting: s.GetBackendWaiting(), KvCacheUsage: s.GetKvCacheUsage()})
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if n := d.nodes[id]; n != nil && n.owner == c && n.state == stateReady {
-		d.observeLocked(n, loads, time.Now())
-	}
+	d.observeLocked(n, loads, time.Now())
 }
 
 // Load implements nodewire.LoadReceiver: a ready node's pushed report.

@@ -1,12 +1,12 @@
 package dispatch
 
 import (
-	"time"
-
 	"sort"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -87,11 +87,41 @@ type ModelStatus struct {
 // Status snapshots every node, provider and model queue.
 func (d *Dispatcher) Status() Status {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.statusLocked()
+	st, specs := d.snapshotLocked()
+	d.mu.Unlock()
+	// A config version hashes the node's whole payload (a marshal and a
+	// SHA-256 per node, twice): with 100 nodes of 8 providers that is 2 ms,
+	// which every Acquire and Release would wait out behind each scrape.
+	// Applied specs are never changed in place (a reload swaps them), so
+	// they are read after the lock is released.
+	specs.versions(st)
+	return st
 }
 
+// statusLocked is Status with d.mu held throughout.
 func (d *Dispatcher) statusLocked() Status {
+	st, specs := d.snapshotLocked()
+	specs.versions(st)
+	return st
+}
+
+// nodeSpecs are the specs behind each of a Status's nodes, in order: the
+// edge's current one and the one the node's session runs (nil: none).
+type nodeSpecs []struct{ desired, running *config.NodeSpec }
+
+// versions fills in st's config versions from the specs.
+func (s nodeSpecs) versions(st Status) {
+	for i, sp := range s {
+		st.Nodes[i].DesiredConfigVersion = NodePayload(sp.desired).GetConfigVersion()
+		if sp.running != nil {
+			st.Nodes[i].ConfigVersion = NodePayload(sp.running).GetConfigVersion()
+		}
+	}
+}
+
+// snapshotLocked is the status without its config versions, and the specs
+// they are computed from.
+func (d *Dispatcher) snapshotLocked() (Status, nodeSpecs) {
 	// queued / long_queued: unique pending requests that include the
 	// resource as a live candidate; one request counts for every such
 	// resource.
@@ -126,16 +156,15 @@ func (d *Dispatcher) statusLocked() Status {
 		}
 	}
 	var st Status
-	for _, ns := range d.cfg.Nodes {
+	var specs nodeSpecs
+	for i := range d.cfg.Nodes {
+		ns := &d.cfg.Nodes[i]
 		n := d.nodes[ns.ID]
 		if n == nil {
 			continue
 		}
-		nst := NodeStatus{ID: n.id, Connected: n.state == stateReady, Providers: []*ProviderStatus{},
-			DesiredConfigVersion: NodePayload(&ns).GetConfigVersion()}
-		if n.running != nil {
-			nst.ConfigVersion = NodePayload(n.running).GetConfigVersion()
-		}
+		nst := NodeStatus{ID: n.id, Connected: n.state == stateReady, Providers: []*ProviderStatus{}}
+		specs = append(specs, struct{ desired, running *config.NodeSpec }{ns, n.running})
 		for _, ps := range ns.Providers {
 			r := n.resources[ps.Name]
 			if r == nil {
@@ -175,7 +204,7 @@ func (d *Dispatcher) statusLocked() Status {
 		}
 	}
 	sort.SliceStable(st.Models, func(i, j int) bool { return st.Models[i].Name < st.Models[j].Name })
-	return st
+	return st, specs
 }
 
 // Dispatchable reports whether at least one referenced provider is live
@@ -200,7 +229,23 @@ func (d *Dispatcher) RecentEvents() []Event {
 }
 
 // recordEvent must be called with d.mu held (it is, from transitions).
+//
+// A refused registration is what anyone who reaches the node listener can
+// cause, as often as it likes: it replaces the earlier entry for the same
+// node and reason (moved to the end, counting both) rather than adding
+// one, so such refusals hold at most one entry per configured node and
+// reason (plus one for unknown ids) and never push the nodes' lifecycle
+// events out of the ring.
 func (d *Dispatcher) recordEvent(e Event) {
+	if e.Type == EventNodeRejected {
+		for i := len(d.events) - 1; i >= 0; i-- {
+			if p := d.events[i]; p.Type == e.Type && p.NodeID == e.NodeID && p.Reason == e.Reason {
+				e.Count = max(p.Count, 1) + 1
+				d.events = append(d.events[:i], d.events[i+1:]...)
+				break
+			}
+		}
+	}
 	if len(d.events) >= maxEvents {
 		copy(d.events, d.events[1:])
 		d.events = d.events[:maxEvents-1]
