@@ -35,7 +35,8 @@ var lookupHost = net.DefaultResolver.LookupHost
 // returns nil on cancellation, else the stopped supervisors' errors joined
 // (a fatal rejection wraps ErrFatal). With resolve, a DNS name among the
 // addresses stands for every address it resolves to (config.NodeEdge's
-// addresses); without it the addresses are dialled as given.
+// addresses), of one family (oneFamily); without it the addresses are
+// dialled as given.
 //
 // A name that does not resolve is looked up again under the connect
 // policy, each failed lookup counting as a failed attempt: DNS that is not
@@ -92,7 +93,7 @@ func RunEdges(ctx context.Context, base SupervisorConfig, addresses []string, re
 				}
 				return
 			}
-			for _, ip := range ips {
+			for _, ip := range oneFamily(ips) {
 				start(net.JoinHostPort(ip, port), host)
 			}
 		}()
@@ -102,6 +103,24 @@ func RunEdges(ctx context.Context, base SupervisorConfig, addresses []string, re
 		return nil
 	}
 	return errors.Join(errs...)
+}
+
+// oneFamily keeps the IPv4 addresses of ips when there are any, else all
+// of them (IPv6). A dual-stack edge has an A and an AAAA record: a session
+// through each would be two sessions of one node with one edge, each
+// registration superseding the other, every reconnect interval, with the
+// runs on it.
+func oneFamily(ips []string) []string {
+	var v4 []string
+	for _, ip := range ips {
+		if a := net.ParseIP(ip); a != nil && a.To4() != nil {
+			v4 = append(v4, ip)
+		}
+	}
+	if len(v4) > 0 {
+		return v4
+	}
+	return ips
 }
 
 // resolveEdge looks host up until it resolves, ctx ends or base's attempt

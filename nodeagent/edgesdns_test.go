@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/iop-gateway/iop/nodewire"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // stubDNS makes lookupHost answer with answer(n) for the n-th lookup
@@ -76,5 +77,47 @@ func TestEdgeNameThatNeverResolvesSpendsTheBudget(t *testing.T) {
 	}
 	if got := lookups.Load(); got != 3 {
 		t.Fatalf("%d lookups, want exactly 3", got)
+	}
+}
+
+// startFakeEdgeOn is startFakeEdge listening on addr.
+func startFakeEdgeOn(t *testing.T, addr string, payload *iop.NodeConfigPayload) *fakeEdge {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", addr, err)
+	}
+	fe := &fakeEdge{addr: ln.Addr().String(), payload: payload,
+		script: func(int) iop.RejectCode { return iop.RejectCode_REJECT_CODE_UNSPECIFIED },
+		conns:  make(chan *nodewire.Conn, 64), ready: map[*nodewire.Conn]bool{}}
+	fe.srv = nodewire.NewServer(nodewire.ServerConfig{Handler: fe, HandshakeTimeout: 5 * time.Second})
+	done := make(chan struct{})
+	// Owner: the test; stops at srv.Close in Cleanup.
+	go func() { defer close(done); _ = fe.srv.Serve(ln) }()
+	t.Cleanup(func() { _ = fe.srv.Close(); <-done })
+	return fe
+}
+
+// A name with an A and an AAAA record (one dual-stack edge) gets one
+// session, not one per address: two sessions of one node with one edge
+// would supersede each other at every reconnect. Here the two addresses
+// reach two listeners, so a session through the IPv6 one is seen.
+func TestDualStackEdgeNameGetsOneSession(t *testing.T) {
+	v4 := startFakeEdge(t, mockPayload(1), nil)
+	_, port, _ := net.SplitHostPort(v4.addr)
+	v6 := startFakeEdgeOn(t, net.JoinHostPort("::1", port), mockPayload(1))
+	stubDNS(t, func(int) ([]string, error) { return []string{"::1", "127.0.0.1"}, nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- RunEdges(ctx, dnsPolicy(0), []string{net.JoinHostPort("edge.test", port)}, true, newTestAgent(t), zap.NewNop())
+	}()
+	v4.nextReady(t)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("RunEdges after shutdown = %v, want nil", err)
+	}
+	if n := v6.registrations(); n != 0 {
+		t.Fatalf("%d registrations through the AAAA address of an edge the node already has a session with, want 0", n)
 	}
 }
