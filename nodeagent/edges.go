@@ -22,8 +22,8 @@ import (
 // work). Every edge of a cluster serves the same config file; the node
 // applies what each edge hands it, and identical configs change nothing.
 
-// ErrNoEdge is returned when none of the configured edge addresses
-// resolves.
+// ErrNoEdge is wrapped in the error of an edge name that did not resolve
+// within the attempt budget (with ErrAttemptsExhausted).
 var ErrNoEdge = errors.New("nodeagent: no edge address")
 
 // lookupHost resolves an edge's DNS name (a variable so that tests can
