@@ -17,7 +17,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/iop-gateway/iop/nodeagent/adapter"
-	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -97,8 +96,6 @@ type Agent struct {
 	// while exchanges still held slots, by name, so that the name coming
 	// back before they end counts them against its capacity.
 	draining map[string]*gate
-
-	conn atomic.Pointer[nodewire.ClientConn] // the current session, for `transport`
 
 	tracer trace.Tracer // spans for runs and tunnels; no-op unless SetTracerProvider
 

@@ -53,7 +53,7 @@ func (a *Agent) Command(ctx context.Context, typ string) *iop.NodeCommandRespons
 	case CmdSessions:
 		payload = a.sessions()
 	case CmdTransport:
-		payload = a.transport()
+		payload = transport(ctx)
 	case CmdProviders:
 		resp.Providers = a.Snapshots(ctx)
 		payload = map[string]any{"providers": resp.Providers}
@@ -171,8 +171,10 @@ func (a *Agent) sessions() map[string]any {
 	return map[string]any{"sessions": out[:maxCommandSessions], "truncated": true, "total": total}
 }
 
-func (a *Agent) transport() map[string]any {
-	c := a.conn.Load()
+// transport describes the connection of the session the command came on
+// (a node with several edges has one each).
+func transport(ctx context.Context) map[string]any {
+	c := sessionConn(ctx)
 	if c == nil {
 		return map[string]any{"connected": false}
 	}

@@ -129,8 +129,6 @@ func (s *Supervisor) session(ctx context.Context, attempt int) (bool, error) {
 	}
 	s.log.Info("edge session ready", zap.String("node_id", resp.GetNodeId()), zap.Int("adapters", len(resp.GetConfig().GetAdapters())))
 	s.note("ready", attempt, nil)
-	s.agent.conn.Store(conn)
-	defer s.agent.conn.CompareAndSwap(conn, nil)
 	lctx, stopLoad := context.WithCancel(ctx)
 	loadDone := make(chan struct{})
 	// Owner: this session. Stops when the session ends (stopLoad below) or
@@ -139,9 +137,23 @@ func (s *Supervisor) session(ctx context.Context, attempt int) (bool, error) {
 		defer close(loadDone)
 		s.agent.reportLoad(lctx, conn)
 	}()
-	err = conn.Serve(ctx, s.agent.HandleStream)
+	// The streams' handlers know their session: the `transport` command
+	// describes the connection it was asked on, whichever other edges the
+	// node is connected to.
+	err = conn.Serve(context.WithValue(ctx, sessionConnKey{}, conn), s.agent.HandleStream)
 	stopLoad()
 	<-loadDone
 	s.note("lost", attempt, err)
 	return true, err
+}
+
+// sessionConnKey is the context key under which a session's handlers find
+// its connection.
+type sessionConnKey struct{}
+
+// sessionConn is the connection of the session serving ctx's stream, or
+// nil outside one.
+func sessionConn(ctx context.Context) *nodewire.ClientConn {
+	c, _ := ctx.Value(sessionConnKey{}).(*nodewire.ClientConn)
+	return c
 }
