@@ -25,8 +25,12 @@ type Node struct {
 type NodeEdge struct {
 	Address string `mapstructure:"address"`
 	// Addresses lists host:port of every edge. An entry whose host is a
-	// DNS name stands for every address the name resolves to (A and AAAA,
-	// looked up at start). Set address or addresses, not both.
+	// DNS name stands for every address the name resolves to: its IPv4
+	// addresses when it has any, else its IPv6 ones (one session per edge,
+	// not one per address family). A name that does not resolve is looked
+	// up again every reconnect interval, each lookup counting as an
+	// attempt; once resolved, its addresses are kept until a restart. Set
+	// address or addresses, not both.
 	Addresses []string  `mapstructure:"addresses"`
 	TLS       ClientTLS `mapstructure:"tls"`
 }
