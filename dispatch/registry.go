@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/dispatch/route"
 	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -317,6 +318,8 @@ func (d *Dispatcher) fenceLocked(n *node, why string) {
 		}
 		r.live, r.conn = false, nil
 	}
+	// The next session's first load report is taken whenever it comes.
+	n.lastLoad = time.Time{}
 	_ = why
 }
 
@@ -339,6 +342,9 @@ func (d *Dispatcher) liveLocked(n *node) {
 		}
 		r.live, r.gen, r.conn = true, n.gen, n.owner
 		r.inFlight, r.longInFlight, r.health = 0, 0, iop.HealthState_HEALTH_STATE_UNSPECIFIED
+		// Figures reported before it was live (another session's, or from
+		// before it went offline) describe no backend this session runs.
+		r.load, r.loadAt = route.Load{}, time.Time{}
 	}
 }
 
