@@ -288,10 +288,14 @@ func (w *messagesWriter) event(ev []byte) error {
 
 // Flush sends what the converted events wrote so far. The relay calls it
 // after a chunk unless the next one has already arrived (flushBatch), so a
-// backlog leaves in one write, as on the OpenAI surface. Before a stream
-// starts, nothing has been written to the real writer: a no-op.
+// backlog leaves in one write, as on the OpenAI surface. Until the first
+// converted event, nothing has been written to the real writer: a no-op.
+// A chunk that converts to no event (vLLM's and OpenAI's first, with only
+// the role) must not flush, since flushing commits the response with the
+// headers the stream has not set yet (it would go out as text/plain,
+// without its request-id).
 func (w *messagesWriter) Flush() {
-	if w.sw != nil {
+	if w.sw != nil && w.sw.Started() {
 		w.ResponseWriter.Flush()
 	}
 }
