@@ -10,16 +10,19 @@ import (
 	"unicode/utf8"
 )
 
-// Error types of Anthropic's error envelope. SDKs pick their exception class
+// Error types of Anthropic's error envelope, one per status Anthropic
+// documents (its SDKs' ErrorObject union). SDKs pick their exception class
 // from the HTTP status; the type is what scripts branch on.
 const (
 	TypeInvalidRequest  = "invalid_request_error"
 	TypeAuthentication  = "authentication_error"
+	TypeBilling         = "billing_error" // 402
 	TypePermission      = "permission_error"
 	TypeNotFound        = "not_found_error"
 	TypeRequestTooLarge = "request_too_large"
 	TypeRateLimit       = "rate_limit_error"
 	TypeAPI             = "api_error"
+	TypeTimeout         = "timeout_error" // 504
 	TypeOverloaded      = "overloaded_error"
 )
 
@@ -59,6 +62,8 @@ func TypeForStatus(status int) string {
 		return TypeInvalidRequest
 	case status == http.StatusUnauthorized:
 		return TypeAuthentication
+	case status == http.StatusPaymentRequired:
+		return TypeBilling
 	case status == http.StatusForbidden:
 		return TypePermission
 	case status == http.StatusNotFound:
@@ -69,6 +74,8 @@ func TypeForStatus(status int) string {
 		return TypeRateLimit
 	case status == http.StatusServiceUnavailable || status == statusOverloaded:
 		return TypeOverloaded
+	case status == http.StatusGatewayTimeout:
+		return TypeTimeout
 	case status >= 500 && status <= 599:
 		return TypeAPI
 	case status >= 400 && status <= 499:
@@ -128,6 +135,8 @@ func fixedMessage(status int) string {
 		return "The request was rejected."
 	case TypeAuthentication:
 		return "Missing or invalid API key."
+	case TypeBilling:
+		return "The provider refused the request for billing reasons."
 	case TypePermission:
 		return "Permission denied."
 	case TypeNotFound:
@@ -138,6 +147,8 @@ func fixedMessage(status int) string {
 		return "Rate limited; retry later."
 	case TypeOverloaded:
 		return "The service is overloaded; retry later."
+	case TypeTimeout:
+		return "The provider did not answer in time."
 	default:
 		return "The upstream provider failed."
 	}
