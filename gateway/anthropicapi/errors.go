@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/iop-gateway/iop/internal/jsonenc"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -172,26 +173,31 @@ type openAIEnvelope struct {
 // message for the status, so non-JSON upstream bytes never reach the caller.
 //
 // status 0 means "unknown" (an error event inside an OpenAI SSE stream): the
-// status is then inferred from the envelope's code and type (queue_full or
+// status is then the envelope's code when it is a number in 400..599 (vLLM
+// puts the status there), else inferred from its code and type (queue_full or
 // rate_limit_error 429, no_provider_available or queue_timeout 503,
 // invalid_request 400, otherwise 502). Any other status outside 400..599
 // becomes 502: the upstream answered with something that is not an error we
 // understand.
 func FromOpenAIError(status int, body []byte) *Error {
 	var env openAIEnvelope
-	msg, code, typ := "", "", ""
+	msg, code, typ, numeric := "", "", "", 0
 	if json.Unmarshal(body, &env) == nil {
 		switch {
 		case env.Error != nil:
 			msg = jsonString(env.Error.Message)
 			code = jsonString(env.Error.Code)
 			typ = jsonString(env.Error.Type)
+			numeric = jsonStatus(env.Error.Code)
 		case env.Object == "error":
 			msg = jsonString(env.Message)
 		}
 	}
 	if status == 0 {
-		status = statusFromOpenAICode(code, typ)
+		status = numeric
+		if status == 0 {
+			status = statusFromOpenAICode(code, typ)
+		}
 	} else if status < 400 || status > 599 {
 		status = http.StatusBadGateway
 	}
@@ -213,6 +219,16 @@ func statusFromOpenAICode(code, typ string) int {
 	default:
 		return http.StatusBadGateway
 	}
+}
+
+// jsonStatus is raw as an HTTP error status when it is a JSON integer in
+// 400..599 (vLLM's error events carry the status as their code), else 0.
+func jsonStatus(raw json.RawMessage) int {
+	n, err := strconv.Atoi(string(raw))
+	if err != nil || n < 400 || n > 599 {
+		return 0
+	}
+	return n
 }
 
 // jsonString is raw as a Go string when it is a JSON string, else "".

@@ -59,6 +59,9 @@ func TestFromOpenAIError(t *testing.T) {
 			Error{503, TypeOverloaded, "late"}},
 		{"stream error upstream", 0, `{"error":{"message":"The provider stream ended unexpectedly.","type":"server_error","code":"upstream_error"}}`,
 			Error{502, TypeAPI, "The provider stream ended unexpectedly."}},
+		{"vllm stream error, numeric code", 0, `{"error":{"object":"error","message":"bad tool args","type":"BadRequestError","param":null,"code":400}}`,
+			Error{400, TypeInvalidRequest, "bad tool args"}},
+		{"numeric code out of range", 0, `{"error":{"message":"odd","code":200}}`, Error{502, TypeAPI, "odd"}},
 		{"stream error garbage", 0, `nope`, Error{502, TypeAPI, "The upstream provider failed."}},
 	}
 	for _, c := range cases {
