@@ -374,7 +374,7 @@ func (w *messagesWriter) finish() {
 		}
 		rw.Flush()
 	default:
-		out, err := anthropicapi.RenderMessage(w.held.Bytes(), w.req.Model, w.req.StopSequences)
+		out, err := anthropicapi.RenderMessage(w.held.Bytes(), w.req.Model, w.req.StopSequences, w.promptTokens)
 		if err != nil {
 			anthropicapi.WriteError(rw, w.requestID, anthropicapi.NewError(http.StatusBadGateway, "The provider's answer could not be converted."))
 			return
