@@ -288,16 +288,26 @@ func (w *messagesWriter) event(ev []byte) error {
 
 // Flush sends what the converted events wrote so far. The relay calls it
 // after a chunk unless the next one has already arrived (flushBatch), so a
-// backlog leaves in one write, as on the OpenAI surface. Until the first
-// converted event, nothing has been written to the real writer: a no-op.
-// A chunk that converts to no event (vLLM's and OpenAI's first, with only
-// the role) must not flush, since flushing commits the response with the
-// headers the stream has not set yet (it would go out as text/plain,
-// without its request-id).
+// backlog leaves in one write, as on the OpenAI surface. Before a stream
+// starts, nothing has been written to the real writer: a no-op.
+//
+// A stream whose chunks so far converted to no event (vLLM's and OpenAI's
+// first chunk carries only the role; a reasoning model's thinking is not
+// translated) starts here with message_start and the ping, as Anthropic's
+// API sends them at once: the client has its headers and knows the answer
+// is on its way. Flushing the real writer before that would commit the
+// response without the stream's headers (text/plain, no request-id).
 func (w *messagesWriter) Flush() {
-	if w.sw != nil && w.sw.Started() {
-		w.ResponseWriter.Flush()
+	if w.sw == nil {
+		return
 	}
+	if !w.sw.Started() {
+		w.pinged = true
+		if w.sw.Ping() != nil {
+			return
+		}
+	}
+	w.ResponseWriter.Flush()
 }
 
 // committer writes to the real writer, committing the SSE headers first.

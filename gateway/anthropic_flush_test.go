@@ -12,11 +12,11 @@ import (
 )
 
 // An upstream's first chunk often carries only the role (vLLM, OpenAI):
-// it converts to no Messages event, and the relay's flush after it (the
-// next chunk has not arrived yet) must not commit the response before the
-// stream's own headers are set: the client would get a text/plain answer
-// without the request-id.
-func TestMessagesFlushBeforeFirstEventCommitsNothing(t *testing.T) {
+// it converts to no Messages event. The relay's flush after it (the next
+// chunk has not arrived yet) starts the stream with its own headers,
+// message_start and one ping, as Anthropic's API does; it must not commit
+// the response bare (text/plain, without the request-id).
+func TestMessagesFlushBeforeFirstEventStartsTheStream(t *testing.T) {
 	gin.SetMode(gin.TestMode)
 	rec := httptest.NewRecorder()
 	c, _ := gin.CreateTestContext(rec)
@@ -36,8 +36,8 @@ func TestMessagesFlushBeforeFirstEventCommitsNothing(t *testing.T) {
 	}
 	write("data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n")
 	mw.Flush()
-	if rec.Flushed {
-		t.Errorf("flushed before the first event")
+	if first := rec.Body.String(); !rec.Flushed || !strings.HasPrefix(first, "event: message_start\n") || !strings.HasSuffix(first, "event: ping\ndata: {\"type\":\"ping\"}\n\n") {
+		t.Errorf("after the first flush: flushed %v, body %q", rec.Flushed, first)
 	}
 	write("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}]}\n\n")
 	mw.Flush()
@@ -51,7 +51,8 @@ func TestMessagesFlushBeforeFirstEventCommitsNothing(t *testing.T) {
 		t.Errorf("request-id = %q, want req_1", id)
 	}
 	body := rec.Body.String()
-	if !strings.HasPrefix(body, "event: message_start\n") || !strings.Contains(body, "event: message_stop\n") {
+	if !strings.HasPrefix(body, "event: message_start\n") || !strings.Contains(body, "event: message_stop\n") ||
+		strings.Count(body, "event: ping\n") != 1 || strings.Index(body, "event: ping\n") > strings.Index(body, "event: content_block_start\n") {
 		t.Errorf("body = %q", body)
 	}
 }
