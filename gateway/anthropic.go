@@ -290,10 +290,24 @@ func (w *messagesWriter) event(ev []byte) error {
 // after a chunk unless the next one has already arrived (flushBatch), so a
 // backlog leaves in one write, as on the OpenAI surface. Before a stream
 // starts, nothing has been written to the real writer: a no-op.
+//
+// A stream whose chunks so far converted to no event (vLLM's and OpenAI's
+// first chunk carries only the role; a reasoning model's thinking is not
+// translated) starts here with message_start and the ping, as Anthropic's
+// API sends them at once: the client has its headers and knows the answer
+// is on its way. Flushing the real writer before that would commit the
+// response without the stream's headers (text/plain, no request-id).
 func (w *messagesWriter) Flush() {
-	if w.sw != nil {
-		w.ResponseWriter.Flush()
+	if w.sw == nil {
+		return
 	}
+	if !w.sw.Started() {
+		w.pinged = true
+		if w.sw.Ping() != nil {
+			return
+		}
+	}
+	w.ResponseWriter.Flush()
 }
 
 // committer writes to the real writer, committing the SSE headers first.
@@ -370,7 +384,7 @@ func (w *messagesWriter) finish() {
 		}
 		rw.Flush()
 	default:
-		out, err := anthropicapi.RenderMessage(w.held.Bytes(), w.req.Model, w.req.StopSequences)
+		out, err := anthropicapi.RenderMessage(w.held.Bytes(), w.req.Model, w.req.StopSequences, w.promptTokens)
 		if err != nil {
 			anthropicapi.WriteError(rw, w.requestID, anthropicapi.NewError(http.StatusBadGateway, "The provider's answer could not be converted."))
 			return

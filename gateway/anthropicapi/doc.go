@@ -48,7 +48,8 @@
 //	finish_reason length        max_tokens
 //	tool_calls | function_call  tool_use
 //	content_filter              refusal
-//	usage prompt/completion     usage input_tokens/output_tokens
+//	usage prompt/completion     usage input_tokens/output_tokens (the edge's
+//	                            estimates when the upstream reports none)
 //
 // Reasoning output of the upstream (reasoning_content) is not translated.
 // Like openaiapi, the package is pure: no HTTP server, no dispatch, no

@@ -6,20 +6,24 @@ import (
 	"fmt"
 	"github.com/iop-gateway/iop/internal/jsonenc"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
 
-// Error types of Anthropic's error envelope. SDKs pick their exception class
+// Error types of Anthropic's error envelope, one per status Anthropic
+// documents (its SDKs' ErrorObject union). SDKs pick their exception class
 // from the HTTP status; the type is what scripts branch on.
 const (
 	TypeInvalidRequest  = "invalid_request_error"
 	TypeAuthentication  = "authentication_error"
+	TypeBilling         = "billing_error" // 402
 	TypePermission      = "permission_error"
 	TypeNotFound        = "not_found_error"
 	TypeRequestTooLarge = "request_too_large"
 	TypeRateLimit       = "rate_limit_error"
 	TypeAPI             = "api_error"
+	TypeTimeout         = "timeout_error" // 504
 	TypeOverloaded      = "overloaded_error"
 )
 
@@ -59,6 +63,8 @@ func TypeForStatus(status int) string {
 		return TypeInvalidRequest
 	case status == http.StatusUnauthorized:
 		return TypeAuthentication
+	case status == http.StatusPaymentRequired:
+		return TypeBilling
 	case status == http.StatusForbidden:
 		return TypePermission
 	case status == http.StatusNotFound:
@@ -69,6 +75,8 @@ func TypeForStatus(status int) string {
 		return TypeRateLimit
 	case status == http.StatusServiceUnavailable || status == statusOverloaded:
 		return TypeOverloaded
+	case status == http.StatusGatewayTimeout:
+		return TypeTimeout
 	case status >= 500 && status <= 599:
 		return TypeAPI
 	case status >= 400 && status <= 499:
@@ -128,6 +136,8 @@ func fixedMessage(status int) string {
 		return "The request was rejected."
 	case TypeAuthentication:
 		return "Missing or invalid API key."
+	case TypeBilling:
+		return "The provider refused the request for billing reasons."
 	case TypePermission:
 		return "Permission denied."
 	case TypeNotFound:
@@ -138,6 +148,8 @@ func fixedMessage(status int) string {
 		return "Rate limited; retry later."
 	case TypeOverloaded:
 		return "The service is overloaded; retry later."
+	case TypeTimeout:
+		return "The provider did not answer in time."
 	default:
 		return "The upstream provider failed."
 	}
@@ -161,26 +173,31 @@ type openAIEnvelope struct {
 // message for the status, so non-JSON upstream bytes never reach the caller.
 //
 // status 0 means "unknown" (an error event inside an OpenAI SSE stream): the
-// status is then inferred from the envelope's code and type (queue_full or
+// status is then the envelope's code when it is a number in 400..599 (vLLM
+// puts the status there), else inferred from its code and type (queue_full or
 // rate_limit_error 429, no_provider_available or queue_timeout 503,
 // invalid_request 400, otherwise 502). Any other status outside 400..599
 // becomes 502: the upstream answered with something that is not an error we
 // understand.
 func FromOpenAIError(status int, body []byte) *Error {
 	var env openAIEnvelope
-	msg, code, typ := "", "", ""
+	msg, code, typ, numeric := "", "", "", 0
 	if json.Unmarshal(body, &env) == nil {
 		switch {
 		case env.Error != nil:
 			msg = jsonString(env.Error.Message)
 			code = jsonString(env.Error.Code)
 			typ = jsonString(env.Error.Type)
+			numeric = jsonStatus(env.Error.Code)
 		case env.Object == "error":
 			msg = jsonString(env.Message)
 		}
 	}
 	if status == 0 {
-		status = statusFromOpenAICode(code, typ)
+		status = numeric
+		if status == 0 {
+			status = statusFromOpenAICode(code, typ)
+		}
 	} else if status < 400 || status > 599 {
 		status = http.StatusBadGateway
 	}
@@ -202,6 +219,16 @@ func statusFromOpenAICode(code, typ string) int {
 	default:
 		return http.StatusBadGateway
 	}
+}
+
+// jsonStatus is raw as an HTTP error status when it is a JSON integer in
+// 400..599 (vLLM's error events carry the status as their code), else 0.
+func jsonStatus(raw json.RawMessage) int {
+	n, err := strconv.Atoi(string(raw))
+	if err != nil || n < 400 || n > 599 {
+		return 0
+	}
+	return n
 }
 
 // jsonString is raw as a Go string when it is a JSON string, else "".

@@ -12,7 +12,8 @@ import (
 func TestTypeForStatus(t *testing.T) {
 	cases := map[int]string{
 		400: TypeInvalidRequest, 401: TypeAuthentication, 403: TypePermission, 404: TypeNotFound,
-		413: TypeRequestTooLarge, 429: TypeRateLimit, 500: TypeAPI, 502: TypeAPI, 504: TypeAPI,
+		413: TypeRequestTooLarge, 429: TypeRateLimit, 500: TypeAPI, 502: TypeAPI, 504: TypeTimeout,
+		402: TypeBilling,
 		503: TypeOverloaded, 529: TypeOverloaded, 409: TypeInvalidRequest, 422: TypeInvalidRequest,
 		200: TypeAPI, 0: TypeAPI,
 	}
@@ -42,6 +43,10 @@ func TestFromOpenAIError(t *testing.T) {
 			Error{400, TypeInvalidRequest, "too long"}},
 		{"html page never echoed", 502, `<html><body>nginx secret-host:8080</body></html>`,
 			Error{502, TypeAPI, "The upstream provider failed."}},
+		{"gateway timeout page", 504, `<html>504 Gateway Time-out</html>`,
+			Error{504, TypeTimeout, "The provider did not answer in time."}},
+		{"payment required", 402, `{"error":{"message":"Insufficient credits","code":402}}`,
+			Error{402, TypeBilling, "Insufficient credits"}},
 		{"json but not an envelope", 500, `{"detail":"internal trace"}`,
 			Error{500, TypeAPI, "The upstream provider failed."}},
 		{"message not a string", 401, `{"error":{"message":{"x":1}}}`,
@@ -54,6 +59,9 @@ func TestFromOpenAIError(t *testing.T) {
 			Error{503, TypeOverloaded, "late"}},
 		{"stream error upstream", 0, `{"error":{"message":"The provider stream ended unexpectedly.","type":"server_error","code":"upstream_error"}}`,
 			Error{502, TypeAPI, "The provider stream ended unexpectedly."}},
+		{"vllm stream error, numeric code", 0, `{"error":{"object":"error","message":"bad tool args","type":"BadRequestError","param":null,"code":400}}`,
+			Error{400, TypeInvalidRequest, "bad tool args"}},
+		{"numeric code out of range", 0, `{"error":{"message":"odd","code":200}}`, Error{502, TypeAPI, "odd"}},
 		{"stream error garbage", 0, `nope`, Error{502, TypeAPI, "The upstream provider failed."}},
 	}
 	for _, c := range cases {

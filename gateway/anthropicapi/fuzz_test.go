@@ -129,7 +129,7 @@ func FuzzStreamWhole(f *testing.F) {
 		if !s.Done() {
 			t.Fatal("not done after Whole")
 		}
-		rendered, rerr := RenderMessage(body, "m", []string{"S"})
+		rendered, rerr := RenderMessage(body, "m", []string{"S"}, 0)
 		if rerr != nil || s.Failure() != nil {
 			return
 		}

@@ -88,14 +88,17 @@ var emptyObject = json.RawMessage("{}")
 
 // RenderMessage translates a non-stream OpenAI chat.completion into a
 // Messages response for model (the name the caller asked for, not the
-// upstream's). Only the first choice counts. It returns an error wrapping
+// upstream's). Only the first choice counts. inputTokens is the request's
+// estimate (as NewStreamWriter takes): usage.input_tokens when the upstream
+// reported no prompt tokens, so that the answer says what its streamed
+// form's message_start would, not 0. It returns an error wrapping
 // ErrMalformedUpstream when openaiBody is not a completion with a choice;
 // answer that with a 502 api_error.
 //
 // Tool call arguments that are not a JSON object (truncated or malformed
 // output of the model) become the input {}, which is also what Anthropic's
 // SDKs make of a streamed tool input that does not parse.
-func RenderMessage(openaiBody []byte, model string, stopSequences []string) ([]byte, error) {
+func RenderMessage(openaiBody []byte, model string, stopSequences []string, inputTokens int) ([]byte, error) {
 	var c oaCompletion
 	if err := json.Unmarshal(openaiBody, &c); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedUpstream, err)
@@ -131,10 +134,14 @@ func RenderMessage(openaiBody []byte, model string, stopSequences []string) ([]b
 		ID: newID("msg_"), Type: "message", Role: "assistant", Model: model,
 		Content: content, StopReason: &reason, StopSequence: seq,
 	}
+	resp.Usage.InputTokens = max(inputTokens, 0)
 	if c.Usage != nil {
-		resp.Usage = usageOut{InputTokens: max(c.Usage.PromptTokens, 0), OutputTokens: max(c.Usage.CompletionTokens, 0)}
+		if c.Usage.PromptTokens > 0 {
+			resp.Usage.InputTokens = c.Usage.PromptTokens
+		}
+		resp.Usage.OutputTokens = max(c.Usage.CompletionTokens, 0)
 	} else {
-		// No usage reported: estimate the output; the input is unknown here.
+		// No usage reported: estimate the output.
 		resp.Usage.OutputTokens = estimateOutput(outBytes)
 	}
 	return marshalCompact(resp)

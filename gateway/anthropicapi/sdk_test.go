@@ -60,7 +60,7 @@ func sdkServer(t *testing.T) *httptest.Server {
 			if last == "tool" {
 				answer = `{"choices":[{"index":0,"message":{"role":"assistant","content":"Let me look.","tool_calls":[{"id":"call_9","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":11,"completion_tokens":8}}`
 			}
-			out, err := RenderMessage([]byte(answer), r.Model, r.StopSequences)
+			out, err := RenderMessage([]byte(answer), r.Model, r.StopSequences, CountTokens(r))
 			if err != nil {
 				WriteError(w, "", NewError(502, err.Error()))
 				return
