@@ -23,28 +23,10 @@ func TestMessagesSteadyReaderGetsWholeAnswer(t *testing.T) {
 	cfg.Limits.WriteTimeoutSec = 2
 	e := startEdge(t, cfg)
 	startFakeNode(t, e, func(n *fakeNode, ctx context.Context, st *nodewire.Stream, first *iop.Envelope) {
-		go func() { // Owner: this node handler; stops when the stream ends.
-			for {
-				if _, err := st.Recv(); err != nil {
-					return
-				}
-			}
-		}()
-		req := first.GetProviderTunnelRequest()
-		if req == nil {
-			return
-		}
-		body := `{"id":"c1","object":"chat.completion","model":"q","choices":[{"index":0,"message":{"role":"assistant","content":"` +
-			filler + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`
-		frames := []*iop.ProviderTunnelFrame{statusFrame(200, jsonType)}
-		for i := 0; i < len(body); i += 64 << 10 {
-			frames = append(frames, bodyFrame(body[i:min(i+64<<10, len(body))]))
-		}
-		for i, f := range append(frames, endFrame()) {
-			f.Sequence, f.RunId = uint64(i+1), req.GetRunId()
-			if st.Send(tunnelFrameEnv(f)) != nil {
-				return
-			}
+		drainStream(st)
+		if req := first.GetProviderTunnelRequest(); req != nil {
+			sendTunnelAnswer(st, req, `{"id":"c1","object":"chat.completion","model":"q","choices":[{"index":0,"message":{"role":"assistant","content":"`+
+				filler+`"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
 		}
 		_ = st.CloseWrite()
 		<-ctx.Done()

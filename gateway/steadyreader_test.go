@@ -66,25 +66,9 @@ func TestSteadyReaderGetsWholeAnswer(t *testing.T) {
 			cfg.Limits.WriteTimeoutSec = 2
 			e := startEdge(t, cfg)
 			startFakeNode(t, e, func(n *fakeNode, ctx context.Context, st *nodewire.Stream, first *iop.Envelope) {
-				go func() { // Owner: this node handler; stops when the stream ends.
-					for {
-						if _, err := st.Recv(); err != nil {
-							return
-						}
-					}
-				}()
+				drainStream(st)
 				if req := first.GetProviderTunnelRequest(); req != nil {
-					body := `{"object":"chat.completion","pad":"` + filler + `"}`
-					frames := []*iop.ProviderTunnelFrame{statusFrame(200, jsonType)}
-					for i := 0; i < len(body); i += 64 << 10 {
-						frames = append(frames, bodyFrame(body[i:min(i+64<<10, len(body))]))
-					}
-					for i, f := range append(frames, endFrame()) {
-						f.Sequence, f.RunId = uint64(i+1), req.GetRunId()
-						if st.Send(tunnelFrameEnv(f)) != nil {
-							return
-						}
-					}
+					sendTunnelAnswer(st, req, `{"object":"chat.completion","pad":"`+filler+`"}`)
 				} else {
 					runID := first.GetRunRequest().GetRunId()
 					seq := uint64(0)
@@ -117,5 +101,32 @@ func TestSteadyReaderGetsWholeAnswer(t *testing.T) {
 				t.Fatalf("write_error cancellations = %v, want 0", got)
 			}
 		})
+	}
+}
+
+// drainStream reads and drops what the edge sends on st, on a goroutine of
+// its own, until the stream ends.
+func drainStream(st *nodewire.Stream) {
+	go func() { // Owner: the node handler's stream; stops when it ends.
+		for {
+			if _, err := st.Recv(); err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// sendTunnelAnswer answers req with a 200 JSON body in 64 KiB BODY frames
+// and an END (a held, non-streamed answer).
+func sendTunnelAnswer(st *nodewire.Stream, req *iop.ProviderTunnelRequest, body string) {
+	frames := []*iop.ProviderTunnelFrame{statusFrame(200, jsonType)}
+	for i := 0; i < len(body); i += 64 << 10 {
+		frames = append(frames, bodyFrame(body[i:min(i+64<<10, len(body))]))
+	}
+	for i, f := range append(frames, endFrame()) {
+		f.Sequence, f.RunId = uint64(i+1), req.GetRunId()
+		if st.Send(tunnelFrameEnv(f)) != nil {
+			return
+		}
 	}
 }

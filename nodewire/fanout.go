@@ -57,6 +57,9 @@ func countElements(b []byte, md protoreflect.MessageDescriptor, left *int) error
 	return err
 }
 
+// walkElements counts b's elements against left. It recurses only into
+// fields the schema declares as messages, and runtime.proto has no message
+// that contains itself, so the depth is the schema's, whatever the bytes.
 func walkElements(b []byte, md protoreflect.MessageDescriptor, left *int) error {
 	fields := md.Fields()
 	for len(b) > 0 {

@@ -55,6 +55,21 @@ func serveEdge(t *testing.T, cfg *config.Edge, opts Options) *Edge {
 	return e
 }
 
+// edgeFile writes yaml to an edge config file of the test's and loads it
+// (both the file, for reloads, and the config).
+func edgeFile(t *testing.T, yaml string) (string, *config.Edge) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "edge.yaml")
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.LoadEdge(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return file, cfg
+}
+
 // listen.max_http_conns: connections beyond the cap wait (in the kernel's
 // backlog) until one of the first ones closes; none is refused.
 func TestMaxHTTPConns(t *testing.T) {
@@ -199,14 +214,7 @@ models:
   - name: m
     providers: [{node: a, provider: m, target: x}]
 `
-	file := filepath.Join(t.TempDir(), "edge.yaml")
-	if err := os.WriteFile(file, []byte(base), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.LoadEdge(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, cfg := edgeFile(t, base)
 	e, err := New(cfg, Options{HealthInterval: -1, ConfigFile: file})
 	if err != nil {
 		t.Fatal(err)

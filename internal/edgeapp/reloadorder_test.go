@@ -4,12 +4,10 @@ import (
 	"context"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -34,14 +32,7 @@ models:
   - name: m
     providers: [{node: a, provider: m, target: x}]
 `
-	file := filepath.Join(t.TempDir(), "edge.yaml")
-	if err := os.WriteFile(file, []byte(base), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.LoadEdge(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, cfg := edgeFile(t, base)
 	e := serveEdge(t, cfg, Options{HealthInterval: -1, ConfigFile: file})
 
 	// Node a registers, becomes ready and then never answers a refresh.
