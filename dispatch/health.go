@@ -103,7 +103,8 @@ func HealthName(h iop.HealthState) string {
 // setHealth records the health and load of node id's providers from a
 // providers command its session c answered (nodes that send no load
 // reports). The answer of a session that no longer owns the node (a newer
-// generation registered meanwhile) changes nothing. Only as many snapshots as the node has providers are converted (as
+// generation registered meanwhile) changes nothing. Only as many
+// snapshots as the node has providers are converted (as many as
 // observeLocked looks at): a longer answer costs no more than that.
 func (d *Dispatcher) setHealth(id string, c *nodewire.Conn, snaps []*iop.ProviderSnapshot) {
 	d.mu.Lock()
