@@ -11,8 +11,9 @@ import (
 
 // ServerTLSConfig builds the Edge listener's TLS config. clientCAFile, when
 // set, turns on mutual TLS: Nodes must present a certificate it signed.
-// The key pair is loaded again when its files change (see certReloader);
-// the client CA is read once.
+// The key pair and the client CA are loaded again when their files change
+// (see certReloader, caReloader). With mutual TLS, handshakes use copies
+// of the returned config: change it before it is used, or not at all.
 func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 	r := &certReloader{certFile: certFile, keyFile: keyFile}
 	r.stamp = r.stampFiles()
@@ -23,14 +24,49 @@ func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error
 	r.cert = &cert
 	cfg := &tls.Config{GetCertificate: r.get, MinVersion: tls.VersionTLS12}
 	if clientCAFile != "" {
+		ca := &caReloader{file: clientCAFile, stamp: stampOf(clientCAFile)}
 		pool, err := loadPool(clientCAFile)
 		if err != nil {
 			return nil, err
 		}
 		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		// The config a handshake uses: cfg with the CA pool of the moment
+		// (rebuilt only when the pool changes).
+		ca.base, ca.cfg = cfg.Clone(), cfg.Clone()
+		cfg.GetConfigForClient = ca.get
 	}
 	return cfg, nil
+}
+
+// caReloader serves the client CA in file, loading it again when the
+// file's size or modification time changed since the last look, as
+// certReloader does for the key pair: a CA rotated in place (nodes'
+// certificates reissued by a new CA) is trusted from the next handshake
+// on. A file that does not load leaves the previous pool in use until it
+// changes again.
+type caReloader struct {
+	file string
+	base *tls.Config // the listener's config without a GetConfigForClient; never changed
+
+	mu    sync.Mutex
+	cfg   *tls.Config // guarded by mu: base with the pool in use
+	stamp fileStamp   // guarded by mu: the file when last loaded, or last failed to load
+}
+
+func (r *caReloader) get(*tls.ClientHelloInfo) (*tls.Config, error) {
+	st := stampOf(r.file)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st != r.stamp {
+		r.stamp = st
+		if pool, err := loadPool(r.file); err == nil {
+			cfg := r.base.Clone()
+			cfg.ClientCAs = pool
+			r.cfg = cfg
+		}
+	}
+	return r.cfg, nil
 }
 
 // ClientTLSConfig builds the Node dialer's TLS config. caFile empty means the
@@ -88,14 +124,17 @@ type fileStamp struct {
 	size, modNano int64
 }
 
-func (r *certReloader) stampFiles() [2]fileStamp {
-	var st [2]fileStamp
-	for i, f := range []string{r.certFile, r.keyFile} {
-		if fi, err := os.Stat(f); err == nil {
-			st[i] = fileStamp{size: fi.Size(), modNano: fi.ModTime().UnixNano()}
-		}
+// stampOf is file's stamp (zero when it cannot be read).
+func stampOf(file string) fileStamp {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return fileStamp{}
 	}
-	return st
+	return fileStamp{size: fi.Size(), modNano: fi.ModTime().UnixNano()}
+}
+
+func (r *certReloader) stampFiles() [2]fileStamp {
+	return [2]fileStamp{stampOf(r.certFile), stampOf(r.keyFile)}
 }
 
 func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {

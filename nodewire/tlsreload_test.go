@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"math/big"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -87,5 +88,63 @@ func TestServerCertificateRenewedInPlace(t *testing.T) {
 	}
 	if got := servedSerial(t, ts.addr, client); got.Cmp(renewed) != 0 {
 		t.Fatalf("with a mismatched pair served serial %v, want the previous %v", got, renewed)
+	}
+}
+
+// A client CA rotated in place (same file, a new CA's certificate) is
+// trusted from the next handshake on, and the old one no longer is; a file
+// that does not load leaves the rotated CA in use.
+func TestClientCARotatedInPlace(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcert.NewCA(t, dir, "edge")
+	certFile, keyFile := ca.Issue(t, "edge", true)
+	oldCA := testcert.NewCA(t, dir, "nodes")
+	newCA := testcert.NewCA(t, t.TempDir(), "nodes-next")
+	oldCert, oldKey := oldCA.Issue(t, "node-1", false)
+	newCert, newKey := newCA.Issue(t, "node-1", false)
+	caFile := filepath.Join(dir, "client-ca.pem")
+	install := func(src string, at time.Time) {
+		t.Helper()
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(caFile, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(caFile, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	install(oldCA.File, time.Now())
+	ts := startServer(t, newFakeHandler(), ServerConfig{TLS: serverTLS(t, certFile, keyFile, caFile)})
+	withOld := clientTLS(t, ca.File, "edge.test", oldCert, oldKey)
+	withNew := clientTLS(t, ca.File, "edge.test", newCert, newKey)
+	if err := dialErr(ts.addr, withOld); err != nil {
+		t.Fatalf("a node of the configured CA: %v", err)
+	}
+	if err := dialErr(ts.addr, withNew); err == nil {
+		t.Fatal("a node of a CA not yet configured was accepted")
+	}
+
+	later := time.Now().Add(time.Minute)
+	install(newCA.File, later)
+	if err := dialErr(ts.addr, withNew); err != nil {
+		t.Fatalf("after the rotation, a node of the new CA: %v", err)
+	}
+	if err := dialErr(ts.addr, withOld); err == nil {
+		t.Fatal("after the rotation, a node of the old CA was still accepted")
+	}
+
+	// Half written: no PEM certificate in it. The new CA stays in use.
+	if err := os.WriteFile(caFile, []byte("-----BEGIN CERT"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later = later.Add(time.Minute)
+	if err := os.Chtimes(caFile, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if err := dialErr(ts.addr, withNew); err != nil {
+		t.Fatalf("with an unreadable CA file, a node of the new CA: %v", err)
 	}
 }
