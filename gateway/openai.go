@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -70,14 +74,29 @@ func (s *Server) readBody(c *gin.Context) ([]byte, bool) {
 	body, err := readAll(c.Request.Body, c.Request.ContentLength)
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			writeError(c, openaiapi.RequestTooLarge(mbe.Limit))
-		} else {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			writeError(c, openaiapi.RequestTimeout(float64(s.limits.Load().ReadTimeoutSec)))
+		case clientGone(err):
+			// No one to answer: counted as cancelled, not as a 400 the
+			// client got wrong (as a request that leaves its queue is).
+			info(c).cancelReason = CancelClientDisconnect
+			c.Abort()
+		default:
 			writeError(c, openaiapi.InvalidRequest("Could not read the request body.", ""))
 		}
 		return nil, false
 	}
 	return body, true
+}
+
+// clientGone reports whether a request body's read failed because the
+// client went away (it closed or reset the connection before sending all
+// it declared), rather than because of what it sent.
+func clientGone(err error) bool {
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
 }
 
 // The handlers below parse in a separate call and then dispatch: under a

@@ -24,6 +24,9 @@ const (
 	CodeClusterUnavailable = "cluster_unavailable"
 	CodeUpstreamError      = "upstream_error"
 	CodeInternalError      = "internal_error"
+	// CodeRequestTimeout: the request body did not arrive within
+	// limits.read_timeout_sec (an addition to CONTRACT §5's codes).
+	CodeRequestTimeout = "request_timeout"
 )
 
 // Error types of the envelope. OpenAI itself reports bad keys, unknown models
@@ -155,6 +158,13 @@ func ModelNotFound(model string) *Error {
 func RequestTooLarge(limit int64) *Error {
 	return newError(http.StatusRequestEntityTooLarge, TypeInvalidRequest, CodeRequestTooLarge,
 		fmt.Sprintf("Request body exceeds the limit of %d bytes.", limit), "")
+}
+
+// RequestTimeout is the 408 for a request body that did not arrive within
+// timeoutSec seconds.
+func RequestTimeout(timeoutSec float64) *Error {
+	return newError(http.StatusRequestTimeout, TypeInvalidRequest, CodeRequestTimeout,
+		fmt.Sprintf("The request body did not arrive within %g seconds.", timeoutSec), "")
 }
 
 // QueueFull is the 429 for a model whose wait queue is full; retryAfterSec
