@@ -55,6 +55,19 @@ func serveEdge(t *testing.T, cfg *config.Edge, opts Options) *Edge {
 	return e
 }
 
+// oneNodeYAML is the nodes and models of an edge config: node a (token
+// tok) with one mock provider m of capacity 1, serving model m.
+const oneNodeYAML = `
+nodes:
+  - id: a
+    token: tok
+    providers:
+      - {name: m, type: mock, capacity: 1}
+models:
+  - name: m
+    providers: [{node: a, provider: m, target: x}]
+`
+
 // edgeFile writes yaml to an edge config file of the test's and loads it
 // (both the file, for reloads, and the config).
 func edgeFile(t *testing.T, yaml string) (string, *config.Edge) {
@@ -205,15 +218,7 @@ listen:
   node: 127.0.0.1:0
 log:
   level: info
-nodes:
-  - id: a
-    token: tok
-    providers:
-      - {name: m, type: mock, capacity: 1}
-models:
-  - name: m
-    providers: [{node: a, provider: m, target: x}]
-`
+` + oneNodeYAML
 	file, cfg := edgeFile(t, base)
 	e, err := New(cfg, Options{HealthInterval: -1, ConfigFile: file})
 	if err != nil {

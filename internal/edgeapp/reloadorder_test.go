@@ -23,15 +23,7 @@ listen:
   node: 127.0.0.1:0
 auth:
   api_keys: [k1, k2]
-nodes:
-  - id: a
-    token: tok
-    providers:
-      - {name: m, type: mock, capacity: 1}
-models:
-  - name: m
-    providers: [{node: a, provider: m, target: x}]
-`
+` + oneNodeYAML
 	file, cfg := edgeFile(t, base)
 	e := serveEdge(t, cfg, Options{HealthInterval: -1, ConfigFile: file})
 
