@@ -123,6 +123,10 @@ type Transport struct {
 	idle   map[string][]*conn // guarded by mu; per host:port, oldest first
 	nidle  int                // guarded by mu; conns in idle
 	reaper *time.Timer        // guarded by mu; armed while nidle > 0
+	// closeIdle: CloseIdleConnections came and no request since, so a
+	// connection whose answer ends is closed, not kept (net/http's rule).
+	// Guarded by mu.
+	closeIdle bool
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -277,11 +281,13 @@ func hostPort(u *url.URL) string {
 }
 
 // CloseIdleConnections closes every idle connection, here and in the
-// fallback transport.
+// fallback transport, and those that become idle until the next request
+// (an answer read after it must not keep its upstream's connection).
 func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle, t.nidle = map[string][]*conn{}, 0
+	t.closeIdle = true
 	if t.reaper != nil {
 		t.reaper.Stop()
 		t.reaper = nil
@@ -328,10 +334,12 @@ func (t *Transport) getConn(ctx context.Context, key string) (*conn, error) {
 }
 
 // popIdle takes the most recently used idle connection to key that has not
-// outlived the idle timeout.
+// outlived the idle timeout. A request wants connections kept again, after
+// CloseIdleConnections.
 func (t *Transport) popIdle(key string) *conn {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.closeIdle = false
 	cs := t.idle[key]
 	if len(cs) == 0 {
 		return nil
@@ -343,11 +351,12 @@ func (t *Transport) popIdle(key string) *conn {
 	return c
 }
 
-// putIdle keeps c for reuse, or closes it when key's idle list is full.
+// putIdle keeps c for reuse, or closes it when key's idle list is full or
+// idle connections are being closed.
 func (t *Transport) putIdle(c *conn) {
 	c.idleAt = time.Now()
 	t.mu.Lock()
-	if len(t.idle[c.key]) >= t.maxIdle {
+	if t.closeIdle || len(t.idle[c.key]) >= t.maxIdle {
 		t.mu.Unlock()
 		c.close()
 		return
