@@ -49,10 +49,6 @@ const (
 	DefaultIdleTimeout            = 90 * time.Second
 	DefaultMaxResponseHeaderBytes = 1 << 20
 	DefaultReadBufferSize         = 4 << 10
-	// max1xx bounds the informational responses skipped before the final
-	// one, as http.Transport does: a peer must not keep a request waiting
-	// forever by sending 103s.
-	max1xx = 5
 )
 
 // Errors a caller can test for with errors.Is.
@@ -64,8 +60,6 @@ var (
 	ErrUnsupportedStatus = errors.New("h1client: unsupported 101 switching protocols")
 	// ErrBodyClosed: Read after Close.
 	ErrBodyClosed = errors.New("h1client: read on closed response body")
-	// ErrTooMany1xx: more than max1xx informational responses.
-	ErrTooMany1xx = errors.New("h1client: too many 1xx responses")
 )
 
 // Options configure a Transport. Zero values take the defaults above.
@@ -92,8 +86,9 @@ type Options struct {
 	// IdleTimeout closes a connection idle this long (≤ 0:
 	// DefaultIdleTimeout).
 	IdleTimeout time.Duration
-	// MaxResponseHeaderBytes bounds the status line and headers of one
-	// response, 1xx responses included (≤ 0: DefaultMaxResponseHeaderBytes).
+	// MaxResponseHeaderBytes bounds the status lines and headers of one
+	// response, its 1xx responses included (≤ 0:
+	// DefaultMaxResponseHeaderBytes).
 	MaxResponseHeaderBytes int64
 	// ReadBufferSize is the read buffer a connection holds while it reads
 	// a response head, and a body through Read (≤ 0:
@@ -499,12 +494,15 @@ func (t *Transport) exchange(c *conn, req *http.Request) (*http.Response, error)
 	return resp, nil
 }
 
-// readResponse reads the final response head, skipping 1xx responses, with
-// the head bounded by maxHeader.
+// readResponse reads the final response head, skipping 1xx responses. The
+// heads read, 1xx ones included, are bounded by maxHeader together, as
+// http.Transport bounds them (it no longer counts them): an upstream may
+// send a 102 or 103 now and then while it works, and one that sends them
+// without end fails at the bound.
 func (t *Transport) readResponse(c *conn, req *http.Request) (*http.Response, error) {
 	c.r.limit = t.maxHeader
 	defer func() { c.r.limit = -1 }()
-	for i := 0; ; i++ {
+	for {
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil {
 			if c.r.hit {
@@ -516,9 +514,6 @@ func (t *Transport) readResponse(c *conn, req *http.Request) (*http.Response, er
 		case resp.StatusCode == http.StatusSwitchingProtocols:
 			return nil, ErrUnsupportedStatus
 		case resp.StatusCode >= 100 && resp.StatusCode < 200:
-			if i >= max1xx {
-				return nil, ErrTooMany1xx
-			}
 			continue
 		}
 		return resp, nil
