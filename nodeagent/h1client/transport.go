@@ -928,10 +928,14 @@ func (b *body) wroteRequest() bool {
 // During a push the descriptor's Close would wait for the push's read
 // callback, and so for the caller's writer, which may be blocked: Close
 // then interrupts the connection and the push closes it as it returns
-// (whichever of the two sees the other's flag last closes).
+// (whichever of the two sees the other's flag last closes). A request body
+// still being written is closed, as finish closes it.
 func (b *body) Close() error {
 	if b.state.CompareAndSwap(bodyOpen, bodyClosed) {
 		b.stop()
+		if b.job != nil {
+			closeRequestBody(b.job.req)
+		}
 		if b.pushing.Load() {
 			b.c.interrupt()
 			if b.pushing.Load() {
