@@ -202,3 +202,61 @@ func TestEarlyAnswerClosesStreamedRequestBody(t *testing.T) {
 		t.Fatal("the request body was left open after the answer ended: its write goroutine waits on the producer")
 	}
 }
+
+// The same, with an answer that has a body the caller closes unread (a
+// status it does not want the text of): closing the answer's body closes
+// the request body, as reading it to its end does.
+func TestEarlyAnswerClosedUnreadClosesStreamedRequestBody(t *testing.T) {
+	const piece = "the first piece of a body that never ends"
+	// The upstream answers on the head, then reads the first piece and
+	// holds the connection.
+	gotPiece, held := make(chan struct{}), make(chan struct{})
+	u, _ := rawServer(t, func(_ int, c net.Conn) {
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 17\r\n\r\nrequest too large")
+		if _, err := io.ReadFull(req.Body, make([]byte, len(piece))); err == nil {
+			close(gotPiece)
+		}
+		<-held
+	})
+	t.Cleanup(func() { close(held) })
+	tr := New(Options{})
+	defer tr.Close()
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, u, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Owner: the test; ends once the piece is read or the pipe closed.
+	go func() { _, _ = pw.Write([]byte(piece)) }()
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	// The write has sent the first piece and waits on the producer.
+	select {
+	case <-gotPiece:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first piece never reached the upstream")
+	}
+	resp.Body.Close()
+	done := make(chan error, 1)
+	// Owner: the test; ends when the write fails (the fix), is read, or
+	// at pw.Close.
+	go func() { _, err := pw.Write([]byte("x")); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, io.ErrClosedPipe) {
+			t.Fatalf("producer's write: %v, want io.ErrClosedPipe (the request body still read after the answer was closed)", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the request body was left open after the answer was closed: its write goroutine waits on the producer")
+	}
+}

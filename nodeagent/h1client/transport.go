@@ -37,8 +37,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/net/http/httpguts"
 )
 
 // Defaults of Options' zero values.
@@ -49,10 +47,6 @@ const (
 	DefaultIdleTimeout            = 90 * time.Second
 	DefaultMaxResponseHeaderBytes = 1 << 20
 	DefaultReadBufferSize         = 4 << 10
-	// max1xx bounds the informational responses skipped before the final
-	// one, as http.Transport does: a peer must not keep a request waiting
-	// forever by sending 103s.
-	max1xx = 5
 )
 
 // Errors a caller can test for with errors.Is.
@@ -64,8 +58,6 @@ var (
 	ErrUnsupportedStatus = errors.New("h1client: unsupported 101 switching protocols")
 	// ErrBodyClosed: Read after Close.
 	ErrBodyClosed = errors.New("h1client: read on closed response body")
-	// ErrTooMany1xx: more than max1xx informational responses.
-	ErrTooMany1xx = errors.New("h1client: too many 1xx responses")
 )
 
 // Options configure a Transport. Zero values take the defaults above.
@@ -92,8 +84,9 @@ type Options struct {
 	// IdleTimeout closes a connection idle this long (≤ 0:
 	// DefaultIdleTimeout).
 	IdleTimeout time.Duration
-	// MaxResponseHeaderBytes bounds the status line and headers of one
-	// response, 1xx responses included (≤ 0: DefaultMaxResponseHeaderBytes).
+	// MaxResponseHeaderBytes bounds the status lines and headers of one
+	// response, its 1xx responses included (≤ 0:
+	// DefaultMaxResponseHeaderBytes).
 	MaxResponseHeaderBytes int64
 	// ReadBufferSize is the read buffer a connection holds while it reads
 	// a response head, and a body through Read (≤ 0:
@@ -123,6 +116,10 @@ type Transport struct {
 	idle   map[string][]*conn // guarded by mu; per host:port, oldest first
 	nidle  int                // guarded by mu; conns in idle
 	reaper *time.Timer        // guarded by mu; armed while nidle > 0
+	// closeIdle: CloseIdleConnections came and no request since, so a
+	// connection whose answer ends is closed, not kept (net/http's rule).
+	// Guarded by mu.
+	closeIdle bool
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -224,64 +221,14 @@ func (t *Transport) handles(req *http.Request) bool {
 	return true
 }
 
-// validateRequest refuses what http.Transport refuses to send: a method
-// that is not a token (Request.Write puts it in the request line as is,
-// where "GET / HTTP/1.1\r\n…" would be a request of its own), and header
-// or trailer fields that are not valid (Request.Write drops a bad name and
-// turns CR and LF into spaces, but copies other control bytes).
-func validateRequest(req *http.Request) error {
-	if req.Method != "" && !validMethod(req.Method) {
-		return fmt.Errorf("h1client: invalid method %q", req.Method)
-	}
-	if err := validateHeader(req.Header); err != "" {
-		return fmt.Errorf("h1client: invalid header %s", err)
-	}
-	if err := validateHeader(req.Trailer); err != "" {
-		return fmt.Errorf("h1client: invalid trailer %s", err)
-	}
-	return nil
-}
-
-func validMethod(m string) bool {
-	for i := 0; i < len(m); i++ {
-		if !httpguts.IsTokenRune(rune(m[i])) {
-			return false
-		}
-	}
-	return len(m) > 0
-}
-
-// validateHeader is net/http's validateHeaders.
-func validateHeader(h http.Header) string {
-	for k, vv := range h {
-		if !httpguts.ValidHeaderFieldName(k) {
-			return fmt.Sprintf("field name %q", k)
-		}
-		for _, v := range vv {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				// Not the value: it may be a secret.
-				return fmt.Sprintf("field value for %q", k)
-			}
-		}
-	}
-	return ""
-}
-
-// hostPort is the dial address of u: host:port with the default port.
-func hostPort(u *url.URL) string {
-	port := u.Port()
-	if port == "" {
-		port = "80"
-	}
-	return net.JoinHostPort(u.Hostname(), port)
-}
-
 // CloseIdleConnections closes every idle connection, here and in the
-// fallback transport.
+// fallback transport, and those that become idle until the next request
+// (an answer read after it must not keep its upstream's connection).
 func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle, t.nidle = map[string][]*conn{}, 0
+	t.closeIdle = true
 	if t.reaper != nil {
 		t.reaper.Stop()
 		t.reaper = nil
@@ -328,10 +275,12 @@ func (t *Transport) getConn(ctx context.Context, key string) (*conn, error) {
 }
 
 // popIdle takes the most recently used idle connection to key that has not
-// outlived the idle timeout.
+// outlived the idle timeout. A request wants connections kept again, after
+// CloseIdleConnections.
 func (t *Transport) popIdle(key string) *conn {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.closeIdle = false
 	cs := t.idle[key]
 	if len(cs) == 0 {
 		return nil
@@ -343,11 +292,12 @@ func (t *Transport) popIdle(key string) *conn {
 	return c
 }
 
-// putIdle keeps c for reuse, or closes it when key's idle list is full.
+// putIdle keeps c for reuse, or closes it when key's idle list is full or
+// idle connections are being closed.
 func (t *Transport) putIdle(c *conn) {
 	c.idleAt = time.Now()
 	t.mu.Lock()
-	if len(t.idle[c.key]) >= t.maxIdle {
+	if t.closeIdle || len(t.idle[c.key]) >= t.maxIdle {
 		t.mu.Unlock()
 		c.close()
 		return
@@ -490,12 +440,15 @@ func (t *Transport) exchange(c *conn, req *http.Request) (*http.Response, error)
 	return resp, nil
 }
 
-// readResponse reads the final response head, skipping 1xx responses, with
-// the head bounded by maxHeader.
+// readResponse reads the final response head, skipping 1xx responses. The
+// heads read, 1xx ones included, are bounded by maxHeader together, as
+// http.Transport bounds them (it no longer counts them): an upstream may
+// send a 102 or 103 now and then while it works, and one that sends them
+// without end fails at the bound.
 func (t *Transport) readResponse(c *conn, req *http.Request) (*http.Response, error) {
 	c.r.limit = t.maxHeader
 	defer func() { c.r.limit = -1 }()
-	for i := 0; ; i++ {
+	for {
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil {
 			if c.r.hit {
@@ -507,9 +460,6 @@ func (t *Transport) readResponse(c *conn, req *http.Request) (*http.Response, er
 		case resp.StatusCode == http.StatusSwitchingProtocols:
 			return nil, ErrUnsupportedStatus
 		case resp.StatusCode >= 100 && resp.StatusCode < 200:
-			if i >= max1xx {
-				return nil, ErrTooMany1xx
-			}
 			continue
 		}
 		return resp, nil
@@ -924,10 +874,14 @@ func (b *body) wroteRequest() bool {
 // During a push the descriptor's Close would wait for the push's read
 // callback, and so for the caller's writer, which may be blocked: Close
 // then interrupts the connection and the push closes it as it returns
-// (whichever of the two sees the other's flag last closes).
+// (whichever of the two sees the other's flag last closes). A request body
+// still being written is closed, as finish closes it.
 func (b *body) Close() error {
 	if b.state.CompareAndSwap(bodyOpen, bodyClosed) {
 		b.stop()
+		if b.job != nil {
+			closeRequestBody(b.job.req)
+		}
 		if b.pushing.Load() {
 			b.c.interrupt()
 			if b.pushing.Load() {

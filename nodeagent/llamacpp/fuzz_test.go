@@ -46,6 +46,7 @@ func FuzzParseSlots(f *testing.F) {
 	for _, s := range []string{
 		slotsJSON(true, false),
 		slotsJSON(true, true, true),
+		olderSlotsJSON(1, 0),
 		slotsNoSupport,
 		`[]`, `[{}]`, `[null]`, `[{"is_processing":1}]`, `{"is_processing":true}`, `[`, ``,
 	} {

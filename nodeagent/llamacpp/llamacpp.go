@@ -304,15 +304,26 @@ func (in *Instance) probe(ctx context.Context, t target) adapter.Health {
 
 // parseSlots counts the slots of a /slots answer and those processing a
 // task; ok is false for anything but a non-empty JSON array of slots.
+// llama-server says is_processing since its slot states were reworked
+// (September 2024); builds from before give only a numeric state, 0 idle
+// and 1 processing, which counts where is_processing is absent.
 func parseSlots(body []byte) (busy, total int, ok bool) {
 	var slots []struct {
-		IsProcessing bool `json:"is_processing"`
+		IsProcessing *bool           `json:"is_processing"`
+		State        json.RawMessage `json:"state"`
 	}
 	if json.Unmarshal(body, &slots) != nil || len(slots) == 0 {
 		return 0, 0, false
 	}
 	for _, s := range slots {
-		if s.IsProcessing {
+		if s.IsProcessing != nil {
+			if *s.IsProcessing {
+				busy++
+			}
+			continue
+		}
+		// A state that is no number (none of llama-server's) is no count.
+		if v, err := strconv.ParseFloat(string(s.State), 64); err == nil && v != 0 {
 			busy++
 		}
 	}
