@@ -6,7 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
+	"sync/atomic"
+	"weak"
+
+	"go.uber.org/zap"
 )
 
 // ServerTLSConfig builds the Edge listener's TLS config. clientCAFile, when
@@ -14,8 +19,11 @@ import (
 // The key pair and the client CA are loaded again when their files change
 // (see certReloader, caReloader). With mutual TLS, handshakes use copies
 // of the returned config: change it before it is used, or not at all.
+// A reload that fails is logged by the Server given the config (not a
+// clone of it) as ServerConfig.TLS, with its logger.
 func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
-	r := &certReloader{certFile: certFile, keyFile: keyFile}
+	rl := &reloadLog{}
+	r := &certReloader{certFile: certFile, keyFile: keyFile, log: rl}
 	r.stamp = r.stampFiles()
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
@@ -24,7 +32,7 @@ func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error
 	r.cert = &cert
 	cfg := &tls.Config{GetCertificate: r.get, MinVersion: tls.VersionTLS12}
 	if clientCAFile != "" {
-		ca := &caReloader{file: clientCAFile, stamp: stampOf(clientCAFile)}
+		ca := &caReloader{file: clientCAFile, stamp: stampOf(clientCAFile), log: rl}
 		pool, err := loadPool(clientCAFile)
 		if err != nil {
 			return nil, err
@@ -36,7 +44,52 @@ func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error
 		ca.base, ca.cfg = cfg.Clone(), cfg.Clone()
 		cfg.GetConfigForClient = ca.get
 	}
+	registerReloadLog(cfg, rl)
 	return cfg, nil
+}
+
+// reloadLog is the logger of a ServerTLSConfig's reloaders: none until a
+// Server takes the config (attachReloadLog), since the config is built
+// before the server and carries no logger of its own.
+type reloadLog struct {
+	log atomic.Pointer[zap.Logger]
+}
+
+// failed logs a reload that failed; the reloaders call it once per change
+// of the files (not per handshake), as they try a load only then. The
+// error names files and what is wrong with them, never their contents.
+func (l *reloadLog) failed(msg string, fields ...zap.Field) {
+	if log := l.log.Load(); log != nil {
+		log.Warn(msg, fields...)
+	}
+}
+
+// reloaded logs a reload that succeeded.
+func (l *reloadLog) reloaded(msg string, fields ...zap.Field) {
+	if log := l.log.Load(); log != nil {
+		log.Info(msg, fields...)
+	}
+}
+
+// reloadLogs finds the reloadLog of a config ServerTLSConfig returned. It
+// holds the config weakly: an entry goes when its config is collected.
+var reloadLogs sync.Map // weak.Pointer[tls.Config] -> *reloadLog
+
+func registerReloadLog(cfg *tls.Config, rl *reloadLog) {
+	key := weak.Make(cfg)
+	reloadLogs.Store(key, rl)
+	runtime.AddCleanup(cfg, func(key weak.Pointer[tls.Config]) { reloadLogs.Delete(key) }, key)
+}
+
+// attachReloadLog has the reloaders of cfg, when ServerTLSConfig built it,
+// log with log.
+func attachReloadLog(cfg *tls.Config, log *zap.Logger) {
+	if cfg == nil {
+		return
+	}
+	if rl, ok := reloadLogs.Load(weak.Make(cfg)); ok {
+		rl.(*reloadLog).log.Store(log)
+	}
 }
 
 // caReloader serves the client CA in file, loading it again when the
@@ -48,6 +101,7 @@ func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error
 type caReloader struct {
 	file string
 	base *tls.Config // the listener's config without a GetConfigForClient; never changed
+	log  *reloadLog
 
 	mu    sync.Mutex
 	cfg   *tls.Config // guarded by mu: base with the pool in use
@@ -57,16 +111,28 @@ type caReloader struct {
 func (r *caReloader) get(*tls.ClientHelloInfo) (*tls.Config, error) {
 	st := stampOf(r.file)
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if st != r.stamp {
-		r.stamp = st
-		if pool, err := loadPool(r.file); err == nil {
-			cfg := r.base.Clone()
-			cfg.ClientCAs = pool
-			r.cfg = cfg
-		}
+	if st == r.stamp {
+		defer r.mu.Unlock()
+		return r.cfg, nil
 	}
-	return r.cfg, nil
+	r.stamp = st
+	pool, err := loadPool(r.file)
+	if err == nil {
+		cfg := r.base.Clone()
+		cfg.ClientCAs = pool
+		r.cfg = cfg
+	}
+	cfg := r.cfg
+	r.mu.Unlock()
+	// Logged once per change of the file: the next handshake finds the
+	// stamp it recorded and loads nothing.
+	if err != nil {
+		r.log.failed("node listener: client CA did not reload; the previous one is still trusted",
+			zap.String("client_ca_file", r.file), zap.Error(err))
+	} else {
+		r.log.reloaded("node listener: client CA reloaded", zap.String("client_ca_file", r.file))
+	}
+	return cfg, nil
 }
 
 // ClientTLSConfig builds the Node dialer's TLS config. caFile empty means the
@@ -112,6 +178,7 @@ func loadPool(file string) (*x509.CertPool, error) {
 // stat calls; a load happens only on a change.
 type certReloader struct {
 	certFile, keyFile string
+	log               *reloadLog
 
 	mu    sync.Mutex
 	cert  *tls.Certificate // guarded by mu: the pair served
@@ -140,12 +207,24 @@ func (r *certReloader) stampFiles() [2]fileStamp {
 func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	st := r.stampFiles()
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if st != r.stamp {
-		r.stamp = st
-		if cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile); err == nil {
-			r.cert = &cert
-		}
+	if st == r.stamp {
+		defer r.mu.Unlock()
+		return r.cert, nil
 	}
-	return r.cert, nil
+	r.stamp = st
+	loaded, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err == nil {
+		r.cert = &loaded
+	}
+	cert := r.cert
+	r.mu.Unlock()
+	// Logged once per change of the files, as caReloader does.
+	if err != nil {
+		r.log.failed("node listener: tls key pair did not reload; the previous one is still served",
+			zap.String("cert_file", r.certFile), zap.String("key_file", r.keyFile), zap.Error(err))
+	} else {
+		r.log.reloaded("node listener: tls key pair reloaded",
+			zap.String("cert_file", r.certFile), zap.String("key_file", r.keyFile))
+	}
+	return cert, nil
 }
