@@ -298,7 +298,7 @@ func (s *muxSession) closeWith(cause error) {
 		}
 		s.mu.Unlock()
 		close(s.done)
-		_ = s.conn.Close()
+		_ = closeNow(s.conn)
 		for _, st := range streams {
 			st.fail(cause)
 		}

@@ -292,7 +292,7 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 	deadline := time.Now().Add(s.cfg.HandshakeTimeout)
 	raw, req, err := s.readRegister(raw, deadline)
 	if err != nil {
-		_ = raw.Close()
+		_ = closeNow(raw)
 		log.Info("node handshake failed", zap.Error(err))
 		return
 	}
