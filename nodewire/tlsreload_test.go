@@ -1,6 +1,7 @@
 package nodewire
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"math/big"
@@ -263,12 +264,99 @@ func TestTLSReloadLogForgetsCollectedConfig(t *testing.T) {
 	deadline := time.Now().Add(waitLong)
 	for {
 		runtime.GC()
-		if _, ok := reloadLogs.Load(key); !ok {
+		if _, ok := tlsStates.Load(key); !ok {
 			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the reload logger of a collected config is still registered")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// installAt copies src over dst and dates it at, so that a coarse file
+// system clock cannot hide the change.
+func installAt(t *testing.T, dst, src string, at time.Time) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(dst, at, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A node's client certificate renewed in place is presented, and the
+// edge's CA rotated in place trusted, from the next dial on, as the edge's
+// own files are: a node read them once, and after a rotation it could not
+// reconnect until restarted. A CA file that does not load leaves the
+// previous pool in use and is logged once.
+func TestNodeCredentialsRenewedInPlace(t *testing.T) {
+	dir, nodeDir := t.TempDir(), t.TempDir()
+	edgeCA := testcert.NewCA(t, dir, "edge")
+	srvCert, srvKey := edgeCA.Issue(t, "edge", true)
+	nodesCA := testcert.NewCA(t, dir, "nodes")
+	issuedCert, issuedKey := nodesCA.Issue(t, "node-1", false)
+	clientCA := filepath.Join(dir, "client-ca.pem")
+	nodeCA := filepath.Join(nodeDir, "edge-ca.pem")
+	nodeCert, nodeKey := filepath.Join(nodeDir, "node.pem"), filepath.Join(nodeDir, "node-key.pem")
+	now := time.Now()
+	installAt(t, clientCA, nodesCA.File, now)
+	installAt(t, nodeCA, edgeCA.File, now)
+	installAt(t, nodeCert, issuedCert, now)
+	installAt(t, nodeKey, issuedKey, now)
+	ts := startServer(t, newFakeHandler(), ServerConfig{TLS: serverTLS(t, srvCert, srvKey, clientCA)})
+	client := clientTLS(t, nodeCA, "edge.test", nodeCert, nodeKey)
+	if err := dialErr(ts.addr, client); err != nil {
+		t.Fatalf("before the rotation: %v", err)
+	}
+
+	// Both CAs rotated: the edge's certificate and the node's reissued by
+	// new ones, every file rewritten in place.
+	next := t.TempDir()
+	nextEdgeCA := testcert.NewCA(t, next, "edge-next")
+	nextSrvCert, nextSrvKey := nextEdgeCA.Issue(t, "edge", true)
+	nextNodesCA := testcert.NewCA(t, next, "nodes-next")
+	nextCert, nextKey := nextNodesCA.Issue(t, "node-1", false)
+	later := now.Add(time.Minute)
+	installAt(t, srvCert, nextSrvCert, later)
+	installAt(t, srvKey, nextSrvKey, later)
+	installAt(t, clientCA, nextNodesCA.File, later)
+	installAt(t, nodeCA, nextEdgeCA.File, later)
+	installAt(t, nodeCert, nextCert, later)
+	installAt(t, nodeKey, nextKey, later)
+	if err := dialErr(ts.addr, client); err != nil {
+		t.Fatalf("after the rotation: %v", err)
+	}
+
+	// Half written: the node's CA file holds no certificate. The rotated
+	// CA stays in use; the failure is logged once for two dials.
+	if err := os.WriteFile(nodeCA, []byte("-----BEGIN CERT"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later = later.Add(time.Minute)
+	if err := os.Chtimes(nodeCA, later, later); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.DebugLevel)
+	for range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+		cc, _, err := Dial(ctx, DialConfig{Address: ts.addr, TLS: client, Logger: zap.New(core)}, testRegisterRequest("node-1"))
+		cancel()
+		if err != nil {
+			t.Fatalf("with an unreadable CA file: %v", err)
+		}
+		_ = cc.Close()
+	}
+	failed := logs.FilterMessageSnippet("edge dialer: CA did not reload").AllUntimed()
+	if len(failed) != 1 {
+		t.Fatalf("%d CA reload failures logged for two dials, want 1", len(failed))
+	}
+	if f := failed[0].ContextMap(); f["ca_file"] != nodeCA || f["error"] == nil {
+		t.Errorf("CA reload failure logged with %v, want the file and the error", f)
 	}
 }
