@@ -82,11 +82,15 @@ func Dial(ctx context.Context, cfg DialConfig, req *iop.RegisterRequest) (*Clien
 	}()
 	_ = raw.SetDeadline(deadline)
 	if cfg.TLS != nil {
-		tcfg := cfg.TLS
+		// The CA pool of the moment (ClientTLSConfig reloads it).
+		attachReloadLog(cfg.TLS, cfg.Logger)
+		tcfg := dialTLSConfig(cfg.TLS)
 		if tcfg.ServerName == "" && !tcfg.InsecureSkipVerify {
 			// Verify the dialed host, as crypto/tls.Dial does.
 			if host, _, err := net.SplitHostPort(cfg.Address); err == nil {
-				tcfg = tcfg.Clone()
+				if tcfg == cfg.TLS {
+					tcfg = tcfg.Clone()
+				}
 				tcfg.ServerName = host
 			}
 		}

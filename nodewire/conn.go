@@ -2,6 +2,7 @@ package nodewire
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -165,8 +166,22 @@ func (c *Conn) closeWith(err error) {
 		if sess != nil {
 			_ = sess.Close()
 		}
-		_ = c.raw.Close()
+		_ = closeNow(c.raw)
 	})
+}
+
+// closeNow closes conn without waiting on the peer. A TLS connection's
+// Close first writes a close_notify alert, which waits up to 5 s (its own
+// bound) for a peer that does not read: the very peer a write timeout or a
+// heartbeat timeout is closing. The socket beneath is closed first
+// instead, so the alert fails at once. The peer reads io.EOF either way
+// (crypto/tls takes a close at a record boundary without the alert as
+// one), and the wire needs no alert: its streams end with FIN or RST.
+func closeNow(conn net.Conn) error {
+	if tc, ok := conn.(*tls.Conn); ok {
+		_ = tc.NetConn().Close()
+	}
+	return conn.Close()
 }
 
 // Close closes the connection and waits for its goroutines. Idempotent.

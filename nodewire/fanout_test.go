@@ -40,7 +40,9 @@ func TestNodeFrameFanoutRefusedBeforeDecoding(t *testing.T) {
 	go func() {
 		defer close(served)
 		_ = cc.Serve(ctx, func(hctx context.Context, st *Stream, _ *iop.Envelope) {
-			_ = st.SetWriteDeadline(time.Now().Add(waitLong))
+			// Encoding 2 Mi messages takes seconds on a loaded machine
+			// under -race: the deadlines leave room for it.
+			_ = st.SetWriteDeadline(time.Now().Add(4 * waitLong))
 			_ = st.Send(answer)
 			<-hctx.Done()
 		})
@@ -56,7 +58,7 @@ func TestNodeFrameFanoutRefusedBeforeDecoding(t *testing.T) {
 	if err := st.Send(&iop.Envelope{Body: &iop.Envelope_NodeCommandRequest{NodeCommandRequest: &iop.NodeCommandRequest{}}}); err != nil {
 		t.Fatal(err)
 	}
-	_ = st.SetReadDeadline(time.Now().Add(waitLong))
+	_ = st.SetReadDeadline(time.Now().Add(4 * waitLong))
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	_, err = st.Recv()

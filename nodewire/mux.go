@@ -62,6 +62,10 @@ const (
 	// (writeLoop), so that a batch of streams readied together goes out in
 	// one write instead of one write each.
 	muxCoalesceBelow = 16 << 10
+	// muxWriteChunk bounds one write to the connection (writeAll): a peer
+	// is dropped when it takes less than this in muxWriteTimeout (6.4 KiB/s
+	// by default).
+	muxWriteChunk = 64 << 10
 	// muxMaxPending is how many frame bytes may wait for the writer before
 	// data writers block (control frames never do): the socket's
 	// backpressure reaches writers instead of unbounded buffering.
@@ -85,9 +89,9 @@ var (
 	// that floods opens and never reads would grow the queue forever;
 	// beyond this the session is closed.
 	muxMaxControlPending = 4 * muxMaxPending
-	// muxWriteTimeout bounds one write to the connection: a peer that stops
-	// reading is dropped (and, for a node, fenced) once the writer has been
-	// stuck this long.
+	// muxWriteTimeout bounds one write to the connection (at most
+	// muxWriteChunk bytes): a peer that stops reading is dropped (and, for
+	// a node, fenced) once the writer has been stuck this long.
 	muxWriteTimeout = 10 * time.Second
 )
 
@@ -298,7 +302,7 @@ func (s *muxSession) closeWith(cause error) {
 		}
 		s.mu.Unlock()
 		close(s.done)
-		_ = s.conn.Close()
+		_ = closeNow(s.conn)
 		for _, st := range streams {
 			st.fail(cause)
 		}
@@ -553,8 +557,7 @@ func (s *muxSession) writeLoop() {
 		if buf == nil {
 			continue
 		}
-		_ = s.conn.SetWriteDeadline(time.Now().Add(muxWriteTimeout))
-		if _, err := s.conn.Write(buf); err != nil {
+		if err := s.writeAll(buf); err != nil {
 			s.closeWith(fmt.Errorf("nodewire: write: %w", err))
 			return
 		}
@@ -569,6 +572,25 @@ func (s *muxSession) writeLoop() {
 		}
 		s.wmu.Unlock()
 	}
+}
+
+// writeAll writes buf to the connection in writes of at most
+// muxWriteChunk bytes, each bounded by muxWriteTimeout: the timeout then
+// catches a peer that stopped reading, not one reading steadily on a slow
+// link, which a batch's one write under one timeout took for it (a batch
+// may hold muxMaxPending of data and control frames besides). A write that
+// times out cannot be resumed on a TLS connection: it is broken from then
+// on. A batch smaller than a chunk, the usual one, is still one write.
+func (s *muxSession) writeAll(buf []byte) error {
+	for len(buf) > 0 {
+		n := min(len(buf), muxWriteChunk)
+		_ = s.conn.SetWriteDeadline(time.Now().Add(muxWriteTimeout))
+		if _, err := s.conn.Write(buf[:n]); err != nil {
+			return err
+		}
+		buf = buf[n:]
+	}
+	return nil
 }
 
 // takePendingLocked hands the writer every pending frame (wmu held) and

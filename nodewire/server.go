@@ -122,6 +122,7 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	attachReloadLog(cfg.TLS, cfg.Logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
 		perSrc: map[string]int{}, awaiting: map[string]*Conn{}, failures: newFailureDelays()}
@@ -291,7 +292,7 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 	deadline := time.Now().Add(s.cfg.HandshakeTimeout)
 	raw, req, err := s.readRegister(raw, deadline)
 	if err != nil {
-		_ = raw.Close()
+		_ = closeNow(raw)
 		log.Info("node handshake failed", zap.Error(err))
 		return
 	}

@@ -1,13 +1,21 @@
 package nodewire
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"math/big"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
+	"weak"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/iop-gateway/iop/internal/testcert"
 )
@@ -146,5 +154,209 @@ func TestClientCARotatedInPlace(t *testing.T) {
 	}
 	if err := dialErr(ts.addr, withNew); err != nil {
 		t.Fatalf("with an unreadable CA file, a node of the new CA: %v", err)
+	}
+}
+
+// A key pair or client CA that fails to reload is logged once per change
+// of its files, however many handshakes follow, with the file names and
+// not their contents; the previous one stays in use. One that reloads is
+// logged too.
+func TestFailedTLSReloadIsLoggedOnce(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcert.NewCA(t, dir, "edge")
+	certFile, keyFile := ca.Issue(t, "edge", true)
+	nodes := testcert.NewCA(t, dir, "nodes")
+	nodeCert, nodeKey := nodes.Issue(t, "node-1", false)
+	caFile := filepath.Join(dir, "client-ca.pem")
+	caPEM, err := os.ReadFile(nodes.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(caFile, caPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.DebugLevel)
+	ts := startServer(t, newFakeHandler(), ServerConfig{TLS: serverTLS(t, certFile, keyFile, caFile), Logger: zap.New(core)})
+	client := clientTLS(t, ca.File, "edge.test", nodeCert, nodeKey)
+	first := servedSerial(t, ts.addr, client)
+	touch := func(at time.Time, files ...string) {
+		t.Helper()
+		for _, f := range files {
+			if err := os.Chtimes(f, at, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// A key that is not the certificate's, and a CA file with no
+	// certificate in it; three handshakes follow.
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.Issue(t, "edge", true)
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(caFile, []byte("-----BEGIN CERT"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute)
+	touch(later, certFile, keyFile, caFile)
+	for range 3 {
+		if got := servedSerial(t, ts.addr, client); got.Cmp(first) != 0 {
+			t.Fatalf("with a mismatched pair served serial %v, want the previous %v", got, first)
+		}
+	}
+	pairFailed := logs.FilterMessageSnippet("tls key pair did not reload").AllUntimed()
+	caFailed := logs.FilterMessageSnippet("client CA did not reload").AllUntimed()
+	if len(pairFailed) != 1 || len(caFailed) != 1 {
+		t.Fatalf("after 3 handshakes, %d key pair and %d client CA failures logged, want 1 each", len(pairFailed), len(caFailed))
+	}
+	for _, e := range append(pairFailed, caFailed...) {
+		if e.Level != zapcore.WarnLevel {
+			t.Errorf("%q logged at %v, want warn", e.Message, e.Level)
+		}
+		fields := e.ContextMap()
+		if fields["error"] == nil {
+			t.Errorf("%q logged without its error", e.Message)
+		}
+		for _, v := range fields {
+			if s, ok := v.(string); ok && (strings.Contains(s, "PRIVATE KEY") || strings.Contains(s, string(keyPEM[40:80]))) {
+				t.Errorf("%q logged key material: %q", e.Message, s)
+			}
+		}
+	}
+	if f := pairFailed[0].ContextMap(); f["cert_file"] != certFile || f["key_file"] != keyFile {
+		t.Errorf("key pair failure logged with %v, want the two file names", f)
+	}
+	if f := caFailed[0].ContextMap(); f["client_ca_file"] != caFile {
+		t.Errorf("client CA failure logged with %v, want the file name", f)
+	}
+
+	// Fixed: logged as reloaded, once.
+	ca.Issue(t, "edge", true)
+	if err := os.WriteFile(caFile, caPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later = later.Add(time.Minute)
+	touch(later, certFile, keyFile, caFile)
+	for range 2 {
+		if got := servedSerial(t, ts.addr, client); got.Cmp(first) == 0 {
+			t.Fatal("the fixed pair was not served")
+		}
+	}
+	if n := logs.FilterMessageSnippet("tls key pair reloaded").Len(); n != 1 {
+		t.Errorf("key pair reload logged %d times, want 1", n)
+	}
+	if n := logs.FilterMessageSnippet("client CA reloaded").Len(); n != 1 {
+		t.Errorf("client CA reload logged %d times, want 1", n)
+	}
+}
+
+// The logger registry holds a config only weakly: building configs (one
+// per edge start, or per test) leaves nothing behind once they are gone.
+func TestTLSReloadLogForgetsCollectedConfig(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcert.NewCA(t, dir, "edge")
+	certFile, keyFile := ca.Issue(t, "edge", true)
+	key := weak.Make(serverTLS(t, certFile, keyFile, ca.File))
+	deadline := time.Now().Add(waitLong)
+	for {
+		runtime.GC()
+		if _, ok := tlsStates.Load(key); !ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reload logger of a collected config is still registered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// installAt copies src over dst and dates it at, so that a coarse file
+// system clock cannot hide the change.
+func installAt(t *testing.T, dst, src string, at time.Time) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(dst, at, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A node's client certificate renewed in place is presented, and the
+// edge's CA rotated in place trusted, from the next dial on, as the edge's
+// own files are: a node read them once, and after a rotation it could not
+// reconnect until restarted. A CA file that does not load leaves the
+// previous pool in use and is logged once.
+func TestNodeCredentialsRenewedInPlace(t *testing.T) {
+	dir, nodeDir := t.TempDir(), t.TempDir()
+	edgeCA := testcert.NewCA(t, dir, "edge")
+	srvCert, srvKey := edgeCA.Issue(t, "edge", true)
+	nodesCA := testcert.NewCA(t, dir, "nodes")
+	issuedCert, issuedKey := nodesCA.Issue(t, "node-1", false)
+	clientCA := filepath.Join(dir, "client-ca.pem")
+	nodeCA := filepath.Join(nodeDir, "edge-ca.pem")
+	nodeCert, nodeKey := filepath.Join(nodeDir, "node.pem"), filepath.Join(nodeDir, "node-key.pem")
+	now := time.Now()
+	installAt(t, clientCA, nodesCA.File, now)
+	installAt(t, nodeCA, edgeCA.File, now)
+	installAt(t, nodeCert, issuedCert, now)
+	installAt(t, nodeKey, issuedKey, now)
+	ts := startServer(t, newFakeHandler(), ServerConfig{TLS: serverTLS(t, srvCert, srvKey, clientCA)})
+	client := clientTLS(t, nodeCA, "edge.test", nodeCert, nodeKey)
+	if err := dialErr(ts.addr, client); err != nil {
+		t.Fatalf("before the rotation: %v", err)
+	}
+
+	// Both CAs rotated: the edge's certificate and the node's reissued by
+	// new ones, every file rewritten in place.
+	next := t.TempDir()
+	nextEdgeCA := testcert.NewCA(t, next, "edge-next")
+	nextSrvCert, nextSrvKey := nextEdgeCA.Issue(t, "edge", true)
+	nextNodesCA := testcert.NewCA(t, next, "nodes-next")
+	nextCert, nextKey := nextNodesCA.Issue(t, "node-1", false)
+	later := now.Add(time.Minute)
+	installAt(t, srvCert, nextSrvCert, later)
+	installAt(t, srvKey, nextSrvKey, later)
+	installAt(t, clientCA, nextNodesCA.File, later)
+	installAt(t, nodeCA, nextEdgeCA.File, later)
+	installAt(t, nodeCert, nextCert, later)
+	installAt(t, nodeKey, nextKey, later)
+	if err := dialErr(ts.addr, client); err != nil {
+		t.Fatalf("after the rotation: %v", err)
+	}
+
+	// Half written: the node's CA file holds no certificate. The rotated
+	// CA stays in use; the failure is logged once for two dials.
+	if err := os.WriteFile(nodeCA, []byte("-----BEGIN CERT"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later = later.Add(time.Minute)
+	if err := os.Chtimes(nodeCA, later, later); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.DebugLevel)
+	for range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+		cc, _, err := Dial(ctx, DialConfig{Address: ts.addr, TLS: client, Logger: zap.New(core)}, testRegisterRequest("node-1"))
+		cancel()
+		if err != nil {
+			t.Fatalf("with an unreadable CA file: %v", err)
+		}
+		_ = cc.Close()
+	}
+	failed := logs.FilterMessageSnippet("edge dialer: CA did not reload").AllUntimed()
+	if len(failed) != 1 {
+		t.Fatalf("%d CA reload failures logged for two dials, want 1", len(failed))
+	}
+	if f := failed[0].ContextMap(); f["ca_file"] != nodeCA || f["error"] == nil {
+		t.Errorf("CA reload failure logged with %v, want the file and the error", f)
 	}
 }
