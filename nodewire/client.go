@@ -18,9 +18,12 @@ import (
 type DialConfig struct {
 	// Address is the Edge's node listener, host:port.
 	Address string
-	// TLS, when non-nil, is used for the connection. An empty ServerName
-	// means the host part of Address.
-	TLS *tls.Config
+	// TLS, when non-nil, is used for the connection (NewClientTLS).
+	TLS *ClientTLS
+	// ServerName is the name TLS verifies when NewClientTLS was given
+	// none: the name Address was resolved from, when it is an address.
+	// Empty means the host part of Address, as crypto/tls.Dial verifies.
+	ServerName string
 	// HandshakeTimeout bounds dial, TLS, registration and the ready
 	// exchange. Zero means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
@@ -82,18 +85,11 @@ func Dial(ctx context.Context, cfg DialConfig, req *iop.RegisterRequest) (*Clien
 	}()
 	_ = raw.SetDeadline(deadline)
 	if cfg.TLS != nil {
-		// The CA pool of the moment (ClientTLSConfig reloads it).
-		attachReloadLog(cfg.TLS, cfg.Logger)
-		tcfg := dialTLSConfig(cfg.TLS)
-		if tcfg.ServerName == "" && !tcfg.InsecureSkipVerify {
-			// Verify the dialed host, as crypto/tls.Dial does.
-			if host, _, err := net.SplitHostPort(cfg.Address); err == nil {
-				if tcfg == cfg.TLS {
-					tcfg = tcfg.Clone()
-				}
-				tcfg.ServerName = host
-			}
+		name := cfg.ServerName
+		if name == "" {
+			name, _, _ = net.SplitHostPort(cfg.Address)
 		}
+		tcfg := cfg.TLS.config(name)
 		tc := tls.Client(raw, tcfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			return nil, nil, fmt.Errorf("nodewire: tls: %w", err)

@@ -122,7 +122,6 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	attachReloadLog(cfg.TLS, cfg.Logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
 		perSrc: map[string]int{}, awaiting: map[string]*Conn{}, failures: newFailureDelays()}

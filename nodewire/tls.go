@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
-	"sync/atomic"
-	"weak"
 
 	"go.uber.org/zap"
 )
@@ -17,19 +14,19 @@ import (
 // ServerTLSConfig builds the Edge listener's TLS config. clientCAFile, when
 // set, turns on mutual TLS: Nodes must present a certificate it signed.
 // The key pair and the client CA are loaded again when their files change
-// (see certReloader, poolReloader). With mutual TLS, handshakes use copies
-// of the returned config: change it before it is used, or not at all.
-// A reload that fails is logged by the Server given the config (not a
-// clone of it) as ServerConfig.TLS, with its logger.
-func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
-	ts := &tlsState{}
-	r, err := newCertReloader(certFile, keyFile, "node listener: tls key pair", &ts.log)
+// (see certReloader, poolReloader); a reload that fails is logged with log
+// (nil: not logged) and leaves the previous one in use. With mutual TLS,
+// handshakes use copies of the returned config: change it before it is
+// used, or not at all.
+func ServerTLSConfig(certFile, keyFile, clientCAFile string, log *zap.Logger) (*tls.Config, error) {
+	log = orNop(log)
+	r, err := newCertReloader(certFile, keyFile, "node listener: tls key pair", log)
 	if err != nil {
 		return nil, fmt.Errorf("nodewire: tls key pair: %w", err)
 	}
 	cfg := &tls.Config{GetCertificate: r.getServer, MinVersion: tls.VersionTLS12}
 	if clientCAFile != "" {
-		pr, err := newPoolReloader(clientCAFile, "node listener: client CA", "client_ca_file", &ts.log)
+		pr, err := newPoolReloader(clientCAFile, "node listener: client CA", "client_ca_file", log)
 		if err != nil {
 			return nil, err
 		}
@@ -40,114 +37,72 @@ func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error
 		ca := &caReloader{pools: pr, base: cfg.Clone(), cfg: cfg.Clone(), cfgPool: pr.pool}
 		cfg.GetConfigForClient = ca.get
 	}
-	registerTLSState(cfg, ts)
 	return cfg, nil
 }
 
-// ClientTLSConfig builds the Node dialer's TLS config. caFile empty means the
-// system roots; certFile/keyFile set present a client certificate (mutual TLS).
-// Both are loaded again when their files change, as the edge's are: a
-// client certificate renewed in place is presented, and a CA rotated in
-// place trusted, from the next dial on, when Dial is given this config
-// (not a copy of it); Dial logs a reload that fails with its logger.
-func ClientTLSConfig(caFile, serverName, certFile, keyFile string) (*tls.Config, error) {
-	ts := &tlsState{}
-	cfg := &tls.Config{ServerName: serverName, MinVersion: tls.VersionTLS12}
-	if caFile != "" {
-		pr, err := newPoolReloader(caFile, "edge dialer: CA", "ca_file", &ts.log)
-		if err != nil {
-			return nil, err
-		}
-		cfg.RootCAs = pr.pool
-		ts.roots = pr
-	}
-	if certFile != "" || keyFile != "" {
-		r, err := newCertReloader(certFile, keyFile, "edge dialer: tls client key pair", &ts.log)
-		if err != nil {
-			return nil, fmt.Errorf("nodewire: tls client key pair: %w", err)
-		}
-		cfg.GetClientCertificate = r.getClient
-	}
-	registerTLSState(cfg, ts)
-	return cfg, nil
-}
-
-// tlsState is what a config built here carries beside the tls.Config: the
-// logger of its reloaders and, for a node's dialer, the reloader of the CA
-// that verifies the edge (a dial applies its pool of the moment: a client
-// config has no callback for its roots).
-type tlsState struct {
-	log   reloadLog
+// ClientTLS is a Node's TLS toward its Edges. Its key pair and the CA
+// that verifies the Edge are loaded again when their files change, as the
+// Edge's are: a client certificate renewed in place is presented, and a
+// CA rotated in place trusted, from the next dial on. A crypto/tls client
+// config has no callback for its roots, so each dial takes a config of
+// the moment (config) rather than one fixed config.
+type ClientTLS struct {
+	base  *tls.Config   // never changed after NewClientTLS; its RootCAs are the pool at build
 	roots *poolReloader // nil: the system roots
 }
 
-// tlsStates finds the tlsState of a config built here. It holds the config
-// weakly: an entry goes when its config is collected.
-var tlsStates sync.Map // weak.Pointer[tls.Config] -> *tlsState
-
-func registerTLSState(cfg *tls.Config, ts *tlsState) {
-	key := weak.Make(cfg)
-	tlsStates.Store(key, ts)
-	runtime.AddCleanup(cfg, func(key weak.Pointer[tls.Config]) { tlsStates.Delete(key) }, key)
+// NewClientTLS builds a Node's TLS. caFile empty means the system roots;
+// serverName empty means the name dialled (DialConfig); certFile/keyFile
+// set present a client certificate (mutual TLS). A reload that fails is
+// logged with log (nil: not logged) and leaves the previous one in use.
+func NewClientTLS(caFile, serverName, certFile, keyFile string, log *zap.Logger) (*ClientTLS, error) {
+	log = orNop(log)
+	c := &ClientTLS{base: &tls.Config{ServerName: serverName, MinVersion: tls.VersionTLS12}}
+	if caFile != "" {
+		pr, err := newPoolReloader(caFile, "edge dialer: CA", "ca_file", log)
+		if err != nil {
+			return nil, err
+		}
+		c.base.RootCAs = pr.pool
+		c.roots = pr
+	}
+	if certFile != "" || keyFile != "" {
+		r, err := newCertReloader(certFile, keyFile, "edge dialer: tls client key pair", log)
+		if err != nil {
+			return nil, fmt.Errorf("nodewire: tls client key pair: %w", err)
+		}
+		c.base.GetClientCertificate = r.getClient
+	}
+	return c, nil
 }
 
-// tlsStateOf is cfg's tlsState, or nil when cfg was not built here (or
-// is a copy of one that was).
-func tlsStateOf(cfg *tls.Config) *tlsState {
-	if cfg == nil {
-		return nil
+// config is the config for one dial: the CA pool of the moment, and
+// serverName verified when NewClientTLS was given none. The result is
+// the shared base when nothing differs from it; callers do not change it.
+func (c *ClientTLS) config(serverName string) *tls.Config {
+	cfg := c.base
+	var pool *x509.CertPool
+	if c.roots != nil {
+		pool = c.roots.get()
 	}
-	if ts, ok := tlsStates.Load(weak.Make(cfg)); ok {
-		return ts.(*tlsState)
-	}
-	return nil
-}
-
-// attachReloadLog has the reloaders of cfg, when it was built here, log
-// with log.
-func attachReloadLog(cfg *tls.Config, log *zap.Logger) {
-	if ts := tlsStateOf(cfg); ts != nil {
-		ts.log.log.Store(log)
-	}
-}
-
-// dialTLSConfig is cfg for one dial: with the CA pool of the moment when
-// ClientTLSConfig built cfg (a copy, cfg itself is not changed).
-func dialTLSConfig(cfg *tls.Config) *tls.Config {
-	ts := tlsStateOf(cfg)
-	if ts == nil || ts.roots == nil {
-		return cfg
-	}
-	pool := ts.roots.get()
-	if pool == cfg.RootCAs {
+	if (c.roots == nil || pool == cfg.RootCAs) && (cfg.ServerName != "" || serverName == "") {
 		return cfg
 	}
 	cfg = cfg.Clone()
-	cfg.RootCAs = pool
+	if c.roots != nil {
+		cfg.RootCAs = pool
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = serverName
+	}
 	return cfg
 }
 
-// reloadLog is the logger of a config's reloaders: none until a Server or
-// Dial is given the config (attachReloadLog), since the config is built
-// before either and carries no logger of its own.
-type reloadLog struct {
-	log atomic.Pointer[zap.Logger]
-}
-
-// failed logs a reload that failed; the reloaders call it once per change
-// of the files (not per handshake), as they try a load only then. The
-// error names files and what is wrong with them, never their contents.
-func (l *reloadLog) failed(msg string, fields ...zap.Field) {
-	if log := l.log.Load(); log != nil {
-		log.Warn(msg, fields...)
+func orNop(log *zap.Logger) *zap.Logger {
+	if log == nil {
+		return zap.NewNop()
 	}
-}
-
-// reloaded logs a reload that succeeded.
-func (l *reloadLog) reloaded(msg string, fields ...zap.Field) {
-	if log := l.log.Load(); log != nil {
-		log.Info(msg, fields...)
-	}
+	return log
 }
 
 // poolReloader serves the CA pool in file, loading it again when the
@@ -159,14 +114,14 @@ type poolReloader struct {
 	file  string
 	name  string // for logs: whose CA it is
 	field string // for logs: the config key of file
-	log   *reloadLog
+	log   *zap.Logger
 
 	mu    sync.Mutex
 	pool  *x509.CertPool // guarded by mu: the pool in use
 	stamp fileStamp      // guarded by mu: the file when last loaded, or last failed to load
 }
 
-func newPoolReloader(file, name, field string, log *reloadLog) (*poolReloader, error) {
+func newPoolReloader(file, name, field string, log *zap.Logger) (*poolReloader, error) {
 	r := &poolReloader{file: file, name: name, field: field, log: log, stamp: stampOf(file)}
 	pool, err := loadPool(file)
 	if err != nil {
@@ -194,10 +149,10 @@ func (r *poolReloader) get() *x509.CertPool {
 	// Logged once per change of the file: the next look finds the stamp
 	// recorded above and loads nothing.
 	if err != nil {
-		r.log.failed(r.name+" did not reload; the previous one is still trusted",
+		r.log.Warn(r.name+" did not reload; the previous one is still trusted",
 			zap.String(r.field, r.file), zap.Error(err))
 	} else {
-		r.log.reloaded(r.name+" reloaded", zap.String(r.field, r.file))
+		r.log.Info(r.name+" reloaded", zap.String(r.field, r.file))
 	}
 	return pool
 }
@@ -248,14 +203,14 @@ func loadPool(file string) (*x509.CertPool, error) {
 type certReloader struct {
 	certFile, keyFile string
 	name              string // for logs: whose key pair it is
-	log               *reloadLog
+	log               *zap.Logger
 
 	mu    sync.Mutex
 	cert  *tls.Certificate // guarded by mu: the pair served
 	stamp [2]fileStamp     // guarded by mu: the files when last loaded, or last failed to load
 }
 
-func newCertReloader(certFile, keyFile, name string, log *reloadLog) (*certReloader, error) {
+func newCertReloader(certFile, keyFile, name string, log *zap.Logger) (*certReloader, error) {
 	r := &certReloader{certFile: certFile, keyFile: keyFile, name: name, log: log}
 	r.stamp = r.stampFiles()
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
@@ -311,10 +266,10 @@ func (r *certReloader) get() *tls.Certificate {
 	r.mu.Unlock()
 	// Logged once per change of the files, as poolReloader does.
 	if err != nil {
-		r.log.failed(r.name+" did not reload; the previous one is still in use",
+		r.log.Warn(r.name+" did not reload; the previous one is still in use",
 			zap.String("cert_file", r.certFile), zap.String("key_file", r.keyFile), zap.Error(err))
 	} else {
-		r.log.reloaded(r.name+" reloaded",
+		r.log.Info(r.name+" reloaded",
 			zap.String("cert_file", r.certFile), zap.String("key_file", r.keyFile))
 	}
 	return cert

@@ -14,23 +14,23 @@ import (
 
 func serverTLS(t *testing.T, certFile, keyFile, clientCA string) *tls.Config {
 	t.Helper()
-	cfg, err := ServerTLSConfig(certFile, keyFile, clientCA)
+	cfg, err := ServerTLSConfig(certFile, keyFile, clientCA, nil)
 	if err != nil {
 		t.Fatalf("ServerTLSConfig: %v", err)
 	}
 	return cfg
 }
 
-func clientTLS(t *testing.T, caFile, serverName, certFile, keyFile string) *tls.Config {
+func clientTLS(t *testing.T, caFile, serverName, certFile, keyFile string) *ClientTLS {
 	t.Helper()
-	cfg, err := ClientTLSConfig(caFile, serverName, certFile, keyFile)
+	c, err := NewClientTLS(caFile, serverName, certFile, keyFile, nil)
 	if err != nil {
-		t.Fatalf("ClientTLSConfig: %v", err)
+		t.Fatalf("NewClientTLS: %v", err)
 	}
-	return cfg
+	return c
 }
 
-func dialErr(addr string, tcfg *tls.Config) error {
+func dialErr(addr string, tcfg *ClientTLS) error {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
 	cc, _, err := Dial(ctx, DialConfig{Address: addr, TLS: tcfg}, testRegisterRequest("node-1"))
@@ -169,38 +169,41 @@ func TestTLSConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := ServerTLSConfig(missing, keyFile, ""); err == nil {
+	if _, err := ServerTLSConfig(missing, keyFile, "", nil); err == nil {
 		t.Error("ServerTLSConfig with a missing cert file succeeded")
 	}
-	if _, err := ServerTLSConfig(certFile, certFile, ""); err == nil {
+	if _, err := ServerTLSConfig(certFile, certFile, "", nil); err == nil {
 		t.Error("ServerTLSConfig with a certificate as key succeeded")
 	}
-	if _, err := ServerTLSConfig(certFile, keyFile, missing); err == nil {
+	if _, err := ServerTLSConfig(certFile, keyFile, missing, nil); err == nil {
 		t.Error("ServerTLSConfig with a missing client CA succeeded")
 	}
-	if _, err := ServerTLSConfig(certFile, keyFile, notPEM); err == nil {
+	if _, err := ServerTLSConfig(certFile, keyFile, notPEM, nil); err == nil {
 		t.Error("ServerTLSConfig with a non-PEM client CA succeeded")
 	}
-	cfg, err := ServerTLSConfig(certFile, keyFile, ca.File)
+	cfg, err := ServerTLSConfig(certFile, keyFile, ca.File, nil)
 	if err != nil || cfg.ClientAuth != tls.RequireAndVerifyClientCert || cfg.ClientCAs == nil || cfg.MinVersion < tls.VersionTLS12 {
 		t.Errorf("ServerTLSConfig with client CA: %+v, %v", cfg, err)
 	}
-	cfg, err = ServerTLSConfig(certFile, keyFile, "")
+	cfg, err = ServerTLSConfig(certFile, keyFile, "", nil)
 	if err != nil || cfg.ClientAuth != tls.NoClientCert {
 		t.Errorf("ServerTLSConfig without client CA: ClientAuth %v, %v", cfg.ClientAuth, err)
 	}
 
-	if _, err := ClientTLSConfig(missing, "", "", ""); err == nil {
-		t.Error("ClientTLSConfig with a missing CA succeeded")
+	if _, err := NewClientTLS(missing, "", "", "", nil); err == nil {
+		t.Error("NewClientTLS with a missing CA succeeded")
 	}
-	if _, err := ClientTLSConfig(notPEM, "", "", ""); err == nil {
-		t.Error("ClientTLSConfig with a non-PEM CA succeeded")
+	if _, err := NewClientTLS(notPEM, "", "", "", nil); err == nil {
+		t.Error("NewClientTLS with a non-PEM CA succeeded")
 	}
-	if _, err := ClientTLSConfig("", "", certFile, ""); err == nil {
-		t.Error("ClientTLSConfig with a cert but no key succeeded")
+	if _, err := NewClientTLS("", "", certFile, "", nil); err == nil {
+		t.Error("NewClientTLS with a cert but no key succeeded")
 	}
-	cfg, err = ClientTLSConfig("", "edge.test", "", "")
-	if err != nil || cfg.RootCAs != nil || cfg.ServerName != "edge.test" || len(cfg.Certificates) != 0 {
-		t.Errorf("ClientTLSConfig with system roots: %+v, %v", cfg, err)
+	c, err := NewClientTLS("", "edge.test", "", "", nil)
+	if err != nil {
+		t.Fatalf("NewClientTLS with system roots: %v", err)
+	}
+	if got := c.config("other.test"); got.RootCAs != nil || got.ServerName != "edge.test" || got.GetClientCertificate != nil {
+		t.Errorf("NewClientTLS with system roots: %+v", got)
 	}
 }

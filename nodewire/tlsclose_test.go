@@ -45,7 +45,7 @@ func tlsPair(t *testing.T, bufSize int) (server, client *tls.Conn) {
 	}
 	_ = rawC.(*net.TCPConn).SetReadBuffer(bufSize)
 	_ = rawS.(*net.TCPConn).SetWriteBuffer(bufSize)
-	server, client = tls.Server(rawS, scfg), tls.Client(rawC, ccfg)
+	server, client = tls.Server(rawS, scfg), tls.Client(rawC, ccfg.config(""))
 	t.Cleanup(func() { _ = server.Close(); _ = client.Close() })
 	_ = rawS.SetDeadline(time.Now().Add(waitLong))
 	_ = rawC.SetDeadline(time.Now().Add(waitLong))

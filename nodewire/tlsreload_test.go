@@ -7,11 +7,9 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
-	"weak"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -22,15 +20,15 @@ import (
 
 // servedSerial dials addr over TLS and returns the serial number of the
 // certificate the edge presented.
-func servedSerial(t *testing.T, addr string, tcfg *tls.Config) *big.Int {
+func servedSerial(t *testing.T, addr string, c *ClientTLS) *big.Int {
 	t.Helper()
-	tcfg = tcfg.Clone()
+	base := c.base.Clone()
 	var serial *big.Int
-	tcfg.VerifyConnection = func(cs tls.ConnectionState) error {
+	base.VerifyConnection = func(cs tls.ConnectionState) error {
 		serial = cs.PeerCertificates[0].SerialNumber
 		return nil
 	}
-	if err := dialErr(addr, tcfg); err != nil {
+	if err := dialErr(addr, &ClientTLS{base: base, roots: c.roots}); err != nil {
 		t.Fatalf("dial over TLS: %v", err)
 	}
 	return serial
@@ -176,7 +174,11 @@ func TestFailedTLSReloadIsLoggedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	core, logs := observer.New(zapcore.DebugLevel)
-	ts := startServer(t, newFakeHandler(), ServerConfig{TLS: serverTLS(t, certFile, keyFile, caFile), Logger: zap.New(core)})
+	stls, err := ServerTLSConfig(certFile, keyFile, caFile, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, newFakeHandler(), ServerConfig{TLS: stls})
 	client := clientTLS(t, ca.File, "edge.test", nodeCert, nodeKey)
 	first := servedSerial(t, ts.addr, client)
 	touch := func(at time.Time, files ...string) {
@@ -254,26 +256,6 @@ func TestFailedTLSReloadIsLoggedOnce(t *testing.T) {
 	}
 }
 
-// The logger registry holds a config only weakly: building configs (one
-// per edge start, or per test) leaves nothing behind once they are gone.
-func TestTLSReloadLogForgetsCollectedConfig(t *testing.T) {
-	dir := t.TempDir()
-	ca := testcert.NewCA(t, dir, "edge")
-	certFile, keyFile := ca.Issue(t, "edge", true)
-	key := weak.Make(serverTLS(t, certFile, keyFile, ca.File))
-	deadline := time.Now().Add(waitLong)
-	for {
-		runtime.GC()
-		if _, ok := tlsStates.Load(key); !ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the reload logger of a collected config is still registered")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // installAt copies src over dst and dates it at, so that a coarse file
 // system clock cannot hide the change.
 func installAt(t *testing.T, dst, src string, at time.Time) {
@@ -310,8 +292,23 @@ func TestNodeCredentialsRenewedInPlace(t *testing.T) {
 	installAt(t, nodeCert, issuedCert, now)
 	installAt(t, nodeKey, issuedKey, now)
 	ts := startServer(t, newFakeHandler(), ServerConfig{TLS: serverTLS(t, srvCert, srvKey, clientCA)})
-	client := clientTLS(t, nodeCA, "edge.test", nodeCert, nodeKey)
-	if err := dialErr(ts.addr, client); err != nil {
+	core, logs := observer.New(zapcore.DebugLevel)
+	client, err := NewClientTLS(nodeCA, "", nodeCert, nodeKey, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The name verified comes with each dial (a node resolving an edge's
+	// name), not with the TLS built once.
+	dial := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+		defer cancel()
+		cc, _, err := Dial(ctx, DialConfig{Address: ts.addr, ServerName: "edge.test", TLS: client}, testRegisterRequest("node-1"))
+		if err == nil {
+			_ = cc.Close()
+		}
+		return err
+	}
+	if err := dial(); err != nil {
 		t.Fatalf("before the rotation: %v", err)
 	}
 
@@ -329,7 +326,7 @@ func TestNodeCredentialsRenewedInPlace(t *testing.T) {
 	installAt(t, nodeCA, nextEdgeCA.File, later)
 	installAt(t, nodeCert, nextCert, later)
 	installAt(t, nodeKey, nextKey, later)
-	if err := dialErr(ts.addr, client); err != nil {
+	if err := dial(); err != nil {
 		t.Fatalf("after the rotation: %v", err)
 	}
 
@@ -342,15 +339,10 @@ func TestNodeCredentialsRenewedInPlace(t *testing.T) {
 	if err := os.Chtimes(nodeCA, later, later); err != nil {
 		t.Fatal(err)
 	}
-	core, logs := observer.New(zapcore.DebugLevel)
 	for range 2 {
-		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-		cc, _, err := Dial(ctx, DialConfig{Address: ts.addr, TLS: client, Logger: zap.New(core)}, testRegisterRequest("node-1"))
-		cancel()
-		if err != nil {
+		if err := dial(); err != nil {
 			t.Fatalf("with an unreadable CA file: %v", err)
 		}
-		_ = cc.Close()
 	}
 	failed := logs.FilterMessageSnippet("edge dialer: CA did not reload").AllUntimed()
 	if len(failed) != 1 {
