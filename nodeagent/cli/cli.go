@@ -21,7 +21,9 @@
 // The CLI leads its own process group. Stopping a run sends SIGTERM to the
 // group and SIGKILL after kill_grace_ms; once the CLI itself has exited, what
 // is left of its group is killed, so no descendant outlives its run (Linux;
-// elsewhere descendants are signalled only while the CLI is alive). A
+// elsewhere descendants are signalled only while the CLI is alive); those
+// the Node inherits as their parents die (it is PID 1 in the iop-node image,
+// which has no init) are reaped, not left as zombies. A
 // process that left the group (setsid) is beyond reach; should it hold
 // stdout open, the run still ends, with the CLI's answer, 2 s after the
 // CLI's exit (time spent in the sink not counted) or once more has come
