@@ -44,7 +44,9 @@
 // resume_args instead and send only the last user message. In both, the
 // placeholder "{session}" becomes the captured CLI session id, or the iop
 // session id when none is captured, and "{session_uuid}" becomes a stable
-// UUID derived from the instance name and the iop session id. Neither id
+// UUID derived from the instance name and the iop session id; a first run
+// that started the CLI and failed moves it to a new one for the next first
+// run, since the CLI may have registered the old one. Neither id
 // may start with "-", which the CLI would read as an option: such an iop
 // session id is refused (invalid_request), such a captured id ignored.
 //
@@ -266,7 +268,7 @@ func (a *instance) runSession(ctx context.Context, cfg *config, sid string, in *
 	if resume {
 		extra = cfg.resumeArgs
 	}
-	spec.argv = append(spec.argv, expandArgs(extra, ref, sessionUUID(a.name, sid))...)
+	spec.argv = append(spec.argv, expandArgs(extra, ref, sessionUUID(a.name, sid, st.FailedStarts))...)
 
 	stop, ok := a.registerRun(s)
 	if !ok {
@@ -288,6 +290,8 @@ func (a *instance) runSession(ctx context.Context, cfg *config, sid string, in *
 			if out.upstreamID != "" {
 				st.UpstreamID = out.upstreamID
 			}
+		} else if !resume {
+			st.FailedStarts++
 		}
 		if err := writeState(s.dir, &st); err != nil {
 			// The answer is already out; only continuation suffers.

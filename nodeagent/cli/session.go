@@ -35,7 +35,13 @@ type sessionState struct {
 	// The CLI's own session id, captured with session_id_regex.
 	UpstreamID string `json:"upstream_id,omitempty"`
 	// Successful runs; a failed first run does not establish the session.
-	Runs         int64 `json:"runs"`
+	Runs int64 `json:"runs"`
+	// First runs that started the CLI and failed. Each gives
+	// {session_uuid} a fresh value: the CLI may have registered the one
+	// it was given before failing, and a CLI that creates sessions by id
+	// refuses one it already has (claude's --session-id: "already in
+	// use"), which would fail every later run of the session.
+	FailedStarts int64 `json:"failed_starts,omitempty"`
 	CreatedUnix  int64 `json:"created_unix"`
 	LastUsedUnix int64 `json:"last_used_unix"`
 }
@@ -317,16 +323,20 @@ func writeState(dir string, st *sessionState) error {
 // random UUID: changing it would orphan every upstream session).
 var uuidNamespace = [16]byte{0x6b, 0x1f, 0x3c, 0x52, 0x9a, 0x0e, 0x4d, 0x8b, 0xa1, 0x57, 0x2e, 0xc4, 0x90, 0x3d, 0x71, 0xf6}
 
-// sessionUUID derives a stable UUIDv5 from the instance name and the iop
-// session id, for CLIs that only accept UUIDs as session ids (claude's
-// --session-id). The instance name keeps two instances sharing a CLI home
-// from colliding.
-func sessionUUID(instance, id string) string {
+// sessionUUID derives a stable UUIDv5 from the instance name, the iop
+// session id and the session's failed starts (sessionState.FailedStarts),
+// for CLIs that only accept UUIDs as session ids (claude's --session-id).
+// The instance name keeps two instances sharing a CLI home from colliding.
+func sessionUUID(instance, id string, failedStarts int64) string {
 	h := sha1.New() // #nosec G401 -- UUIDv5, see the import.
 	h.Write(uuidNamespace[:])
 	h.Write([]byte(instance))
 	h.Write([]byte{0})
 	h.Write([]byte(id))
+	if failedStarts > 0 {
+		// None: the value sessions had before failed starts were counted.
+		fmt.Fprintf(h, "\x00%d", failedStarts)
+	}
 	u := h.Sum(nil)[:16]
 	u[6] = (u[6] & 0x0f) | 0x50 // version 5
 	u[8] = (u[8] & 0x3f) | 0x80 // RFC 9562 variant
