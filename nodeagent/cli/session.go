@@ -269,6 +269,13 @@ func (a *instance) loadState(s *session) sessionState {
 	if err != nil {
 		return sessionState{ID: s.id}
 	}
+	if st.UpstreamID != "" && plausibleID(st.UpstreamID) == "" {
+		// Written before captured ids were checked: it could become an
+		// option of the CLI. Without it the session is not established
+		// (with session_id_regex) and starts afresh.
+		a.log.Warn("cli: discard implausible persisted upstream session id", zap.String("session_id", s.id))
+		st.UpstreamID = ""
+	}
 	return st
 }
 

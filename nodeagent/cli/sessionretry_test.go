@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -60,5 +61,24 @@ func TestSessionFirstRunFailureDoesNotReuseSessionUUID(t *testing.T) {
 	got, err = runSync(t, r.instance(t, command, settings), sessionRun(t, "s", "user", "and again"))
 	if err != nil || got != "resumed "+uuid+"\n" {
 		t.Fatalf("run after restart = %q, %v; want resumed %s", got, err, uuid)
+	}
+}
+
+// A session state written by an earlier version, before captured ids were
+// checked, may hold an option-like id: it must not reach the CLI's argv.
+func TestPersistedOptionLikeIDIsNotResumed(t *testing.T) {
+	r := newRig(t)
+	inst := r.instance(t, []string{script(t, argsScript)}, map[string]string{
+		SettingSessionArgs:    `["new"]`,
+		SettingResumeArgs:     `["--resume","{session}"]`,
+		SettingSessionIDRegex: `session: (\S+)`,
+	})
+	st := sessionState{ID: "s", UpstreamID: "--dangerously-skip-permissions", Runs: 1}
+	if err := writeState(filepath.Join(inst.sessionsDir(), sessionDirName("s")), &st); err != nil {
+		t.Fatal(err)
+	}
+	got, err := runSync(t, inst, sessionRun(t, "s", "user", "q"))
+	if err != nil || got != "args:new\nq" {
+		t.Fatalf("run = %q, %v; want a fresh session", got, err)
 	}
 }
