@@ -33,7 +33,10 @@
 //
 // The child's environment holds only HOME, LANG and PATH plus the names
 // listed in env_allow, with their values on the Node (Env.Getenv); unset or
-// empty variables are left out. Nothing else is inherited.
+// empty variables are left out. Nothing else is inherited. Since a CLI runs
+// as the Node's user, building a cli adapter makes the Node non-dumpable
+// (Linux): its /proc/<pid>/environ, mem and fd are then closed to its CLIs
+// (and to debuggers without root).
 //
 // # Sessions
 //
@@ -145,6 +148,9 @@ func New(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
 		a.log = zap.NewNop()
 	}
 	a.log = a.log.With(zap.String("adapter", a.name))
+	if err := protectNode(); err != nil {
+		a.log.Warn("cli: the node's environment stays readable to its CLIs", zap.Error(err))
+	}
 	a.loadSessions()
 	return a, nil
 }
