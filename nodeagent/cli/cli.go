@@ -98,8 +98,15 @@ type instance struct {
 	log           *zap.Logger
 
 	mu       sync.Mutex
-	cfg      *config             // replaced by Reconfigure; runs take a snapshot
-	sessions map[string]*session // by iop session id
+	cfg      *config             // guarded by mu; replaced by Reconfigure, runs take a snapshot
+	sessions map[string]*session // guarded by mu; by iop session id
+
+	// loaded registers the sessions persisted by an earlier Node process
+	// on first use, not in New: a refresh that changes the config builds
+	// (and drops) an instance to validate it while holding the agent's
+	// lock, and reading thousands of state files there would stall every
+	// run's admission.
+	loaded sync.Once
 }
 
 var (
@@ -151,7 +158,6 @@ func New(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
 	if err := protectNode(); err != nil {
 		a.log.Warn("cli: the node's environment stays readable to its CLIs", zap.Error(err))
 	}
-	a.loadSessions()
 	return a, nil
 }
 

@@ -110,6 +110,7 @@ func validateSessionID(id string) error {
 // acquireSession waits, respecting ctx, until the caller is the only run of
 // session id, and returns it. Release with releaseSession.
 func (a *instance) acquireSession(ctx context.Context, id string) (*session, error) {
+	a.loaded.Do(a.loadSessions)
 	for {
 		a.mu.Lock()
 		s := a.sessions[id]
@@ -176,6 +177,7 @@ func (a *instance) TerminateSession(id string) error {
 	if id == "" || validateSessionID(id) != nil {
 		return nil // no such session can exist
 	}
+	a.loaded.Do(a.loadSessions)
 	a.mu.Lock()
 	s := a.sessions[id]
 	if s == nil {
@@ -214,6 +216,7 @@ func (a *instance) TerminateSession(id string) error {
 // Sessions lists the live sessions: those with persisted state or a running
 // process.
 func (a *instance) Sessions() []adapter.SessionInfo {
+	a.loaded.Do(a.loadSessions)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := make([]adapter.SessionInfo, 0, len(a.sessions))
@@ -233,6 +236,7 @@ func (a *instance) Sessions() []adapter.SessionInfo {
 
 // loadSessions registers the sessions persisted by an earlier Node process,
 // so they are listed and can be terminated. Unreadable entries are skipped.
+// Run once (instance.loaded), before any other use of the sessions.
 func (a *instance) loadSessions() {
 	entries, err := os.ReadDir(a.sessionsDir())
 	if err != nil {
@@ -254,7 +258,9 @@ func (a *instance) loadSessions() {
 		}
 		s.persisted = true
 		s.lastUsed = st.LastUsedUnix
+		a.mu.Lock()
 		a.sessions[s.id] = s
+		a.mu.Unlock()
 	}
 }
 

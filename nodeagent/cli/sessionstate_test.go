@@ -3,9 +3,13 @@
 package cli
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 )
@@ -80,5 +84,33 @@ func TestPersistedOptionLikeIDIsNotResumed(t *testing.T) {
 	got, err := runSync(t, inst, sessionRun(t, "s", "user", "q"))
 	if err != nil || got != "args:new\nq" {
 		t.Fatalf("run = %q, %v; want a fresh session", got, err)
+	}
+}
+
+// Building an instance reads none of the persisted sessions: a refresh
+// builds one to validate a changed config while holding the agent's lock.
+// They are read on first use.
+func TestNewReadsNoPersistedSessions(t *testing.T) {
+	r := newRig(t)
+	inst := r.instance(t, []string{"true"}, nil)
+	st := sessionState{ID: "kept", Runs: 1}
+	if err := writeState(filepath.Join(inst.sessionsDir(), sessionDirName("kept")), &st); err != nil {
+		t.Fatal(err)
+	}
+	// An entry whose state cannot be read: reading it logs a warning.
+	if err := os.MkdirAll(filepath.Join(inst.sessionsDir(), sessionDirName("torn")), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.WarnLevel)
+	r.env.Logger = zap.New(core)
+	fresh := r.instance(t, []string{"true"}, nil)
+	if n := logs.FilterMessage("cli: skip persisted session").Len(); n != 0 {
+		t.Fatalf("New read the persisted sessions (%d warnings)", n)
+	}
+	if got := fresh.Sessions(); len(got) != 1 || got[0].ID != "kept" {
+		t.Fatalf("Sessions = %+v, want the persisted one", got)
+	}
+	if n := logs.FilterMessage("cli: skip persisted session").Len(); n != 1 {
+		t.Fatalf("%d warnings for the unreadable entry, want 1", n)
 	}
 }
