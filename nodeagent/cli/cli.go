@@ -21,13 +21,13 @@
 // The CLI leads its own process group. Stopping a run sends SIGTERM to the
 // group and SIGKILL after kill_grace_ms; once the CLI itself has exited, what
 // is left of its group is killed, so no descendant outlives its run (Linux;
-// elsewhere descendants are signalled only while the CLI is alive); those
+// elsewhere descendants are signalled only while the CLI is alive). Those
 // the Node inherits as their parents die (it is PID 1 in the iop-node image,
-// which has no init) are reaped, not left as zombies. A
-// process that left the group (setsid) is beyond reach; should it hold
-// stdout open, the run still ends, with the CLI's answer, 2 s after the
-// CLI's exit (time spent in the sink not counted) or once more has come
-// since than the pipe can hold, whichever is first.
+// which has no init) are reaped, not left as zombies. A process that left
+// the group (setsid) is beyond reach; should it hold stdout open, the run
+// still ends, with the CLI's answer, 2 s after the CLI's exit (time spent
+// in the sink not counted) or once more has come since than the pipe can
+// hold, whichever is first.
 //
 // # Environment
 //
@@ -49,9 +49,9 @@
 // session id when none is captured, and "{session_uuid}" becomes a stable
 // UUID derived from the instance name and the iop session id; a first run
 // that started the CLI and failed moves it to a new one for the next first
-// run, since the CLI may have registered the old one. Neither id
-// may start with "-", which the CLI would read as an option: such an iop
-// session id is refused (invalid_request), such a captured id ignored.
+// run, since the CLI may have registered the old one. Neither id may start
+// with "-", which the CLI would read as an option: such an iop session id
+// is refused (invalid_request), such a captured id ignored.
 //
 // Examples (check them against the CLI version you deploy):
 //
