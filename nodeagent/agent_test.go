@@ -36,8 +36,11 @@ func startNode(t *testing.T, fe *fakeEdge, agent *Agent) *nodewire.Conn {
 func startOpenAICompatNode(t *testing.T, baseURL string) *nodewire.Conn {
 	t.Helper()
 	payload := &iop.NodeConfigPayload{
-		Adapters:  []*iop.AdapterConfig{{Name: "oa", Type: "openai_compat", Category: "api", Capacity: 1, BaseUrl: baseURL}},
-		Heartbeat: &iop.HeartbeatConfig{IntervalMs: 50, TimeoutMs: 2000},
+		Adapters: []*iop.AdapterConfig{{Name: "oa", Type: "openai_compat", Category: "api", Capacity: 1, BaseUrl: baseURL}},
+		// A generous timeout: a 17 MiB answer (TestOversizedAnswerIsAnErrorEvent)
+		// kept both ends of the session from their heartbeats for over 2 s
+		// under -race on a loaded 2-core machine, losing the session.
+		Heartbeat: &iop.HeartbeatConfig{IntervalMs: 50, TimeoutMs: 30000},
 	}
 	return startNode(t, startFakeEdge(t, payload, nil), fullAgent(t))
 }

@@ -21,17 +21,22 @@
 // The CLI leads its own process group. Stopping a run sends SIGTERM to the
 // group and SIGKILL after kill_grace_ms; once the CLI itself has exited, what
 // is left of its group is killed, so no descendant outlives its run (Linux;
-// elsewhere descendants are signalled only while the CLI is alive). A
-// process that left the group (setsid) is beyond reach; should it hold
-// stdout open, the run still ends, with the CLI's answer, 2 s after the
-// CLI's exit (time spent in the sink not counted) or once more has come
-// since than the pipe can hold, whichever is first.
+// elsewhere descendants are signalled only while the CLI is alive). Those
+// the Node inherits as their parents die (it is PID 1 in the iop-node image,
+// which has no init) are reaped, not left as zombies. A process that left
+// the group (setsid) is beyond reach; should it hold stdout open, the run
+// still ends, with the CLI's answer, 2 s after the CLI's exit (time spent
+// in the sink not counted) or once more has come since than the pipe can
+// hold, whichever is first.
 //
 // # Environment
 //
 // The child's environment holds only HOME, LANG and PATH plus the names
 // listed in env_allow, with their values on the Node (Env.Getenv); unset or
-// empty variables are left out. Nothing else is inherited.
+// empty variables are left out. Nothing else is inherited. Since a CLI runs
+// as the Node's user, building a cli adapter makes the Node non-dumpable
+// (Linux): its /proc/<pid>/environ, mem and fd are then closed to its CLIs
+// (and to debuggers without root).
 //
 // # Sessions
 //
@@ -42,9 +47,11 @@
 // resume_args instead and send only the last user message. In both, the
 // placeholder "{session}" becomes the captured CLI session id, or the iop
 // session id when none is captured, and "{session_uuid}" becomes a stable
-// UUID derived from the instance name and the iop session id. Neither id
-// may start with "-", which the CLI would read as an option: such an iop
-// session id is refused (invalid_request), such a captured id ignored.
+// UUID derived from the instance name and the iop session id; a first run
+// that started the CLI and failed moves it to a new one for the next first
+// run, since the CLI may have registered the old one. Neither id may start
+// with "-", which the CLI would read as an option: such an iop session id
+// is refused (invalid_request), such a captured id ignored.
 //
 // Examples (check them against the CLI version you deploy):
 //
@@ -91,8 +98,15 @@ type instance struct {
 	log           *zap.Logger
 
 	mu       sync.Mutex
-	cfg      *config             // replaced by Reconfigure; runs take a snapshot
-	sessions map[string]*session // by iop session id
+	cfg      *config             // guarded by mu; replaced by Reconfigure, runs take a snapshot
+	sessions map[string]*session // guarded by mu; by iop session id
+
+	// loaded registers the sessions persisted by an earlier Node process
+	// on first use, not in New: a refresh that changes the config builds
+	// (and drops) an instance to validate it while holding the agent's
+	// lock, and reading thousands of state files there would stall every
+	// run's admission.
+	loaded sync.Once
 }
 
 var (
@@ -141,7 +155,9 @@ func New(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
 		a.log = zap.NewNop()
 	}
 	a.log = a.log.With(zap.String("adapter", a.name))
-	a.loadSessions()
+	if err := protectNode(); err != nil {
+		a.log.Warn("cli: the node's environment stays readable to its CLIs", zap.Error(err))
+	}
 	return a, nil
 }
 
@@ -264,7 +280,7 @@ func (a *instance) runSession(ctx context.Context, cfg *config, sid string, in *
 	if resume {
 		extra = cfg.resumeArgs
 	}
-	spec.argv = append(spec.argv, expandArgs(extra, ref, sessionUUID(a.name, sid))...)
+	spec.argv = append(spec.argv, expandArgs(extra, ref, sessionUUID(a.name, sid, st.FailedStarts))...)
 
 	stop, ok := a.registerRun(s)
 	if !ok {
@@ -286,6 +302,8 @@ func (a *instance) runSession(ctx context.Context, cfg *config, sid string, in *
 			if out.upstreamID != "" {
 				st.UpstreamID = out.upstreamID
 			}
+		} else if !resume {
+			st.FailedStarts++
 		}
 		if err := writeState(s.dir, &st); err != nil {
 			// The answer is already out; only continuation suffers.

@@ -140,7 +140,8 @@ func runProcess(ctx context.Context, spec *procSpec, sink adapter.RunSink) (proc
 	// bounded by WaitDelay for the stdin copy.
 	go func() {
 		defer close(exited)
-		if waitExited(cmd.Process.Pid) == nil {
+		swept := waitExited(cmd.Process.Pid) == nil
+		if swept {
 			// Sweep whatever the leader left behind in its group while
 			// the zombie still pins the group id.
 			g.signal(syscall.SIGKILL)
@@ -149,6 +150,13 @@ func runProcess(ctx context.Context, spec *procSpec, sink adapter.RunSink) (proc
 		g.reaped = true
 		g.mu.Unlock()
 		waitErr = cmd.Wait()
+		if swept {
+			// Owner: the swept group. Stops once no child of the Node is
+			// left in it: the members killed above die promptly. Not
+			// waited for, so that the run's end does not depend on a
+			// dying process.
+			go reapGroup(cmd.Process.Pid)
+		}
 	}()
 
 	chunks := make(chan []byte)

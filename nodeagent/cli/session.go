@@ -35,7 +35,13 @@ type sessionState struct {
 	// The CLI's own session id, captured with session_id_regex.
 	UpstreamID string `json:"upstream_id,omitempty"`
 	// Successful runs; a failed first run does not establish the session.
-	Runs         int64 `json:"runs"`
+	Runs int64 `json:"runs"`
+	// First runs that started the CLI and failed. Each gives
+	// {session_uuid} a fresh value: the CLI may have registered the one
+	// it was given before failing, and a CLI that creates sessions by id
+	// refuses one it already has (claude's --session-id: "already in
+	// use"), which would fail every later run of the session.
+	FailedStarts int64 `json:"failed_starts,omitempty"`
 	CreatedUnix  int64 `json:"created_unix"`
 	LastUsedUnix int64 `json:"last_used_unix"`
 }
@@ -104,6 +110,7 @@ func validateSessionID(id string) error {
 // acquireSession waits, respecting ctx, until the caller is the only run of
 // session id, and returns it. Release with releaseSession.
 func (a *instance) acquireSession(ctx context.Context, id string) (*session, error) {
+	a.loaded.Do(a.loadSessions)
 	for {
 		a.mu.Lock()
 		s := a.sessions[id]
@@ -170,6 +177,7 @@ func (a *instance) TerminateSession(id string) error {
 	if id == "" || validateSessionID(id) != nil {
 		return nil // no such session can exist
 	}
+	a.loaded.Do(a.loadSessions)
 	a.mu.Lock()
 	s := a.sessions[id]
 	if s == nil {
@@ -208,6 +216,7 @@ func (a *instance) TerminateSession(id string) error {
 // Sessions lists the live sessions: those with persisted state or a running
 // process.
 func (a *instance) Sessions() []adapter.SessionInfo {
+	a.loaded.Do(a.loadSessions)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := make([]adapter.SessionInfo, 0, len(a.sessions))
@@ -227,6 +236,7 @@ func (a *instance) Sessions() []adapter.SessionInfo {
 
 // loadSessions registers the sessions persisted by an earlier Node process,
 // so they are listed and can be terminated. Unreadable entries are skipped.
+// Run once (instance.loaded), before any other use of the sessions.
 func (a *instance) loadSessions() {
 	entries, err := os.ReadDir(a.sessionsDir())
 	if err != nil {
@@ -248,7 +258,9 @@ func (a *instance) loadSessions() {
 		}
 		s.persisted = true
 		s.lastUsed = st.LastUsedUnix
+		a.mu.Lock()
 		a.sessions[s.id] = s
+		a.mu.Unlock()
 	}
 }
 
@@ -262,6 +274,13 @@ func (a *instance) loadState(s *session) sessionState {
 	}
 	if err != nil {
 		return sessionState{ID: s.id}
+	}
+	if st.UpstreamID != "" && plausibleID(st.UpstreamID) == "" {
+		// Written before captured ids were checked: it could become an
+		// option of the CLI. Without it the session is not established
+		// (with session_id_regex) and starts afresh.
+		a.log.Warn("cli: discard implausible persisted upstream session id", zap.String("session_id", s.id))
+		st.UpstreamID = ""
 	}
 	return st
 }
@@ -317,16 +336,20 @@ func writeState(dir string, st *sessionState) error {
 // random UUID: changing it would orphan every upstream session).
 var uuidNamespace = [16]byte{0x6b, 0x1f, 0x3c, 0x52, 0x9a, 0x0e, 0x4d, 0x8b, 0xa1, 0x57, 0x2e, 0xc4, 0x90, 0x3d, 0x71, 0xf6}
 
-// sessionUUID derives a stable UUIDv5 from the instance name and the iop
-// session id, for CLIs that only accept UUIDs as session ids (claude's
-// --session-id). The instance name keeps two instances sharing a CLI home
-// from colliding.
-func sessionUUID(instance, id string) string {
+// sessionUUID derives a stable UUIDv5 from the instance name, the iop
+// session id and the session's failed starts (sessionState.FailedStarts),
+// for CLIs that only accept UUIDs as session ids (claude's --session-id).
+// The instance name keeps two instances sharing a CLI home from colliding.
+func sessionUUID(instance, id string, failedStarts int64) string {
 	h := sha1.New() // #nosec G401 -- UUIDv5, see the import.
 	h.Write(uuidNamespace[:])
 	h.Write([]byte(instance))
 	h.Write([]byte{0})
 	h.Write([]byte(id))
+	if failedStarts > 0 {
+		// None: the value sessions had before failed starts were counted.
+		fmt.Fprintf(h, "\x00%d", failedStarts)
+	}
 	u := h.Sum(nil)[:16]
 	u[6] = (u[6] & 0x0f) | 0x50 // version 5
 	u[8] = (u[8] & 0x3f) | 0x80 // RFC 9562 variant

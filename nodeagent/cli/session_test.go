@@ -47,7 +47,7 @@ func TestSessionContinuesWithOwnID(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run 1: %v", err)
 	}
-	if want := "args:-p --session-id " + sessionUUID("agent", "s-1") + "\nfirst question"; got != want {
+	if want := "args:-p --session-id " + sessionUUID("agent", "s-1", 0) + "\nfirst question"; got != want {
 		t.Fatalf("run 1 = %q, want %q", got, want)
 	}
 
@@ -207,16 +207,23 @@ printf 'args:%s\n' "$*"
 }
 
 func TestSessionUUID(t *testing.T) {
-	u := sessionUUID("agent", "s-1")
+	u := sessionUUID("agent", "s-1", 0)
 	re := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	if !re.MatchString(u) {
 		t.Fatalf("%q is not a version 5 UUID", u)
 	}
-	if u != sessionUUID("agent", "s-1") {
+	if u != sessionUUID("agent", "s-1", 0) {
 		t.Fatal("not stable")
 	}
-	if u == sessionUUID("agent", "s-2") || u == sessionUUID("other", "s-1") {
+	if u == sessionUUID("agent", "s-2", 0) || u == sessionUUID("other", "s-1", 0) {
 		t.Fatal("not distinct")
+	}
+	if f := sessionUUID("agent", "s-1", 1); f == u || !re.MatchString(f) {
+		t.Fatalf("after a failed start: %q (first %q)", f, u)
+	}
+	// Sessions persisted before failed starts were counted keep their id.
+	if got := sessionUUID("agent", "s", 0); got != "0a5b75b9-bff0-53e1-8389-10af2a1b0b4a" {
+		t.Fatalf("sessionUUID changed: %q", got)
 	}
 }
 

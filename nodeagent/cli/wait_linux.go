@@ -18,3 +18,22 @@ func waitExited(pid int) error {
 		}
 	}
 }
+
+// reapGroup reaps the members of an exited CLI's process group that have
+// become the Node's own children, until none is left. They do when the Node
+// is PID 1 (the iop-node image runs without an init) or a child subreaper:
+// the CLI's descendants are reparented to the Node as their parents die,
+// and those the sweep killed would stay zombies, each holding a pid until
+// the Node exits. Otherwise they are init's and the first wait answers
+// ECHILD.
+//
+// Call it only once the group has been swept and its leader reaped: every
+// member is then dying, so the waits are short, and a member not yet
+// reaped keeps the group id from naming another group.
+func reapGroup(pgid int) {
+	for {
+		if _, err := unix.Wait4(-pgid, nil, 0, nil); err != nil && !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
