@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"testing"
 	"time"
@@ -25,8 +24,8 @@ func TestNodeWireTLS(t *testing.T) {
 	cliCert, cliKey := ca.Issue(t, "node-a", false)
 	badCert, badKey := other.Issue(t, "node-x", false)
 
-	clientTLS := func(t *testing.T, caFile, cert, key string) *tls.Config {
-		c, err := nodewire.ClientTLSConfig(caFile, "", cert, key)
+	clientTLS := func(t *testing.T, caFile, cert, key string) *nodewire.ClientTLS {
+		c, err := nodewire.NewClientTLS(caFile, "", cert, key, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +38,7 @@ func TestNodeWireTLS(t *testing.T) {
 			if mutual {
 				clientCA = ca.File
 			}
-			stls, err := nodewire.ServerTLSConfig(srvCert, srvKey, clientCA)
+			stls, err := nodewire.ServerTLSConfig(srvCert, srvKey, clientCA, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,11 +48,11 @@ func TestNodeWireTLS(t *testing.T) {
 			}
 			e := startTestEdge(t, cfg, edgeOptions{TLS: stls})
 			log := quietLogger(t)
-			start := func(tc *tls.Config, attempts int) *stack.Node {
+			start := func(tc *nodewire.ClientTLS, attempts int) *stack.Node {
 				return stack.StartNode(t, e.NodeAddr, "a", stack.NodeOptions{Token: "tok-a", Logger: log, MaxAttempts: attempts,
 					Dial: &nodewire.DialConfig{Address: e.NodeAddr, TLS: tc, Logger: log, HandshakeTimeout: 5 * time.Second}})
 			}
-			refused := map[string]*tls.Config{
+			refused := map[string]*nodewire.ClientTLS{
 				"plain TCP":         nil,
 				"untrusted CA":      clientTLS(t, other.File, cliCert, cliKey),
 				"system roots only": clientTLS(t, "", cliCert, cliKey), // system roots do not know the test CA

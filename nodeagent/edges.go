@@ -56,11 +56,9 @@ func RunEdges(ctx context.Context, base SupervisorConfig, addresses []string, re
 	start := func(addr, serverName string) {
 		cfg := base
 		cfg.Dial.Address = addr
-		if cfg.Dial.TLS != nil && serverName != "" && cfg.Dial.TLS.ServerName == "" {
-			// TLS still verifies the name the operator wrote.
-			cfg.Dial.TLS = cfg.Dial.TLS.Clone()
-			cfg.Dial.TLS.ServerName = serverName
-		}
+		// TLS still verifies the name the operator wrote (unless
+		// edge.tls.server_name names another).
+		cfg.Dial.ServerName = serverName
 		sup := NewSupervisor(cfg, agent, log.With(zap.String("edge", addr)))
 		wg.Add(1)
 		// Owner: RunEdges. Stops when ctx is cancelled or this edge's

@@ -55,7 +55,7 @@ func run() int {
 
 	dial := nodewire.DialConfig{Logger: log}
 	if cfg.Edge.TLS.Enabled {
-		t, err := nodewire.ClientTLSConfig(cfg.Edge.TLS.CAFile, cfg.Edge.TLS.ServerName, cfg.Edge.TLS.CertFile, cfg.Edge.TLS.KeyFile)
+		t, err := nodewire.NewClientTLS(cfg.Edge.TLS.CAFile, cfg.Edge.TLS.ServerName, cfg.Edge.TLS.CertFile, cfg.Edge.TLS.KeyFile, log)
 		if err != nil {
 			log.Error("tls config", zap.Error(err))
 			return 1

@@ -113,7 +113,7 @@ func New(cfg *config.Edge, opts Options) (*Edge, error) {
 		MaxConns:             cfg.Listen.MaxNodeConns,
 	}
 	if wcfg.TLS == nil && cfg.Listen.TLS.Enabled() {
-		t, err := nodewire.ServerTLSConfig(cfg.Listen.TLS.CertFile, cfg.Listen.TLS.KeyFile, cfg.Listen.TLS.ClientCAFile)
+		t, err := nodewire.ServerTLSConfig(cfg.Listen.TLS.CertFile, cfg.Listen.TLS.KeyFile, cfg.Listen.TLS.ClientCAFile, log)
 		if err != nil {
 			return nil, fmt.Errorf("edgeapp: node listener tls: %w", err)
 		}
