@@ -115,6 +115,7 @@ func FuzzParseChat(f *testing.F) {
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"tools":[{"type":"function","function":{"name":"f"}}],"stream":true,"stream_options":{"include_usage":true},"max_tokens":1e2}`))
 	f.Add([]byte(`{"model":"m","messages":[{"role":"assistant","tool_calls":[{}]}],"tool_choice":{"type":"function","function":{"name":"f"}}}`))
 	f.Add([]byte("{\"model\":\"\xff\"}"))
+	f.Add([]byte("\f{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}\u00a0"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := ParseChat(body)
 		if (r == nil) == (err == nil) {
@@ -126,6 +127,9 @@ func FuzzParseChat(f *testing.F) {
 				t.Fatalf("bad error %v", err)
 			}
 			return
+		}
+		if !json.Valid(body) {
+			t.Fatalf("accepted a body that is not JSON: %q", body)
 		}
 		if r.Model == "" || r.MessageCount < 1 || r.MessageCount > MaxMessages || r.EstimatePromptTokens() < 4 {
 			t.Fatalf("inconsistent request %+v", r)

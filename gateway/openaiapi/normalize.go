@@ -197,7 +197,7 @@ func argumentsText(raw json.RawMessage) string {
 }
 
 // normalizeContent converts a message's content: absent, null, a string,
-// or an array of text and image_url parts. p names the content.
+// or an array of text, refusal and image_url parts. p names the content.
 func normalizeContent(raw json.RawMessage, p pname) ([]*iop.ContentPart, *Error) {
 	if isNull(raw) || len(bytes.TrimSpace(raw)) == 0 {
 		return nil, nil
@@ -227,6 +227,10 @@ func normalizeContent(raw json.RawMessage, p pname) ([]*iop.ContentPart, *Error)
 		if e != nil {
 			return nil, e
 		}
+		refusal, _, e := optStringRaw(part[partRefusal], pp.dot(".refusal"))
+		if e != nil {
+			return nil, e
+		}
 		img, e := optMembersRaw(part[partImageURL], pp.dot(".image_url"), nil)
 		if e != nil {
 			return nil, e
@@ -242,6 +246,10 @@ func normalizeContent(raw json.RawMessage, p pname) ([]*iop.ContentPart, *Error)
 		switch typ {
 		case "text":
 			out = append(out, &iop.ContentPart{Part: &iop.ContentPart_Text{Text: text}})
+		case "refusal":
+			// An assistant's earlier refusal is text the model said, as
+			// vLLM reads it; the run input has no part of its own for it.
+			out = append(out, &iop.ContentPart{Part: &iop.ContentPart_Text{Text: refusal}})
 		case "image_url":
 			if url == "" {
 				return nil, missingParam(pp.dot(".image_url.url").String())
@@ -249,7 +257,7 @@ func normalizeContent(raw json.RawMessage, p pname) ([]*iop.ContentPart, *Error)
 			out = append(out, &iop.ContentPart{Part: &iop.ContentPart_Image{Image: &iop.ImagePart{Url: url, Detail: detail}}})
 		default:
 			return nil, invalidValue(pp.dot(".type").String(),
-				fmt.Sprintf("content part type %s is not supported by this model's provider; text and image_url are.", quoteValue(typ)))
+				fmt.Sprintf("content part type %s is not supported by this model's provider; text, refusal and image_url are.", quoteValue(typ)))
 		}
 	}
 	return out, nil

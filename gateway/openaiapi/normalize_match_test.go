@@ -35,6 +35,7 @@ var modelFields = []string{
 	"temperature", "top_p", "top_k", "max_tokens", "max_completion_tokens",
 	"stop", "seed", "presence_penalty", "frequency_penalty", "text",
 	"image_url", "url", "detail", "prompt", "suffix", "input", "dimensions",
+	"refusal",
 }
 
 // jsonFold is encoding/json's key folding (appendFoldedName): two keys
@@ -474,9 +475,11 @@ func (g *bodyGen) content() string {
 
 func (g *bodyGen) part() string {
 	return g.mostly(func() string {
-		switch g.rng.IntN(4) {
+		switch g.rng.IntN(5) {
 		case 0:
 			return `{"type":"text","text":` + g.stringish() + `}`
+		case 3:
+			return `{"type":"refusal","refusal":` + g.stringish() + `}`
 		case 1:
 			img := g.mostly(func() string { return `{"url":` + g.loose(g.str) + `,"detail":` + g.loose(g.str) + `}` })
 			return `{"type":"image_url","image_url":` + img + `}`

@@ -148,6 +148,7 @@ func modelNormalizeContent(raw json.RawMessage, param string) ([]*iop.ContentPar
 	var parts []struct {
 		Type     string `json:"type"`
 		Text     string `json:"text"`
+		Refusal  string `json:"refusal"`
 		ImageURL *struct {
 			URL    string `json:"url"`
 			Detail string `json:"detail"`
@@ -161,6 +162,8 @@ func modelNormalizeContent(raw json.RawMessage, param string) ([]*iop.ContentPar
 		switch p.Type {
 		case "text":
 			out = append(out, &iop.ContentPart{Part: &iop.ContentPart_Text{Text: p.Text}})
+		case "refusal":
+			out = append(out, &iop.ContentPart{Part: &iop.ContentPart_Text{Text: p.Refusal}})
 		case "image_url":
 			if p.ImageURL == nil || p.ImageURL.URL == "" {
 				return nil, missingParam(fmt.Sprintf("%s[%d].image_url.url", param, j))
@@ -168,7 +171,7 @@ func modelNormalizeContent(raw json.RawMessage, param string) ([]*iop.ContentPar
 			out = append(out, &iop.ContentPart{Part: &iop.ContentPart_Image{Image: &iop.ImagePart{Url: p.ImageURL.URL, Detail: p.ImageURL.Detail}}})
 		default:
 			return nil, invalidValue(fmt.Sprintf("%s[%d].type", param, j),
-				fmt.Sprintf("content part type %s is not supported by this model's provider; text and image_url are.", quoteValue(p.Type)))
+				fmt.Sprintf("content part type %s is not supported by this model's provider; text, refusal and image_url are.", quoteValue(p.Type)))
 		}
 	}
 	return out, nil

@@ -242,7 +242,7 @@ type messageFields [len(messageNames)]json.RawMessage
 var (
 	messageNames = [...]string{msgRole: "role", msgContent: "content", msgName: "name",
 		msgToolCallID: "tool_call_id", msgToolCalls: "tool_calls"}
-	partNames = [...]string{partType: "type", partText: "text", partImageURL: "image_url"}
+	partNames = [...]string{partType: "type", partText: "text", partImageURL: "image_url", partRefusal: "refusal"}
 )
 
 const (
@@ -257,6 +257,7 @@ const (
 	partType = iota
 	partText
 	partImageURL
+	partRefusal
 )
 
 // validateMessage checks one message and returns the bytes it contributes to
@@ -352,14 +353,19 @@ func validateContent(raw json.RawMessage, p pname) (int, *Error) {
 		if !ok {
 			return 0, typeError(pp.dot(".type").String(), "a string", rawType)
 		}
-		if typ == "text" {
-			rawText := part[partText]
+		// A text part carries its text; a refusal part (an assistant's
+		// earlier refusal, sent back in the conversation) its refusal.
+		if at, field := partText, ".text"; typ == "text" || typ == "refusal" {
+			if typ == "refusal" {
+				at, field = partRefusal, ".refusal"
+			}
+			rawText := part[at]
 			if rawText == nil || isNull(rawText) {
-				return 0, missingParam(pp.dot(".text").String())
+				return 0, missingParam(pp.dot(field).String())
 			}
 			n, ok := stringLen(rawText)
 			if !ok {
-				return 0, typeError(pp.dot(".text").String(), "a string", rawText)
+				return 0, typeError(pp.dot(field).String(), "a string", rawText)
 			}
 			size += n
 			continue

@@ -186,16 +186,23 @@ func (s *runState) finalUsage(promptEstimate, completionBytes int) (u Usage, rep
 }
 
 // finishReason is the reason to report: "tool_calls" exactly when tool calls
-// are emitted (SDKs branch on it), otherwise the provider's, defaulting to
-// "stop".
+// are emitted (SDKs branch on it), otherwise the provider's when it is one
+// of OpenAI's, else "stop". Typed SDKs decode finish_reason into a closed
+// enum (the official .NET one throws on any other value), and a provider
+// behind an OpenAI-compatible server may say anything: vLLM "abort", TGI
+// "eos_token" or "stop_sequence", others "max_tokens" or "model_length"
+// for what OpenAI calls "length".
 func finishReason(provider string, hasToolCalls bool) string {
 	if hasToolCalls {
 		return "tool_calls"
 	}
-	if provider == "" || provider == "tool_calls" {
-		return "stop"
+	switch provider {
+	case "length", "content_filter":
+		return provider
+	case "max_tokens", "model_length", "max_length":
+		return "length"
 	}
-	return provider
+	return "stop"
 }
 
 const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"

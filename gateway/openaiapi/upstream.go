@@ -1,12 +1,15 @@
 package openaiapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"mime"
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/iop-gateway/iop/internal/jsonenc"
 )
 
 // maxUpstreamMessage bounds how much of an upstream's own error text is kept
@@ -39,7 +42,15 @@ func NormalizeUpstreamError(status int, contentType string, body []byte) (int, [
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(body, &obj); err == nil && obj != nil {
 		if isEnvelope(obj) {
-			return status, body
+			if utf8.Valid(body) {
+				return status, body
+			}
+			// JSON is UTF-8 (RFC 8259), and strict decoders refuse
+			// anything else: the envelope is re-encoded, each invalid
+			// byte becoming U+FFFD as encoding/json read it.
+			if out, ok := reencode(body); ok {
+				return status, out
+			}
 		}
 		if msg, ok := upstreamMessage(obj); ok {
 			return status, wrapUpstream(status, msg, stringField(obj, "type"), stringField(obj, "code"))
@@ -53,6 +64,19 @@ func NormalizeUpstreamError(status int, contentType string, body []byte) (int, [
 		}
 	}
 	return status, wrapUpstream(status, msg, "", "")
+}
+
+// reencode is the JSON document body (valid) encoded afresh: strings as
+// valid UTF-8, numbers as written.
+func reencode(body []byte) ([]byte, bool) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return nil, false
+	}
+	out, err := jsonenc.Marshal(v)
+	return out, err == nil
 }
 
 // isEnvelope reports whether obj is {"error":{"message":"…",…}} with every

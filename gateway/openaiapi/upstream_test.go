@@ -80,6 +80,31 @@ func TestNormalizeUpstreamError(t *testing.T) {
 	}
 }
 
+// An upstream envelope carrying bytes that are not UTF-8 is re-encoded,
+// not relayed: JSON is UTF-8, and a strict client decoder (serde_json,
+// Jackson) would fail on the error instead of reporting it.
+func TestNormalizeUpstreamErrorEnvelopeNotUTF8(t *testing.T) {
+	body := []byte("{\"error\":{\"message\":\"bad \xff byte\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":\"context_length_exceeded\",\"n\":12345678901234567890}}")
+	st, out := NormalizeUpstreamError(400, "application/json", body)
+	if st != 400 || !utf8.Valid(out) {
+		t.Fatalf("status %d, body %q", st, out)
+	}
+	var env struct {
+		Error struct {
+			Message, Type, Code string
+			Param               *string
+			N                   json.Number
+		}
+	}
+	if err := json.Unmarshal(out, &env); err != nil {
+		t.Fatal(err)
+	}
+	e := env.Error
+	if e.Message != "bad \ufffd byte" || e.Type != "invalid_request_error" || e.Code != "context_length_exceeded" || e.Param != nil || e.N != "12345678901234567890" {
+		t.Fatalf("re-encoded %q", out)
+	}
+}
+
 func TestValidStatus(t *testing.T) {
 	for code, want := range map[int32]bool{99: false, 100: true, 200: true, 599: true, 600: false, 995: false, 1995: false, -1: false} {
 		if ValidStatus(code) != want {

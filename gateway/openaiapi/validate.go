@@ -26,7 +26,10 @@ type object = map[string]json.RawMessage
 // modelKeyError), and so is a case variant of one of s's names or one of
 // them given twice (members.go; s nil refuses neither).
 func decodeTopLevel(body []byte, s *memberSet) (object, *Error) {
-	trimmed := bytes.TrimSpace(body)
+	// JSON's whitespace only: bytes.TrimSpace would also take a form feed,
+	// a vertical tab or a no-break space, making a body valid here that
+	// the tunnel forwards byte for byte and that no JSON parser accepts.
+	trimmed := trimJSONSpace(body)
 	if len(trimmed) == 0 {
 		return nil, InvalidRequest("The request body is empty; expected a JSON object.", "")
 	}
@@ -62,6 +65,22 @@ func decodeTopLevel(body []byte, s *memberSet) (object, *Error) {
 		return nil, s.refuse(flagged, pn(""))
 	}
 	return obj, nil
+}
+
+// trimJSONSpace is b without the whitespace JSON allows around a value
+// (space, tab, line feed, carriage return).
+func trimJSONSpace(b []byte) []byte {
+	b = b[skipWS(b, 0):]
+	end := len(b)
+	for end > 0 {
+		switch b[end-1] {
+		case ' ', '\t', '\r', '\n':
+			end--
+			continue
+		}
+		break
+	}
+	return b[:end]
 }
 
 // decodeObject is json.Unmarshal of body into an object, validating once
