@@ -61,9 +61,12 @@ func load(file string, out any) error {
 	bindEnvs(v, "", reflect.TypeOf(out).Elem())
 	dec := func(c *mapstructure.DecoderConfig) {
 		c.ErrorUnused = true
-		c.WeaklyTypedInput = true
+		// Not weakly typed: strictScalars converts what may be converted
+		// (IOP_* variables are strings) and refuses the rest, by key.
+		c.WeaklyTypedInput = false
 		c.DecodeHook = mapstructure.ComposeDecodeHookFunc(
 			mapstructure.StringToSliceHookFunc(","),
+			strictScalars,
 		)
 	}
 	if err := v.Unmarshal(out, dec); err != nil {
