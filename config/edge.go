@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/url"
@@ -622,6 +623,11 @@ func (pr *ProviderSpec) normalize(p *problems, where string) {
 	if pr.BaseURL != "" {
 		if u, err := url.Parse(pr.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			p.add("%s.base_url %s must be an http(s) URL", where, quoteSafe(pr.BaseURL))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(pr.Extra)) {
+		if want := nearKey(k); want != "" {
+			p.add("%s: unknown key %q; did you mean %s?", where, k, want)
 		}
 	}
 	if pr.ToolMode == "" {
