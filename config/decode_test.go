@@ -80,3 +80,16 @@ func TestEnvScalarsParsedStrictly(t *testing.T) {
 		}
 	}
 }
+
+// A misspelt top-level key is reported as such, not under the Go type the
+// file is decoded into.
+func TestUnknownTopLevelKeyNamed(t *testing.T) {
+	_, err := LoadEdge(writeFile(t, "edge.yaml", decodeBase+"listn: {http: 'h:1'}\n"))
+	if err == nil || !strings.Contains(err.Error(), "top level has invalid keys: listn") || strings.Contains(err.Error(), "config.Edge") {
+		t.Errorf("err = %v", err)
+	}
+	_, err = LoadNode(writeFile(t, "node.yaml", "edge: {address: 'e:1'}\nnode: {id: a, token: t}\nreconect: {interval_sec: 1}\n"))
+	if err == nil || !strings.Contains(err.Error(), "top level has invalid keys: reconect") {
+		t.Errorf("err = %v", err)
+	}
+}
