@@ -492,8 +492,11 @@ func (c *Edge) Normalize() error {
 		if n.HeartbeatTimeoutSec == 0 {
 			n.HeartbeatTimeoutSec = 3 * n.HeartbeatIntervalSec
 		}
-		if n.HeartbeatIntervalSec < 0 {
-			p.add("%s.heartbeat_interval_sec must be positive", where)
+		if !(n.HeartbeatIntervalSec >= MinHeartbeatIntervalSec) && !math.IsNaN(n.HeartbeatIntervalSec) {
+			// Below it the wire's milliseconds round to 0, which the
+			// node reads as its 5 s default, or each node sends
+			// hundreds of heartbeats a second.
+			p.add("%s.heartbeat_interval_sec must be at least %g", where, MinHeartbeatIntervalSec)
 		}
 		checkMaxSeconds(&p, where+".heartbeat_interval_sec", n.HeartbeatIntervalSec)
 		if !(n.HeartbeatTimeoutSec > n.HeartbeatIntervalSec) { // NaN too
@@ -668,6 +671,9 @@ func defaultPositive(p *problems, key string, v *int, def int) {
 // larger values would overflow time.Duration or the wire's millisecond
 // fields into nonsense (negative or tiny durations).
 const MaxSeconds = 30 * 24 * 3600
+
+// MinHeartbeatIntervalSec is the shortest nodes[].heartbeat_interval_sec.
+const MinHeartbeatIntervalSec = 0.05
 
 // MaxCapacity bounds providers[].capacity: far beyond any backend's
 // concurrency, well within the wire's int32.

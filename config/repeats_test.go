@@ -38,3 +38,22 @@ func TestEdgeRepeatsAndCollisionsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A heartbeat interval below 50 ms is refused: under a millisecond the
+// wire's value rounds to 0 and the node would silently use 5 s; just above
+// it, each node would send hundreds of heartbeats a second.
+func TestHeartbeatIntervalFloor(t *testing.T) {
+	for _, v := range []float64{0.0004, 0.01, -1} {
+		c := minimalEdge()
+		c.Nodes[0].HeartbeatIntervalSec = v
+		c.Nodes[0].HeartbeatTimeoutSec = 1
+		if err := c.Normalize(); err == nil || !strings.Contains(err.Error(), "nodes[0].heartbeat_interval_sec must be at least 0.05") {
+			t.Errorf("%g: err = %v", v, err)
+		}
+	}
+	c := minimalEdge()
+	c.Nodes[0].HeartbeatIntervalSec, c.Nodes[0].HeartbeatTimeoutSec = 0.05, 1
+	if err := c.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+}
