@@ -53,6 +53,12 @@ func strictScalars(from, to reflect.Type, data any) (any, error) {
 				return nil, errOutOfRange
 			}
 			return int64(f), nil
+		case fk >= reflect.Uint && fk <= reflect.Uint64:
+			// YAML reads a whole number beyond int64 as a uint64, which
+			// would wrap to a negative one.
+			if v.Uint() > math.MaxInt64 {
+				return nil, errOutOfRange
+			}
 		case fk == reflect.Bool:
 			return nil, errNumberIsBool
 		}

@@ -27,6 +27,7 @@ func TestScalarsOfTheWrongKindRefused(t *testing.T) {
 		{"limits: {write_timeout_sec: true}", "'limits.write_timeout_sec' must be a number, not true or false"},
 		{"limits: {write_timeout_sec: ''}", "'limits.write_timeout_sec' must be a whole number"},
 		{"limits: {max_body_bytes: 1e30}", "'limits.max_body_bytes' is out of range"},
+		{"limits: {max_body_bytes: 18446744073709551615}", "'limits.max_body_bytes' is out of range"},
 		{"models: [{name: m, max_queue: 0.5, providers: [{node: a, provider: p, target: x}]}]", "'models[0].max_queue' must be a whole number"},
 		{"auth: {api_keys: [k], key_priorities: [{key: k, priority: 1.5}]}", "'auth.key_priorities[0].priority' must be a whole number"},
 		{"tracing: {enabled: 2}", "'tracing.enabled' must be true or false"},
