@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/url"
@@ -360,6 +361,11 @@ func (c *Edge) Normalize() error {
 	}
 	checkHostPort(&p, "listen.http", c.Listen.HTTP)
 	checkHostPort(&p, "listen.node", c.Listen.Node)
+	if _, port, err := net.SplitHostPort(c.Listen.HTTP); err == nil && port != "0" && c.Listen.HTTP == c.Listen.Node {
+		// The second bind would fail at start with "address already in
+		// use", pointing at some other process.
+		p.add("listen.http and listen.node are both %s; they need different addresses", quoteSafe(c.Listen.HTTP))
+	}
 	if t := c.Listen.TLS; t.Enabled() && (t.CertFile == "" || t.KeyFile == "") {
 		p.add("listen.tls: cert_file and key_file must be set together")
 	}
@@ -369,6 +375,11 @@ func (c *Edge) Normalize() error {
 	for i, k := range c.Auth.APIKeys {
 		if k == "" {
 			p.add("auth.api_keys[%d] is empty", i)
+		} else if j := slices.Index(c.Auth.APIKeys, k); j < i {
+			// Most often a key meant to replace another (a rotation):
+			// the one it was to replace is still valid. Indexes only,
+			// never the key.
+			p.add("auth.api_keys[%d] repeats auth.api_keys[%d]", i, j)
 		}
 	}
 	if r := &c.Cluster.Redis; r.Address != "" {
@@ -391,6 +402,9 @@ func (c *Edge) Normalize() error {
 			// edges take slots still in use.
 			p.add("cluster.redis.timeout_ms (%d) must be at most a fifth of lease_ttl_sec (%g ms): renewals would arrive after leases expire", r.TimeoutMS, ttlMS/5)
 		}
+		if r.DB < 0 {
+			p.add("cluster.redis.db must not be negative")
+		}
 		if r.PasswordEnv != "" {
 			r.Password = resolveSecret(&p, "cluster.redis.password", "", r.PasswordEnv)
 		}
@@ -398,6 +412,10 @@ func (c *Edge) Normalize() error {
 	for i, kp := range c.Auth.KeyPriorities {
 		if !slices.Contains(c.Auth.APIKeys, kp.Key) {
 			p.add("auth.key_priorities[%d].key is not one of auth.api_keys", i)
+		} else if j := slices.IndexFunc(c.Auth.KeyPriorities, func(o KeyPriority) bool { return o.Key == kp.Key }); j < i {
+			// Two priorities for one key: which applies would be an
+			// accident of the order.
+			p.add("auth.key_priorities[%d].key repeats auth.key_priorities[%d].key", i, j)
 		}
 		if kp.Priority < MinPriority || kp.Priority > MaxPriority {
 			p.add("auth.key_priorities[%d].priority must be between %d and %d", i, MinPriority, MaxPriority)
@@ -474,8 +492,11 @@ func (c *Edge) Normalize() error {
 		if n.HeartbeatTimeoutSec == 0 {
 			n.HeartbeatTimeoutSec = 3 * n.HeartbeatIntervalSec
 		}
-		if n.HeartbeatIntervalSec < 0 {
-			p.add("%s.heartbeat_interval_sec must be positive", where)
+		if !(n.HeartbeatIntervalSec >= MinHeartbeatIntervalSec) && !math.IsNaN(n.HeartbeatIntervalSec) {
+			// Below it the wire's milliseconds round to 0, which the
+			// node reads as its 5 s default, or each node sends
+			// hundreds of heartbeats a second.
+			p.add("%s.heartbeat_interval_sec must be at least %g", where, MinHeartbeatIntervalSec)
 		}
 		checkMaxSeconds(&p, where+".heartbeat_interval_sec", n.HeartbeatIntervalSec)
 		if !(n.HeartbeatTimeoutSec > n.HeartbeatIntervalSec) { // NaN too
@@ -607,6 +628,11 @@ func (pr *ProviderSpec) normalize(p *problems, where string) {
 			p.add("%s.base_url %s must be an http(s) URL", where, quoteSafe(pr.BaseURL))
 		}
 	}
+	for _, k := range slices.Sorted(maps.Keys(pr.Extra)) {
+		if want := nearKey(k); want != "" {
+			p.add("%s: unknown key %q; did you mean %s?", where, k, want)
+		}
+	}
 	if pr.ToolMode == "" {
 		pr.ToolMode = "auto"
 	} else if _, ok := toolModes[pr.ToolMode]; !ok {
@@ -645,6 +671,9 @@ func defaultPositive(p *problems, key string, v *int, def int) {
 // larger values would overflow time.Duration or the wire's millisecond
 // fields into nonsense (negative or tiny durations).
 const MaxSeconds = 30 * 24 * 3600
+
+// MinHeartbeatIntervalSec is the shortest nodes[].heartbeat_interval_sec.
+const MinHeartbeatIntervalSec = 0.05
 
 // MaxCapacity bounds providers[].capacity: far beyond any backend's
 // concurrency, well within the wire's int32.

@@ -61,29 +61,38 @@ func load(file string, out any) error {
 	bindEnvs(v, "", reflect.TypeOf(out).Elem())
 	dec := func(c *mapstructure.DecoderConfig) {
 		c.ErrorUnused = true
-		c.WeaklyTypedInput = true
+		// Not weakly typed: strictScalars converts what may be converted
+		// (IOP_* variables are strings) and refuses the rest, by key.
+		c.WeaklyTypedInput = false
 		c.DecodeHook = mapstructure.ComposeDecodeHookFunc(
 			mapstructure.StringToSliceHookFunc(","),
+			strictScalars,
 		)
 	}
 	if err := v.Unmarshal(out, dec); err != nil {
 		// Every key that could not be decoded, one problem each; the keys
 		// that could are decoded, and validated by the caller too.
-		return &ProblemsError{File: file, Problems: decodeProblems(err)}
+		return &ProblemsError{File: file, Problems: decodeProblems(err, reflect.TypeOf(out).Elem().String())}
 	}
 	return nil
 }
 
 // decodeProblems flattens a decode error (mapstructure joins one error per
-// key under a "decoding failed" heading) into one problem per key.
-func decodeProblems(err error) []string {
+// key under a "decoding failed" heading) into one problem per key. root is
+// the Go type decoded into, which mapstructure names where the file's top
+// level is meant ('config.Edge' has invalid keys: ...).
+func decodeProblems(err error, root string) []string {
 	var joined interface{ Unwrap() []error }
 	if !errors.As(err, &joined) {
+		var de *mapstructure.DecodeError
+		if errors.As(err, &de) && de.Name() == root {
+			return []string{"top level " + de.Unwrap().Error()}
+		}
 		return []string{err.Error()}
 	}
 	var out []string
 	for _, e := range joined.Unwrap() {
-		out = append(out, decodeProblems(e)...)
+		out = append(out, decodeProblems(e, root)...)
 	}
 	return out
 }

@@ -101,8 +101,9 @@ func (c *Node) Normalize() error {
 	if (c.Edge.TLS.CertFile == "") != (c.Edge.TLS.KeyFile == "") {
 		p.add("edge.tls: cert_file and key_file must be set together")
 	}
-	if !c.Edge.TLS.Enabled && (c.Edge.TLS.CAFile != "" || c.Edge.TLS.CertFile != "") {
-		p.add("edge.tls: files are set but enabled is false")
+	if t := c.Edge.TLS; !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "") {
+		// Most likely TLS was meant: the node would dial in plain TCP.
+		p.add("edge.tls: files or server_name are set but enabled is false")
 	}
 	if c.Node.ID == "" {
 		p.add("node.id is required")

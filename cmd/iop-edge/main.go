@@ -33,6 +33,14 @@ func run() int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	// SIGINT and SIGTERM are taken as early: one that arrives during
+	// start-up (a TLS file on a slow mount) stops the edge once it is up,
+	// with exit 0, instead of killing it by the signal.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// After the first, a second signal has its default action: a start-up
+	// that hangs (a file that never reads) can still be killed by one.
+	context.AfterFunc(ctx, stop)
 	cfg, configFile, code := config.FromFlags("configs/edge.yaml", config.LoadEdge)
 	if cfg == nil {
 		return code
@@ -63,8 +71,6 @@ func run() int {
 		return 1
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	// Owner: run. Logs lifecycle events from the bus until shutdown; the bus

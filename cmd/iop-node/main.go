@@ -37,6 +37,14 @@ func run() int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	// SIGINT and SIGTERM are taken as early: one that arrives during
+	// start-up (a TLS file on a slow mount) stops the node once start-up
+	// is through, with exit 0, instead of killing it by the signal.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// After the first, a second signal has its default action: a start-up
+	// that hangs (a file that never reads) can still be killed by one.
+	context.AfterFunc(ctx, stop)
 	cfg, _, code := config.FromFlags("configs/node.yaml", config.LoadNode)
 	if cfg == nil {
 		return code
@@ -87,8 +95,6 @@ func run() int {
 		MaxAttempts: *cfg.Reconnect.MaxAttempts,
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	// SIGHUP (taken at the top of run) would otherwise kill the node and
 	// every run on it. The node has nothing to re-read: its providers
 	// come from the edge (reload there), and its own file needs a restart.

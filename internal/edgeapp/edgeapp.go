@@ -262,6 +262,12 @@ func (e *Edge) Close() {
 			_ = e.ledger.Close()
 		}
 		_ = e.wire.Close()
+		// The servers close the listeners they served; these are for an
+		// edge whose Serve never ran, whose ports would otherwise stay
+		// bound. Closed last: closed under a running Serve, a listener
+		// would end it with an error instead of a shutdown.
+		_ = e.httpLn.Close()
+		_ = e.nodeLn.Close()
 	})
 }
 

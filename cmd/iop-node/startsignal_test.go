@@ -1,0 +1,122 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func selfSignedPEM(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// A SIGTERM that arrives while the node is still starting (here: reading
+// its CA file, a FIFO the test holds) is not fatal: the node finishes
+// starting, then stops with exit 0, as after any local shutdown.
+func TestSIGTERMDuringStartExit0(t *testing.T) {
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	if err := syscall.Mkfifo(ca, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	cfg := writeConfig(t, "edge:\n  address: "+closedAddr(t)+"\n  tls:\n    enabled: true\n    ca_file: "+ca+
+		"\nnode:\n  id: n1\n  token: tok\nreconnect:\n  interval_sec: 0.05\n  max_attempts: 0\n"+
+		"store_dir: "+dir+"/store\nworkspace_root: "+dir+"/ws\n")
+	cmd := exec.Command(binary, "--config", cfg)
+	var out safeBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	// Owner: the test; ends when the process exits (killed on failure).
+	go func() { done <- cmd.Wait() }()
+	// Opening the FIFO for writing returns once the node has opened it for
+	// reading: it is mid-start-up, past where it takes its signals.
+	w, err := os.OpenFile(ca, os.O_WRONLY, 0)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = w.Write(selfSignedPEM(t))
+	_ = w.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM during start-up: %v\n%s", err, out.String())
+		}
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("no exit after SIGTERM during start-up:\n%s", out.String())
+	}
+}
+
+// A start-up that hangs (its CA file never reads to the end) still yields
+// to signals: the first asks for a clean stop, the next kills at once.
+func TestSecondSignalKillsHungStart(t *testing.T) {
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	if err := syscall.Mkfifo(ca, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	cfg := writeConfig(t, "edge:\n  address: "+closedAddr(t)+"\n  tls:\n    enabled: true\n    ca_file: "+ca+
+		"\nnode:\n  id: n1\n  token: tok\nstore_dir: "+dir+"/store\nworkspace_root: "+dir+"/ws\n")
+	cmd := exec.Command(binary, "--config", cfg)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	// Owner: the test; ends when the process exits (killed on failure).
+	go func() { done <- cmd.Wait() }()
+	w, err := os.OpenFile(ca, os.O_WRONLY, 0) // held open, never written
+	if err != nil {
+		_ = cmd.Process.Kill()
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// Signals until the process is gone: the first is taken for a clean
+	// stop, a later one (once the first was handled) kills.
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(20 * time.Second)
+	for {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-done:
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+				t.Fatalf("exit %v, want killed by SIGTERM", err)
+			}
+			return
+		case <-deadline:
+			_ = cmd.Process.Kill()
+			t.Fatal("a hung start-up ignored repeated SIGTERMs")
+		case <-tick.C:
+		}
+	}
+}
