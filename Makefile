@@ -44,13 +44,20 @@ proto-check:
 
 ## run: edge + node + the built-in mock provider on loopback (model "demo").
 ## Ctrl-C stops both.
+# run needs bash for `wait -n`: when either process stops (the edge's port
+# taken, a bad config), the other is stopped too and run exits with its
+# status, instead of waiting on a node that retries forever.
+run: SHELL := /bin/bash
 run: build
 	@mkdir -p var
 	@echo "edge: http://127.0.0.1:8080  (model: demo)"; \
-	trap 'kill $$edge $$node 2>/dev/null; wait' INT TERM EXIT; \
+	trap 'kill $$edge $$node 2>/dev/null; wait; exit 0' INT TERM; \
 	$(BIN)/iop-edge --config configs/edge.yaml & edge=$$!; \
 	$(BIN)/iop-node --config configs/node.yaml & node=$$!; \
-	wait
+	wait -n; status=$$?; \
+	kill $$edge $$node 2>/dev/null; wait; \
+	echo "iop: a process stopped (exit $$status); the other was stopped too" >&2; \
+	exit $$status
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s).
 FUZZTIME ?= 30s
