@@ -3,7 +3,6 @@ package nodeagent
 import (
 	"context"
 	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,22 +13,6 @@ import (
 	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
-
-// copyAt copies src over dst and dates it at, so that a coarse file
-// system clock cannot hide the change.
-func copyAt(t *testing.T, dst, src string, at time.Time) {
-	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chtimes(dst, at, at); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // A node that dials its edge by a DNS name over TLS verifies that name
 // and trusts the edge's CA rotated in place from its next dial, as a node
@@ -44,9 +27,9 @@ func TestEdgeByNameOverTLSTrustsRotatedCA(t *testing.T) {
 	srvCert, srvKey := filepath.Join(dir, "served.pem"), filepath.Join(dir, "served-key.pem")
 	caFile := filepath.Join(nodeDir, "edge-ca.pem")
 	now := time.Now()
-	copyAt(t, srvCert, issuedCert, now)
-	copyAt(t, srvKey, issuedKey, now)
-	copyAt(t, caFile, edgeCA.File, now)
+	testcert.InstallAt(t, srvCert, issuedCert, now)
+	testcert.InstallAt(t, srvKey, issuedKey, now)
+	testcert.InstallAt(t, caFile, edgeCA.File, now)
 
 	stls, err := nodewire.ServerTLSConfig(srvCert, srvKey, "", nil)
 	if err != nil {
@@ -92,9 +75,9 @@ func TestEdgeByNameOverTLSTrustsRotatedCA(t *testing.T) {
 	nextCA := testcert.NewCA(t, t.TempDir(), "edge-next")
 	nextCert, nextKey := nextCA.Issue(t, "edge", true)
 	later := now.Add(time.Minute)
-	copyAt(t, srvCert, nextCert, later)
-	copyAt(t, srvKey, nextKey, later)
-	copyAt(t, caFile, nextCA.File, later)
+	testcert.InstallAt(t, srvCert, nextCert, later)
+	testcert.InstallAt(t, srvKey, nextKey, later)
+	testcert.InstallAt(t, caFile, nextCA.File, later)
 	_ = first.Close()
 	fe.nextReady(t)
 }

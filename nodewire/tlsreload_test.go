@@ -256,22 +256,6 @@ func TestFailedTLSReloadIsLoggedOnce(t *testing.T) {
 	}
 }
 
-// installAt copies src over dst and dates it at, so that a coarse file
-// system clock cannot hide the change.
-func installAt(t *testing.T, dst, src string, at time.Time) {
-	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chtimes(dst, at, at); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // A node's client certificate renewed in place is presented, and the
 // edge's CA rotated in place trusted, from the next dial on, as the edge's
 // own files are: a node read them once, and after a rotation it could not
@@ -287,10 +271,10 @@ func TestNodeCredentialsRenewedInPlace(t *testing.T) {
 	nodeCA := filepath.Join(nodeDir, "edge-ca.pem")
 	nodeCert, nodeKey := filepath.Join(nodeDir, "node.pem"), filepath.Join(nodeDir, "node-key.pem")
 	now := time.Now()
-	installAt(t, clientCA, nodesCA.File, now)
-	installAt(t, nodeCA, edgeCA.File, now)
-	installAt(t, nodeCert, issuedCert, now)
-	installAt(t, nodeKey, issuedKey, now)
+	testcert.InstallAt(t, clientCA, nodesCA.File, now)
+	testcert.InstallAt(t, nodeCA, edgeCA.File, now)
+	testcert.InstallAt(t, nodeCert, issuedCert, now)
+	testcert.InstallAt(t, nodeKey, issuedKey, now)
 	ts := startServer(t, newFakeHandler(), ServerConfig{TLS: serverTLS(t, srvCert, srvKey, clientCA)})
 	core, logs := observer.New(zapcore.DebugLevel)
 	client, err := NewClientTLS(nodeCA, "", nodeCert, nodeKey, zap.New(core))
@@ -320,12 +304,12 @@ func TestNodeCredentialsRenewedInPlace(t *testing.T) {
 	nextNodesCA := testcert.NewCA(t, next, "nodes-next")
 	nextCert, nextKey := nextNodesCA.Issue(t, "node-1", false)
 	later := now.Add(time.Minute)
-	installAt(t, srvCert, nextSrvCert, later)
-	installAt(t, srvKey, nextSrvKey, later)
-	installAt(t, clientCA, nextNodesCA.File, later)
-	installAt(t, nodeCA, nextEdgeCA.File, later)
-	installAt(t, nodeCert, nextCert, later)
-	installAt(t, nodeKey, nextKey, later)
+	testcert.InstallAt(t, srvCert, nextSrvCert, later)
+	testcert.InstallAt(t, srvKey, nextSrvKey, later)
+	testcert.InstallAt(t, clientCA, nextNodesCA.File, later)
+	testcert.InstallAt(t, nodeCA, nextEdgeCA.File, later)
+	testcert.InstallAt(t, nodeCert, nextCert, later)
+	testcert.InstallAt(t, nodeKey, nextKey, later)
 	if err := dial(); err != nil {
 		t.Fatalf("after the rotation: %v", err)
 	}

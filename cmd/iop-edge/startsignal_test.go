@@ -1,20 +1,15 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/iop-gateway/iop/internal/testcert"
 )
 
 // A SIGTERM that arrives while the edge is still starting (here: reading
@@ -30,21 +25,10 @@ func TestSIGTERMDuringStartExits0(t *testing.T) {
 	if err := syscall.Mkfifo(certFile, 0o600); err != nil {
 		t.Skipf("mkfifo: %v", err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	issuedCert, issuedKey := testcert.NewCA(t, t.TempDir(), "edge").Issue(t, "edge", true)
+	testcert.InstallAt(t, keyFile, issuedKey, time.Now())
+	certPEM, err := os.ReadFile(issuedCert)
 	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "edge"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfgFile := filepath.Join(dir, "edge.yaml")
@@ -71,7 +55,7 @@ func TestSIGTERMDuringStartExits0(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = w.Write(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	_, _ = w.Write(certPEM)
 	_ = w.Close()
 	select {
 	case err := <-done:

@@ -103,3 +103,21 @@ func writePEM(t testing.TB, file, typ string, der []byte) {
 		t.Fatal(err)
 	}
 }
+
+// InstallAt copies src over dst and dates it at, as a certificate renewed
+// in place is written; the date keeps a coarse file system clock from
+// hiding the change from a reloader that watches size and modification
+// time.
+func InstallAt(t testing.TB, dst, src string, at time.Time) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(dst, at, at); err != nil {
+		t.Fatal(err)
+	}
+}
