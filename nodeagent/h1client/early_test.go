@@ -189,17 +189,25 @@ func TestEarlyAnswerClosesStreamedRequestBody(t *testing.T) {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 	resp.Body.Close()
-	// The producer's next write fails once the request body is closed.
+	requireBodyClosed(t, pw, "the answer ended")
+}
+
+// requireBodyClosed fails unless the request body fed by pw was closed:
+// the producer's next write fails with io.ErrClosedPipe instead of waiting
+// for (or being taken by) the transport's write goroutine. after says
+// what should have closed it.
+func requireBodyClosed(t *testing.T, pw *io.PipeWriter, after string) {
+	t.Helper()
 	done := make(chan error, 1)
-	// Owner: the test; ends when the write fails (the fix) or at pw.Close.
+	// Owner: the test; ends when the write fails, is read, or at pw.Close.
 	go func() { _, err := pw.Write([]byte("x")); done <- err }()
 	select {
 	case err := <-done:
 		if !errors.Is(err, io.ErrClosedPipe) {
-			t.Fatalf("producer's write: %v, want io.ErrClosedPipe", err)
+			t.Fatalf("producer's write after %s: %v, want io.ErrClosedPipe", after, err)
 		}
 	case <-time.After(2 * time.Second):
-		t.Fatal("the request body was left open after the answer ended: its write goroutine waits on the producer")
+		t.Fatalf("the request body was left open after %s: its write goroutine waits on the producer", after)
 	}
 }
 
@@ -247,16 +255,5 @@ func TestEarlyAnswerClosedUnreadClosesStreamedRequestBody(t *testing.T) {
 		t.Fatal("the first piece never reached the upstream")
 	}
 	resp.Body.Close()
-	done := make(chan error, 1)
-	// Owner: the test; ends when the write fails (the fix), is read, or
-	// at pw.Close.
-	go func() { _, err := pw.Write([]byte("x")); done <- err }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, io.ErrClosedPipe) {
-			t.Fatalf("producer's write: %v, want io.ErrClosedPipe (the request body still read after the answer was closed)", err)
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("the request body was left open after the answer was closed: its write goroutine waits on the producer")
-	}
+	requireBodyClosed(t, pw, "the answer was closed")
 }
