@@ -32,9 +32,14 @@ type ollamaMessage struct {
 	Images    []string         `json:"images,omitempty"`
 	ToolCalls []ollamaToolCall `json:"tool_calls,omitempty"`
 	ToolName  string           `json:"tool_name,omitempty"`
+	// ToolCallID pairs a result with its call by id, as renderers of
+	// templates that number calls do (Cohere's, Gemma 4's); servers from
+	// before the field ignore it.
+	ToolCallID string `json:"tool_call_id,omitempty"`
 }
 
 type ollamaToolCall struct {
+	ID       string         `json:"id,omitempty"`
 	Function ollamaFunction `json:"function"`
 }
 
@@ -50,8 +55,9 @@ type ollamaFunction struct {
 //     through this adapter, so those are rejected);
 //   - role developer is sent as system (Ollama templates know no developer
 //     role);
-//   - assistant tool calls get object arguments; a tool message gets
-//     tool_name from its name or from the call its tool_call_id answers;
+//   - assistant tool calls get object arguments and keep their ids; a tool
+//     message keeps its tool_call_id and gets tool_name from its name or
+//     from the call its tool_call_id answers;
 //   - tool_choice none drops the tools; other tool choices cannot be
 //     expressed to Ollama and are ignored;
 //   - response_format json_object -> format "json", json_schema -> format
@@ -122,12 +128,14 @@ func convertMessages(msgs []*iop.ChatMessage) ([]ollamaMessage, error) {
 					return nil, fmt.Errorf("messages[%d].tool_calls[%d]: %w", i, j, err)
 				}
 				om.ToolCalls = append(om.ToolCalls, ollamaToolCall{
+					ID:       tc.GetId(),
 					Function: ollamaFunction{Name: tc.GetName(), Arguments: args},
 				})
 			}
 		case iop.ChatRole_CHAT_ROLE_TOOL:
 			om.Role = "tool"
 			om.ToolName = m.GetName()
+			om.ToolCallID = m.GetToolCallId()
 			if om.ToolName == "" && m.GetToolCallId() != "" {
 				om.ToolName = toolNameFor(msgs[:i], m.GetToolCallId())
 			}

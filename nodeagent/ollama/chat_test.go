@@ -170,10 +170,10 @@ func TestChatRequestMapping(t *testing.T) {
 		{"role":"system","content":"Be terse."},
 		{"role":"user","content":"What is in\nthis image?","images":["iVBORw0KGgo="]},
 		{"role":"assistant","content":"","tool_calls":[
-			{"function":{"name":"lookup","arguments":{"q":"cat"}}},
-			{"function":{"name":"noargs","arguments":{}}}]},
-		{"role":"tool","content":"a cat","tool_name":"lookup"},
-		{"role":"tool","content":"done","tool_name":"explicit"}]`)
+			{"id":"call_1","function":{"name":"lookup","arguments":{"q":"cat"}}},
+			{"id":"call_2","function":{"name":"noargs","arguments":{}}}]},
+		{"role":"tool","content":"a cat","tool_name":"lookup","tool_call_id":"call_1"},
+		{"role":"tool","content":"done","tool_name":"explicit","tool_call_id":"call_2"}]`)
 	wantJSON(t, "options", body["options"], `{"num_ctx":8192,"temperature":0.2,"top_p":0.9,"seed":7,
 		"stop":["END"],"num_predict":64,"presence_penalty":0.5,"frequency_penalty":0.25}`)
 	wantJSON(t, "tools", body["tools"], `[{"type":"function","function":{"name":"lookup","parameters":{"type":"object"}}}]`)

@@ -152,7 +152,11 @@ func (m vllmMetrics) kvUsage() float64 {
 // waiting are summed over label sets (engines of a data-parallel server,
 // served models); KV usage, a fraction per engine, takes the largest (the
 // engine closest to preempting), so the result stays within 0..1.
-// Unknown lines and malformed samples are skipped.
+// Unknown lines and malformed samples are skipped, and so are negative
+// ones: none of these figures can be below zero, and a negative sample
+// would cancel out another engine's load. Sums saturate at the largest
+// float, so they stay finite (JSON has no infinity) however large the
+// samples.
 func parseVLLMMetrics(text []byte) vllmMetrics {
 	var m vllmMetrics
 	for len(text) > 0 {
@@ -162,14 +166,14 @@ func parseVLLMMetrics(text []byte) vllmMetrics {
 			line, text = line[:i], line[i+1:]
 		}
 		name, value, ok := parseSample(line)
-		if !ok {
+		if !ok || value < 0 {
 			continue
 		}
 		switch name {
 		case "vllm:num_requests_running":
-			m.running += value
+			m.running = min(m.running+value, math.MaxFloat64)
 		case "vllm:num_requests_waiting":
-			m.waiting += value
+			m.waiting = min(m.waiting+value, math.MaxFloat64)
 		case "vllm:kv_cache_usage_perc":
 			m.kvNew = max(m.kvNew, value)
 			m.haveNew = true
