@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	openai "github.com/sashabaranov/go-openai"
+
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -95,4 +97,29 @@ func lastFinish(t *testing.T, raw string) string {
 		}
 	}
 	return finish
+}
+
+// An answer cut short while it wrote a tool call reports "length", not
+// "tool_calls", whole and streamed, as OpenAI does: the partial call is
+// shown, but an agent loop that runs calls on "tool_calls" must not run
+// one whose arguments were cut.
+func TestCutShortToolCallsReportLength(t *testing.T) {
+	partial := `[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Par"}}]`
+	for provider, want := range map[string]string{"length": "length", "max_tokens": "length", "content_filter": "content_filter", "stop": "tool_calls", "tool_calls": "tool_calls"} {
+		events := []*iop.RunEvent{evStart(nil), evComplete(provider, nil, map[string]string{MetaToolCalls: partial})}
+		resp, body, e := aggregate(t, RenderOptions{Model: "m", ToolNames: offered}, events...)
+		if e != nil {
+			t.Fatal(e)
+		}
+		if len(resp.Choices[0].Message.ToolCalls) != 1 || resp.Choices[0].FinishReason != openai.FinishReason(want) {
+			t.Errorf("provider %q: whole answer %s, want its call and finish_reason %q", provider, body, want)
+		}
+		raw, _, err := runStream(t, RenderOptions{Model: "m", ToolNames: offered}, events...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := decodeChatStream(t, raw).finish; got != want {
+			t.Errorf("provider %q: streamed finish_reason %q, want %q", provider, got, want)
+		}
+	}
 }

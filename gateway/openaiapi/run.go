@@ -185,22 +185,26 @@ func (s *runState) finalUsage(promptEstimate, completionBytes int) (u Usage, rep
 	return u, false
 }
 
-// finishReason is the reason to report: "tool_calls" exactly when tool calls
-// are emitted (SDKs branch on it), otherwise the provider's when it is one
-// of OpenAI's, else "stop". Typed SDKs decode finish_reason into a closed
-// enum (the official .NET one throws on any other value), and a provider
-// behind an OpenAI-compatible server may say anything: vLLM "abort", TGI
+// finishReason is the reason to report: OpenAI's "length" or
+// "content_filter" when the provider's reason is one of them (or a
+// vendor's name for "length"), even with tool calls emitted — an answer
+// cut short may have cut a call's arguments, and OpenAI reports "length"
+// with the partial calls so that an agent loop does not run them; else
+// "tool_calls" exactly when tool calls are emitted (SDKs branch on it);
+// else "stop". Typed SDKs decode finish_reason into a closed enum (the
+// official .NET one throws on any other value), and a provider behind an
+// OpenAI-compatible server may say anything: vLLM "abort", TGI
 // "eos_token" or "stop_sequence", others "max_tokens" or "model_length"
 // for what OpenAI calls "length".
 func finishReason(provider string, hasToolCalls bool) string {
+	switch provider {
+	case "length", "max_tokens", "model_length", "max_length":
+		return "length"
+	case "content_filter":
+		return provider
+	}
 	if hasToolCalls {
 		return "tool_calls"
-	}
-	switch provider {
-	case "length", "content_filter":
-		return provider
-	case "max_tokens", "model_length", "max_length":
-		return "length"
 	}
 	return "stop"
 }
