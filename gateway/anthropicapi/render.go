@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/iop-gateway/iop/gateway/openaiapi"
 )
@@ -181,9 +182,11 @@ func stopReason(finish *string, vllmStop json.RawMessage, toolCalls bool, stopSe
 }
 
 // objectOrEmpty is the tool input for OpenAI arguments: the arguments when
-// they are a JSON object (compacted), else {}.
+// they are a JSON object (compacted), else {}. Whitespace around the object
+// is not part of the value: a streamed call's partial_json keeps it and the
+// client's parse skips it, so the whole answer must not turn it into {}.
 func objectOrEmpty(args string) json.RawMessage {
-	raw := json.RawMessage(args)
+	raw := json.RawMessage(strings.Trim(args, " \t\r\n")) // JSON whitespace only
 	if !json.Valid(raw) {
 		return emptyObject
 	}
