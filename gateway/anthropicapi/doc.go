@@ -46,7 +46,7 @@
 //	                            stop_reason is one of the request's stop
 //	                            sequences (stop_sequence = that string)
 //	finish_reason length        max_tokens
-//	tool_calls | function_call  tool_use
+//	tool_calls | function_call  tool_use (end_turn when no call came)
 //	content_filter              refusal
 //	usage prompt/completion     usage input_tokens/output_tokens (the edge's
 //	                            estimates when the upstream reports none)

@@ -173,10 +173,11 @@ type openAIEnvelope struct {
 // message for the status, so non-JSON upstream bytes never reach the caller.
 //
 // status 0 means "unknown" (an error event inside an OpenAI SSE stream): the
-// status is then the envelope's code when it is a number in 400..599 (vLLM
-// puts the status there), else inferred from its code and type (queue_full or
-// rate_limit_error 429, no_provider_available or queue_timeout 503,
-// invalid_request 400, otherwise 502). Any other status outside 400..599
+// status is then the envelope's code when it is a number in 400..599 or
+// such a number as a string (vLLM and LiteLLM put the status there), else
+// inferred from its code and type (queue_full or rate_limit_error 429,
+// no_provider_available or queue_timeout 503, invalid_request 400,
+// otherwise 502). Any other status outside 400..599
 // becomes 502: the upstream answered with something that is not an error we
 // understand.
 func FromOpenAIError(status int, body []byte) *Error {
@@ -222,9 +223,18 @@ func statusFromOpenAICode(code, typ string) int {
 }
 
 // jsonStatus is raw as an HTTP error status when it is a JSON integer in
-// 400..599 (vLLM's error events carry the status as their code), else 0.
+// 400..599 (vLLM's error events carry the status as their code), or a JSON
+// string of exactly those three digits (LiteLLM's carry "429"), else 0.
+// OpenAI's own codes are words ("rate_limit_exceeded"), never digits.
 func jsonStatus(raw json.RawMessage) int {
-	n, err := strconv.Atoi(string(raw))
+	digits := string(raw)
+	if len(raw) == 5 && raw[0] == '"' && raw[4] == '"' {
+		digits = string(raw[1:4])
+	}
+	if len(digits) != 3 || digits[0] < '0' || digits[0] > '9' {
+		return 0 // also refuses what Atoi would take but JSON does not (+429)
+	}
+	n, err := strconv.Atoi(digits)
 	if err != nil || n < 400 || n > 599 {
 		return 0
 	}

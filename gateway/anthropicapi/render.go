@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/iop-gateway/iop/gateway/openaiapi"
 )
@@ -153,7 +154,8 @@ func RenderMessage(openaiBody []byte, model string, stopSequences []string, inpu
 //	stop            end_turn, or stop_sequence when vLLM's stop_reason is one
 //	                of the request's stop sequences (then stop_sequence is it)
 //	length          max_tokens
-//	tool_calls      tool_use (also function_call, and stop with tool calls)
+//	tool_calls      tool_use when calls were made, else end_turn (also
+//	                function_call; stop with tool calls is tool_use too)
 //	content_filter  refusal
 //	anything else   end_turn (tool_use when tool calls were made)
 func stopReason(finish *string, vllmStop json.RawMessage, toolCalls bool, stopSequences []string) (string, *string) {
@@ -166,9 +168,10 @@ func stopReason(finish *string, vllmStop json.RawMessage, toolCalls bool, stopSe
 		return StopMaxTokens, nil
 	case "content_filter":
 		return StopRefusal, nil
-	case "tool_calls", "function_call":
-		return StopToolUse, nil
 	}
+	// tool_use only with a call: it promises tool_use blocks, and an
+	// upstream may say tool_calls without delivering one (a tool parser
+	// that failed); the answer is then an ordinary end of turn.
 	if toolCalls {
 		return StopToolUse, nil
 	}
@@ -181,9 +184,11 @@ func stopReason(finish *string, vllmStop json.RawMessage, toolCalls bool, stopSe
 }
 
 // objectOrEmpty is the tool input for OpenAI arguments: the arguments when
-// they are a JSON object (compacted), else {}.
+// they are a JSON object (compacted), else {}. Whitespace around the object
+// is not part of the value: a streamed call's partial_json keeps it and the
+// client's parse skips it, so the whole answer must not turn it into {}.
 func objectOrEmpty(args string) json.RawMessage {
-	raw := json.RawMessage(args)
+	raw := json.RawMessage(strings.Trim(args, " \t\r\n")) // JSON whitespace only
 	if !json.Valid(raw) {
 		return emptyObject
 	}
