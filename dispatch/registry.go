@@ -155,6 +155,7 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 		// The node runs the edge's current config now: resources take its
 		// values, providers it added go live, larger capacities pump.
 		d.setRunningLocked(n, d.cfg.Node(n.id))
+		d.failStrandedLocked()
 		d.activateLocked(n)
 	case evClosed:
 		if n.owner != c {
