@@ -240,6 +240,7 @@ func (d *Dispatcher) applyConfigLocked(cfg *config.Edge) {
 			}
 		}
 	}
+	d.failStrandedLocked()
 	for _, r := range d.resources {
 		d.pumpLocked(r)
 	}

@@ -524,6 +524,36 @@ func (d *Dispatcher) removeWaiterLocked(w *waiter) {
 	w.model.pending--
 }
 
+// failStrandedLocked settles, for every model, the waiters of each kind
+// none of its candidates could ever take now (a reload or an applied
+// refresh left it no provider reached through the tunnel, or none with
+// slots): they get the error a new request of their kind gets at once
+// rather than waiting out their queue timeout for a slot that cannot come.
+func (d *Dispatcher) failStrandedLocked() {
+	for _, m := range d.models {
+		for kind, q := range m.queues {
+			if q.Len() == 0 {
+				continue
+			}
+			long, tunnel := kindLong(kind), kindTunnel(kind)
+			var err error
+			switch {
+			case !m.couldServe(long, false):
+				err = fmt.Errorf("%w: model %s has no candidate that can take this request", ErrNoProvider, m.name)
+			case !m.couldServe(long, tunnel):
+				err = fmt.Errorf("%w: model %s", ErrNoCapableProvider, m.name)
+			default:
+				continue
+			}
+			for e := q.Front(); e != nil; e = q.Front() {
+				w := e.Value.(*waiter)
+				d.removeWaiterLocked(w)
+				w.result <- waitResult{err: err}
+			}
+		}
+	}
+}
+
 // failWaitersLocked settles every waiter of m with err.
 func (d *Dispatcher) failWaitersLocked(m *model, err error) {
 	for _, q := range m.queues {

@@ -155,6 +155,7 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 		// The node runs the edge's current config now: resources take its
 		// values, providers it added go live, larger capacities pump.
 		d.setRunningLocked(n, d.cfg.Node(n.id))
+		d.failStrandedLocked()
 		d.activateLocked(n)
 	case evClosed:
 		if n.owner != c {
@@ -279,12 +280,31 @@ func (d *Dispatcher) Activate(c *nodewire.Conn) {
 	d.mu.Lock()
 	n := d.connNode[c]
 	var out outcome
+	push := false
 	if n != nil {
 		out = d.transitionLocked(n, evActivate, c, "")
+		// A reload while the node was pending could not push to it (only
+		// ready nodes are refreshed): it went ready running the config its
+		// registration answer carried, and no later step would push the
+		// current one. The Add happens under the lock, before Close can
+		// take it and wait.
+		if out.activated && d.ctx.Err() == nil && d.staleLocked(n) {
+			push = true
+			d.wg.Add(1)
+		}
 	}
 	d.mu.Unlock()
 	if out.activated {
 		d.log.Info("node ready", zap.String("node_id", n.id))
+	}
+	if push {
+		// Owner: the Dispatcher (Close waits for d.wg). Stops when the
+		// node answers, after staleRefreshTimeout, or when Close cancels
+		// d.ctx.
+		go func() {
+			defer d.wg.Done()
+			d.pushStale(n.id, c)
+		}()
 	}
 }
 

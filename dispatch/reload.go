@@ -29,14 +29,51 @@ func (d *Dispatcher) Reload(cfg *config.Edge) []string {
 	for i := range cfg.Nodes {
 		spec := &cfg.Nodes[i]
 		n := d.nodes[spec.ID]
-		if n == nil || n.state != stateReady || n.running == nil {
-			continue
-		}
-		if n.runningUnsure || NodePayload(n.running).GetConfigVersion() != NodePayload(spec).GetConfigVersion() {
+		if n != nil && n.state == stateReady && d.staleLocked(n) {
 			changed = append(changed, spec.ID)
 		}
 	}
 	return changed
+}
+
+// staleLocked reports whether n's session runs (or may run) a config
+// other than the edge's current one for it.
+func (d *Dispatcher) staleLocked(n *node) bool {
+	desired := d.cfg.Node(n.id)
+	if n.running == nil || desired == nil {
+		return false
+	}
+	if n.runningUnsure {
+		return true
+	}
+	// Loaded specs are never changed in place: the same one is the same
+	// config, without hashing either.
+	return n.running != desired && NodePayload(n.running).GetConfigVersion() != NodePayload(desired).GetConfigVersion()
+}
+
+// staleRefreshTimeout bounds the push of the current config to a node
+// that went ready running one a reload replaced (see Activate), as a
+// reload bounds each of its pushes.
+const staleRefreshTimeout = 15 * time.Second
+
+// pushStale pushes the current config to nodeID's session c, which went
+// ready running a replaced one. A failed push leaves the session marked
+// as running an unknown config (RefreshNode), so the next reload pushes
+// again.
+func (d *Dispatcher) pushStale(nodeID string, c *nodewire.Conn) {
+	ctx, cancel := context.WithTimeout(d.ctx, staleRefreshTimeout)
+	defer cancel()
+	resp, err := d.refreshOn(ctx, nodeID, c)
+	if d.ctx.Err() != nil {
+		return // shutting down: nothing to report
+	}
+	if err != nil {
+		d.log.Warn("node went ready running a replaced config; the push of the current one failed",
+			zap.String("node_id", nodeID), zap.String("code", NodeErrorCode(err)))
+		return
+	}
+	d.log.Info("node went ready running a replaced config; the current one was pushed",
+		zap.String("node_id", nodeID), zap.String("result", RefreshResult(resp, nil)))
 }
 
 // RefreshResult names a refresh outcome the way the admin API shows it:
@@ -111,6 +148,18 @@ func (d *Dispatcher) RefreshNodes(ctx context.Context, ids []string, perNode tim
 //   - FAILED (or no answer): the node keeps its old config, and so does the
 //     edge for that node: /admin/status shows the two versions.
 func (d *Dispatcher) RefreshNode(ctx context.Context, nodeID string) (*iop.NodeConfigRefreshResponse, error) {
+	conn, err := d.nodeConn(nodeID)
+	if err != nil {
+		return nil, err
+	}
+	return d.refreshOn(ctx, nodeID, conn)
+}
+
+// refreshOn is RefreshNode on nodeID's session conn. The answer is acted
+// on for that session: should it end and the node register anew
+// meanwhile, the new session already got the config in its registration
+// answer.
+func (d *Dispatcher) refreshOn(ctx context.Context, nodeID string, conn *nodewire.Conn) (*iop.NodeConfigRefreshResponse, error) {
 	d.mu.Lock()
 	spec := d.cfg.Node(nodeID)
 	d.mu.Unlock()
@@ -118,13 +167,6 @@ func (d *Dispatcher) RefreshNode(ctx context.Context, nodeID string) (*iop.NodeC
 		return nil, fmt.Errorf("%w: %s", ErrUnknownNode, nodeID)
 	}
 	payload := NodePayload(spec)
-	// The answer is acted on for the session that gave it: should that
-	// session end and the node register anew meanwhile, the new session
-	// already got this config in its registration answer.
-	conn, err := d.nodeConn(nodeID)
-	if err != nil {
-		return nil, err
-	}
 	env, err := requestOn(ctx, conn, &iop.Envelope{Body: &iop.Envelope_NodeConfigRefreshRequest{
 		NodeConfigRefreshRequest: &iop.NodeConfigRefreshRequest{Config: payload},
 	}})

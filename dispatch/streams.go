@@ -506,9 +506,14 @@ func nodeCommandOn(ctx context.Context, conn *nodewire.Conn, typ string) (*iop.N
 	return resp, nil
 }
 
+// terminateSendTimeout bounds sending TERMINATE_SESSION to one node.
+const terminateSendTimeout = 5 * time.Second
+
 // TerminateSession sends CancelRequest(TERMINATE_SESSION) to every ready
 // node (a session's processes live on whichever node served it) and reports
-// how many nodes it reached.
+// how many nodes it reached. The nodes are asked at once, each send bounded
+// by terminateSendTimeout and by ctx: a node that stopped reading holds
+// neither the others nor the caller past ctx.
 func (d *Dispatcher) TerminateSession(ctx context.Context, sessionID string) (int, error) {
 	d.mu.Lock()
 	var conns []*nodewire.Conn
@@ -518,24 +523,46 @@ func (d *Dispatcher) TerminateSession(ctx context.Context, sessionID string) (in
 		}
 	}
 	d.mu.Unlock()
+	errs := make([]error, len(conns))
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Add(1)
+		// Owner: this call, which waits for it; ends when the send does,
+		// bounded by terminateSendTimeout and ctx.
+		go func() {
+			defer wg.Done()
+			errs[i] = terminateOn(ctx, c, sessionID)
+		}()
+	}
+	wg.Wait()
 	reached := 0
-	var errs []error
-	for _, c := range conns {
-		st, err := c.OpenStream(ctx)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%w: %w", ErrNodeLost, err))
-			continue
+	for _, err := range errs {
+		if err == nil {
+			reached++
 		}
-		_ = st.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		err = st.Send(&iop.Envelope{Body: &iop.Envelope_CancelRequest{CancelRequest: &iop.CancelRequest{
-			Kind: iop.CancelKind_CANCEL_KIND_TERMINATE_SESSION, SessionId: sessionID, Reason: "admin",
-		}}})
-		st.Abort()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%w: %w", ErrNodeLost, err))
-			continue
-		}
-		reached++
 	}
 	return reached, errors.Join(errs...)
+}
+
+// terminateOn sends TERMINATE_SESSION for sessionID on one node's session.
+func terminateOn(ctx context.Context, c *nodewire.Conn, sessionID string) error {
+	st, err := c.OpenStream(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNodeLost, err)
+	}
+	defer st.Abort()
+	ctxDeadline := earliest(time.Time{}, ctx)
+	_ = st.SetWriteDeadline(earliest(time.Now().Add(terminateSendTimeout), ctx))
+	stop := context.AfterFunc(ctx, func() { _ = st.SetWriteDeadline(time.Now()) })
+	defer stop()
+	err = st.Send(&iop.Envelope{Body: &iop.Envelope_CancelRequest{CancelRequest: &iop.CancelRequest{
+		Kind: iop.CancelKind_CANCEL_KIND_TERMINATE_SESSION, SessionId: sessionID, Reason: "admin",
+	}}})
+	if err != nil {
+		if cerr := ctxErr(ctx, ctxDeadline, err); cerr != nil {
+			return fmt.Errorf("dispatch: send terminate: %w", cerr)
+		}
+		return fmt.Errorf("%w: %w", ErrNodeLost, err)
+	}
+	return nil
 }
