@@ -396,9 +396,13 @@ func (t *tunnelExchange) head() bool {
 		return false
 	}
 	t.status = first
+	// The first Content-Type, the one copyHeaders relays; a media type's
+	// name is case-insensitive.
 	for _, hd := range first.GetHeaders() {
-		if http.CanonicalHeaderKey(hd.GetName()) == "Content-Type" && strings.HasPrefix(hd.GetValue(), "text/event-stream") {
-			t.sse = true
+		if strings.EqualFold(hd.GetName(), "Content-Type") {
+			v := hd.GetValue()
+			t.sse = len(v) >= len(sseType) && strings.EqualFold(v[:len(sseType)], sseType)
+			break
 		}
 	}
 	if !t.sse && retryableStatus(int(first.GetStatusCode())) && t.s.failover(c, t.k, t.lease, failoverUnavailable) {
@@ -487,6 +491,11 @@ func (t *tunnelExchange) copyHeaders() {
 			continue
 		}
 		if nominated != nil && httpguts.HeaderValuesContainsToken(nominated, name) {
+			continue
+		}
+		if name == "Content-Type" && h[name] != nil {
+			// A singleton field (RFC 9110 §8.3): the first one is what
+			// head judged the answer by.
 			continue
 		}
 		h.Add(name, hd.GetValue())
@@ -703,6 +712,9 @@ func (t *tunnelExchange) idleTimedOut() dispatch.ReleaseReason {
 func (s *Server) logMetadata(in *reqInfo, f *iop.ProviderTunnelFrame) {
 	s.log.Debug("tunnel metadata", zap.String("request_id", in.requestID), zap.Any("metadata", f.GetMetadata()))
 }
+
+// sseType is the media type of an event stream.
+const sseType = "text/event-stream"
 
 var sseDone = []byte("data: [DONE]")
 
