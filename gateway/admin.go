@@ -172,6 +172,13 @@ func orEmpty(b []byte) []byte {
 }
 
 func (s *Server) adminTerminate(c *gin.Context) {
+	// Only an id a request could have named (X-IOP-Session-Id's rule): any
+	// other cannot be a session, and one that is not UTF-8 cannot even be
+	// sent (it failed to encode, reported as every node lost).
+	if id := c.Param("session_id"); id == "" || !validSessionID(id) {
+		writeError(c, openaiapi.InvalidRequest("The session id must be 1 to 256 printable UTF-8 characters.", ""))
+		return
+	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), adminTimeout)
 	defer cancel()
 	n, err := s.d.TerminateSession(ctx, c.Param("session_id"))

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/iop-gateway/iop/internal/stack"
@@ -27,5 +28,24 @@ func TestAdminTerminateReachingNoNodeIsNotACancellation(t *testing.T) {
 	}
 	if got := cancellations(t, s.Edge, "admin"); got != 0 {
 		t.Fatalf("iop_cancellations_total{admin} = %v, want 0 (no node was reached)", got)
+	}
+}
+
+// A session id no request could have named (not UTF-8, control
+// characters, longer than X-IOP-Session-Id allows) is refused with a 400
+// before any node is asked: sent on, it failed to encode, and the answer
+// said node_lost of nodes that were fine.
+func TestAdminTerminateRefusesInvalidSessionID(t *testing.T) {
+	s := adminStack(t)
+	for _, id := range []string{"%FF%FE", "a%00b", "x%0Ay", strings.Repeat("s", 257)} {
+		r := admin(t, s, http.MethodPost, "/admin/sessions/"+id+"/terminate")
+		assertError(t, r, http.StatusBadRequest, "invalid_request")
+	}
+	if got := cancellations(t, s.Edge, "admin"); got != 0 {
+		t.Fatalf("iop_cancellations_total{admin} = %v, want 0", got)
+	}
+	r := admin(t, s, http.MethodPost, "/admin/sessions/"+strings.Repeat("s", 256)+"/terminate")
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"nodes_reached":1`) {
+		t.Fatalf("a valid id: %d %s", r.Status, r.Body)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/gateway/openaiapi"
+	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -87,6 +88,8 @@ const (
 const (
 	msgNoAnswer = "The provider did not answer in time."
 	msgIdle     = "The provider stopped sending for longer than the stream idle timeout."
+	// msgOutOfOrder: the node broke the tunnel's frame order.
+	msgOutOfOrder = "The provider answered out of order."
 )
 
 // maxHeldBody bounds the whole (non-streamed) answer the relay holds until
@@ -383,20 +386,23 @@ func (t *tunnelExchange) head() bool {
 			}
 			writeError(c, openaiapi.FromRunError(first.GetError()))
 		} else {
-			writeError(c, openaiapi.UpstreamError("The provider answered out of order."))
+			writeError(c, openaiapi.UpstreamError(msgOutOfOrder))
 		}
 		return false
 	}
 	if problem := checkHead(first); problem != "" {
-		t.s.log.Warn("tunnel answer refused", zap.String("request_id", t.in.requestID), zap.String("node_id", t.lease.NodeID),
-			zap.String("provider", t.lease.ProviderID), zap.String("problem", problem))
+		t.refused(problem)
 		writeError(c, openaiapi.UpstreamError("The provider's answer could not be relayed ("+problem+")."))
 		return false
 	}
 	t.status = first
+	// The first Content-Type, the one copyHeaders relays; a media type's
+	// name is case-insensitive.
 	for _, hd := range first.GetHeaders() {
-		if http.CanonicalHeaderKey(hd.GetName()) == "Content-Type" && strings.HasPrefix(hd.GetValue(), "text/event-stream") {
-			t.sse = true
+		if strings.EqualFold(hd.GetName(), "Content-Type") {
+			v := hd.GetValue()
+			t.sse = len(v) >= len(sseType) && strings.EqualFold(v[:len(sseType)], sseType)
+			break
 		}
 	}
 	if !t.sse && retryableStatus(int(first.GetStatusCode())) && t.s.failover(c, t.k, t.lease, failoverUnavailable) {
@@ -412,6 +418,15 @@ func (t *tunnelExchange) head() bool {
 		t.k.answered()
 	}
 	return true
+}
+
+// refused logs why the node's answer is not relayed (apart from head and
+// frame, whose frames its fields would otherwise enlarge).
+//
+//go:noinline
+func (t *tunnelExchange) refused(problem string) {
+	t.s.log.Warn("tunnel answer refused", zap.String("request_id", t.in.requestID), zap.String("node_id", t.lease.NodeID),
+		zap.String("provider", t.lease.ProviderID), zap.String("problem", problem))
 }
 
 // checkHead names what makes a status frame unfit to relay, or "".
@@ -476,6 +491,11 @@ func (t *tunnelExchange) copyHeaders() {
 			continue
 		}
 		if nominated != nil && httpguts.HeaderValuesContainsToken(nominated, name) {
+			continue
+		}
+		if name == "Content-Type" && h[name] != nil {
+			// A singleton field (RFC 9110 §8.3): the first one is what
+			// head judged the answer by.
 			continue
 		}
 		h.Add(name, hd.GetValue())
@@ -576,9 +596,20 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 		return dispatch.ReasonCompleted, true
 	case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR:
 		return t.failed(errTunnel(f.GetError())), true
+	case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_STATUS:
+		// First and exactly once (runtime.proto): a second one starts
+		// another answer (a node that retried after part of the first),
+		// which joined to the first would reach the client as one.
+		t.refused("second status frame")
+		return t.failed(errOutOfOrder), true
 	}
 	return "", false
 }
+
+// errOutOfOrder fails a tunnel whose node sent a frame the protocol does
+// not allow where it came. Not a reason to fail over: the node is broken,
+// not the backend busy, and its answer is not to be trusted either way.
+var errOutOfOrder = fmt.Errorf("gateway: tunnel frame out of order: %w", nodewire.ErrProtocol)
 
 // writeHeld answers with the whole held response once its END arrived. An
 // error answer is normalized to the OpenAI envelope (upstream 401/403
@@ -638,11 +669,15 @@ func (t *tunnelExchange) failed(err error) dispatch.ReleaseReason {
 	}
 	if t.hold {
 		// Nothing was written yet: another candidate may still answer.
-		if t.s.failoverErr(t.c, t.k, t.lease, &t.cs, err) {
+		if !errors.Is(err, errOutOfOrder) && t.s.failoverErr(t.c, t.k, t.lease, &t.cs, err) {
 			return dispatch.ReasonError
 		}
 		// A cut body is a 502, never a truncated reply.
-		if t.cs.get() == "" {
+		switch {
+		case t.cs.get() != "":
+		case errors.Is(err, errOutOfOrder):
+			err = openaiapi.UpstreamError(msgOutOfOrder)
+		default:
 			err = openaiapi.UpstreamError("The provider's answer ended before it was complete.")
 		}
 		return t.s.failedBeforeFirstByte(t.c, &t.cs, err, t.model)
@@ -677,6 +712,9 @@ func (t *tunnelExchange) idleTimedOut() dispatch.ReleaseReason {
 func (s *Server) logMetadata(in *reqInfo, f *iop.ProviderTunnelFrame) {
 	s.log.Debug("tunnel metadata", zap.String("request_id", in.requestID), zap.Any("metadata", f.GetMetadata()))
 }
+
+// sseType is the media type of an event stream.
+const sseType = "text/event-stream"
 
 var sseDone = []byte("data: [DONE]")
 
