@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/iop-gateway/iop/internal/testcert"
+	"github.com/iop-gateway/iop/internal/testproc"
 )
 
 // A SIGTERM that arrives while the edge is still starting (here: reading
@@ -22,9 +23,6 @@ func TestSIGTERMDuringStartExits0(t *testing.T) {
 	bin := buildEdge(t)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := syscall.Mkfifo(certFile, 0o600); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
 	issuedCert, issuedKey := testcert.NewCA(t, t.TempDir(), "edge").Issue(t, "edge", true)
 	testcert.InstallAt(t, keyFile, issuedKey, time.Now())
 	certPEM, err := os.ReadFile(issuedCert)
@@ -39,19 +37,8 @@ func TestSIGTERMDuringStartExits0(t *testing.T) {
 	var out syncBuffer
 	cmd := exec.Command(bin, "--config", cfgFile)
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	// Owner: the test; ends when the process exits (killed on failure).
-	go func() { done <- cmd.Wait() }()
-	// Opening the FIFO for writing returns once the edge has opened it for
-	// reading: it is mid-start-up, past where it takes its signals.
-	w, err := os.OpenFile(certFile, os.O_WRONLY, 0)
-	if err != nil {
-		_ = cmd.Process.Kill()
-		t.Fatal(err)
-	}
+	// Held while it reads its certificate: past where it takes its signals.
+	w, done := testproc.HoldStart(t, cmd, certFile)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/iop-gateway/iop/internal/testcert"
+	"github.com/iop-gateway/iop/internal/testproc"
 )
 
 // caPEM is a throwaway CA certificate, in PEM.
@@ -28,28 +29,14 @@ func caPEM(t *testing.T) []byte {
 func TestSIGTERMDuringStartExit0(t *testing.T) {
 	dir := t.TempDir()
 	ca := filepath.Join(dir, "ca.pem")
-	if err := syscall.Mkfifo(ca, 0o600); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
 	cfg := writeConfig(t, "edge:\n  address: "+closedAddr(t)+"\n  tls:\n    enabled: true\n    ca_file: "+ca+
 		"\nnode:\n  id: n1\n  token: tok\nreconnect:\n  interval_sec: 0.05\n  max_attempts: 0\n"+
 		"store_dir: "+dir+"/store\nworkspace_root: "+dir+"/ws\n")
 	cmd := exec.Command(binary, "--config", cfg)
 	var out safeBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	// Owner: the test; ends when the process exits (killed on failure).
-	go func() { done <- cmd.Wait() }()
-	// Opening the FIFO for writing returns once the node has opened it for
-	// reading: it is mid-start-up, past where it takes its signals.
-	w, err := os.OpenFile(ca, os.O_WRONLY, 0)
-	if err != nil {
-		_ = cmd.Process.Kill()
-		t.Fatal(err)
-	}
+	// Held while it reads its CA file: past where it takes its signals.
+	w, done := testproc.HoldStart(t, cmd, ca)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -71,23 +58,10 @@ func TestSIGTERMDuringStartExit0(t *testing.T) {
 func TestSecondSignalKillsHungStart(t *testing.T) {
 	dir := t.TempDir()
 	ca := filepath.Join(dir, "ca.pem")
-	if err := syscall.Mkfifo(ca, 0o600); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
 	cfg := writeConfig(t, "edge:\n  address: "+closedAddr(t)+"\n  tls:\n    enabled: true\n    ca_file: "+ca+
 		"\nnode:\n  id: n1\n  token: tok\nstore_dir: "+dir+"/store\nworkspace_root: "+dir+"/ws\n")
 	cmd := exec.Command(binary, "--config", cfg)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	// Owner: the test; ends when the process exits (killed on failure).
-	go func() { done <- cmd.Wait() }()
-	w, err := os.OpenFile(ca, os.O_WRONLY, 0) // held open, never written
-	if err != nil {
-		_ = cmd.Process.Kill()
-		t.Fatal(err)
-	}
+	w, done := testproc.HoldStart(t, cmd, ca) // held open, never written
 	defer w.Close()
 	// Signals until the process is gone: the first is taken for a clean
 	// stop, a later one (once the first was handled) kills.
