@@ -35,6 +35,12 @@ func TestStreamErrorEventKeepsItsStatus(t *testing.T) {
 			adapter.CodeUpstream, 0},
 		{"openai string code", `data: {"error":{"message":"The server had an error","type":"server_error","param":null,"code":"server_error"}}` + "\n\n",
 			adapter.CodeUpstream, 0},
+		{"litellm string 400", `data: {"error":{"message":"bad prompt","type":"invalid_request_error","param":null,"code":"400"}}` + "\n\n",
+			adapter.CodeInvalidRequest, http.StatusBadRequest},
+		{"litellm string 429", `data: {"error":{"message":"Rate limit reached","type":"throttling_error","param":null,"code":"429"}}` + "\n\n",
+			adapter.CodeUpstream, http.StatusTooManyRequests},
+		{"string not three digits", `data: {"error":{"message":"x","type":"x","code":"0400"}}` + "\n\n",
+			adapter.CodeUpstream, 0},
 		{"code out of range", `data: {"error":{"message":"x","type":"BadRequestError","code":99999999999999999999}}` + "\n\n",
 			adapter.CodeUpstream, 0},
 	}

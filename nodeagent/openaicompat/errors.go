@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -164,7 +165,7 @@ var errErrorEvent = errors.New("openaicompat: error event in upstream answer")
 // longer than max_model_len). A 4xx code is taken as that status, so the
 // run fails as the same error answered up front would (invalid_request for
 // a 400: not retried on another provider, not a 502 that SDKs retry). Any
-// other code (5xx, OpenAI's strings, none) leaves an upstream failure.
+// other code (5xx, OpenAI's word codes, none) leaves an upstream failure.
 func errorEvent(data []byte) *adapter.Error {
 	ue := parseUpstreamError(0, data)
 	if s := errorEventStatus(data); s >= 400 && s < 500 {
@@ -176,9 +177,9 @@ func errorEvent(data []byte) *adapter.Error {
 	return &adapter.Error{Code: adapter.CodeUpstream, Message: ue.message, Err: errErrorEvent}
 }
 
-// errorEventStatus returns the integer "code" of an error object, in
+// errorEventStatus returns the status "code" of an error object, in
 // vLLM's shapes ({"error":{"code":400,…}}, before 0.10
-// {"object":"error","code":400,…}), or 0.
+// {"object":"error","code":400,…}) or a proxy's ("code":"400"), or 0.
 func errorEventStatus(data []byte) int {
 	var doc struct {
 		Code  json.RawMessage `json:"code"`
@@ -195,10 +196,27 @@ func errorEventStatus(data []byte) int {
 		code = inner.Code
 	}
 	var n int
-	if json.Unmarshal(code, &n) != nil {
-		return 0 // a string, a fraction, out of range
+	if json.Unmarshal(code, &n) == nil {
+		return n
 	}
-	return n
+	// Proxies in front of vLLM (LiteLLM) write the status as a string,
+	// "429"; exactly three digits, so OpenAI's word codes, "+400" and
+	// "0400" stay codes, not statuses.
+	var str string
+	if json.Unmarshal(code, &str) == nil && len(str) == 3 && isDigits(str) {
+		n, _ = strconv.Atoi(str)
+		return n
+	}
+	return 0 // another string, a fraction, out of range
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // transportError classifies a failure to talk to the upstream at all.
