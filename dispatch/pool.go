@@ -250,6 +250,7 @@ type waiter struct {
 	member  string   // its place in the cluster's wait set ("" without a ledger)
 	prio    int      // Request.Priority
 	seq     uint64   // arrival order across all models
+	arrived time.Time
 	// key orders waiters (lowest first): arrival time since the
 	// dispatcher started, less Priority × PriorityStep; ties by seq.
 	key   int64
@@ -352,7 +353,7 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		return nil, fmt.Errorf("%w: model %s", ErrQueueFull, req.Model)
 	}
 	d.waiterSeq++
-	w := &waiter{model: m, long: long, tunnel: tunnel, session: req.SessionID, hashes: hashes, seq: d.waiterSeq, prio: req.Priority, result: make(chan waitResult, 1),
+	w := &waiter{model: m, long: long, tunnel: tunnel, session: req.SessionID, hashes: hashes, seq: d.waiterSeq, arrived: start, prio: req.Priority, result: make(chan waitResult, 1),
 		key: int64(start.Sub(d.epoch)) - int64(req.Priority)*int64(PriorityStep)}
 	w.qelem = insertWaiter(m.queues[queueOf(long, tunnel)], w)
 	m.pending++

@@ -265,7 +265,7 @@ func (d *Dispatcher) handOn(h handOn) {
 	r, w := h.r, h.w
 	kind := queueOf(w.long, w.tunnel)
 	out, err := d.ledger.Take(d.ctx, r.ledgerKey, h.capacity, h.longCapacity, w.long, h.id,
-		cluster.WaitKey(w.model.name, kind), w.member, time.Duration(w.prio)*PriorityStep)
+		cluster.WaitKey(w.model.name, kind), w.member, time.Duration(w.prio)*PriorityStep, time.Since(w.arrived))
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	w.granting = false
@@ -361,7 +361,7 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 	capacity, longCapacity := r.spec.Capacity, r.spec.LongCapacity
 	d.mu.Unlock()
 	out, err := d.ledger.Take(d.ctx, r.ledgerKey, capacity, longCapacity, long, id,
-		cluster.WaitKey(m.name, kind), "", time.Duration(req.Priority)*PriorityStep)
+		cluster.WaitKey(m.name, kind), "", time.Duration(req.Priority)*PriorityStep, 0)
 	d.mu.Lock()
 	// The reservation counts only while the generation it was made in
 	// lives (activation resets the counts).
