@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -88,8 +89,28 @@ func (l *Ledger) NewLeaseID() string {
 	return l.cfg.EdgeID + "/" + strconv.FormatUint(l.seq.Add(1), 10)
 }
 
-// Key is the ledger key of a resource.
-func Key(node, provider string) string { return keyPrefix + node + "/" + provider }
+// Key is the ledger key of a resource. Node ids and provider names are
+// free text, so the parts that would make two resources' keys (or one's
+// key and another's long set, <key>:long) the same are escaped: '%' and,
+// in the node id, '/' (node "a/b" with provider "c" against node "a" with
+// "b/c"); in a provider name ending in ":long", its ':' (provider "p:long"
+// against p's long set). Other names keep their plain key, the one edges
+// of earlier versions use.
+func Key(node, provider string) string {
+	node = keyEscaper.Replace(node)
+	if strings.HasSuffix(provider, ":long") {
+		provider = longEscaper.Replace(provider)
+	} else {
+		provider = percentEscaper.Replace(provider)
+	}
+	return keyPrefix + node + "/" + provider
+}
+
+var (
+	keyEscaper     = strings.NewReplacer("%", "%25", "/", "%2F")
+	longEscaper    = strings.NewReplacer("%", "%25", ":", "%3A")
+	percentEscaper = strings.NewReplacer("%", "%25")
+)
 
 //go:embed take.lua
 var takeSrc string
