@@ -81,9 +81,15 @@ func (r *resource) setSpec(ps *config.ProviderSpec) {
 
 // fits reports whether the resource has a slot for a request now.
 func (r *resource) fits(long bool) bool {
-	if r.remoteFull {
-		return false // the cluster's other edges hold its slots
-	}
+	// remoteFull: the cluster's other edges hold its slots.
+	return !r.remoteFull && r.fitsHere(long)
+}
+
+// fitsHere is fits as far as this edge's own state goes. A grant whose
+// ledger take answered Taken checks this: the ledger counted its lease,
+// so a Full answered to another grant during the same round trip (which
+// set remoteFull) does not undo it.
+func (r *resource) fitsHere(long bool) bool {
 	if !r.live || !r.referenced || r.health == iop.HealthState_HEALTH_STATE_OFFLINE || r.inFlight >= r.spec.Capacity || r.dying() {
 		return false
 	}

@@ -304,7 +304,7 @@ func (d *Dispatcher) handOn(h handOn) {
 		w.racedFull = 0
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
 		return
-	case c == nil || !r.fits(w.long) || !r.serves(w.tunnel):
+	case c == nil || !r.fitsHere(w.long) || !r.serves(w.tunnel):
 		// The waiter gave up (or was failed), or the resource changed
 		// (a new generation, whose activation passed the waiter over
 		// while it was being granted): the ledger slot goes back and the
@@ -397,7 +397,7 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 	case out == cluster.Full:
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
 		return nil, nil
-	case same == nil || !r.fits(long) || !r.serves(req.NeedsTunnel):
+	case same == nil || !r.fitsHere(long) || !r.serves(req.NeedsTunnel):
 		d.returnLocked(r, id)
 		return nil, errRetryPick
 	}
