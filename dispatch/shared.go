@@ -285,6 +285,7 @@ func (d *Dispatcher) handOn(h handOn) {
 	case errors.Is(err, cluster.ErrWrongType):
 		w.racedFull = 0
 		d.wrongTypeLocked(r, err)
+		d.offerOthersLocked(w, r)
 		return
 	case err != nil:
 		if d.ctx.Err() == nil {
@@ -292,6 +293,7 @@ func (d *Dispatcher) handOn(h handOn) {
 			r.ledgerRetry = true
 			d.returnLostTakeLocked(r, h.id)
 			d.log.Debug("queued grant deferred", zap.Error(err))
+			d.offerOthersLocked(w, r) // marked for the retry tick
 		}
 		return
 	case out == cluster.Full && r.wakes != h.wakes && w.racedFull < maxRacedFull:
@@ -303,6 +305,10 @@ func (d *Dispatcher) handOn(h handOn) {
 	case out != cluster.Taken:
 		w.racedFull = 0
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
+		if out == cluster.Full {
+			// (After a Yield the other providers would yield alike.)
+			d.offerOthersLocked(w, r)
+		}
 		return
 	case c == nil || !r.fitsHere(w.long) || !r.serves(w.tunnel):
 		// The waiter gave up (or was failed), or the resource changed
@@ -315,11 +321,30 @@ func (d *Dispatcher) handOn(h handOn) {
 		if w.qelem == nil || d.models[w.model.name] == w.model {
 			d.pumpLocked(r)
 		}
+		d.offerOthersLocked(w, r)
 		return
 	}
 	l := d.grantLocked(w.model, c, w.long, w.session, w.hashes, h.id)
 	d.removeWaiterLocked(w)
 	w.result <- waitResult{lease: l}
+}
+
+// offerOthersLocked pumps the providers of w's model other than r, after a
+// hand-on of r to w ended without a lease while w still waits: a provider
+// freed during the round trip passed w over (it was being granted), and
+// nothing else may wake it again (its announcement is spent, it was not
+// marked full), which would leave w queued beside a free slot until its
+// timeout. Each pump hands the slot to the oldest waiter that fits, w or
+// another.
+func (d *Dispatcher) offerOthersLocked(w *waiter, r *resource) {
+	if w.qelem == nil || d.models[w.model.name] != w.model {
+		return
+	}
+	for i := range w.model.cands {
+		if o := w.model.cands[i].res; o != r && o.fits(w.long) && o.serves(w.tunnel) {
+			d.pumpLocked(o)
+		}
+	}
 }
 
 // errRetryPick: the resource changed while its ledger slot was being

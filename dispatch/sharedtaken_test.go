@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/dispatch/cluster"
 	"github.com/iop-gateway/iop/internal/testredis"
 )
@@ -23,27 +24,11 @@ func TestClusterTakenSlotKeptWhenAConcurrentFullMarkedTheProvider(t *testing.T) 
 	rs := testredis.Start(t)
 	cfg := buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 2}}}},
 		[]tModel{{name: "m", cands: []string{"n/p"}}})
-	// A Redis timeout longer than the pause below.
-	led := cluster.Open(cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: 2 * waitDeadline, EdgeID: "e1"})
-	f := &fixture{t: t, reg: prometheus.NewRegistry(), bus: &recBus{}}
-	f.d = New(cfg, Options{Bus: f.bus, Metrics: NewMetrics(f.reg), Ledger: led, LedgerTTL: time.Minute})
-	t.Cleanup(func() {
-		f.d.Close()
-		f.wg.Wait()
-		_ = led.Close()
-	})
+	f := patientClusterFixture(t, cfg, rs)
 	f.up("n")
-	f.d.mu.Lock()
-	r := f.d.resources[resKey{"n", "p"}]
-	f.d.mu.Unlock()
+	r := f.res("n", "p")
 
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
-	// Writes (scripts included) wait until the UNPAUSE below: the take
-	// stays in flight.
-	if err := rdb.Do(context.Background(), "CLIENT", "PAUSE", int(waitDeadline/time.Millisecond), "WRITE").Err(); err != nil {
-		t.Fatal(err)
-	}
+	rdb := pauseWrites(t, rs) // the take stays in flight
 	ch := f.acquireAsync(context.Background(), Request{Model: "m", NoWait: true})
 	waitFor(t, "the take in flight", func() bool {
 		f.d.mu.Lock()
@@ -54,12 +39,51 @@ func TestClusterTakenSlotKeptWhenAConcurrentFullMarkedTheProvider(t *testing.T) 
 	f.d.mu.Lock()
 	r.remoteFull, r.remoteFullUntil = true, time.Now().Add(time.Hour)
 	f.d.mu.Unlock()
-	if err := rdb.Do(context.Background(), "CLIENT", "UNPAUSE").Err(); err != nil {
-		t.Fatal(err)
-	}
+	unpause(t, rdb)
 	res := recv(t, ch)
 	if res.err != nil {
 		t.Fatalf("the slot the ledger granted: %v", res.err)
 	}
 	res.l.Release(ReasonCompleted)
+}
+
+// patientClusterFixture is newClusterFixture with a Redis timeout longer
+// than the pauses of pauseWrites (and a TTL of a minute).
+func patientClusterFixture(t *testing.T, cfg *config.Edge, rs *testredis.Server) *fixture {
+	t.Helper()
+	led := cluster.Open(cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: 2 * waitDeadline, EdgeID: "e1"})
+	f := &fixture{t: t, reg: prometheus.NewRegistry(), bus: &recBus{}}
+	f.d = New(cfg, Options{Bus: f.bus, Metrics: NewMetrics(f.reg), Ledger: led, LedgerTTL: time.Minute})
+	t.Cleanup(func() {
+		f.d.Close()
+		f.wg.Wait()
+		_ = led.Close()
+	})
+	return f
+}
+
+// res is the dispatcher's resource of node's provider.
+func (f *fixture) res(node, provider string) *resource {
+	f.d.mu.Lock()
+	defer f.d.mu.Unlock()
+	return f.d.resources[resKey{node, provider}]
+}
+
+// pauseWrites makes rs hold every write (scripts included) until unpause
+// with the client it returns (closed at cleanup), or waitDeadline.
+func pauseWrites(t *testing.T, rs *testredis.Server) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.Do(context.Background(), "CLIENT", "PAUSE", int(waitDeadline/time.Millisecond), "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	return rdb
+}
+
+func unpause(t *testing.T, rdb *redis.Client) {
+	t.Helper()
+	if err := rdb.Do(context.Background(), "CLIENT", "UNPAUSE").Err(); err != nil {
+		t.Fatal(err)
+	}
 }
