@@ -81,9 +81,15 @@ func (r *resource) setSpec(ps *config.ProviderSpec) {
 
 // fits reports whether the resource has a slot for a request now.
 func (r *resource) fits(long bool) bool {
-	if r.remoteFull {
-		return false // the cluster's other edges hold its slots
-	}
+	// remoteFull: the cluster's other edges hold its slots.
+	return !r.remoteFull && r.fitsHere(long)
+}
+
+// fitsHere is fits as far as this edge's own state goes. A grant whose
+// ledger take answered Taken checks this: the ledger counted its lease,
+// so a Full answered to another grant during the same round trip (which
+// set remoteFull) does not undo it.
+func (r *resource) fitsHere(long bool) bool {
 	if !r.live || !r.referenced || r.health == iop.HealthState_HEALTH_STATE_OFFLINE || r.inFlight >= r.spec.Capacity || r.dying() {
 		return false
 	}
@@ -250,6 +256,7 @@ type waiter struct {
 	member  string   // its place in the cluster's wait set ("" without a ledger)
 	prio    int      // Request.Priority
 	seq     uint64   // arrival order across all models
+	arrived time.Time
 	// key orders waiters (lowest first): arrival time since the
 	// dispatcher started, less Priority × PriorityStep; ties by seq.
 	key   int64
@@ -352,7 +359,7 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		return nil, fmt.Errorf("%w: model %s", ErrQueueFull, req.Model)
 	}
 	d.waiterSeq++
-	w := &waiter{model: m, long: long, tunnel: tunnel, session: req.SessionID, hashes: hashes, seq: d.waiterSeq, prio: req.Priority, result: make(chan waitResult, 1),
+	w := &waiter{model: m, long: long, tunnel: tunnel, session: req.SessionID, hashes: hashes, seq: d.waiterSeq, arrived: start, prio: req.Priority, result: make(chan waitResult, 1),
 		key: int64(start.Sub(d.epoch)) - int64(req.Priority)*int64(PriorityStep)}
 	w.qelem = insertWaiter(m.queues[queueOf(long, tunnel)], w)
 	m.pending++

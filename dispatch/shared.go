@@ -265,7 +265,7 @@ func (d *Dispatcher) handOn(h handOn) {
 	r, w := h.r, h.w
 	kind := queueOf(w.long, w.tunnel)
 	out, err := d.ledger.Take(d.ctx, r.ledgerKey, h.capacity, h.longCapacity, w.long, h.id,
-		cluster.WaitKey(w.model.name, kind), w.member, time.Duration(w.prio)*PriorityStep)
+		cluster.WaitKey(w.model.name, kind), w.member, time.Duration(w.prio)*PriorityStep, time.Since(w.arrived))
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	w.granting = false
@@ -285,6 +285,7 @@ func (d *Dispatcher) handOn(h handOn) {
 	case errors.Is(err, cluster.ErrWrongType):
 		w.racedFull = 0
 		d.wrongTypeLocked(r, err)
+		d.offerOthersLocked(w, r)
 		return
 	case err != nil:
 		if d.ctx.Err() == nil {
@@ -292,6 +293,7 @@ func (d *Dispatcher) handOn(h handOn) {
 			r.ledgerRetry = true
 			d.returnLostTakeLocked(r, h.id)
 			d.log.Debug("queued grant deferred", zap.Error(err))
+			d.offerOthersLocked(w, r) // marked for the retry tick
 		}
 		return
 	case out == cluster.Full && r.wakes != h.wakes && w.racedFull < maxRacedFull:
@@ -303,8 +305,12 @@ func (d *Dispatcher) handOn(h handOn) {
 	case out != cluster.Taken:
 		w.racedFull = 0
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
+		if out == cluster.Full {
+			// (After a Yield the other providers would yield alike.)
+			d.offerOthersLocked(w, r)
+		}
 		return
-	case c == nil || !r.fits(w.long) || !r.serves(w.tunnel):
+	case c == nil || !r.fitsHere(w.long) || !r.serves(w.tunnel):
 		// The waiter gave up (or was failed), or the resource changed
 		// (a new generation, whose activation passed the waiter over
 		// while it was being granted): the ledger slot goes back and the
@@ -315,11 +321,30 @@ func (d *Dispatcher) handOn(h handOn) {
 		if w.qelem == nil || d.models[w.model.name] == w.model {
 			d.pumpLocked(r)
 		}
+		d.offerOthersLocked(w, r)
 		return
 	}
 	l := d.grantLocked(w.model, c, w.long, w.session, w.hashes, h.id)
 	d.removeWaiterLocked(w)
 	w.result <- waitResult{lease: l}
+}
+
+// offerOthersLocked pumps the providers of w's model other than r, after a
+// hand-on of r to w ended without a lease while w still waits: a provider
+// freed during the round trip passed w over (it was being granted), and
+// nothing else may wake it again (its announcement is spent, it was not
+// marked full), which would leave w queued beside a free slot until its
+// timeout. Each pump hands the slot to the oldest waiter that fits, w or
+// another.
+func (d *Dispatcher) offerOthersLocked(w *waiter, r *resource) {
+	if w.qelem == nil || d.models[w.model.name] != w.model {
+		return
+	}
+	for i := range w.model.cands {
+		if o := w.model.cands[i].res; o != r && o.fits(w.long) && o.serves(w.tunnel) {
+			d.pumpLocked(o)
+		}
+	}
 }
 
 // errRetryPick: the resource changed while its ledger slot was being
@@ -361,7 +386,7 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 	capacity, longCapacity := r.spec.Capacity, r.spec.LongCapacity
 	d.mu.Unlock()
 	out, err := d.ledger.Take(d.ctx, r.ledgerKey, capacity, longCapacity, long, id,
-		cluster.WaitKey(m.name, kind), "", time.Duration(req.Priority)*PriorityStep)
+		cluster.WaitKey(m.name, kind), "", time.Duration(req.Priority)*PriorityStep, 0)
 	d.mu.Lock()
 	// The reservation counts only while the generation it was made in
 	// lives (activation resets the counts).
@@ -397,7 +422,7 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 	case out == cluster.Full:
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
 		return nil, nil
-	case same == nil || !r.fits(long) || !r.serves(req.NeedsTunnel):
+	case same == nil || !r.fitsHere(long) || !r.serves(req.NeedsTunnel):
 		d.returnLocked(r, id)
 		return nil, errRetryPick
 	}

@@ -28,14 +28,14 @@ func TestTakeDoesNotYieldToWaiterOfItsOwnEdge(t *testing.T) {
 	if err := a.Apply(ctx, []Update{{Kind: OpWait, Key: wait, ID: older}, {Kind: OpWait, Key: wait, ID: younger}}); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := a.Take(ctx, key, 4, 4, false, a.NewLeaseID(), wait, younger, 0); out != Taken || err != nil {
+	if out, err := a.Take(ctx, key, 4, 4, false, a.NewLeaseID(), wait, younger, 0, 0); out != Taken || err != nil {
 		t.Fatalf("a younger waiter of the same edge: %v %v, want Taken", out, err)
 	}
-	if out, err := a.Take(ctx, key, 4, 4, false, a.NewLeaseID(), wait, "", 0); out != Taken || err != nil {
+	if out, err := a.Take(ctx, key, 4, 4, false, a.NewLeaseID(), wait, "", 0, 0); out != Taken || err != nil {
 		t.Fatalf("a fresh request of the same edge: %v %v, want Taken", out, err)
 	}
 	// edge-a2's name extends edge-a's: still another edge.
-	if out, err := b.Take(ctx, key, 4, 4, false, b.NewLeaseID(), wait, "", 0); out != Yield || err != nil {
+	if out, err := b.Take(ctx, key, 4, 4, false, b.NewLeaseID(), wait, "", 0, 0); out != Yield || err != nil {
 		t.Fatalf("a fresh request of another edge: %v %v, want Yield", out, err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -88,8 +89,28 @@ func (l *Ledger) NewLeaseID() string {
 	return l.cfg.EdgeID + "/" + strconv.FormatUint(l.seq.Add(1), 10)
 }
 
-// Key is the ledger key of a resource.
-func Key(node, provider string) string { return keyPrefix + node + "/" + provider }
+// Key is the ledger key of a resource. Node ids and provider names are
+// free text, so the parts that would make two resources' keys (or one's
+// key and another's long set, <key>:long) the same are escaped: '%' and,
+// in the node id, '/' (node "a/b" with provider "c" against node "a" with
+// "b/c"); in a provider name ending in ":long", its ':' (provider "p:long"
+// against p's long set). Other names keep their plain key, the one edges
+// of earlier versions use.
+func Key(node, provider string) string {
+	node = keyEscaper.Replace(node)
+	if strings.HasSuffix(provider, ":long") {
+		provider = longEscaper.Replace(provider)
+	} else {
+		provider = percentEscaper.Replace(provider)
+	}
+	return keyPrefix + node + "/" + provider
+}
+
+var (
+	keyEscaper     = strings.NewReplacer("%", "%25", "/", "%2F")
+	longEscaper    = strings.NewReplacer("%", "%25", ":", "%3A")
+	percentEscaper = strings.NewReplacer("%", "%25")
+)
 
 //go:embed take.lua
 var takeSrc string
@@ -134,10 +155,16 @@ func clampShift(shift time.Duration) time.Duration { return min(max(shift, -MaxS
 // the cluster. waitKey and member name the request's model-and-kind wait
 // set and its own place in it ("" when it is not queued); waitKey ""
 // skips the fairness check. shift is a request's priority as time (it
-// counts as arriving that much earlier; see Wait). It fails with
+// counts as arriving that much earlier; see Wait). waited is how long a
+// queued request has waited on this edge (0 for a fresh one): its place
+// when member is not in the wait set, which keeps a waiter for
+// 10 × MaxYield only (a queue_timeout_sec is often longer) and may have
+// missed its registration; without it a waiter that has waited 25 s
+// would count as arriving now and yield to younger waiters of other
+// edges. It fails with
 // ErrUnavailable when Redis does not answer (the script may then have run
 // or not), and with ErrWrongType when one of the keys holds another type.
-func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity int, long bool, id, waitKey, member string, shift time.Duration) (Outcome, error) {
+func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity int, long bool, id, waitKey, member string, shift, waited time.Duration) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
 	isLong := "0"
@@ -146,7 +173,8 @@ func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity in
 	}
 	n, err := takeScript.Run(ctx, l.rdb, []string{key, key + ":long", waitKey},
 		l.cfg.TTL.Milliseconds(), capacity, longCapacity, isLong, id, member,
-		FairSlack.Milliseconds(), MaxYield.Milliseconds(), clampShift(shift).Milliseconds(), MaxShift.Milliseconds()).Int()
+		FairSlack.Milliseconds(), MaxYield.Milliseconds(), clampShift(shift).Milliseconds(), MaxShift.Milliseconds(),
+		max(waited, 0).Milliseconds()).Int()
 	if err != nil {
 		return Full, fmt.Errorf("%w: take: %w", ErrUnavailable, err)
 	}

@@ -38,7 +38,7 @@ func TestTakeNeverExceedsCapacity(t *testing.T) {
 				for i := range 40 {
 					isLong := (w+i)%5 == 0
 					id := l.NewLeaseID()
-					out, err := l.Take(context.Background(), key, capacity, longCap, isLong, id, "", "", 0)
+					out, err := l.Take(context.Background(), key, capacity, longCap, isLong, id, "", "", 0, 0)
 					if err != nil {
 						t.Error(err)
 						return
@@ -91,11 +91,11 @@ func TestLeaseExpiryRenewalAndUnavailable(t *testing.T) {
 		l  *Ledger
 		id string
 	}{{a, crashed}, {b, kept}} {
-		if out, err := tk.l.Take(ctx, key, 2, 2, false, tk.id, "", "", 0); out != Taken || err != nil {
+		if out, err := tk.l.Take(ctx, key, 2, 2, false, tk.id, "", "", 0, 0); out != Taken || err != nil {
 			t.Fatalf("take: %v %v", out, err)
 		}
 	}
-	if out, _ := b.Take(ctx, key, 2, 2, false, b.NewLeaseID(), "", "", 0); out == Taken {
+	if out, _ := b.Take(ctx, key, 2, 2, false, b.NewLeaseID(), "", "", 0, 0); out == Taken {
 		t.Fatal("a third lease on capacity 2")
 	}
 	// b renews its lease through two TTLs; a's (crashed) is never renewed.
@@ -109,15 +109,15 @@ func TestLeaseExpiryRenewalAndUnavailable(t *testing.T) {
 	if err != nil || held[key] != 1 {
 		t.Fatalf("after the TTL held %v, want only the renewed lease (%v)", held, err)
 	}
-	if out, err := b.Take(ctx, key, 2, 2, false, b.NewLeaseID(), "", "", 0); out != Taken || err != nil {
+	if out, err := b.Take(ctx, key, 2, 2, false, b.NewLeaseID(), "", "", 0, 0); out != Taken || err != nil {
 		t.Fatalf("the crashed edge's slot did not come back: %v %v", out, err)
 	}
 	rs.Stop()
-	if _, err := b.Take(ctx, key, 2, 2, false, b.NewLeaseID(), "", "", 0); !errors.Is(err, ErrUnavailable) {
+	if _, err := b.Take(ctx, key, 2, 2, false, b.NewLeaseID(), "", "", 0, 0); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("redis down: err = %v", err)
 	}
 	rs.Restart()
-	if out, err := b.Take(ctx, key, 2, 2, false, b.NewLeaseID(), "", "", 0); out != Taken || err != nil {
+	if out, err := b.Take(ctx, key, 2, 2, false, b.NewLeaseID(), "", "", 0, 0); out != Taken || err != nil {
 		t.Fatalf("after redis came back: %v %v", out, err)
 	}
 }
@@ -138,11 +138,11 @@ func TestTakeYieldsToOlderWaiterOfAnotherEdge(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(FairSlack + 50*time.Millisecond)
-	if out, err := b.Take(ctx, key, 1, 1, false, b.NewLeaseID(), wait, "", 0); out != Yield || err != nil {
+	if out, err := b.Take(ctx, key, 1, 1, false, b.NewLeaseID(), wait, "", 0, 0); out != Yield || err != nil {
 		t.Fatalf("a younger request of another edge: %v %v, want Yield", out, err)
 	}
 	id := a.NewLeaseID()
-	if out, err := a.Take(ctx, key, 1, 1, false, id, wait, old, 0); out != Taken || err != nil {
+	if out, err := a.Take(ctx, key, 1, 1, false, id, wait, old, 0, 0); out != Taken || err != nil {
 		t.Fatalf("the old waiter itself: %v %v, want Taken", out, err)
 	}
 	if err := a.Apply(ctx, []Update{{Kind: OpUnwait, Key: wait, ID: old}}); err != nil {
@@ -151,7 +151,7 @@ func TestTakeYieldsToOlderWaiterOfAnotherEdge(t *testing.T) {
 	if err := a.Apply(ctx, []Update{{Kind: OpReturn, Key: key, ID: id}}); err != nil {
 		t.Fatal(err)
 	}
-	if out, _ := b.Take(ctx, key, 1, 1, false, b.NewLeaseID(), wait, "", 0); out != Taken {
+	if out, _ := b.Take(ctx, key, 1, 1, false, b.NewLeaseID(), wait, "", 0, 0); out != Taken {
 		t.Fatalf("once the old waiter is served: %v, want Taken", out)
 	}
 
@@ -162,7 +162,7 @@ func TestTakeYieldsToOlderWaiterOfAnotherEdge(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(FairSlack + 50*time.Millisecond)
-	if out, _ := b.Take(ctx, key2, 1, 1, false, b.NewLeaseID(), wait, "", 0); out != Taken {
+	if out, _ := b.Take(ctx, key2, 1, 1, false, b.NewLeaseID(), wait, "", 0, 0); out != Taken {
 		t.Fatalf("behind a gone edge's waiter: %v, want Taken", out)
 	}
 }
@@ -178,7 +178,7 @@ func TestApplyInOrderAnnouncesEachKeyOnce(t *testing.T) {
 	var ids []string
 	for _, key := range []string{a, a, b} {
 		id := l.NewLeaseID()
-		if out, err := l.Take(ctx, key, 4, 4, true, id, "", "", 0); err != nil || out != Taken {
+		if out, err := l.Take(ctx, key, 4, 4, true, id, "", "", 0, 0); err != nil || out != Taken {
 			t.Fatalf("take: %v %v", out, err)
 		}
 		ids = append(ids, id)

@@ -27,10 +27,10 @@ func TestTakeYieldsToHigherPriorityWaiterOfAnotherEdge(t *testing.T) {
 	if err := a.Apply(ctx, []Update{{Kind: OpWait, Key: wait, ID: w}}); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := b.Take(ctx, key, 4, 4, false, b.NewLeaseID(), wait, "", 0); out != Yield || err != nil {
+	if out, err := b.Take(ctx, key, 4, 4, false, b.NewLeaseID(), wait, "", 0, 0); out != Yield || err != nil {
 		t.Fatalf("behind a waiter of higher priority on another edge: %v %v, want Yield", out, err)
 	}
-	if out, err := b.Take(ctx, key, 4, 4, false, b.NewLeaseID(), wait, "", 2*prio); out != Taken || err != nil {
+	if out, err := b.Take(ctx, key, 4, 4, false, b.NewLeaseID(), wait, "", 2*prio, 0); out != Taken || err != nil {
 		t.Fatalf("a request of higher priority still: %v %v, want Taken", out, err)
 	}
 	if err := a.Apply(ctx, []Update{{Kind: OpUnwait, Key: wait, ID: w}}); err != nil {
@@ -50,7 +50,7 @@ func TestTakeYieldsToHigherPriorityWaiterOfAnotherEdge(t *testing.T) {
 	if err := rdb.ZAdd(ctx, wait, redis.Z{Score: float64(arrived.UnixMilli()), Member: stale}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := b.Take(ctx, key, 4, 4, false, b.NewLeaseID(), wait, "", 0); out != Taken || err != nil {
+	if out, err := b.Take(ctx, key, 4, 4, false, b.NewLeaseID(), wait, "", 0, 0); out != Taken || err != nil {
 		t.Fatalf("behind a waiter that has waited past MaxYield: %v %v, want Taken", out, err)
 	}
 }

@@ -6,7 +6,9 @@
 -- waiter member of this request ("" for one not queued), slack_ms,
 -- max_yield_ms, shift_ms (a request not queued counts as arriving this
 -- much earlier: its priority), max_shift_ms (the largest shift of any
--- waiter).
+-- waiter), waited_ms (how long the request has waited on its edge: its
+-- arrival when its member is not in the set, which keeps members for
+-- 10 × max_yield_ms only and may have missed a registration).
 -- Returns 1 taken, 0 the cluster has no free slot, 2 yield: a waiter of
 -- another live edge (an id's edge is its part before the last /) that is
 -- ahead of this request by more than slack_ms (arrival less shift) and
@@ -29,7 +31,7 @@ if KEYS[3] ~= '' then
   local function shiftOf(m)
     return tonumber(string.match(m, ':(%-?%d+)$')) or 0
   end
-  local mine = now - tonumber(ARGV[9])
+  local mine = now - tonumber(ARGV[11]) - tonumber(ARGV[9])
   if ARGV[6] ~= '' then
     local s = redis.call('ZSCORE', KEYS[3], ARGV[6])
     if s then mine = tonumber(s) - shiftOf(ARGV[6]) end

@@ -25,7 +25,7 @@ func TestShortTTLEdgeDoesNotExpireLongerLeases(t *testing.T) {
 	defer rdb.Close()
 
 	held := long.NewLeaseID()
-	if out, err := long.Take(ctx, key, 4, 4, true, held, "", "", 0); out != Taken || err != nil {
+	if out, err := long.Take(ctx, key, 4, 4, true, held, "", "", 0, 0); out != Taken || err != nil {
 		t.Fatalf("take: %v %v", out, err)
 	}
 	// outlives reports whether both of key's sorted sets live at least
@@ -50,7 +50,7 @@ func TestShortTTLEdgeDoesNotExpireLongerLeases(t *testing.T) {
 	outlives("taken")
 
 	mine := short.NewLeaseID()
-	if out, err := short.Take(ctx, key, 4, 4, true, mine, "", "", 0); out != Taken || err != nil {
+	if out, err := short.Take(ctx, key, 4, 4, true, mine, "", "", 0, 0); out != Taken || err != nil {
 		t.Fatalf("take: %v %v", out, err)
 	}
 	outlives("after the short edge's take")

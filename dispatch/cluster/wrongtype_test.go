@@ -25,7 +25,7 @@ func TestTakeOnKeyOfAnotherType(t *testing.T) {
 		if err := rdb.Set(ctx, broken, "someone else's", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		out, err := l.Take(ctx, key, 4, 4, true, l.NewLeaseID(), wait, "", 0)
+		out, err := l.Take(ctx, key, 4, 4, true, l.NewLeaseID(), wait, "", 0, 0)
 		if !errors.Is(err, ErrWrongType) || errors.Is(err, ErrUnavailable) || out == Taken {
 			t.Fatalf("%s a string: take = %v, %v; want %v", broken, out, err, ErrWrongType)
 		}
@@ -36,7 +36,7 @@ func TestTakeOnKeyOfAnotherType(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if out, err := l.Take(ctx, key, 4, 4, true, l.NewLeaseID(), wait, "", 0); out != Taken || err != nil {
+	if out, err := l.Take(ctx, key, 4, 4, true, l.NewLeaseID(), wait, "", 0, 0); out != Taken || err != nil {
 		t.Fatalf("take once the keys are gone: %v %v", out, err)
 	}
 }
