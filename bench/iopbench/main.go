@@ -390,7 +390,7 @@ func measureAll(ctx context.Context, h *harness, p plan, targets []target, res *
 			// The one-hop proxy holds two sockets per stream (client and
 			// upstream) in one process, edge and node one each; past
 			// RLIMIT_NOFILE it would measure refused connections, not memory.
-			if fds := uint64(2*n + 64); name == "goproxy" && fds > h.env.Nofile {
+			if fds := descriptors(name, n); name == "goproxy" && fds > h.env.Nofile {
 				res.Hold = append(res.Hold, holdResult{Path: name, Label: fmt.Sprintf("%d streams", n), Want: n, Skipped: true,
 					Note: fmt.Sprintf("skipped: needs ~%d descriptors in one process, RLIMIT_NOFILE is %d", fds, h.env.Nofile)})
 				continue

@@ -240,6 +240,8 @@ func (r *results) markdown() string {
 		switch {
 		case x.FailedAt > 0:
 			s += fmt.Sprintf(" (fails at %d)", x.FailedAt)
+		case x.Unmeasured > 0:
+			s += fmt.Sprintf(" (%d not measurable: too few descriptors)", x.Unmeasured)
 		case len(x.Tried) > 0:
 			s = "≥ " + s + " (every step passed)"
 		}
@@ -273,8 +275,11 @@ func (r *results) markdown() string {
 	b.WriteString("\n### Concurrency steps\n\n")
 	for _, s := range r.Steps {
 		fmt.Fprintf(&b, "- **%s**: %s", s.Path, strings.Join(s.Tried, "; "))
-		if s.FailedAt > 0 {
+		switch {
+		case s.FailedAt > 0:
 			fmt.Fprintf(&b, ". Fails at %d: %s", s.FailedAt, s.Why)
+		case s.Unmeasured > 0:
+			fmt.Fprintf(&b, ". %d not measured: %s", s.Unmeasured, s.Why)
 		}
 		b.WriteString(".\n")
 	}
@@ -544,8 +549,11 @@ func (r *results) targetsRound2(b *strings.Builder) {
 
 // failedAt is " (fails at N)" for a step result that failed, else "".
 func failedAt(x stepResult) string {
-	if x.FailedAt > 0 {
+	switch {
+	case x.FailedAt > 0:
 		return fmt.Sprintf(" (fails at %d)", x.FailedAt)
+	case x.Unmeasured > 0:
+		return fmt.Sprintf(" (%d not measurable: too few descriptors)", x.Unmeasured)
 	}
 	return ""
 }
