@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,7 +43,7 @@ var workload = fleetload.Workload{
 	UserTokensMin: 16, UserTokensMax: 48, MaxTokens: 32, Concurrency: 32, Seed: 7, Model: "m",
 }
 
-func startSims(b *testing.B) []string {
+func startSims(b testing.TB) []string {
 	b.Helper()
 	var urls []string
 	for range backends {
@@ -95,7 +96,9 @@ http {
 
 // startNginx runs nginx (Debian's package) round robin in front of the
 // backends, the outside reference; without nginx the row is skipped.
-func startNginx(b *testing.B, urls []string) string {
+// nginx leads its own process group, and cleanup stops the whole group:
+// a worker outlives a master killed alone and keeps serving the port.
+func startNginx(b testing.TB, urls []string) string {
 	b.Helper()
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
@@ -117,13 +120,14 @@ func startNginx(b *testing.B, urls []string) string {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
+	done := make(chan struct{})
+	// Owner: startNginx's cleanup; ends when the master exits.
+	go func() { _ = cmd.Wait(); close(done) }()
+	b.Cleanup(func() { stopGroup(cmd.Process.Pid, done) })
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if resp, err := http.Get(base + "/health"); err == nil {
@@ -135,6 +139,20 @@ func startNginx(b *testing.B, urls []string) string {
 		}
 	}
 	return base
+}
+
+// stopGroup ends the process group led by pgid: SIGQUIT (nginx's graceful
+// stop: the master waits for its workers), bounded by a grace period, then
+// SIGKILL to every member still there. done closes when the leader has
+// been waited for.
+func stopGroup(pgid int, done <-chan struct{}) {
+	_ = syscall.Kill(-pgid, syscall.SIGQUIT)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	<-done
 }
 
 // startIOP puts one edge and one node in front of the backends, model "m"

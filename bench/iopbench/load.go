@@ -409,12 +409,16 @@ func runStreams(ctx context.Context, cl *http.Client, t target, n int, ramp time
 
 type stepResult struct {
 	Path     string
-	Passed   int           // highest step with no gap above maxGap and no failure
-	FailedAt int           // first failing step, 0 when none failed
-	Why      string        // why it failed
-	MaxGap   time.Duration // at the highest passing step
-	Tried    []string      // per step: "N: max gap, p99 ttft, errors"
-	Points   []stepPoint   // per attempt, in the order run
+	Passed   int // highest step with no gap above maxGap and no failure
+	FailedAt int // first failing step, 0 when none failed
+	// Unmeasured is the first step not run because the path's process
+	// would need more descriptors than RLIMIT_NOFILE (0: none): above it
+	// the step would measure refused connections, not the path.
+	Unmeasured int
+	Why        string        // why it failed or was not run
+	MaxGap     time.Duration // at the highest passing step
+	Tried      []string      // per step: "N: max gap, p99 ttft, errors"
+	Points     []stepPoint   // per attempt, in the order run
 }
 
 // stepPoint is one attempt at one step.
@@ -427,12 +431,28 @@ type stepPoint struct {
 	GatewayCPU float64
 }
 
+// descriptors is about how many file descriptors n concurrent streams on
+// path cost its busiest process: a one-hop proxy (nginx, goproxy) holds a
+// client and an upstream socket per stream, every other process one.
+func descriptors(path string, n int) uint64 {
+	per := 1
+	if path == "nginx" || path == "goproxy" {
+		per = 2
+	}
+	return uint64(per*n + 64)
+}
+
 // stepRun raises the number of concurrent paced streams step by step until
 // one step has a gap above maxGap or a failed stream. Every step's streams
 // overlap for at least p.stepHold.
 func stepRun(ctx context.Context, h *harness, t target, p plan) stepResult {
 	r := stepResult{Path: t.name}
 	for _, n := range p.steps {
+		if need := descriptors(t.name, n); h.env.Nofile > 0 && need > h.env.Nofile {
+			r.Unmeasured = n
+			r.Why = fmt.Sprintf("needs ~%d descriptors in one process, RLIMIT_NOFILE is %d", need, h.env.Nofile)
+			break
+		}
 		passed := false
 		for try := 1; try <= p.stepTries && !passed && ctx.Err() == nil; try++ {
 			ok, line, why, gmax, pt := stepOnce(ctx, h, t, p, n)

@@ -95,6 +95,9 @@ func counts(name, list string) []int {
 // pathNames are the measurable paths, in report order (see targets).
 var pathNames = []string{"direct", "nginx", "goproxy", "tunnel", "run"}
 
+// phaseNames are the phases of a run, in the order they run.
+var phaseNames = []string{"latency", "throughput", "paced", "steps", "memory"}
+
 const (
 	pacing     = mockup.DefaultInterval
 	maxGap     = 10 * pacing
@@ -114,7 +117,7 @@ func main() {
 	build := flag.Bool("build", true, "build bin/iop-edge and bin/iop-node first (false: use the binaries already there)")
 	nice := flag.Int("nice", -10, "nice value for the harness and every process it starts (needs privilege below 0; 0 leaves it)")
 	paths := flag.String("paths", strings.Join(pathNames, ","), "paths to measure, comma-separated (added figures need direct)")
-	phases := flag.String("phases", "latency,throughput,paced,steps,memory", "phases to run, comma-separated")
+	phases := flag.String("phases", strings.Join(phaseNames, ","), "phases to run, comma-separated")
 	steps := flag.String("steps", "", "concurrent paced stream steps, comma-separated, e.g. 1000,2000,5000 (default: the plan's; quick 100,250, full 100 to 10000)")
 	hold := flag.String("hold", "", "concurrent held streams of the memory phase, comma-separated (default: the plan's; quick 1000, full 1000,10000)")
 	holdPrompt := flag.Int("hold-prompt", 0, "bytes added to each held stream's prompt in the memory phase (0: the usual few hundred)")
@@ -159,7 +162,14 @@ func main() {
 	p.holdPrompt = *holdPrompt
 	p.phases = map[string]bool{}
 	for _, ph := range strings.Split(*phases, ",") {
-		p.phases[strings.TrimSpace(ph)] = true
+		ph = strings.TrimSpace(ph)
+		// A misspelt phase would otherwise measure nothing and still write
+		// a report (over -out) and succeed.
+		if !slices.Contains(phaseNames, ph) {
+			fmt.Fprintf(os.Stderr, "iopbench: -phases: unknown phase %q (known: %s)\n", ph, strings.Join(phaseNames, ", "))
+			os.Exit(2)
+		}
+		p.phases[ph] = true
 	}
 	err := run(ctx, p, opts{quick: *quick, out: *out, root: *root, skipNginx: *skipNginx, nice: *nice, build: *build, keep: *keep})
 	if err != nil {
@@ -380,7 +390,7 @@ func measureAll(ctx context.Context, h *harness, p plan, targets []target, res *
 			// The one-hop proxy holds two sockets per stream (client and
 			// upstream) in one process, edge and node one each; past
 			// RLIMIT_NOFILE it would measure refused connections, not memory.
-			if fds := uint64(2*n + 64); name == "goproxy" && fds > h.env.Nofile {
+			if fds := descriptors(name, n); name == "goproxy" && fds > h.env.Nofile {
 				res.Hold = append(res.Hold, holdResult{Path: name, Label: fmt.Sprintf("%d streams", n), Want: n, Skipped: true,
 					Note: fmt.Sprintf("skipped: needs ~%d descriptors in one process, RLIMIT_NOFILE is %d", fds, h.env.Nofile)})
 				continue

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -15,13 +16,21 @@ type summary struct {
 	P50, P99, Max time.Duration
 }
 
+// summarize takes nearest-rank percentiles: the q-quantile is the smallest
+// sample with at least q of all samples at or below it, so the p99 of 100
+// samples is the 99th, not the largest, and the p50 of an even count is the
+// lower middle one.
 func summarize(d []time.Duration) summary {
 	if len(d) == 0 {
 		return summary{}
 	}
 	s := slices.Clone(d)
 	slices.Sort(s)
-	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
+	at := func(q float64) time.Duration {
+		// The epsilon keeps a product such as 0.99×n that float rounding
+		// puts just above an integer from taking the next rank.
+		return s[min(max(int(math.Ceil(q*float64(len(s))-1e-9))-1, 0), len(s)-1)]
+	}
 	return summary{N: len(s), P50: at(0.50), P99: at(0.99), Max: s[len(s)-1]}
 }
 
@@ -175,6 +184,14 @@ func (r *results) markdown() string {
 	r.row(&b, "c=1 latency p99", func(p string) (string, bool) { x, ok := r.lat(p); return ms(x.Lat.P99), ok })
 	r.row(&b, "c=1 added p50 (vs direct)", func(p string) (string, bool) { x, ok := r.lat(p); return signed(x.Lat.P50 - direct.Lat.P50), ok })
 	r.row(&b, "c=1 added p99 (vs direct)", func(p string) (string, bool) { x, ok := r.lat(p); return signed(x.Lat.P99 - direct.Lat.P99), ok })
+	// Failed requests are left out of the latencies above (up to 10 per
+	// round and path before the run stops): shown, so that a path whose
+	// failures are fast or slow is not read as a clean one.
+	r.row(&b, "c=1 errors (left out of the latencies)", func(p string) (string, bool) {
+		x, ok := r.lat(p)
+		y, _ := r.latIdle(p)
+		return fmt.Sprint(x.Errors + y.Errors), ok
+	})
 	directIdle, _ := r.latIdle("direct")
 	idleLabel := fmt.Sprintf("c=1 after %s idle", r.Plan.idleGap)
 	r.row(&b, idleLabel+": latency p50", func(p string) (string, bool) { x, ok := r.latIdle(p); return ms(x.Lat.P50), ok && x.N > 0 })
@@ -223,6 +240,8 @@ func (r *results) markdown() string {
 		switch {
 		case x.FailedAt > 0:
 			s += fmt.Sprintf(" (fails at %d)", x.FailedAt)
+		case x.Unmeasured > 0:
+			s += fmt.Sprintf(" (%d not measurable: too few descriptors)", x.Unmeasured)
 		case len(x.Tried) > 0:
 			s = "≥ " + s + " (every step passed)"
 		}
@@ -256,8 +275,11 @@ func (r *results) markdown() string {
 	b.WriteString("\n### Concurrency steps\n\n")
 	for _, s := range r.Steps {
 		fmt.Fprintf(&b, "- **%s**: %s", s.Path, strings.Join(s.Tried, "; "))
-		if s.FailedAt > 0 {
+		switch {
+		case s.FailedAt > 0:
 			fmt.Fprintf(&b, ". Fails at %d: %s", s.FailedAt, s.Why)
+		case s.Unmeasured > 0:
+			fmt.Fprintf(&b, ". %d not measured: %s", s.Unmeasured, s.Why)
 		}
 		b.WriteString(".\n")
 	}
@@ -527,8 +549,11 @@ func (r *results) targetsRound2(b *strings.Builder) {
 
 // failedAt is " (fails at N)" for a step result that failed, else "".
 func failedAt(x stepResult) string {
-	if x.FailedAt > 0 {
+	switch {
+	case x.FailedAt > 0:
 		return fmt.Sprintf(" (fails at %d)", x.FailedAt)
+	case x.Unmeasured > 0:
+		return fmt.Sprintf(" (%d not measurable: too few descriptors)", x.Unmeasured)
 	}
 	return ""
 }

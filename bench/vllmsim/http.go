@@ -126,10 +126,12 @@ func (h *routes) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	prompt := tokenize(msgs)
 	maxTokens := min(s.cfg.DefaultMaxTokens, s.cfg.MaxModelLen-len(prompt))
-	if req.MaxCompletionTokens != nil {
+	// As vLLM's `max_completion_tokens or max_tokens`: the newer field wins
+	// when both are sent, and a 0 (falsy in Python) defers to the other.
+	switch {
+	case req.MaxCompletionTokens != nil && *req.MaxCompletionTokens != 0:
 		maxTokens = *req.MaxCompletionTokens
-	}
-	if req.MaxTokens != nil {
+	case req.MaxTokens != nil:
 		maxTokens = *req.MaxTokens
 	}
 	if maxTokens < 1 || len(prompt)+maxTokens > s.cfg.MaxModelLen {
