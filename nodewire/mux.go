@@ -154,6 +154,7 @@ type muxSession struct {
 	maxPeer  uint32                // guarded by mu: highest id the peer opened
 	opened   int                   // guarded by mu: streams the peer opened
 	closeErr error                 // guarded by mu: why the session closed
+	lostErr  error                 // guarded by mu: closeErr as the streams report it (streamCause)
 	// own counts this side's streams in streams; with exhausted set (the
 	// ids are spent) the session closes when it reaches zero, or when
 	// drainTimer fires. Guarded by mu.
@@ -228,7 +229,7 @@ func muxServer(conn net.Conn) *muxSession { return newMuxSession(conn, false, -1
 // its first write or close, which carries the SYN.
 func (s *muxSession) OpenStream() (*muxStream, error) {
 	if s.IsClosed() {
-		return nil, s.err()
+		return nil, s.streamErr()
 	}
 	if s.Exhausted() {
 		return nil, ErrStreamIDsExhausted
@@ -282,6 +283,32 @@ func (s *muxSession) err() error {
 	return s.closeErr
 }
 
+// streamErr is why the session closed, as its streams report it
+// (streamCause).
+func (s *muxSession) streamErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lostErr
+}
+
+// streamCause is a session's close cause as its streams report it. A
+// timeout there is the writer's write to a peer that stopped reading; a
+// stream that failed with it would read as its own deadline passing
+// (os.ErrDeadlineExceeded, a net.Error that timed out), which its owner
+// takes for an answer that did not come in time rather than a lost
+// connection: the edge answers a timeout where it would fail over to
+// another node. Such a cause is kept as text only; any other (a protocol
+// violation, the peer's hang-up) stays in the chain. The session's own
+// cause (err, and so the Conn's) keeps the timeout: the node stopped
+// reading. It returns nil for a cause the streams report as it is.
+func streamCause(cause error) error {
+	var ne net.Error
+	if !errors.Is(cause, errTimeout) && !(errors.As(cause, &ne) && ne.Timeout()) {
+		return nil
+	}
+	return fmt.Errorf("%w: %v", errSessionClosed, cause)
+}
+
 // closeWith closes the session recording cause; the first cause wins. The
 // session reads as closed (IsClosed, done) before any stream fails, so a
 // stream's owner can tell its error came from the connection.
@@ -289,11 +316,16 @@ func (s *muxSession) closeWith(cause error) {
 	s.closeOnce.Do(func() {
 		if cause == nil {
 			cause = errSessionClosed
-		} else if !errors.Is(cause, errSessionClosed) {
+		}
+		lost := streamCause(cause)
+		if !errors.Is(cause, errSessionClosed) {
 			cause = fmt.Errorf("%w: %w", errSessionClosed, cause)
 		}
+		if lost == nil {
+			lost = cause
+		}
 		s.mu.Lock()
-		s.closeErr = cause
+		s.closeErr, s.lostErr = cause, lost
 		streams := s.streams
 		s.streams = map[uint32]*muxStream{}
 		s.own, s.live = 0, 0
@@ -304,7 +336,7 @@ func (s *muxSession) closeWith(cause error) {
 		close(s.done)
 		_ = closeNow(s.conn)
 		for _, st := range streams {
-			st.fail(cause)
+			st.fail(lost)
 		}
 	})
 }
@@ -375,8 +407,8 @@ func (s *muxSession) announce(st *muxStream, flags uint16, payload []byte, waite
 		return err
 	}
 	s.mu.Lock()
-	if s.closeErr != nil {
-		err := s.closeErr
+	if s.lostErr != nil {
+		err := s.lostErr
 		s.mu.Unlock()
 		s.wmu.Unlock()
 		return err
@@ -450,7 +482,7 @@ func (s *muxSession) lockPending(waiter *muxStream) error {
 	}
 	if s.IsClosed() {
 		s.wmu.Unlock()
-		return s.err()
+		return s.streamErr()
 	}
 	return nil
 }
@@ -490,7 +522,7 @@ func (s *muxSession) waitWritten(mark int64, deadline time.Time) error {
 		s.wmu.Unlock()
 		closed, err := waitSignal(progress, s.done, deadline)
 		if closed {
-			return s.err()
+			return s.streamErr()
 		}
 		if err != nil {
 			return err

@@ -231,7 +231,7 @@ func (st *muxStream) wait(c chan struct{}) {
 	select {
 	case <-c:
 	case <-st.sess.done:
-		st.fail(st.sess.err())
+		st.fail(st.sess.streamErr())
 	}
 }
 
@@ -257,7 +257,7 @@ func (st *muxStream) waitQueue(drained <-chan struct{}) error {
 			return nil
 		case <-st.wnotify:
 		case <-st.sess.done:
-			return st.sess.err()
+			return st.sess.streamErr()
 		}
 	}
 }
