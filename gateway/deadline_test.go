@@ -290,6 +290,9 @@ func TestStreamIdleTimeoutRun(t *testing.T) {
 		t.Fatalf("events %q, want the first word then an error event", events)
 	}
 	checkEnvelope(t, []byte(last), "upstream_error")
+	if !strings.Contains(last, "stream idle timeout") {
+		t.Errorf("error event %s, want it to name the stream idle timeout (the answer had started)", last)
+	}
 	if took > 3*time.Second {
 		t.Errorf("stream ended %s after the request (idle timeout 1 s)", took)
 	}
