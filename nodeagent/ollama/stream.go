@@ -122,7 +122,12 @@ func (s *streamOutcome) result() (*adapter.Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		res.FinishReason = "tool_calls"
+		// "length" stands with calls, as OpenAI reports an answer cut
+		// short: it may have been writing a further call, and an agent
+		// loop must not take the answer as complete.
+		if res.FinishReason != "length" {
+			res.FinishReason = "tool_calls"
+		}
 		res.Metadata = map[string]string{adapter.MetaToolCalls: calls}
 	}
 	return res, nil

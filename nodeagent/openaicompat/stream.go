@@ -327,7 +327,13 @@ func (st *streamState) result() (*adapter.Result, error) {
 		return res, nil
 	}
 	res.Metadata = map[string]string{adapter.MetaToolCalls: string(mustJSON(out))}
-	res.FinishReason = "tool_calls"
+	// A plain stop (or none) with calls is OpenAI's "tool_calls". Any other
+	// reason stands: "length" with calls is an answer cut short while it
+	// wrote one, and reported as "tool_calls" an agent loop would run a
+	// call whose arguments were cut (the edge maps vendor names).
+	if res.FinishReason == "" || res.FinishReason == "stop" {
+		res.FinishReason = "tool_calls"
+	}
 	return res, nil
 }
 
