@@ -59,29 +59,7 @@ func TestRefreshReplacedProviderKeepsCountingRunsInFlight(t *testing.T) {
 	if closes, early := b.counts(); early != 0 {
 		t.Fatalf("the replaced instance was closed with its run still inside (%d closes, %d early)", closes, early)
 	}
-	second, err := c.OpenStream(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := second.Send(&iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{
-		RunId: "r2", Adapter: "h", Operation: iop.RunOperation_RUN_OPERATION_CHAT, Input: chatInput("hi"),
-	}}}); err != nil {
-		t.Fatal(err)
-	}
-	answered := make(chan []*iop.Envelope, 1)
-	// Owner: this test; ends when the node closes r2's stream (at once
-	// when refused; once released when admitted).
-	go func() { answered <- readAll(t, second) }()
-	select {
-	case id := <-b.entered:
-		once.Do(func() { close(b.release) })
-		<-answered
-		t.Fatalf("run %q was admitted to the replaced provider of capacity 1 while r1 still held its slot", id)
-	case envs := <-answered:
-		if ev := terminal(envs); ev.GetType() != iop.RunEventType_RUN_EVENT_TYPE_ERROR || ev.GetError().GetCode() != adapter.CodeCapacityExceeded {
-			t.Fatalf("second run on the replaced provider of capacity 1: terminal %v, want capacity_exceeded", ev)
-		}
-	}
+	requireSecondRunRefused(t, c, b, &once, "replaced")
 }
 
 // A removed provider with two runs inside is closed by the last of them

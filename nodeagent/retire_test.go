@@ -170,6 +170,14 @@ func TestRefreshReAddedProviderKeepsCountingRunsInFlight(t *testing.T) {
 	if snaps := a.Snapshots(context.Background()); snaps[0].GetProviderId() != "h" || snaps[0].GetInFlight() != 1 {
 		t.Errorf("h after coming back: %v, want in_flight 1", snaps[0])
 	}
+	requireSecondRunRefused(t, c, b, &once, "re-added")
+}
+
+// requireSecondRunRefused opens a second run r2 on provider h, whose one
+// slot r1 still holds (blocked in b), and fails unless the node refuses
+// it with capacity_exceeded; what names h's state in the messages.
+func requireSecondRunRefused(t *testing.T, c *nodewire.Conn, b *holdBackend, once *sync.Once, what string) {
+	t.Helper()
 	second, err := c.OpenStream(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -187,10 +195,10 @@ func TestRefreshReAddedProviderKeepsCountingRunsInFlight(t *testing.T) {
 	case id := <-b.entered:
 		once.Do(func() { close(b.release) })
 		<-answered
-		t.Fatalf("run %q was admitted to the re-added provider of capacity 1 while r1 still held its slot", id)
+		t.Fatalf("run %q was admitted to the %s provider of capacity 1 while r1 still held its slot", id, what)
 	case envs := <-answered:
 		if ev := terminal(envs); ev.GetType() != iop.RunEventType_RUN_EVENT_TYPE_ERROR || ev.GetError().GetCode() != adapter.CodeCapacityExceeded {
-			t.Fatalf("second run on the re-added provider of capacity 1: terminal %v, want capacity_exceeded", ev)
+			t.Fatalf("second run on the %s provider of capacity 1: terminal %v, want capacity_exceeded", what, ev)
 		}
 	}
 }
