@@ -120,7 +120,7 @@ func startNginx(b testing.TB, urls []string) string {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = nginxProcAttr()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
