@@ -41,16 +41,7 @@ func TestRunErrorKeepsUpstreamStatusAndRetryAfter(t *testing.T) {
 // does not admit a second run past the capacity, and the old instance is
 // closed only once its run has left.
 func TestRefreshReplacedProviderKeepsCountingRunsInFlight(t *testing.T) {
-	b := &holdBackend{entered: make(chan string, 4), release: make(chan struct{})}
-	a := NewAgent(map[string]adapter.Factory{"mock": mock.New, "hold": b.factory},
-		adapter.Env{StoreDir: t.TempDir(), WorkspaceRoot: t.TempDir()})
-	t.Cleanup(a.Close)
-	c := startNode(t, startFakeEdge(t, holdPayload(true), nil), a)
-
-	st := startHeldRun(t, c, b, "r1")
-	defer func() { readAll(t, st) }()
-	var once sync.Once
-	defer once.Do(func() { close(b.release) })
+	_, c, b, once := startHeldProvider(t)
 	changed := holdPayload(true)
 	changed.Adapters[len(changed.Adapters)-1].Category = "gpu"
 	if r := refresh(t, c, changed); r.GetStatus() != iop.RefreshStatus_REFRESH_STATUS_APPLIED {
@@ -59,7 +50,7 @@ func TestRefreshReplacedProviderKeepsCountingRunsInFlight(t *testing.T) {
 	if closes, early := b.counts(); early != 0 {
 		t.Fatalf("the replaced instance was closed with its run still inside (%d closes, %d early)", closes, early)
 	}
-	requireSecondRunRefused(t, c, b, &once, "replaced")
+	requireSecondRunRefused(t, c, b, once, "replaced")
 }
 
 // A removed provider with two runs inside is closed by the last of them

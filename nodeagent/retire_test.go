@@ -151,16 +151,7 @@ func TestRefreshClosesRemovedAdapterAfterItsRuns(t *testing.T) {
 // that run ends still counts the run: the node's gate does not admit a
 // second run past the capacity.
 func TestRefreshReAddedProviderKeepsCountingRunsInFlight(t *testing.T) {
-	b := &holdBackend{entered: make(chan string, 4), release: make(chan struct{})}
-	a := NewAgent(map[string]adapter.Factory{"mock": mock.New, "hold": b.factory},
-		adapter.Env{StoreDir: t.TempDir(), WorkspaceRoot: t.TempDir()})
-	t.Cleanup(a.Close)
-	c := startNode(t, startFakeEdge(t, holdPayload(true), nil), a)
-
-	st := startHeldRun(t, c, b, "r1")
-	defer func() { readAll(t, st) }()
-	var once sync.Once
-	defer once.Do(func() { close(b.release) })
+	a, c, b, once := startHeldProvider(t)
 	if r := refresh(t, c, holdPayload(false)); r.GetStatus() != iop.RefreshStatus_REFRESH_STATUS_APPLIED {
 		t.Fatalf("refresh removing h: %v", r)
 	}
@@ -170,7 +161,7 @@ func TestRefreshReAddedProviderKeepsCountingRunsInFlight(t *testing.T) {
 	if snaps := a.Snapshots(context.Background()); snaps[0].GetProviderId() != "h" || snaps[0].GetInFlight() != 1 {
 		t.Errorf("h after coming back: %v, want in_flight 1", snaps[0])
 	}
-	requireSecondRunRefused(t, c, b, &once, "re-added")
+	requireSecondRunRefused(t, c, b, once, "re-added")
 }
 
 // requireSecondRunRefused opens a second run r2 on provider h, whose one
@@ -201,4 +192,22 @@ func requireSecondRunRefused(t *testing.T, c *nodewire.Conn, b *holdBackend, onc
 			t.Fatalf("second run on the %s provider of capacity 1: terminal %v, want capacity_exceeded", what, ev)
 		}
 	}
+}
+
+// startHeldProvider starts a node whose provider h (capacity 1) holds run
+// r1 inside b until once releases it; the run is released and read to its
+// end when the test ends.
+func startHeldProvider(t *testing.T) (*Agent, *nodewire.Conn, *holdBackend, *sync.Once) {
+	t.Helper()
+	b := &holdBackend{entered: make(chan string, 4), release: make(chan struct{})}
+	a := NewAgent(map[string]adapter.Factory{"mock": mock.New, "hold": b.factory},
+		adapter.Env{StoreDir: t.TempDir(), WorkspaceRoot: t.TempDir()})
+	t.Cleanup(a.Close)
+	c := startNode(t, startFakeEdge(t, holdPayload(true), nil), a)
+	st := startHeldRun(t, c, b, "r1")
+	once := new(sync.Once)
+	// Cleanups run last first: r1 is released, then read to its end.
+	t.Cleanup(func() { readAll(t, st) })
+	t.Cleanup(func() { once.Do(func() { close(b.release) }) })
+	return a, c, b, once
 }
