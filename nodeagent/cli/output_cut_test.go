@@ -1,6 +1,9 @@
 package cli
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // A tail whose cut lands inside a multi-byte sequence starts at the next
 // whole character: the error message built from it has no replacement
@@ -24,16 +27,19 @@ func TestTailTextDropsSequenceCutAtStart(t *testing.T) {
 }
 
 // A captured session id becomes an argv element of later runs: one with
-// white space or control characters in it is not taken.
+// white space or control characters in it, or longer than 256 bytes, is not
+// taken.
 func TestPlausibleIDRefusesSpaceAndControl(t *testing.T) {
 	for id, want := range map[string]string{
-		"abc-123":     "abc-123",
-		"abc 123":     "",
-		"abc\t123":    "",
-		"abc\u00a0x":  "",
-		"abc\x1b[31m": "",
-		"-rf":         "",
-		"":            "",
+		"abc-123":                "abc-123",
+		"abc 123":                "",
+		"abc\t123":               "",
+		"abc\u00a0x":             "",
+		"abc\x1b[31m":            "",
+		"-rf":                    "",
+		"":                       "",
+		strings.Repeat("a", 256): strings.Repeat("a", 256),
+		strings.Repeat("a", 257): "",
 	} {
 		if got := plausibleID(id); got != want {
 			t.Errorf("plausibleID(%q) = %q, want %q", id, got, want)
