@@ -1,6 +1,7 @@
 package h1client
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -90,5 +91,35 @@ func TestCancelledRequestIsNotSent(t *testing.T) {
 	mu.Unlock()
 	if n != 1 {
 		t.Fatalf("the server read %d requests on the connection, want 1 (the cancelled one was sent)", n)
+	}
+}
+
+// A body that failed keeps failing with the same error: a caller that
+// reads once more is not told something else (or handed bytes).
+func TestBodyErrorIsSticky(t *testing.T) {
+	u, _ := rawServer(t, func(_ int, c net.Conn) {
+		if _, err := readRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		// Cut off: two bytes of four, then the close.
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nok")
+	})
+	tr := New(Options{})
+	defer tr.Close()
+	req, err := http.NewRequest("GET", u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadAll(resp.Body); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("cut-off body: %v, want io.ErrUnexpectedEOF", err)
+	}
+	p := make([]byte, 8)
+	if n, err := resp.Body.Read(p); n != 0 || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("Read after the failure: %d, %v; want the same failure", n, err)
 	}
 }
