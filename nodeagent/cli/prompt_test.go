@@ -30,6 +30,11 @@ func TestRenderPrompt(t *testing.T) {
 			{"role":"tool","content":"42"}]}`, false,
 			"System: d\n\nTool: 42"},
 		{"empty messages ignored", adapter.OpChat, `{"messages":[{"role":"system","content":""},{"role":"user","content":"only"}]}`, false, "only"},
+		{"user first of several is a transcript", adapter.OpChat, `{"messages":[
+			{"role":"user","content":"a"},
+			{"role":"assistant","content":"b"},
+			{"role":"user","content":"c"}]}`, false,
+			"User: a\n\nAssistant: b\n\nUser: c"},
 		{"single assistant is a transcript", adapter.OpChat, `{"messages":[{"role":"assistant","content":"a"}]}`, false, "Assistant: a"},
 		{"resume sends last user", adapter.OpChat, `{"messages":[
 			{"role":"user","content":"first"},

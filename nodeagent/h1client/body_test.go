@@ -145,6 +145,12 @@ func TestOnceReader(t *testing.T) {
 	if n, err := r.Read(p); n != 0 || err != io.EOF {
 		t.Fatalf("read at the end: %d %v", n, err)
 	}
+	// Closed before its end, it has nothing more to give and holds nothing.
+	r = &onceReader{b: []byte("abcdef")}
+	_ = r.Close()
+	if n, err := r.Read(p); n != 0 || err != io.EOF || r.b != nil {
+		t.Fatalf("read after Close: %d %v, left %v", n, err, r.b)
+	}
 	r = &onceReader{b: make([]byte, 1<<20)}
 	var wg sync.WaitGroup
 	wg.Add(1)

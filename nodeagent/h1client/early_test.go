@@ -44,8 +44,11 @@ func TestEarlyAnswerToLargeBody(t *testing.T) {
 	} {
 		u := answerEarly(t, answer)
 		tr := New(Options{})
+		// Built before the clock starts: under -race on a busy machine
+		// 32 MiB take seconds.
+		prompt := bytes.Repeat([]byte("p"), 32<<20)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		req, release, err := NewRequest(ctx, http.MethodPost, u, bytes.Repeat([]byte("p"), 32<<20))
+		req, release, err := NewRequest(ctx, http.MethodPost, u, prompt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,9 +103,10 @@ func TestAnswerBeforeBodyWrittenIsNotReused(t *testing.T) {
 	})
 	tr, cl := newTestTransport(Options{})
 	defer tr.Close()
+	prompt := bytes.Repeat([]byte("p"), 32<<20) // before the clock starts, as above
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, release, _ := NewRequest(ctx, http.MethodPost, u, bytes.Repeat([]byte("p"), 32<<20))
+	req, release, _ := NewRequest(ctx, http.MethodPost, u, prompt)
 	resp, err := cl.Do(req)
 	release()
 	if err != nil {

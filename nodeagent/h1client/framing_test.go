@@ -156,6 +156,10 @@ var sse = sseChunk("data: {\"id\":1,\"choices\":[{\"delta\":{\"content\":\"Hel\"
 	sseChunk("data: [DONE]\n\n") + "0\r\n\r\n"
 
 var framingCases = []framingCase{
+	{name: "chunk data not followed by CRLF", in: "2\r\nokX\n0\r\n\r\n", ok: false, body: "ok"},
+	{name: "size line without digits", in: "\r\n\r\n", ok: false},
+	{name: "size line of an extension only", in: ";x\r\n\r\n", ok: false},
+	{name: "chunk data followed by LF only", in: "2\r\nok\n0\r\n\r\n", ok: false, body: "ok"},
 	{name: "sse", in: sse, ok: true, body: "data: {\"id\":1,\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n" +
 		"data: {\"id\":1,\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\ndata: [DONE]\n\n"},
 	{name: "empty chunked body", in: "0\r\n\r\n", ok: true},
