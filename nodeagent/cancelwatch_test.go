@@ -176,3 +176,25 @@ func TestCancelFreesSlotWhenEdgeStopsReading(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A cancel that arrives with the run request (one write, so the node
+// finds it already there when it starts watching) still cancels the run.
+func TestCancelArrivingWithTheRequestCancelsTheRun(t *testing.T) {
+	c := startNode(t, slowMockEdge(t, 1), fullAgent(t))
+	st, err := c.OpenStream(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Queue(&iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{
+		RunId: "r1", Adapter: "slow", Operation: iop.RunOperation_RUN_OPERATION_CHAT, Stream: true, Input: chatInput(strings.Repeat("w ", 100)),
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&iop.Envelope{Body: &iop.Envelope_CancelRequest{CancelRequest: &iop.CancelRequest{
+		Kind: iop.CancelKind_CANCEL_KIND_CANCEL_RUN, RunId: "r1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := terminal(readAll(t, st)); ev.GetType() != iop.RunEventType_RUN_EVENT_TYPE_CANCELLED {
+		t.Fatalf("terminal %v, want CANCELLED", ev)
+	}
+}
