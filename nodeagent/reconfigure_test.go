@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/iop-gateway/iop/nodeagent/adapter"
@@ -14,11 +15,21 @@ import (
 type reconfInstance struct {
 	adapter.Instance
 	reconfigured []*iop.AdapterConfig
+	refuse       error // what Reconfigure answers
+	closed       bool
 }
 
 func (r *reconfInstance) Reconfigure(cfg *iop.AdapterConfig) error {
+	if r.refuse != nil {
+		return r.refuse
+	}
 	r.reconfigured = append(r.reconfigured, cfg)
 	return nil
+}
+
+func (r *reconfInstance) Close() error {
+	r.closed = true
+	return r.Instance.Close()
 }
 
 // A provider reconfigured in place keeps its instance and takes the new
@@ -46,6 +57,10 @@ func TestReconfiguredInPlaceTakesNewCapacity(t *testing.T) {
 	if a.instances["m"] != first || len(built[0].reconfigured) != 1 || built[0].reconfigured[0].GetCapacity() != 3 {
 		t.Fatalf("the instance was not reconfigured in place (%d built)", len(built))
 	}
+	// The instance built only to validate the new config is closed.
+	if len(built) != 2 || !built[1].closed || built[0].closed {
+		t.Fatalf("%d instances built; the validating one closed %v, the live one closed %v", len(built), len(built) > 1 && built[1].closed, built[0].closed)
+	}
 	if s := a.Snapshots(context.Background()); s[0].GetCapacity() != 3 {
 		t.Fatalf("capacity reported after reconfiguring: %d, want 3", s[0].GetCapacity())
 	}
@@ -56,5 +71,33 @@ func TestReconfiguredInPlaceTakesNewCapacity(t *testing.T) {
 	}
 	if _, ok := a.admit("m"); ok {
 		t.Fatal("a fourth admission passed a capacity of 3")
+	}
+
+	// A reconfiguration the instance refuses fails the refresh, which
+	// changes nothing.
+	built[0].refuse = errors.New("cannot")
+	if st, err := a.Apply(mockPayload(5), false); st != iop.RefreshStatus_REFRESH_STATUS_FAILED || err == nil {
+		t.Fatalf("refused reconfiguration: %v %v, want FAILED", st, err)
+	}
+	if s := a.Snapshots(context.Background()); s[0].GetCapacity() != 3 {
+		t.Fatalf("capacity after a refused reconfiguration: %d, want 3", s[0].GetCapacity())
+	}
+}
+
+// Closing the agent closes its instances.
+func TestAgentCloseClosesInstances(t *testing.T) {
+	var built []*reconfInstance
+	a := NewAgent(map[string]adapter.Factory{"mock": func(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
+		in, err := mock.New(cfg, env)
+		r := &reconfInstance{Instance: in}
+		built = append(built, r)
+		return r, err
+	}}, adapter.Env{StoreDir: t.TempDir(), WorkspaceRoot: t.TempDir()})
+	if _, err := a.Apply(mockPayload(1), true); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	if len(built) != 1 || !built[0].closed {
+		t.Fatal("the agent closed without closing its instance")
 	}
 }
