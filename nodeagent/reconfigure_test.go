@@ -101,3 +101,33 @@ func TestAgentCloseClosesInstances(t *testing.T) {
 		t.Fatal("the agent closed without closing its instance")
 	}
 }
+
+// A refresh that fails closes every instance it built for it: none is
+// left open behind a config that was not applied.
+func TestFailedRefreshClosesWhatItBuilt(t *testing.T) {
+	var built []*reconfInstance
+	a := NewAgent(map[string]adapter.Factory{"mock": func(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
+		in, err := mock.New(cfg, env)
+		r := &reconfInstance{Instance: in}
+		built = append(built, r)
+		return r, err
+	}}, adapter.Env{StoreDir: t.TempDir(), WorkspaceRoot: t.TempDir()})
+	t.Cleanup(a.Close)
+	if _, err := a.Apply(mockPayload(1), true); err != nil {
+		t.Fatal(err)
+	}
+	built[0].refuse = errors.New("cannot")
+	p := mockPayload(2) // m changes, and is refused
+	p.Adapters = append(p.Adapters, &iop.AdapterConfig{Name: "n", Type: "mock", Capacity: 1})
+	if st, _ := a.Apply(p, false); st != iop.RefreshStatus_REFRESH_STATUS_FAILED {
+		t.Fatalf("refresh: %v, want FAILED", st)
+	}
+	for i, b := range built[1:] {
+		if !b.closed {
+			t.Fatalf("instance %d built for the failed refresh left open", i+1)
+		}
+	}
+	if built[0].closed || len(a.Capabilities()) != 1 {
+		t.Fatal("the failed refresh changed the live adapters")
+	}
+}
