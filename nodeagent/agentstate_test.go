@@ -58,3 +58,24 @@ func TestCancelRunByIDOnAnotherStream(t *testing.T) {
 		t.Fatalf("terminal %v, want CANCELLED", ev)
 	}
 }
+
+// A removed adapter's gate is kept only while exchanges still hold its
+// slots: one removed idle is forgotten at once, so names come and go
+// without the node keeping a gate for each.
+func TestRemovedIdleAdapterLeavesNoGate(t *testing.T) {
+	a := newTestAgent(t)
+	p := mockPayload(1)
+	p.Adapters = append(p.Adapters, &iop.AdapterConfig{Name: "gone", Type: "mock", Capacity: 1})
+	if _, err := a.Apply(p, true); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := a.Apply(mockPayload(1), false); st != iop.RefreshStatus_REFRESH_STATUS_APPLIED {
+		t.Fatalf("refresh: %v %v", st, err)
+	}
+	a.mu.RLock()
+	n := len(a.draining)
+	a.mu.RUnlock()
+	if n != 0 {
+		t.Fatalf("%d gates kept for removed adapters with nothing in flight", n)
+	}
+}
