@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+	"github.com/iop-gateway/iop/nodeagent/mock"
 	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -101,15 +103,48 @@ func TestQuietRunsParkNoCancelReader(t *testing.T) {
 	}
 }
 
+// deafInstance is a mock instance whose Run sends deltas until one fails,
+// never looking at its context: only a failed send stops it.
+type deafInstance struct {
+	adapter.Instance
+	reached chan struct{} // closed as the 30th Delta call begins
+}
+
+func (d *deafInstance) Run(_ context.Context, _ *iop.RunRequest, sink adapter.RunSink) (*adapter.Result, error) {
+	word := strings.Repeat("x", 8<<10)
+	// 4 MiB of deltas at most: far more than the stream's window holds.
+	for i := 1; i <= 512; i++ {
+		if i == 30 {
+			close(d.reached)
+		}
+		if err := sink.Delta(word); err != nil {
+			return nil, err
+		}
+	}
+	return &adapter.Result{}, nil
+}
+
 // A cancelled run whose Edge has stopped reading its stream (the window is
 // full, the adapter's next delta blocked on it) still ends and frees its
-// slot, within cancelSendGrace: no wait on the Edge's reading.
+// slot, within cancelSendGrace: no wait on the Edge's reading. The adapter
+// ignores its context, so only the bound on its blocked send ends it.
 func TestCancelFreesSlotWhenEdgeStopsReading(t *testing.T) {
-	payload := &iop.NodeConfigPayload{
-		Adapters:  []*iop.AdapterConfig{{Name: "m", Type: "mock", Category: "api", Capacity: 1}},
-		Heartbeat: &iop.HeartbeatConfig{IntervalMs: 50, TimeoutMs: 2000},
+	reached := make(chan struct{})
+	factory := func(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
+		in, err := mock.New(cfg, env)
+		if err != nil {
+			return nil, err
+		}
+		return &deafInstance{Instance: in, reached: reached}, nil
 	}
-	agent := fullAgent(t)
+	agent := NewAgent(map[string]adapter.Factory{"mock": factory}, adapter.Env{StoreDir: t.TempDir(), WorkspaceRoot: t.TempDir()})
+	t.Cleanup(agent.Close)
+	payload := &iop.NodeConfigPayload{
+		Adapters: []*iop.AdapterConfig{{Name: "m", Type: "mock", Category: "api", Capacity: 1}},
+		// Generous: the session must outlast a loaded machine's stalls;
+		// what is measured here is the run's slot, not the heartbeat.
+		Heartbeat: &iop.HeartbeatConfig{IntervalMs: 50, TimeoutMs: 30000},
+	}
 	c := startNode(t, startFakeEdge(t, payload, nil), agent)
 	inFlight := func() int32 { return agent.Snapshots(context.Background())[0].GetInFlight() }
 	st, err := c.OpenStream(context.Background())
@@ -117,21 +152,18 @@ func TestCancelFreesSlotWhenEdgeStopsReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Abort()
-	word := strings.Repeat("x", 8<<10)
-	// 4 MiB of deltas: far more than the stream's window and the
-	// session's write queue hold.
 	if err := st.Send(&iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{
-		RunId: "r1", Adapter: "m", Operation: iop.RunOperation_RUN_OPERATION_CHAT, Stream: true,
-		Input: chatInput(strings.TrimSpace(strings.Repeat(word+" ", 512))),
+		RunId: "r1", Adapter: "m", Operation: iop.RunOperation_RUN_OPERATION_CHAT, Stream: true, Input: chatInput("hi"),
 	}}}); err != nil {
 		t.Fatal(err)
 	}
-	// The Edge reads nothing; wait until the node has filled the window.
-	deadline := time.Now().Add(10 * time.Second)
-	for inFlight() != 1 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	// The Edge reads nothing. 29 deltas of 8 KiB fit the stream's 256 KiB
+	// window, so the 30th delta begins; the 32nd cannot complete.
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run never began its 30th delta")
 	}
-	time.Sleep(300 * time.Millisecond)
 	if err := st.Send(&iop.Envelope{Body: &iop.Envelope_CancelRequest{CancelRequest: &iop.CancelRequest{
 		Kind: iop.CancelKind_CANCEL_KIND_CANCEL_RUN, RunId: "r1"}}}); err != nil {
 		t.Fatal(err)
@@ -142,5 +174,27 @@ func TestCancelFreesSlotWhenEdgeStopsReading(t *testing.T) {
 			t.Fatalf("the cancelled run still holds its slot %s after the cancel (the Edge not reading)", time.Since(cancelled).Round(time.Second))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A cancel that arrives with the run request (one write, so the node
+// finds it already there when it starts watching) still cancels the run.
+func TestCancelArrivingWithTheRequestCancelsTheRun(t *testing.T) {
+	c := startNode(t, slowMockEdge(t, 1), fullAgent(t))
+	st, err := c.OpenStream(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Queue(&iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{
+		RunId: "r1", Adapter: "slow", Operation: iop.RunOperation_RUN_OPERATION_CHAT, Stream: true, Input: chatInput(strings.Repeat("w ", 100)),
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&iop.Envelope{Body: &iop.Envelope_CancelRequest{CancelRequest: &iop.CancelRequest{
+		Kind: iop.CancelKind_CANCEL_KIND_CANCEL_RUN, RunId: "r1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := terminal(readAll(t, st)); ev.GetType() != iop.RunEventType_RUN_EVENT_TYPE_CANCELLED {
+		t.Fatalf("terminal %v, want CANCELLED", ev)
 	}
 }
