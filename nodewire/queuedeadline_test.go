@@ -17,16 +17,22 @@ func TestWriteDeadlineEndsWaitForFullQueue(t *testing.T) {
 	client := muxClient(c) // the peer (s) never reads
 	t.Cleanup(func() { _ = client.Close() })
 
-	// Fill the session's queue past muxMaxPending with several streams'
-	// full windows while the writer is stuck on the socket.
-	for range 6 {
+	// Fill the session's queue past muxMaxPending with streams' full
+	// windows while the writer is stuck on the socket. How much the
+	// writer hands the kernel before it sticks varies with the machine,
+	// so streams are added until the queue is full.
+	pending := 0
+	for range 64 {
 		st, _ := client.OpenStream()
 		_ = st.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
 		_, _ = st.Write(make([]byte, muxWindow))
+		client.wmu.Lock()
+		pending = len(client.pending)
+		client.wmu.Unlock()
+		if pending >= muxMaxPending {
+			break
+		}
 	}
-	client.wmu.Lock()
-	pending := len(client.pending)
-	client.wmu.Unlock()
 	if pending < muxMaxPending {
 		t.Fatalf("queue holds %d bytes, want at least muxMaxPending (%d)", pending, muxMaxPending)
 	}
@@ -37,7 +43,17 @@ func TestWriteDeadlineEndsWaitForFullQueue(t *testing.T) {
 		_, err := st.Write([]byte("request"))
 		res <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // let it block in lockPending
+	// Wait until the write waits for room (lockPending made drained).
+	for waiting := false; !waiting; {
+		client.wmu.Lock()
+		waiting = client.drained != nil
+		client.wmu.Unlock()
+		select {
+		case err := <-res:
+			t.Fatalf("write returned before the deadline moved: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
 	_ = st.SetWriteDeadline(time.Now())
 	select {
 	case err := <-res:
