@@ -102,3 +102,22 @@ func TestCheckFanoutCounts(t *testing.T) {
 		t.Fatalf("a malformed tail is the decoder's to refuse: %v", err)
 	}
 }
+
+// Elements of a repeated string field count as well: an empty string is
+// two bytes of frame and a string header of memory each.
+func TestCheckFanoutCountsRepeatedStrings(t *testing.T) {
+	env := &iop.Envelope{Body: &iop.Envelope_RegisterRequest{RegisterRequest: &iop.RegisterRequest{
+		AdapterTypes: make([]string, 40000), // 80 KB: scanned
+	}}}
+	b, err := proto.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The request (the envelope's body) and 40,000 strings.
+	if err := checkFanout(b, 40001); err != nil {
+		t.Fatalf("exactly at the bound: %v", err)
+	}
+	if err := checkFanout(b, 40000); !errors.Is(err, errFanout) {
+		t.Fatalf("one over the bound: %v, want errFanout", err)
+	}
+}

@@ -119,6 +119,46 @@ func TestControlQueueBounded(t *testing.T) {
 	<-done
 }
 
+// The control queue's own bound drops a peer that never reads its resets
+// even when the writer's write timeout is far away: the queue does not
+// grow until then.
+func TestControlQueueBoundAlone(t *testing.T) {
+	oldPending, oldTimeout := muxMaxControlPending, muxWriteTimeout
+	muxMaxControlPending, muxWriteTimeout = 64<<10, time.Hour
+	t.Cleanup(func() { muxMaxControlPending, muxWriteTimeout = oldPending, oldTimeout })
+	c, s := tcpPair(t)
+	_ = s.(*net.TCPConn).SetWriteBuffer(4096)
+	edge := newMuxSession(s, false, 1)
+	t.Cleanup(func() { _ = edge.Close() })
+	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	done := make(chan struct{})
+	// Owner: the test; ends when the edge closes the connection.
+	go func() {
+		defer close(done)
+		for id := uint32(1); ; {
+			var batch []byte
+			for range 4096 {
+				batch = append(batch, rawHeader(muxTypeData, flagSYN, id, 0)...)
+				id += 2
+			}
+			_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.Write(batch); err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-edge.CloseChan():
+	case <-time.After(20 * time.Second):
+		t.Fatal("a peer that never reads its resets was never dropped")
+	}
+	if err := edge.err(); !errors.Is(err, ErrProtocol) {
+		t.Fatalf("closed for %v, want ErrProtocol (the control queue's bound)", err)
+	}
+	_ = c.Close()
+	<-done
+}
+
 // A stream reset before its first write is never announced: the write
 // fails and the peer sees no stream; done concurrently, every race ends
 // with both sides holding no stream.

@@ -309,6 +309,13 @@ func TestMuxProtocolViolations(t *testing.T) {
 		overWindow = append(overWindow, rawHeader(muxTypeData, 0, 1, muxMaxData)...)
 		overWindow = append(overWindow, make([]byte, muxMaxData)...)
 	}
+	// Exactly the window, then one byte more.
+	oneOver := rawHeader(muxTypeData, flagSYN, 1, 0)
+	for sent := 0; sent < muxWindow; sent += muxMaxData {
+		oneOver = append(oneOver, rawHeader(muxTypeData, 0, 1, muxMaxData)...)
+		oneOver = append(oneOver, make([]byte, muxMaxData)...)
+	}
+	oneOver = append(oneOver, append(rawHeader(muxTypeData, 0, 1, 1), 'x')...)
 	cases := []struct {
 		name  string
 		bytes []byte
@@ -321,7 +328,10 @@ func TestMuxProtocolViolations(t *testing.T) {
 		{"reused id", append(rawHeader(muxTypeData, flagSYN, 3, 0), rawHeader(muxTypeData, flagSYN, 3, 0)...)},
 		{"data after FIN", append(rawHeader(muxTypeData, flagSYN|flagFIN, 1, 0), append(rawHeader(muxTypeData, 0, 1, 1), 'x')...)},
 		{"beyond the window", overWindow},
+		{"one byte beyond the window", oneOver},
 		{"window overflow", append(rawHeader(muxTypeData, flagSYN, 1, 0), rawHeader(muxTypeWindow, 0, 1, 1<<31)...)},
+		// A grant taking the send window one past 1<<31.
+		{"window overflow by one", append(rawHeader(muxTypeData, flagSYN, 1, 0), rawHeader(muxTypeWindow, 0, 1, 1<<31-muxWindow+1)...)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,34 +1,71 @@
 package nodewire
 
 import (
+	"errors"
 	"net"
+	"sync"
 	"testing"
 	"time"
 )
+
+// stuckConn is a connection whose first Write never returns until Close:
+// a peer that stopped reading with every buffer between the two full.
+// entered is closed once the writer is inside that Write.
+type stuckConn struct {
+	net.Conn
+	entered   chan struct{}
+	closed    chan struct{}
+	enterOnce sync.Once
+	closeOnce sync.Once
+}
+
+func newStuckConn(t *testing.T) *stuckConn {
+	c, s := net.Pipe()
+	t.Cleanup(func() { _ = s.Close() })
+	return &stuckConn{Conn: c, entered: make(chan struct{}), closed: make(chan struct{})}
+}
+
+func (c *stuckConn) Write([]byte) (int, error) {
+	c.enterOnce.Do(func() { close(c.entered) })
+	<-c.closed
+	return 0, net.ErrClosed
+}
+
+func (c *stuckConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
 
 // A write waiting for room in the session's queue (muxMaxPending bytes
 // already wait for a peer that does not read) ends when its write deadline
 // is moved to now, as dispatch does when the client goes and Stream.Abort
 // does before it closes: the wait follows the deadline, not the peer.
 func TestWriteDeadlineEndsWaitForFullQueue(t *testing.T) {
-	c, s := tcpPair(t)
-	_ = c.(*net.TCPConn).SetWriteBuffer(4096)
-	_ = s.(*net.TCPConn).SetReadBuffer(4096)
-	client := muxClient(c) // the peer (s) never reads
+	conn := newStuckConn(t)
+	client := muxClient(conn)
 	t.Cleanup(func() { _ = client.Close() })
 
-	// Fill the session's queue past muxMaxPending with several streams'
-	// full windows while the writer is stuck on the socket.
-	for range 6 {
-		st, _ := client.OpenStream()
-		_ = st.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
-		_, _ = st.Write(make([]byte, muxWindow))
+	// The writer takes a first stream's frames and sticks on them; then
+	// frames of further streams (one each, so that none waits) fill the
+	// queue past muxMaxPending.
+	first, _ := client.OpenStream()
+	if _, err := first.Write(make([]byte, muxWindow)); err != nil {
+		t.Fatal(err)
 	}
-	client.wmu.Lock()
-	pending := len(client.pending)
-	client.wmu.Unlock()
-	if pending < muxMaxPending {
-		t.Fatalf("queue holds %d bytes, want at least muxMaxPending (%d)", pending, muxMaxPending)
+	select {
+	case <-conn.entered:
+	case <-time.After(waitLong):
+		t.Fatal("the writer never wrote")
+	}
+	for pending := 0; pending < muxMaxPending; {
+		st, _ := client.OpenStream()
+		_ = st.SetWriteDeadline(time.Now().Add(waitLong))
+		if _, err := st.Write(make([]byte, muxMaxData)); err != nil {
+			t.Fatal(err)
+		}
+		client.wmu.Lock()
+		pending = len(client.pending)
+		client.wmu.Unlock()
 	}
 
 	st, _ := client.OpenStream()
@@ -37,14 +74,24 @@ func TestWriteDeadlineEndsWaitForFullQueue(t *testing.T) {
 		_, err := st.Write([]byte("request"))
 		res <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // let it block in lockPending
+	// Wait until the write waits for room (lockPending made drained).
+	for waiting := false; !waiting; {
+		client.wmu.Lock()
+		waiting = client.drained != nil
+		client.wmu.Unlock()
+		select {
+		case err := <-res:
+			t.Fatalf("write returned before the deadline moved: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
 	_ = st.SetWriteDeadline(time.Now())
 	select {
 	case err := <-res:
-		t.Logf("write returned: %v", err)
-	case <-time.After(time.Second):
-		t.Errorf("a write waiting for room in the queue ignored SetWriteDeadline(now) for 1s")
-		_ = client.Close()
-		<-res
+		if !errors.Is(err, errTimeout) {
+			t.Fatalf("write returned %v, want a timeout", err)
+		}
+	case <-time.After(waitLong):
+		t.Fatalf("a write waiting for room in the queue ignored SetWriteDeadline(now) for %s", waitLong)
 	}
 }

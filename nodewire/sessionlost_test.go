@@ -40,6 +40,16 @@ func TestStreamsOfAStalledSessionAreNotTimeouts(t *testing.T) {
 		recvErr <- err
 	}()
 
+	// Another is open and idle: nothing waits on it when the session
+	// closes, so its error is the one the close gives it.
+	idle, err := edge.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idle.Write([]byte("request")); err != nil {
+		t.Fatal(err)
+	}
+
 	// Another sends more than the sockets hold to a peer that granted it
 	// the window and then reads nothing.
 	bulk, err := edge.OpenStream()
@@ -87,6 +97,9 @@ func TestStreamsOfAStalledSessionAreNotTimeouts(t *testing.T) {
 		}
 	}
 	// A stream op after the close says the same.
+	if _, err := idle.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) || !errors.Is(err, errSessionClosed) {
+		t.Fatalf("read of an idle stream after close: %v", err)
+	}
 	if _, err := waiting.Write([]byte("more")); errors.Is(err, os.ErrDeadlineExceeded) || !errors.Is(err, errSessionClosed) {
 		t.Fatalf("write after close: %v", err)
 	}

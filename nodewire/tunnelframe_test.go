@@ -197,3 +197,45 @@ func BenchmarkTunnelBodyFrame(b *testing.B) {
 		}
 	})
 }
+
+// Encodings no encoder writes but protobuf accepts (a bool sent as 2, a
+// field repeated where the last one wins, an enum past int32 sent in ten
+// bytes) decode by hand exactly as proto.Unmarshal decodes them.
+func TestTunnelFrameNonCanonical(t *testing.T) {
+	frame := func(fields ...[]byte) []byte {
+		inner := bytes.Join(fields, nil)
+		b := protowire.AppendTag(nil, fieldEnvelopeTunnelFrame, protowire.BytesType)
+		return protowire.AppendBytes(b, inner)
+	}
+	varint := func(num protowire.Number, v uint64) []byte {
+		return protowire.AppendVarint(protowire.AppendTag(nil, num, protowire.VarintType), v)
+	}
+	bytesField := func(num protowire.Number, v string) []byte {
+		return protowire.AppendString(protowire.AppendTag(nil, num, protowire.BytesType), v)
+	}
+	cases := map[string][]byte{
+		"end as 2":               frame(varint(fieldTFEnd, 2)),
+		"end as a large varint":  frame(varint(fieldTFEnd, 1<<40)),
+		"end set then cleared":   frame(varint(fieldTFEnd, 1), varint(fieldTFEnd, 0)),
+		"kind past int32":        frame(varint(fieldTFKind, 1<<32|3)),
+		"status past int32":      frame(varint(fieldTFStatusCode, 1<<33|200)),
+		"body twice":             frame(bytesField(fieldTFBody, "first"), bytesField(fieldTFBody, "second")),
+		"run id twice":           frame(bytesField(fieldTFRunID, "a"), bytesField(fieldTFRunID, "b")),
+		"fields out of order":    frame(bytesField(fieldTFRunID, "r"), varint(fieldTFSequence, 7), varint(fieldTFKind, 2)),
+		"sequence in ten bytes":  frame(varint(fieldTFSequence, math.MaxUint64)),
+		"empty body then a body": frame(bytesField(fieldTFBody, ""), bytesField(fieldTFBody, "x")),
+	}
+	for name, payload := range cases {
+		want := &iop.Envelope{}
+		if err := proto.Unmarshal(payload, want); err != nil {
+			t.Fatalf("%s: proto.Unmarshal: %v", name, err)
+		}
+		got, ok := decodeTunnelFrame(payload)
+		if !ok {
+			t.Fatalf("%s: fast decode refused it", name)
+		}
+		if !proto.Equal(got, want) {
+			t.Fatalf("%s: decoded %v, want %v", name, got, want)
+		}
+	}
+}
