@@ -76,18 +76,29 @@ func TestTerminateSessionBoundedByContext(t *testing.T) {
 		fillers.Wait()
 	})
 	px.Freeze()
-	congest(t, c, &fillers)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	n, err := f.d.TerminateSession(ctx, "s-1")
-	took := time.Since(start)
-	if n != 0 || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("TerminateSession = %d, %v; want 0 nodes reached and context.DeadlineExceeded", n, err)
-	}
-	if took > 2*time.Second {
-		t.Errorf("TerminateSession returned after %s; its context ended after 300ms", took)
+	// congest can only guess that the node's socket is full: a probe may
+	// lose its turn to the fillers while the kernel still takes bytes. A
+	// TERMINATE that got through proves the node was still reading, so the
+	// session is filled further and TerminateSession asked again; every
+	// call must still end by its context.
+	for attempt := 1; ; attempt++ {
+		congest(t, c, &fillers)
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		start := time.Now()
+		n, err := f.d.TerminateSession(ctx, "s-1")
+		took := time.Since(start)
+		cancel()
+		if took > 2*time.Second {
+			t.Fatalf("TerminateSession returned after %s; its context ended after 300ms", took)
+		}
+		if n == 1 && err == nil && attempt < 10 {
+			t.Logf("attempt %d: the node still took the TERMINATE; filling its session further", attempt)
+			continue
+		}
+		if n != 0 || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("TerminateSession = %d, %v; want 0 nodes reached and context.DeadlineExceeded", n, err)
+		}
+		return
 	}
 }
 

@@ -53,4 +53,10 @@ func TestPendingOnABusyDatabase(t *testing.T) {
 	if got, err := a.Pending(ctx); err != nil || !maps.Equal(got, map[string]int{"m": 2, "n": 1}) {
 		t.Fatalf("after b has none: %v %v", got, err)
 	}
+	// Neither the expired edge nor the one with none is read again: edges
+	// that are gone would otherwise fill the maxEdges read.
+	edges, err := rdb.SMembers(ctx, pendingEdges).Result()
+	if err != nil || len(edges) != 1 || edges[0] != "a" {
+		t.Fatalf("edges with pending figures: %v (%v), want only a", edges, err)
+	}
 }
