@@ -251,8 +251,7 @@ func (c *ClientConn) Serve(ctx context.Context, h StreamHandler) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	workers := newWorkerPool(ctx, &wg, func(st *Stream) {
-		_ = st.SetReadDeadline(time.Now().Add(c.cfg.HandshakeTimeout))
-		first, err := st.Recv()
+		first, err := recvFirst(st, c.cfg.HandshakeTimeout) // see firstframe.go
 		if err != nil {
 			st.Abort()
 			return
