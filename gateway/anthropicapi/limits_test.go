@@ -35,3 +35,14 @@ func TestToolResultContentCountsTowardBlockLimit(t *testing.T) {
 		t.Fatalf("a tool_result with %d blocks accepted: %v", MaxContentBlocks, e)
 	}
 }
+
+// An upstream that reports usage with prompt_tokens 0 (some servers fill
+// only completion_tokens) gets the edge's input estimate, as when it
+// reports no usage at all, not an input of 0 tokens.
+func TestRenderMessageZeroPromptTokensKeepsEstimate(t *testing.T) {
+	out, err := RenderMessage([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],`+
+		`"usage":{"prompt_tokens":0,"completion_tokens":3}}`), "m", nil, 42)
+	if err != nil || !strings.Contains(string(out), `"usage":{"input_tokens":42,"output_tokens":3}`) {
+		t.Fatalf("%s, %v", out, err)
+	}
+}
