@@ -319,6 +319,10 @@ func (c committer) Write(p []byte) (int, error) {
 		h := rw.Header()
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
+		// The pipeline's own stream headers went to w.header, which
+		// stays behind: without this a proxy in front (nginx) buffers the
+		// stream, as the OpenAI surface's streams tell it not to.
+		h.Set("X-Accel-Buffering", "no")
 		h.Set("request-id", c.w.requestID)
 		rw.WriteHeader(http.StatusOK)
 	}
