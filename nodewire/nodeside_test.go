@@ -215,10 +215,12 @@ func TestRejectionReasonIsBounded(t *testing.T) {
 	e := startRawEdge(t)
 	errc := make(chan error, 1)
 	// Owner: the test; Dial ends when the edge answers (or its timeout).
+	// The bound is generous: the edge builds and writes a 2 MiB answer
+	// while the clock runs, and a loaded machine under -race took 5 s.
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+		ctx, cancel := context.WithTimeout(context.Background(), 4*waitLong)
 		defer cancel()
-		_, _, err := Dial(ctx, DialConfig{Address: e.addr(), HandshakeTimeout: waitLong},
+		_, _, err := Dial(ctx, DialConfig{Address: e.addr(), HandshakeTimeout: 4 * waitLong},
 			&iop.RegisterRequest{ProtocolVersion: ProtocolVersion, NodeId: "n", Token: "t"})
 		errc <- err
 	}()
