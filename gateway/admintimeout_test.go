@@ -1,0 +1,21 @@
+package gateway_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+// A node that takes an admin command and never answers it: the admin
+// request ends after its own timeout (15 s) with 504 and code timeout,
+// the node's silence told apart from a failed node (502).
+func TestAdminCommandSilentNodeIs504(t *testing.T) {
+	cfg := fakeNodeConfig(t)
+	cfg.Auth.AdminToken = "adm-secret"
+	e := startEdge(t, cfg)
+	startFakeNode(t, e, silent)
+	c := httpClient(t)
+	c.Timeout = 60 * time.Second
+	r := do(t, c, http.MethodGet, e.URL+"/admin/nodes/gpu-a/commands/usage", "", map[string]string{"Authorization": "Bearer adm-secret"})
+	assertError(t, r, http.StatusGatewayTimeout, "timeout")
+}
