@@ -1,7 +1,6 @@
 package nodeagent
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -9,16 +8,10 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"go.uber.org/zap"
-
-	"github.com/iop-gateway/iop/nodewire"
-	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // writeNameOnlyCert writes a CA and a server certificate for edge.test
@@ -61,40 +54,9 @@ func writeNameOnlyCert(t *testing.T, dir string) (caFile, certFile, keyFile stri
 // wrote, not the address: a certificate naming only edge.test is good.
 func TestEdgeByNameVerifiesTheNameNotTheAddress(t *testing.T) {
 	caFile, certFile, keyFile := writeNameOnlyCert(t, t.TempDir())
-	stls, err := nodewire.ServerTLSConfig(certFile, keyFile, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fe := &fakeEdge{addr: ln.Addr().String(), payload: mockPayload(1),
-		script: func(int) iop.RejectCode { return iop.RejectCode_REJECT_CODE_UNSPECIFIED },
-		conns:  make(chan *nodewire.Conn, 64), ready: map[*nodewire.Conn]bool{}}
-	fe.srv = nodewire.NewServer(nodewire.ServerConfig{Handler: fe, TLS: stls, HandshakeTimeout: 5 * time.Second})
-	served := make(chan struct{})
-	// Owner: the test; stops at srv.Close in Cleanup.
-	go func() { defer close(served); _ = fe.srv.Serve(ln) }()
-	t.Cleanup(func() { _ = fe.srv.Close(); <-served })
-
-	_, port, _ := net.SplitHostPort(fe.addr)
-	stubDNS(t, func(int) ([]string, error) { return []string{"127.0.0.1"}, nil })
-	ctls, err := nodewire.NewClientTLS(caFile, "", "", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := dnsPolicy(0)
-	cfg.Dial.TLS = ctls
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	// Owner: the test; stops at cancel below.
-	go func() {
-		done <- RunEdges(ctx, cfg, []string{net.JoinHostPort("edge.test", port)}, true, newTestAgent(t), zap.NewNop())
-	}()
+	fe, stop := startEdgeByNameOverTLS(t, certFile, keyFile, caFile)
 	fe.nextReady(t)
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("RunEdges after shutdown = %v, want nil", err)
 	}
 }

@@ -31,7 +31,33 @@ func TestEdgeByNameOverTLSTrustsRotatedCA(t *testing.T) {
 	testcert.InstallAt(t, srvKey, issuedKey, now)
 	testcert.InstallAt(t, caFile, edgeCA.File, now)
 
-	stls, err := nodewire.ServerTLSConfig(srvCert, srvKey, "", nil)
+	fe, stop := startEdgeByNameOverTLS(t, srvCert, srvKey, caFile)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("RunEdges after shutdown = %v, want nil", err)
+		}
+	}()
+	first := fe.nextReady(t)
+
+	// The edge's certificate reissued by a new CA, and the node's CA file
+	// rewritten in place; the session then drops.
+	nextCA := testcert.NewCA(t, t.TempDir(), "edge-next")
+	nextCert, nextKey := nextCA.Issue(t, "edge", true)
+	later := now.Add(time.Minute)
+	testcert.InstallAt(t, srvCert, nextCert, later)
+	testcert.InstallAt(t, srvKey, nextKey, later)
+	testcert.InstallAt(t, caFile, nextCA.File, later)
+	_ = first.Close()
+	fe.nextReady(t)
+}
+
+// startEdgeByNameOverTLS serves a fake edge with the TLS pair certFile and
+// keyFile on loopback, and runs a node dialling it by the name edge.test
+// (resolved to 127.0.0.1), trusting caFile. stop shuts the node down and
+// returns what RunEdges returned; Cleanup closes the edge.
+func startEdgeByNameOverTLS(t *testing.T, certFile, keyFile, caFile string) (fe *fakeEdge, stop func() error) {
+	t.Helper()
+	stls, err := nodewire.ServerTLSConfig(certFile, keyFile, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +65,7 @@ func TestEdgeByNameOverTLSTrustsRotatedCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fe := &fakeEdge{addr: ln.Addr().String(), payload: mockPayload(1),
+	fe = &fakeEdge{addr: ln.Addr().String(), payload: mockPayload(1),
 		script: func(int) iop.RejectCode { return iop.RejectCode_REJECT_CODE_UNSPECIFIED },
 		conns:  make(chan *nodewire.Conn, 64), ready: map[*nodewire.Conn]bool{}}
 	fe.srv = nodewire.NewServer(nodewire.ServerConfig{Handler: fe, TLS: stls, HandshakeTimeout: 5 * time.Second})
@@ -58,26 +84,9 @@ func TestEdgeByNameOverTLSTrustsRotatedCA(t *testing.T) {
 	cfg.Dial.TLS = ctls
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	// Owner: the test; stops at cancel below.
+	// Owner: the test; stops at cancel, which stop calls.
 	go func() {
 		done <- RunEdges(ctx, cfg, []string{net.JoinHostPort("edge.test", port)}, true, newTestAgent(t), zap.NewNop())
 	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("RunEdges after shutdown = %v, want nil", err)
-		}
-	}()
-	first := fe.nextReady(t)
-
-	// The edge's certificate reissued by a new CA, and the node's CA file
-	// rewritten in place; the session then drops.
-	nextCA := testcert.NewCA(t, t.TempDir(), "edge-next")
-	nextCert, nextKey := nextCA.Issue(t, "edge", true)
-	later := now.Add(time.Minute)
-	testcert.InstallAt(t, srvCert, nextCert, later)
-	testcert.InstallAt(t, srvKey, nextKey, later)
-	testcert.InstallAt(t, caFile, nextCA.File, later)
-	_ = first.Close()
-	fe.nextReady(t)
+	return fe, func() error { cancel(); return <-done }
 }

@@ -25,12 +25,10 @@ func (c *interruptConn) SetDeadline(t time.Time) error {
 	return c.Conn.SetDeadline(t)
 }
 
-// A request cancelled while its answer is read interrupts the connection
-// (its deadline is then in the past for good), so the connection is not
-// kept for the next request even when the rest of the answer was already
-// buffered and the body still ends cleanly.
-func TestCancelledConnectionIsNotKeptAfterCleanEnd(t *testing.T) {
-	u, _ := keepOpenServer(t, "okok", "")
+// interruptTransport is a Transport whose every connection is an
+// interruptConn, handed on conns as it is dialled (one at a time: the
+// channel holds one).
+func interruptTransport() (*Transport, <-chan *interruptConn) {
 	conns := make(chan *interruptConn, 1)
 	var d net.Dialer
 	tr := New(Options{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -42,6 +40,16 @@ func TestCancelledConnectionIsNotKeptAfterCleanEnd(t *testing.T) {
 		conns <- ic
 		return ic, nil
 	}})
+	return tr, conns
+}
+
+// A request cancelled while its answer is read interrupts the connection
+// (its deadline is then in the past for good), so the connection is not
+// kept for the next request even when the rest of the answer was already
+// buffered and the body still ends cleanly.
+func TestCancelledConnectionIsNotKeptAfterCleanEnd(t *testing.T) {
+	u, _ := keepOpenServer(t, "okok", "")
+	tr, conns := interruptTransport()
 	defer tr.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -2,7 +2,6 @@ package h1client
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -27,17 +26,7 @@ func TestFailedRequestBodyAfterWholeAnswerIsNotKept(t *testing.T) {
 		}
 		_, _ = io.Copy(io.Discard, br)
 	})
-	conns := make(chan *interruptConn, 1)
-	var d net.Dialer
-	tr := New(Options{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		nc, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		ic := &interruptConn{Conn: nc, interrupted: make(chan struct{})}
-		conns <- ic
-		return ic, nil
-	}})
+	tr, conns := interruptTransport()
 	defer tr.Close()
 	pr, pw := io.Pipe()
 	req, err := http.NewRequest("POST", u, pr)
