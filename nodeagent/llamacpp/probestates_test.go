@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -200,5 +201,41 @@ func TestReconfigureClosesOldServerConnections(t *testing.T) {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the probe connection to the old server stayed open after Reconfigure")
+	}
+}
+
+// A probe that Reconfigure superseded, ending after the new settings' probe
+// began, leaves that probe registered: callers meanwhile share it instead
+// of starting another.
+func TestSupersededProbeLeavesNewProbeShared(t *testing.T) {
+	old, next := newSlowServer(t), newSlowServer(t)
+	in := instanceAt(t, old.URL, nil, adapter.Env{})
+	first := make(chan adapter.Health, 1)
+	// Owner: the test; returns when the old probe ends (after newBegan).
+	go func() { first <- in.Health(context.Background()) }()
+	waitProbing(t, old)
+	newBegan := make(chan struct{})
+	var once sync.Once
+	probeDoneHook = func() { once.Do(func() { <-newBegan }) }
+	t.Cleanup(func() { probeDoneHook = nil })
+	if err := in.Reconfigure(&iop.AdapterConfig{Name: "llama", Type: TypeName, Capacity: 2, BaseUrl: next.URL + "/v1"}); err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan adapter.Health, 1)
+	// Owner: the test; returns when the new server answers (release below).
+	go func() { second <- in.Health(context.Background()) }()
+	waitProbing(t, next)
+	close(newBegan)
+	<-first
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	in.Health(ctx) // shares the new probe, which is still waiting
+	cancel()
+	close(next.release)
+	if h := <-second; h.Status != adapter.HealthOK {
+		t.Fatalf("new server: %+v", h)
+	}
+	_ = in.Close() // waits for every probe
+	if n := next.health.Load(); n != 1 {
+		t.Fatalf("the new server got %d /health probes, want 1", n)
 	}
 }
