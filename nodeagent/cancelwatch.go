@@ -28,6 +28,12 @@ type cancelWatch struct {
 	exited chan struct{} // closed under mu
 }
 
+// Test seams, nil in production: the order of a reader and stop that race
+// for the same frame cannot be forced from outside. afterRecvHook runs in a
+// reader after each Recv; stopWaitsHook runs in stop just before it waits
+// for a started reader to exit.
+var afterRecvHook, stopWaitsHook func()
+
 // watchCancel starts watching st for the run whose context cancel ends.
 func watchCancel(st *nodewire.Stream, cancel context.CancelFunc) *cancelWatch {
 	w := &cancelWatch{st: st, cancel: cancel, exited: make(chan struct{})}
@@ -45,6 +51,9 @@ func watchCancel(st *nodewire.Stream, cancel context.CancelFunc) *cancelWatch {
 func (w *cancelWatch) read() {
 	for {
 		env, err := w.st.Recv()
+		if afterRecvHook != nil {
+			afterRecvHook()
+		}
 		w.mu.Lock()
 		if err != nil {
 			w.ended = true
@@ -85,6 +94,9 @@ func (w *cancelWatch) stop(wait time.Duration) {
 	if !w.st.StopWatch() {
 		// A reader was started: it exits on seeing stopped, at the
 		// stream's end, or at the deadline.
+		if stopWaitsHook != nil {
+			stopWaitsHook()
+		}
 		<-w.exited
 	}
 	w.mu.Lock()

@@ -17,6 +17,14 @@ import (
 // looks again (a refresh may turn them on).
 const loadIdleCheck = 5 * time.Second
 
+// loadSender is what reportLoad needs of the session's connection (a
+// *nodewire.ClientConn): tests give it one whose sends fail the ways a
+// stalled or cut connection's do, which a loopback edge cannot be made to
+// do on cue.
+type loadSender interface {
+	SendLoad(r *iop.LoadReport, deadline time.Time) error
+}
+
 // reportLoad samples every instance's backend and sends a LoadReport on
 // conn every load_report_interval_ms of the applied config (read at each
 // tick, so a refresh takes effect), until ctx ends or the connection
@@ -24,7 +32,7 @@ const loadIdleCheck = 5 * time.Second
 // skipped, not retried: the next one is newer. A sample is bounded by the
 // interval: a backend that does not answer its health probe in time is
 // reported as it last was by its adapter's own cache, never waited for.
-func (a *Agent) reportLoad(ctx context.Context, conn *nodewire.ClientConn) {
+func (a *Agent) reportLoad(ctx context.Context, conn loadSender) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {

@@ -107,6 +107,13 @@ func validateSessionID(id string) error {
 	return nil
 }
 
+// Test seams, nil in production: a TerminateSession landing in the
+// windows they mark cannot be placed there from outside. acquiredHook runs
+// when acquireSession has taken a session's slot, before it looks whether
+// the session was terminated meanwhile; registerHook runs as registerRun
+// begins (after acquireSession returned).
+var acquiredHook, registerHook func(*session)
+
 // acquireSession waits, respecting ctx, until the caller is the only run of
 // session id, and returns it. Release with releaseSession.
 func (a *instance) acquireSession(ctx context.Context, id string) (*session, error) {
@@ -134,6 +141,9 @@ func (a *instance) acquireSession(ctx context.Context, id string) (*session, err
 		case <-ctx.Done():
 			return nil, fmt.Errorf("cli: wait for session: %w", ctx.Err())
 		}
+		if acquiredHook != nil {
+			acquiredHook(s)
+		}
 		a.mu.Lock()
 		terminated = s.terminated
 		if !terminated {
@@ -153,6 +163,9 @@ func (a *instance) releaseSession(s *session) { <-s.sem }
 // TerminateSession closes to stop it. ok is false if the session was
 // terminated meanwhile.
 func (a *instance) registerRun(s *session) (stop chan struct{}, ok bool) {
+	if registerHook != nil {
+		registerHook(s)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if s.terminated {

@@ -253,12 +253,20 @@ func (in *Instance) Health(ctx context.Context) adapter.Health {
 	return in.last
 }
 
+// probeDoneHook, nil in production, runs when a probe has its result,
+// before it is stored: a test holds an old probe there to end it after a
+// newer one began, an order nothing outside can force.
+var probeDoneHook func()
+
 // probeAndStore runs one probe and keeps its result, unless Reconfigure or
 // Close came meanwhile.
 func (in *Instance) probeAndStore(ctx context.Context, cancel context.CancelFunc, t target, gen uint64, done chan struct{}) {
 	defer in.wg.Done()
 	h := in.probe(ctx, t)
 	cancel()
+	if probeDoneHook != nil {
+		probeDoneHook()
+	}
 	in.mu.Lock()
 	if gen == in.gen && in.base.Err() == nil {
 		in.last, in.at = h, time.Now()
