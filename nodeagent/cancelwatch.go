@@ -31,8 +31,9 @@ type cancelWatch struct {
 // Test seams, nil in production: the order of a reader and stop that race
 // for the same frame cannot be forced from outside. afterRecvHook runs in a
 // reader after each Recv; stopWaitsHook runs in stop just before it waits
-// for a started reader to exit.
-var afterRecvHook, stopWaitsHook func()
+// for a started reader to exit; drainHook runs in stop after each frame it
+// drains (a node slower than the Edge's sends).
+var afterRecvHook, stopWaitsHook, drainHook func()
 
 // watchCancel starts watching st for the run whose context cancel ends.
 func watchCancel(st *nodewire.Stream, cancel context.CancelFunc) *cancelWatch {
@@ -90,7 +91,8 @@ func (w *cancelWatch) stop(wait time.Duration) {
 	_ = w.st.CloseWrite()
 	// The deadline also bounds a reader that is waiting for the rest of a
 	// frame the Edge began and never finished.
-	_ = w.st.SetReadDeadline(time.Now().Add(wait))
+	deadline := time.Now().Add(wait)
+	_ = w.st.SetReadDeadline(deadline)
 	if !w.st.StopWatch() {
 		// A reader was started: it exits on seeing stopped, at the
 		// stream's end, or at the deadline.
@@ -105,9 +107,15 @@ func (w *cancelWatch) stop(wait time.Duration) {
 	if ended {
 		return
 	}
-	for {
+	// Recv hands over frames already buffered whatever the deadline: an
+	// Edge that keeps sending on a finished exchange faster than this loop
+	// reads would hold it, and the handler, for as long as it sends.
+	for time.Now().Before(deadline) {
 		if _, err := w.st.Recv(); err != nil {
 			return
+		}
+		if drainHook != nil {
+			drainHook()
 		}
 	}
 }

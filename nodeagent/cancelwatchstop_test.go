@@ -85,6 +85,25 @@ func TestStopBoundedWhenEdgeKeepsStreamOpen(t *testing.T) {
 func TestStopBoundedWhenEdgeKeepsSending(t *testing.T) {
 	est, st := watchedStream(t)
 	w := watchCancel(st, func() {})
+	defer keepSending(est)()
+	stopWithin(t, w, 100*time.Millisecond, 10*time.Second)
+}
+
+// A node that drains a finished exchange more slowly than the Edge sends
+// on it (its frames always already buffered, which Recv hands over
+// whatever the deadline) still ends the drain at stop's wait.
+func TestStopBoundedWhenEdgeOutpacesTheDrain(t *testing.T) {
+	drainHook = func() { time.Sleep(2 * time.Millisecond) }
+	t.Cleanup(func() { drainHook = nil })
+	est, st := watchedStream(t)
+	w := watchCancel(st, func() {})
+	defer keepSending(est)()
+	stopWithin(t, w, 100*time.Millisecond, 5*time.Second)
+}
+
+// keepSending sends on est as fast as its window allows until the
+// returned func is called, which waits for the sender to stop.
+func keepSending(est *nodewire.Stream) (stop func()) {
 	quit := make(chan struct{})
 	sent := make(chan struct{})
 	// Owner: the test; stops at quit or at the first failed send.
@@ -102,8 +121,7 @@ func TestStopBoundedWhenEdgeKeepsSending(t *testing.T) {
 			}
 		}
 	}()
-	defer func() { close(quit); _ = est.SetWriteDeadline(time.Now()); <-sent }()
-	stopWithin(t, w, 100*time.Millisecond, 10*time.Second)
+	return func() { close(quit); _ = est.SetWriteDeadline(time.Now()); <-sent }
 }
 
 // A reader that took a frame while stop began exits once it sees stop
