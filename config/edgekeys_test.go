@@ -155,7 +155,10 @@ func TestModelCandidatesChecked(t *testing.T) {
 		{Node: "ghost", Provider: "p", Target: "x"},
 		{Node: "a", Provider: "p"},
 	}
-	c.Models = append(c.Models, ModelSpec{Name: "abs", Workspace: "/srv/ws", Providers: []ModelProvider{{Node: "a", Provider: "p", Target: "x"}}})
+	c.Models = append(c.Models,
+		ModelSpec{Name: "abs", Workspace: "/srv/ws", Providers: []ModelProvider{{Node: "a", Provider: "p", Target: "x"}}},
+		// A node on Windows would read the backslashes as separators.
+		ModelSpec{Name: "win", Workspace: `ws\..\..\outside`, Providers: []ModelProvider{{Node: "a", Provider: "p", Target: "x"}}})
 	err := c.Normalize()
 	for _, want := range []string{
 		`models[0].workspace "../outside" must be a relative path`,
@@ -164,6 +167,7 @@ func TestModelCandidatesChecked(t *testing.T) {
 		`models[0].providers[3].node "ghost" is not a configured node`,
 		"models[0].providers[4].target is required",
 		`models[1].workspace "/srv/ws" must be a relative path`,
+		`models[2].workspace "ws\\..\\..\\outside" must be a relative path`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("problems %v lack %q", err, want)
