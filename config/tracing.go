@@ -1,5 +1,7 @@
 package config
 
+import "net/url"
+
 // Tracing configures OpenTelemetry tracing. Off by default.
 type Tracing struct {
 	Enabled bool `mapstructure:"enabled"`
@@ -26,7 +28,22 @@ func (t *Tracing) normalize(p *problems) {
 	if !(t.SampleRatio >= 0 && t.SampleRatio <= 1) { // NaN too
 		p.add("tracing.sample_ratio must be between 0 and 1")
 	}
-	if t.Enabled && t.Endpoint == "" {
+	switch {
+	case t.Enabled && t.Endpoint == "":
 		p.add("tracing.endpoint is required when tracing.enabled is true")
+	case t.Enabled && !OTLPHostPort(t.Endpoint):
+		// Checked here, not only when the exporter starts: --check-config
+		// would say ok to a config the process then refuses to start with.
+		p.add("tracing.endpoint %s must be host:port, without a scheme or path (tracing.insecure chooses plain HTTP)", quoteSafe(t.Endpoint))
 	}
+}
+
+// OTLPHostPort reports whether ep is a bare host[:port]. The OTLP/HTTP
+// exporter puts its own scheme in front and /v1/traces after it, so
+// anything else (a URL, as OTEL_EXPORTER_OTLP_ENDPOINT is written) makes a
+// URL no collector answers at, and every export fails with no trace ever
+// arriving.
+func OTLPHostPort(ep string) bool {
+	u, err := url.Parse("http://" + ep)
+	return err == nil && ep != "" && u.Host == ep && u.User == nil
 }

@@ -54,3 +54,12 @@ func TestSetupExportsToHostPort(t *testing.T) {
 		t.Fatal("no export reached the collector")
 	}
 }
+
+// Setup's refusal names the key, not the endpoint: a URL's user info is a
+// credential, and the refusal is logged.
+func TestSetupRefusalHidesEndpointCredentials(t *testing.T) {
+	_, _, err := Setup(context.Background(), config.Tracing{Enabled: true, Endpoint: "https://u:s3cr3t@collector:4318", SampleRatio: 1}, "test")
+	if err == nil || strings.Contains(err.Error(), "s3cr3t") {
+		t.Fatalf("err = %v, want a refusal without the credential", err)
+	}
+}

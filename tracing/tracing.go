@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -31,8 +30,10 @@ func Setup(ctx context.Context, cfg config.Tracing, service string) (trace.Trace
 	if !cfg.Enabled {
 		return noop.NewTracerProvider(), func() {}, nil
 	}
-	if !hostPort(cfg.Endpoint) {
-		return nil, nil, fmt.Errorf("tracing: endpoint %q: %w", cfg.Endpoint, errEndpoint)
+	if !config.OTLPHostPort(cfg.Endpoint) {
+		// The value is not quoted: a URL's user info is a credential, and
+		// this error is logged. Normalize has named the problem already.
+		return nil, nil, fmt.Errorf("tracing: endpoint: %w", errEndpoint)
 	}
 	opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(cfg.Endpoint)}
 	if cfg.Insecure {
@@ -56,15 +57,6 @@ func Setup(ctx context.Context, cfg config.Tracing, service string) (trace.Trace
 }
 
 var errEndpoint = errors.New("must be host:port, without a scheme or path (tracing.insecure chooses plain HTTP)")
-
-// hostPort reports whether ep is a bare host[:port]. The exporter puts its
-// own scheme in front and /v1/traces after it, so anything else (a URL, as
-// OTEL_EXPORTER_OTLP_ENDPOINT is written) makes a URL no collector answers
-// at, and every export fails with no trace ever arriving.
-func hostPort(ep string) bool {
-	u, err := url.Parse("http://" + ep)
-	return err == nil && ep != "" && u.Host == ep && u.User == nil
-}
 
 var propagator = propagation.TraceContext{}
 
