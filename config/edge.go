@@ -372,6 +372,16 @@ func (c *Edge) Normalize() error {
 	if t := c.Listen.TLS; !t.Enabled() && t.ClientCAFile != "" {
 		p.add("listen.tls.client_ca_file needs cert_file and key_file")
 	}
+	// Keys are compared trimmed (a list in IOP_AUTH_API_KEYS is written
+	// "k1, k2"): trimmed here too, a priority named "k2" finds its key, " k1"
+	// repeats "k1" and a key of spaces is empty, so refused. (admin_token
+	// is left as written: trimmed to empty it would open /admin/*.)
+	for i := range c.Auth.APIKeys {
+		c.Auth.APIKeys[i] = strings.TrimSpace(c.Auth.APIKeys[i])
+	}
+	for i := range c.Auth.KeyPriorities {
+		c.Auth.KeyPriorities[i].Key = strings.TrimSpace(c.Auth.KeyPriorities[i].Key)
+	}
 	for i, k := range c.Auth.APIKeys {
 		if k == "" {
 			p.add("auth.api_keys[%d] is empty", i)
