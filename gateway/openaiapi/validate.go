@@ -254,8 +254,15 @@ func optNumber(obj object, key, param string) *Error {
 	}
 	t := bytes.TrimSpace(raw)
 	if len(t) > 0 && (t[0] == '-' || (t[0] >= '0' && t[0] <= '9')) {
-		if _, err := strconv.ParseFloat(string(t), 64); err == nil {
+		_, err := strconv.ParseFloat(string(t), 64)
+		if err == nil {
 			return nil
+		}
+		if isRangeErr(err) {
+			// A number all the same (1e400): "expected a number, but got
+			// a number" would leave the caller guessing.
+			return invalidValue(param, fmt.Sprintf("expected a number of magnitude at most %g, but got %s.",
+				math.MaxFloat64, shortNumber(string(t))))
 		}
 	}
 	return typeError(param, "a number", raw)
@@ -301,10 +308,16 @@ func isRangeErr(err error) bool {
 }
 
 func rangeError(param string, min, max int64, got string) *Error {
+	return invalidValue(param, fmt.Sprintf("expected an integer between %d and %d, but got %s.", min, max, shortNumber(got)))
+}
+
+// shortNumber is a number literal for an error message, bounded: a valid
+// literal can be a thousand digits long.
+func shortNumber(got string) string {
 	if len(got) > 32 {
-		got = got[:32] + "…"
+		return got[:32] + "…"
 	}
-	return invalidValue(param, fmt.Sprintf("expected an integer between %d and %d, but got %s.", min, max, got))
+	return got
 }
 
 // isIntegerLiteral reports whether a JSON number literal has no fraction or
