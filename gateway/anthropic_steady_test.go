@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/iop-gateway/iop/internal/stack"
 	"github.com/iop-gateway/iop/nodewire"
@@ -17,7 +16,7 @@ import (
 // pieces, each under the write deadline, not as one write that must leave
 // within a single write timeout.
 func TestMessagesSteadyReaderGetsWholeAnswer(t *testing.T) {
-	const size = 12 << 20
+	const size = 6 << 20
 	filler := strings.Repeat("x", size)
 	cfg := fakeNodeConfig(t)
 	cfg.Limits.WriteTimeoutSec = 2
@@ -32,7 +31,7 @@ func TestMessagesSteadyReaderGetsWholeAnswer(t *testing.T) {
 		<-ctx.Done()
 	})
 	resp, n, err := readPaced(t, e.URL, "/v1/messages",
-		`{"model":"qwen-7b","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`, 16<<10, 10*time.Millisecond)
+		`{"model":"qwen-7b","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`, 16<<10, steadyPause)
 	if err != nil || resp.StatusCode != http.StatusOK || n < size {
 		t.Fatalf("status %d, read %d bytes (answer text %d): %v", resp.StatusCode, n, size, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -151,6 +152,13 @@ func (s *Server) HTTPServer() *http.Server {
 		IdleTimeout:       time.Duration(l.IdleTimeoutSec) * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
+		// Once per connection: bound what its socket holds unsent, so
+		// that a per-write deadline fails a client that stops reading,
+		// not one that reads slowly (notsent_linux.go).
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			boundUnsent(c)
+			return ctx
+		},
 	}
 }
 

@@ -50,12 +50,20 @@ func readPaced(t *testing.T, url, path, body string, piece int, pause time.Durat
 	return resp, int(n), err
 }
 
+// steadyPause is how long a steady reader waits before each 16 KiB read:
+// at most 546 KB/s. A socket whose send buffer (autotuned up to 4 MiB)
+// wakes its blocked writer only once a third of it has drained would keep
+// a write waiting 2.4 s or more at that pace, past a 2 s write timeout's
+// deadline (1.875 s at least, see deadlineWriter): a reader that never
+// pauses longer than 30 ms cut off as if it had stopped.
+const steadyPause = 30 * time.Millisecond
+
 // A client that keeps reading a large non-streamed answer, only slower
 // than the answer can be written within limits.write_timeout_sec, gets the
 // whole answer: the write timeout is for a client that stops reading, as
 // for streams, not a bound on how long a whole answer may take to send.
 func TestSteadyReaderGetsWholeAnswer(t *testing.T) {
-	const size = 12 << 20 // over the edge's send buffer (4 MiB), under the held bound
+	const size = 6 << 20 // over the kernel's send buffer (4 MiB), under the held bound
 	filler := strings.Repeat("x", size)
 	for _, tc := range []struct{ name, path, body string }{
 		{"tunnel", "/v1/chat/completions", `{"model":"qwen-7b","messages":[{"role":"user","content":"hi"}]}`},
@@ -89,10 +97,9 @@ func TestSteadyReaderGetsWholeAnswer(t *testing.T) {
 				_ = st.CloseWrite()
 				<-ctx.Done()
 			})
-			// At most 1.6 MiB/s: the 7.5 MiB beyond the kernel's buffers take
-			// 4.6 s or more, over two write timeouts, with no pause longer
-			// than 10 ms.
-			resp, n, err := readPaced(t, e.URL, tc.path, tc.body, 16<<10, 10*time.Millisecond)
+			// At most 546 KB/s: 6 MiB take 11.5 s or more, over five write
+			// timeouts, with no pause longer than steadyPause.
+			resp, n, err := readPaced(t, e.URL, tc.path, tc.body, 16<<10, steadyPause)
 			if err != nil || resp.StatusCode != http.StatusOK || strconv.Itoa(n) != resp.Header.Get("Content-Length") {
 				t.Fatalf("status %d, read %d of %s bytes: %v", resp.StatusCode, n, resp.Header.Get("Content-Length"), err)
 			}
