@@ -29,6 +29,7 @@ import (
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/gateway/openaiapi"
+	"github.com/iop-gateway/iop/internal/sockopt"
 	"github.com/iop-gateway/iop/tracing"
 )
 
@@ -154,9 +155,9 @@ func (s *Server) HTTPServer() *http.Server {
 		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
 		// Once per connection: bound what its socket holds unsent, so
 		// that a per-write deadline fails a client that stops reading,
-		// not one that reads slowly (notsent_linux.go).
+		// not one that reads slowly (notsent.go).
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			boundUnsent(c)
+			sockopt.BoundUnsent(c, clientNotSentLowat)
 			return ctx
 		},
 	}

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/iop-gateway/iop/internal/sockopt"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -72,6 +73,7 @@ func Dial(ctx context.Context, cfg DialConfig, req *iop.RegisterRequest) (*Clien
 	if err != nil {
 		return nil, nil, fmt.Errorf("nodewire: dial: %w", err)
 	}
+	sockopt.BoundUnsent(raw, wireNotSentLowat) // see muxWriteChunk
 	// Closing the socket when ctx ends bounds every blocking step below,
 	// including the multiplexer's stream reads, by the handshake deadline.
 	// The callback closes its own copy: raw is reassigned below (TLS).

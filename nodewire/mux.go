@@ -64,8 +64,15 @@ const (
 	muxCoalesceBelow = 16 << 10
 	// muxWriteChunk bounds one write to the connection (writeAll): a peer
 	// is dropped when it takes less than this in muxWriteTimeout (6.4 KiB/s
-	// by default).
+	// by default). That holds because the socket's unsent bytes are bounded
+	// (wireNotSentLowat): otherwise a writer blocked on the 4 MiB buffer
+	// the kernel grows waits for ~1.3 MiB to drain, and a peer reading
+	// steadily below ~140 KB/s would be dropped as if it had stopped.
 	muxWriteChunk = 64 << 10
+	// wireNotSentLowat is TCP_NOTSENT_LOWAT on every wire connection, both
+	// sides (internal/sockopt): the writer is woken once fewer than half
+	// of it wait unsent, so one muxWriteChunk drained wakes it.
+	wireNotSentLowat = 128 << 10
 	// muxMaxPending is how many frame bytes may wait for the writer before
 	// data writers block (control frames never do): the socket's
 	// backpressure reaches writers instead of unbounded buffering.

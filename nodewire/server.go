@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/iop-gateway/iop/internal/sockopt"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -282,6 +283,7 @@ func (s *Server) Close() error {
 // from the peer.
 func (s *Server) serveConn(raw net.Conn, src string) {
 	log := s.log.With(zap.String("remote", raw.RemoteAddr().String()))
+	sockopt.BoundUnsent(raw, wireNotSentLowat) // see muxWriteChunk
 	pending := true
 	defer func() {
 		if pending {
