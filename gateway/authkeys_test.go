@@ -10,9 +10,10 @@ import (
 )
 
 // IOP_AUTH_API_KEYS="sk-one, sk-two" (a comma and a space, as lists are
-// usually written) gives the key " sk-two"; a request's bearer is read
+// usually written) splits into " sk-two"; a request's bearer is read
 // without surrounding spaces, so that key must be compared the same way or
-// no request could ever present it. The same holds for the admin token.
+// no request could ever present it (the config keeps keys trimmed). The
+// same holds for the admin token, which the config leaves as written.
 func TestKeysWithSurroundingSpacesStillMatch(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "edge.yaml")
 	yaml := "nodes:\n  - id: " + nodeID + "\n    token: " + nodeToken + "\n    providers:\n      - {name: mock, type: mock}\n" +
@@ -26,8 +27,11 @@ func TestKeysWithSurroundingSpacesStillMatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Auth.APIKeys) != 2 || cfg.Auth.APIKeys[1] != " sk-two" {
-		t.Fatalf("api keys %q: the environment no longer gives a key with a leading space", cfg.Auth.APIKeys)
+	if len(cfg.Auth.APIKeys) != 2 || cfg.Auth.APIKeys[1] != "sk-two" {
+		t.Fatalf("api keys %q, want the trimmed keys", cfg.Auth.APIKeys)
+	}
+	if cfg.Auth.AdminToken != " adm-token " {
+		t.Fatalf("admin token %q: the environment no longer gives a token with spaces", cfg.Auth.AdminToken)
 	}
 	e := startEdge(t, cfg)
 	c := httpClient(t)
@@ -56,10 +60,17 @@ func TestKeysWithSurroundingSpacesStillMatch(t *testing.T) {
 }
 
 // A key or admin token of spaces only can never be presented: it must not
-// open the surface it guards (an empty list of keys means no check).
+// open the surface it guards (an empty list of keys means no check). A key
+// of spaces is refused by the config; a token of spaces is kept, and
+// guards /admin/* with a token no request can present.
 func TestBlankKeysNeverOpenTheSurface(t *testing.T) {
+	blank := edgeConfig([]config.ProviderSpec{mockProvider("mock", nil)}, modelOn("demo", "mock", "m"))
+	blank.Auth.APIKeys = []string{"  "}
+	if err := blank.Normalize(); err == nil {
+		t.Fatal("an API key of spaces only was accepted")
+	}
 	cfg := edgeConfig([]config.ProviderSpec{mockProvider("mock", nil)}, modelOn("demo", "mock", "m"))
-	cfg.Auth.APIKeys = []string{"  "}
+	cfg.Auth.APIKeys = []string{"sk-x"}
 	cfg.Auth.AdminToken = " \t "
 	e := startEdge(t, cfg)
 	c := httpClient(t)
