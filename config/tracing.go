@@ -1,6 +1,9 @@
 package config
 
-import "net/url"
+import (
+	"errors"
+	"net/url"
+)
 
 // Tracing configures OpenTelemetry tracing. Off by default.
 type Tracing struct {
@@ -34,9 +37,13 @@ func (t *Tracing) normalize(p *problems) {
 	case t.Enabled && !OTLPHostPort(t.Endpoint):
 		// Checked here, not only when the exporter starts: --check-config
 		// would say ok to a config the process then refuses to start with.
-		p.add("tracing.endpoint %s must be host:port, without a scheme or path (tracing.insecure chooses plain HTTP)", quoteSafe(t.Endpoint))
+		p.add("tracing.endpoint %s %v", quoteSafe(t.Endpoint), ErrOTLPEndpoint)
 	}
 }
+
+// ErrOTLPEndpoint is what a tracing endpoint that OTLPHostPort refuses
+// is told, by the config check and by the exporter's set-up alike.
+var ErrOTLPEndpoint = errors.New("must be host:port, without a scheme or path (tracing.insecure chooses plain HTTP)")
 
 // OTLPHostPort reports whether ep is a bare host[:port]. The OTLP/HTTP
 // exporter puts its own scheme in front and /v1/traces after it, so

@@ -5,7 +5,6 @@ package tracing
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -33,7 +32,7 @@ func Setup(ctx context.Context, cfg config.Tracing, service string) (trace.Trace
 	if !config.OTLPHostPort(cfg.Endpoint) {
 		// The value is not quoted: a URL's user info is a credential, and
 		// this error is logged. Normalize has named the problem already.
-		return nil, nil, fmt.Errorf("tracing: endpoint: %w", errEndpoint)
+		return nil, nil, fmt.Errorf("tracing: endpoint: %w", config.ErrOTLPEndpoint)
 	}
 	opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(cfg.Endpoint)}
 	if cfg.Insecure {
@@ -55,8 +54,6 @@ func Setup(ctx context.Context, cfg config.Tracing, service string) (trace.Trace
 	}
 	return tp, shutdown, nil
 }
-
-var errEndpoint = errors.New("must be host:port, without a scheme or path (tracing.insecure chooses plain HTTP)")
 
 var propagator = propagation.TraceContext{}
 
