@@ -17,17 +17,7 @@ import (
 // message_start and one ping, as Anthropic's API does; it must not commit
 // the response bare (text/plain, without the request-id).
 func TestMessagesFlushBeforeFirstEventStartsTheStream(t *testing.T) {
-	gin.SetMode(gin.TestMode)
-	rec := httptest.NewRecorder()
-	c, _ := gin.CreateTestContext(rec)
-	mw := &messagesWriter{ResponseWriter: c.Writer, header: http.Header{}, requestID: "req_1"}
-	req, aerr := anthropicapi.ParseRequest([]byte(`{"model":"m","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
-	if aerr != nil {
-		t.Fatal(aerr)
-	}
-	mw.start(req, 3)
-	mw.Header().Set("Content-Type", "text/event-stream")
-	mw.WriteHeader(http.StatusOK)
+	rec, mw := streamingMessagesWriter(t)
 	write := func(s string) {
 		t.Helper()
 		if _, err := mw.Write([]byte(s)); err != nil {
@@ -55,4 +45,23 @@ func TestMessagesFlushBeforeFirstEventStartsTheStream(t *testing.T) {
 		strings.Count(body, "event: ping\n") != 1 || strings.Index(body, "event: ping\n") > strings.Index(body, "event: content_block_start\n") {
 		t.Errorf("body = %q", body)
 	}
+}
+
+// streamingMessagesWriter is a Messages writer over a recorder for a
+// streamed request, its upstream answer begun as an event stream (200):
+// what the relay hands it before the first chunk.
+func streamingMessagesWriter(t *testing.T) (*httptest.ResponseRecorder, *messagesWriter) {
+	t.Helper()
+	gin.SetMode(gin.TestMode)
+	rec := httptest.NewRecorder()
+	c, _ := gin.CreateTestContext(rec)
+	mw := &messagesWriter{ResponseWriter: c.Writer, header: http.Header{}, requestID: "req_1"}
+	req, aerr := anthropicapi.ParseRequest([]byte(`{"model":"m","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	mw.start(req, 3)
+	mw.Header().Set("Content-Type", "text/event-stream")
+	mw.WriteHeader(http.StatusOK)
+	return rec, mw
 }

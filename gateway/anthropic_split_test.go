@@ -1,14 +1,8 @@
 package gateway
 
 import (
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/gin-gonic/gin"
-
-	"github.com/iop-gateway/iop/gateway/anthropicapi"
 )
 
 // The relay writes the upstream's bytes as they come, so an event's end
@@ -16,17 +10,7 @@ import (
 // writes: the events still convert one by one, none merged with the next
 // and none cut at a line end that is half of a CRLF.
 func TestMessagesEventBoundariesSplitAcrossWrites(t *testing.T) {
-	gin.SetMode(gin.TestMode)
-	rec := httptest.NewRecorder()
-	c, _ := gin.CreateTestContext(rec)
-	mw := &messagesWriter{ResponseWriter: c.Writer, header: http.Header{}, requestID: "req_1"}
-	req, aerr := anthropicapi.ParseRequest([]byte(`{"model":"m","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
-	if aerr != nil {
-		t.Fatal(aerr)
-	}
-	mw.start(req, 3)
-	mw.Header().Set("Content-Type", "text/event-stream")
-	mw.WriteHeader(http.StatusOK)
+	rec, mw := streamingMessagesWriter(t)
 	for _, s := range []string{
 		`data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}` + "\n", "\n",
 		`data: {"choices":[{"index":0,"delta":{"content":" there"}}]}` + "\n\n",

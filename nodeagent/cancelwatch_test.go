@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/iop-gateway/iop/nodeagent/adapter"
-	"github.com/iop-gateway/iop/nodeagent/mock"
 	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -130,22 +129,11 @@ func (d *deafInstance) Run(_ context.Context, _ *iop.RunRequest, sink adapter.Ru
 // ignores its context, so only the bound on its blocked send ends it.
 func TestCancelFreesSlotWhenEdgeStopsReading(t *testing.T) {
 	reached := make(chan struct{})
-	factory := func(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
-		in, err := mock.New(cfg, env)
-		if err != nil {
-			return nil, err
-		}
-		return &deafInstance{Instance: in, reached: reached}, nil
-	}
-	agent := NewAgent(map[string]adapter.Factory{"mock": factory}, adapter.Env{StoreDir: t.TempDir(), WorkspaceRoot: t.TempDir()})
-	t.Cleanup(agent.Close)
-	payload := &iop.NodeConfigPayload{
-		Adapters: []*iop.AdapterConfig{{Name: "m", Type: "mock", Category: "api", Capacity: 1}},
-		// Generous: the session must outlast a loaded machine's stalls;
-		// what is measured here is the run's slot, not the heartbeat.
-		Heartbeat: &iop.HeartbeatConfig{IntervalMs: 50, TimeoutMs: 30000},
-	}
-	c := startNode(t, startFakeEdge(t, payload, nil), agent)
+	// The session outlasts a loaded machine's stalls (a generous
+	// heartbeat): what is measured here is the run's slot.
+	agent, c := startWrappedMockNode(t, "m", func(in adapter.Instance) adapter.Instance {
+		return &deafInstance{Instance: in, reached: reached}
+	})
 	inFlight := func() int32 { return agent.Snapshots(context.Background())[0].GetInFlight() }
 	st, err := c.OpenStream(context.Background())
 	if err != nil {

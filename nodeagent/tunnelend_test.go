@@ -28,17 +28,28 @@ func (s *scriptInstance) Tunnel(ctx context.Context, _ *iop.ProviderTunnelReques
 // tunnels with script, and returns the agent and the edge-side connection.
 func startScriptNode(t *testing.T, script func(ctx context.Context, sink adapter.TunnelSink) error) (*Agent, *nodewire.Conn) {
 	t.Helper()
+	return startWrappedMockNode(t, "s", func(in adapter.Instance) adapter.Instance {
+		return &scriptInstance{Instance: in, tunnel: script}
+	})
+}
+
+// startWrappedMockNode runs a node whose one provider, name (capacity 1),
+// is a mock instance wrapped by wrap, against a fake edge; the heartbeat
+// timeout is generous, so a loaded machine's stalls do not end the
+// session. It returns the agent and the edge-side connection.
+func startWrappedMockNode(t *testing.T, name string, wrap func(adapter.Instance) adapter.Instance) (*Agent, *nodewire.Conn) {
+	t.Helper()
 	factory := func(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
 		in, err := mock.New(cfg, env)
 		if err != nil {
 			return nil, err
 		}
-		return &scriptInstance{Instance: in, tunnel: script}, nil
+		return wrap(in), nil
 	}
 	a := NewAgent(map[string]adapter.Factory{"mock": factory}, adapter.Env{StoreDir: t.TempDir(), WorkspaceRoot: t.TempDir()})
 	t.Cleanup(a.Close)
 	payload := &iop.NodeConfigPayload{
-		Adapters:  []*iop.AdapterConfig{{Name: "s", Type: "mock", Category: "api", Capacity: 1}},
+		Adapters:  []*iop.AdapterConfig{{Name: name, Type: "mock", Category: "api", Capacity: 1}},
 		Heartbeat: &iop.HeartbeatConfig{IntervalMs: 50, TimeoutMs: 30000},
 	}
 	return a, startNode(t, startFakeEdge(t, payload, nil), a)
