@@ -13,6 +13,7 @@ func TestRedisKeysWithoutAddressAreAProblem(t *testing.T) {
 		{`{password_env: IOP_TEST_REDIS_PW}`, "cluster.redis.password_env given without cluster.redis.address"},
 		{`{db: 2, timeout_ms: 100}`, "cluster.redis.db, cluster.redis.timeout_ms given without cluster.redis.address"},
 		{`{address: "", lease_ttl_sec: 15}`, "cluster.redis.lease_ttl_sec given without cluster.redis.address"},
+		{`{db: -1}`, "cluster.redis.db given without cluster.redis.address"},
 	} {
 		f := writeFile(t, "edge.yaml", "cluster: {redis: "+tc.redis+"}\n")
 		if _, err := LoadEdge(f); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -26,6 +26,7 @@ func TestToolChoiceWithoutToolsIsRefused(t *testing.T) {
 	for _, body := range []string{
 		`"tool_choice":"none"`, `"tool_choice":"none","tools":[]`, `"tool_choice":null`,
 		`"tool_choice":"required","tools":[{"type":"function","function":{"name":"f"}}]`,
+		`"tool_choice":"required","tools":[{"type":"custom","custom":{"name":"c"}}]`, // a tool, if not a function
 	} {
 		if _, err := ParseChat([]byte(chatWith(body))); err != nil {
 			t.Errorf("%s: %v", body, err)
