@@ -55,6 +55,26 @@ type ClusterRedis struct {
 	Password string `mapstructure:"-"`
 }
 
+// keysSet names the keys other than address given a value, in the
+// order of the struct.
+func (r *ClusterRedis) keysSet() []string {
+	var set []string
+	for _, k := range []struct {
+		name string
+		set  bool
+	}{
+		{"cluster.redis.password_env", r.PasswordEnv != ""},
+		{"cluster.redis.db", r.DB != 0},
+		{"cluster.redis.lease_ttl_sec", r.LeaseTTLSec != 0},
+		{"cluster.redis.timeout_ms", r.TimeoutMS != 0},
+	} {
+		if k.set {
+			set = append(set, k.name)
+		}
+	}
+	return set
+}
+
 // LeaseTTL is lease_ttl_sec as a duration.
 func (r *ClusterRedis) LeaseTTL() time.Duration {
 	return time.Duration(r.LeaseTTLSec * float64(time.Second))
@@ -418,6 +438,11 @@ func (c *Edge) Normalize() error {
 		if r.PasswordEnv != "" {
 			r.Password = resolveSecret(&p, "cluster.redis.password", "", r.PasswordEnv)
 		}
+	} else if set := r.keysSet(); len(set) > 0 {
+		// Without an address the edge counts leases alone: an operator who
+		// set how to reach Redis but not where believes edges share
+		// capacity that each would hand out in full.
+		p.add("%s given without cluster.redis.address: this edge would count its leases alone", strings.Join(set, ", "))
 	}
 	for i, kp := range c.Auth.KeyPriorities {
 		if !slices.Contains(c.Auth.APIKeys, kp.Key) {

@@ -85,16 +85,42 @@ func (a *Agent) serveCancel(req *iop.CancelRequest) {
 	}
 }
 
+// errRunIDInUse refuses a run or tunnel that names the id of one still
+// running on this node. CANCEL_RUN finds a run by id alone: letting the
+// newcomer take the id over would put the first beyond a cancel by id, and
+// whichever ended first would drop the other's entry. Edges draw a fresh
+// random id for every attempt, so only a broken edge meets this.
+var errRunIDInUse = errors.New("nodeagent: run id already in use on this node")
+
+// claimRun makes cancel what CANCEL_RUN with id calls, unless a run still
+// holds id. An empty id is not tracked (nothing can cancel it by id).
+func (a *Agent) claimRun(id string, cancel func()) bool {
+	if id == "" {
+		return true
+	}
+	a.runsMu.Lock()
+	defer a.runsMu.Unlock()
+	if _, taken := a.runs[id]; taken {
+		return false
+	}
+	a.runs[id] = cancel
+	return true
+}
+
 // runCtx derives a run's context: cancelled by CANCEL_RUN (on the stream or
 // by run id), by the Edge abandoning the stream, by the connection closing,
-// or by timeoutSec (> 0).
-func (a *Agent) runCtx(ctx context.Context, st *nodewire.Stream, runID string, timeoutSec uint32) (context.Context, func()) {
+// or by timeoutSec (> 0). It fails with errRunIDInUse, having started
+// nothing, when another run holds runID.
+func (a *Agent) runCtx(ctx context.Context, st *nodewire.Stream, runID string, timeoutSec uint32) (context.Context, func(), error) {
 	rctx, cancel := context.WithCancel(ctx)
+	if !a.claimRun(runID, cancel) {
+		cancel()
+		return nil, nil, errRunIDInUse
+	}
 	var tcancel context.CancelFunc = func() {}
 	if timeoutSec > 0 {
 		rctx, tcancel = context.WithTimeout(rctx, time.Duration(timeoutSec)*time.Second)
 	}
-	a.trackRun(runID, cancel)
 	w := watchCancel(st, cancel)
 	// A send blocked on the Edge's window credit (an adapter's Delta or
 	// Body, or the terminal message) does not see the context: once it
@@ -107,7 +133,7 @@ func (a *Agent) runCtx(ctx context.Context, st *nodewire.Stream, runID string, t
 		tcancel()
 		cancel()
 	}
-	return rctx, stop
+	return rctx, stop, nil
 }
 
 // runSink sends DELTA events: each at once for a streamed run; queued for
@@ -181,7 +207,13 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 	defer release()
 	in.stats.requests.Add(1)
 
-	rctx, stop := a.runCtx(ctx, st, runID, req.GetTimeoutSec())
+	rctx, stop, err := a.runCtx(ctx, st, runID, req.GetTimeoutSec())
+	if err != nil {
+		in.stats.errors.Add(1)
+		log.Warn("run refused", zap.Error(err))
+		fail(adapter.CodeInternal, "run id already in use on this node")
+		return
+	}
 	defer stop()
 	seq++
 	if err := st.Queue(runEvent(&iop.RunEvent{RunId: runID, Sequence: seq, Type: iop.RunEventType_RUN_EVENT_TYPE_START})); err != nil {
@@ -454,9 +486,15 @@ func (a *Agent) serveTunnel(ctx context.Context, st *nodewire.Stream, req *iop.P
 	release := sync.OnceFunc(in.exit) // freed before the terminal frame, as in serveRun
 	defer release()
 	in.stats.requests.Add(1)
-	rctx, stop := a.runCtx(ctx, st, runID, req.GetTimeoutSec())
+	rctx, stop, err := a.runCtx(ctx, st, runID, req.GetTimeoutSec())
+	if err != nil {
+		in.stats.errors.Add(1)
+		a.log.Warn("tunnel refused", zap.String("run_id", runID), zap.Error(err))
+		fail(&iop.RunError{Code: adapter.CodeInternal, Message: "run id already in use on this node"})
+		return
+	}
 	defer stop()
-	err := tunnelAdapter(rctx, in.impl, req, sink, a.log, runID, in.name)
+	err = tunnelAdapter(rctx, in.impl, req, sink, a.log, runID, in.name)
 	release()
 	if err == nil {
 		_ = sink.send(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END, End: true})

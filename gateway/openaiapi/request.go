@@ -187,6 +187,12 @@ func parseChat(body []byte) (*ChatRequest, *Error) {
 	if r.ToolChoice, r.ToolChoiceName, e = validateToolChoice(obj); e != nil {
 		return nil, e
 	}
+	if r.ToolChoice != "" && r.ToolChoice != "none" && !r.HasTools {
+		// OpenAI's answer, word for word: a run would be asked to call a
+		// tool from nothing, and a tunnelled provider refuses it anyway.
+		// "none" stays accepted: it asks for what having no tools gives.
+		return nil, invalidValue("tool_choice", "'tool_choice' is only allowed when 'tools' are specified.")
+	}
 	if r.ToolChoice == "function" && !slices.Contains(r.ToolNames, r.ToolChoiceName) {
 		// As OpenAI and vLLM answer: a run could only ignore the choice
 		// (no tool may be restored), a tunnel would get this 400 anyway.

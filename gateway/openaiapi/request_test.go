@@ -174,7 +174,7 @@ func TestParseChatOK(t *testing.T) {
 }
 
 func TestParseChatDefaults(t *testing.T) {
-	r, err := ParseChat([]byte(`{"model":"m","messages":[{"role":"assistant"}],"stream_options":{"include_usage":true},"tool_choice":"auto","tools":null,"stream":null}`))
+	r, err := ParseChat([]byte(`{"model":"m","messages":[{"role":"assistant"}],"stream_options":{"include_usage":true},"tool_choice":"none","tools":null,"stream":null}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ var appendStringCases = []string{
 	"", "plain", `"quoted" \ back\slash`, "\b\f\n\r\t", "\x00\x01\x1f\x7f",
 	"<tool_call>&amp;</tool_call>", "a\u2028b\u2029c", "日本語 🙂",
 	"\xff", "a\xffb", "\xe6\x97", "\xed\xa0\x80", "\xf4\x90\x80\x80", "end\xc3",
+	"\ufffd", "a\xef\xbf\xbdb\xef\xbf",
 }
 
 func TestAppendString(t *testing.T) {

@@ -211,13 +211,17 @@ func ParseRetryAfter(v string, now time.Time) int {
 		return 0
 	}
 	var secs int64
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+	if isAllDigits(v) {
+		// delay-seconds is 1*DIGIT (RFC 9110 §10.2.3): no sign, so "-5"
+		// and "+5" are no hint, as any other malformed value.
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			n = MaxRetryAfterSec // a delta overflowing int64 is still "a long time"
+		}
 		secs = n
 	} else if t, err := http.ParseTime(v); err == nil {
 		d := t.Sub(now)
 		secs = int64((d + time.Second - 1) / time.Second) // round up: never early
-	} else if isAllDigits(v) {
-		secs = MaxRetryAfterSec // a delta overflowing int64 is still "a long time"
 	} else {
 		return 0
 	}

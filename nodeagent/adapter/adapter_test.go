@@ -17,7 +17,10 @@ func TestParseRetryAfter(t *testing.T) {
 		{"soon", 0},
 		{"1.5", 0},
 		{"0", MinRetryAfterSec},
-		{"-3", MinRetryAfterSec},
+		{"-3", 0}, // delay-seconds is digits only (RFC 9110)
+		{"+5", 0},
+		{"-0", 0},
+		{"0x10", 0},
 		{"1", 1},
 		{" 20 ", 20},
 		{"3600", 3600},
