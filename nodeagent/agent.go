@@ -328,15 +328,6 @@ func (a *Agent) snapshotInstances() []*instance {
 	return out
 }
 
-func (a *Agent) trackRun(id string, cancel func()) {
-	if id == "" {
-		return
-	}
-	a.runsMu.Lock()
-	a.runs[id] = cancel
-	a.runsMu.Unlock()
-}
-
 func (a *Agent) untrackRun(id string) {
 	a.runsMu.Lock()
 	delete(a.runs, id)
