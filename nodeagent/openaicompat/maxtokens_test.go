@@ -92,3 +92,25 @@ func TestMaxTokensOtherRefusalNotRetried(t *testing.T) {
 		t.Fatalf("%d upstream requests, want 1", n)
 	}
 }
+
+// Legacy completions define max_tokens only: a refusal there is answered
+// as is, not retried under the chat name.
+func TestMaxTokensKeptOnCompletions(t *testing.T) {
+	rec := &recorder{}
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		rec.record(t, r)
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(openAIMaxTokensRefusal))
+	})
+	in := newTestInstance(t, TypeOpenAICompat, testConfig(srv.URL))
+	_, err := in.Run(context.Background(), &iop.RunRequest{
+		Target: "o3", Operation: adapter.OpCompletion,
+		Input: testinput.For(adapter.OpCompletion, `{"prompt":"Hi","max_tokens":5}`),
+	}, &fakeRunSink{})
+	if ae := asAdapterError(t, err); ae.Code != adapter.CodeInvalidRequest {
+		t.Fatalf("error %+v", ae)
+	}
+	if n := rec.count(); n != 1 {
+		t.Fatalf("%d upstream requests, want 1", n)
+	}
+}
