@@ -71,3 +71,16 @@ func TestStatus300IsAnError(t *testing.T) {
 		t.Fatalf("err = %v, want an upstream error with status 300", err)
 	}
 }
+
+// Tool-call arguments of JSON null are not an object: refused unsent, as
+// arrays and strings are (Ollama takes an object).
+func TestNullToolArgumentsRefused(t *testing.T) {
+	f := newFake(t)
+	f.handle("/api/chat", ndjson(chatLineFinal))
+	inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
+	_, _, err := runChat(t, inst, `{"messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"null"}}]}]}`)
+	var ae *adapter.Error
+	if !errors.As(err, &ae) || ae.Code != adapter.CodeInvalidRequest {
+		t.Fatalf("err = %v, want invalid_request", err)
+	}
+}

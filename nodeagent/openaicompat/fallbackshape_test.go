@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/iop-gateway/iop/nodeagent/adapter"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // The text-tool instruction joins a leading developer message (the newer
@@ -118,5 +119,14 @@ func TestVLLMReconfigureDropsLastHealth(t *testing.T) {
 	cancel()
 	if h := hr.Health(ctx); h != (adapter.Health{}) {
 		t.Fatalf("health while the new backend's probe is under way %+v, want none", h)
+	}
+}
+
+// A tool without a name (never from the edge) is left out of the text
+// instruction rather than listed as an empty heading.
+func TestTextToolInstructionSkipsNamelessTool(t *testing.T) {
+	text := toolInstruction(&iop.RunInput{Tools: []*iop.ToolDefinition{{Name: ""}, {Name: "get_weather"}}})
+	if strings.Contains(text, "\n## \n") || !strings.Contains(text, "\n## get_weather\n") {
+		t.Fatalf("instruction %q", text)
 	}
 }
