@@ -58,8 +58,9 @@ type ollamaFunction struct {
 //   - assistant tool calls get object arguments and keep their ids; a tool
 //     message keeps its tool_call_id and gets tool_name from its name or
 //     from the call its tool_call_id answers;
-//   - tool_choice none drops the tools; other tool choices cannot be
-//     expressed to Ollama and are ignored;
+//   - tool_choice none drops the tools, and one naming a function offers
+//     that tool alone (Ollama cannot force a call, but the model can then
+//     call no other); required cannot be expressed and is ignored;
 //   - response_format json_object -> format "json", json_schema -> format
 //     set to the schema.
 func buildChat(in *iop.RunInput, model string, cfg *config) (*ollamaChat, error) {
@@ -70,7 +71,7 @@ func buildChat(in *iop.RunInput, model string, cfg *config) (*ollamaChat, error)
 	}
 	out.Options = options(in.GetSampling(), cfg)
 	if adapter.ToolsOffered(in) {
-		for _, t := range in.GetTools() {
+		for _, t := range offeredTools(in) {
 			tool, err := json.Marshal(ollamaTool{Type: "function", Function: ollamaToolFunction{
 				Name: t.GetName(), Description: t.GetDescription(), Parameters: t.GetParameters(),
 			}})
@@ -90,6 +91,20 @@ func buildChat(in *iop.RunInput, model string, cfg *config) (*ollamaChat, error)
 		}
 	}
 	return out, nil
+}
+
+// offeredTools is the tools the model may call: the one tool_choice names
+// when it is among them, else all.
+func offeredTools(in *iop.RunInput) []*iop.ToolDefinition {
+	tools := in.GetTools()
+	if tc := in.GetToolChoice(); tc.GetMode() == iop.ToolChoiceMode_TOOL_CHOICE_MODE_FUNCTION {
+		for i, t := range tools {
+			if t.GetName() == tc.GetFunctionName() {
+				return tools[i : i+1]
+			}
+		}
+	}
+	return tools
 }
 
 // ollamaTool is a tool as /api/chat takes it (OpenAI's function shape).

@@ -28,6 +28,8 @@ type upstreamError struct {
 	status     int
 	message    string // extracted message, or the truncated body
 	typ        string // e.g. "BadRequestError"
+	param      string // OpenAI's error.param: the request member refused, when named
+	code       string // OpenAI's error.code when a string, e.g. "unsupported_parameter"
 	retryAfter int    // the Retry-After header in seconds (adapter.ParseRetryAfter); 0 if none
 }
 
@@ -53,12 +55,15 @@ func parseUpstreamError(status int, body []byte) upstreamError {
 		var inner struct {
 			Message json.RawMessage `json:"message"`
 			Type    string          `json:"type"`
+			Param   json.RawMessage `json:"param"`
+			Code    json.RawMessage `json:"code"`
 		}
 		switch {
 		case jsonString(doc.Error) != "":
 			ue.message = jsonString(doc.Error)
 		case json.Unmarshal(doc.Error, &inner) == nil && jsonString(inner.Message) != "":
 			ue.message, ue.typ = jsonString(inner.Message), inner.Type
+			ue.param, ue.code = jsonString(inner.Param), jsonString(inner.Code)
 		case jsonString(doc.Message) != "":
 			ue.message = jsonString(doc.Message)
 		case len(doc.Detail) > 0:

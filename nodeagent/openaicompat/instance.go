@@ -42,6 +42,10 @@ type Instance struct {
 	// noNativeTools remembers, per target, that the backend rejected native
 	// tools, so auto mode skips the doomed first attempt for a while.
 	noNativeTools sync.Map // target -> time.Time (expiry)
+	// maxCompletionTokens holds the targets that refused max_tokens and
+	// take max_completion_tokens (a model does not change its mind; a new
+	// base_url forgets them). One entry per target the config routes here.
+	maxCompletionTokens sync.Map // target -> struct{}
 
 	health *healthCache // vllm only
 }
@@ -168,6 +172,7 @@ func (in *Instance) Reconfigure(cfg *iop.AdapterConfig) error {
 		// what we learnt about it no longer holds.
 		in.client.CloseIdleConnections()
 		in.noNativeTools.Clear()
+		in.maxCompletionTokens.Clear()
 		if in.health != nil {
 			in.health.invalidate()
 		}

@@ -135,7 +135,30 @@ func (r *run) stream(path string, body map[string]json.RawMessage) (*adapter.Res
 // one as the response for consume. Posting and consuming are separate so
 // that a caller keeps what a fallback would need (the run input, a whole
 // prompt) only until the answer's status is known, not while it streams.
+//
+// A chat body's max_tokens goes as max_completion_tokens to a target known
+// to take only that name (OpenAI's reasoning models refuse max_tokens,
+// which every other OpenAI-compatible server reads); a target first learns
+// it by such a refusal, after which the request is sent again renamed.
 func (r *run) post(path string, body map[string]json.RawMessage) (*http.Response, *upstreamError, error) {
+	renamable := path == "/chat/completions" && body["max_tokens"] != nil && body["max_completion_tokens"] == nil
+	if renamable && r.in.knownMaxCompletionTokens(r.target) {
+		renameMaxTokens(body)
+		renamable = false
+	}
+	resp, ue, err := r.postOnce(path, body)
+	if ue == nil || !renamable || !ue.refusesMaxTokens() {
+		return resp, ue, err
+	}
+	r.in.log.Info("backend refused max_tokens, retrying with max_completion_tokens",
+		zap.String("target", r.target))
+	r.in.rememberMaxCompletionTokens(r.target)
+	renameMaxTokens(body)
+	return r.postOnce(path, body)
+}
+
+// postOnce is one attempt of post.
+func (r *run) postOnce(path string, body map[string]json.RawMessage) (*http.Response, *upstreamError, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return nil, nil, fmt.Errorf("openaicompat: encode request: %w", err)
@@ -176,6 +199,29 @@ func setStreaming(body map[string]json.RawMessage) {
 	}
 	opts["include_usage"] = json.RawMessage("true")
 	body["stream_options"] = mustJSON(opts)
+}
+
+// refusesMaxTokens reports whether the upstream refused the max_tokens
+// member as such (OpenAI's reasoning models), not its value: a value over
+// the context is the caller's error and is not retried.
+func (ue upstreamError) refusesMaxTokens() bool {
+	return ue.status == http.StatusBadRequest && ue.param == "max_tokens" && ue.code == "unsupported_parameter"
+}
+
+// renameMaxTokens moves a chat body's max_tokens to max_completion_tokens,
+// which OpenAI defines as the same limit.
+func renameMaxTokens(body map[string]json.RawMessage) {
+	body["max_completion_tokens"] = body["max_tokens"]
+	delete(body, "max_tokens")
+}
+
+func (in *Instance) knownMaxCompletionTokens(target string) bool {
+	_, ok := in.maxCompletionTokens.Load(target)
+	return ok
+}
+
+func (in *Instance) rememberMaxCompletionTokens(target string) {
+	in.maxCompletionTokens.Store(target, struct{}{})
 }
 
 func (in *Instance) knownNoTools(target string) bool {
