@@ -27,7 +27,6 @@ const (
 type upstreamError struct {
 	status     int
 	message    string // extracted message, or the truncated body
-	typ        string // e.g. "BadRequestError"
 	param      string // OpenAI's error.param: the request member refused, when named
 	code       string // OpenAI's error.code when a string, e.g. "unsupported_parameter"
 	retryAfter int    // the Retry-After header in seconds (adapter.ParseRetryAfter); 0 if none
@@ -47,14 +46,11 @@ func parseUpstreamError(status int, body []byte) upstreamError {
 	var doc struct {
 		Error   json.RawMessage `json:"error"`
 		Message json.RawMessage `json:"message"`
-		Type    string          `json:"type"`
 		Detail  json.RawMessage `json:"detail"`
 	}
 	if json.Unmarshal(body, &doc) == nil {
-		ue.typ = doc.Type
 		var inner struct {
 			Message json.RawMessage `json:"message"`
-			Type    string          `json:"type"`
 			Param   json.RawMessage `json:"param"`
 			Code    json.RawMessage `json:"code"`
 		}
@@ -62,7 +58,7 @@ func parseUpstreamError(status int, body []byte) upstreamError {
 		case jsonString(doc.Error) != "":
 			ue.message = jsonString(doc.Error)
 		case json.Unmarshal(doc.Error, &inner) == nil && jsonString(inner.Message) != "":
-			ue.message, ue.typ = jsonString(inner.Message), inner.Type
+			ue.message = jsonString(inner.Message)
 			ue.param, ue.code = jsonString(inner.Param), jsonString(inner.Code)
 		case jsonString(doc.Message) != "":
 			ue.message = jsonString(doc.Message)

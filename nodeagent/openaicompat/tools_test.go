@@ -173,6 +173,9 @@ func TestParseUpstreamErrorShapes(t *testing.T) {
 		`Internal Server Error`:                "Internal Server Error",
 		``:                                     "Bad Gateway",
 		`{"error":{"code":"x"},"message":"m"}`: "m",
+		// A type that is not a string (servers differ) costs nothing:
+		// the message is still read, not the whole body quoted.
+		`{"error":{"message":"m","type":5},"type":[1]}`: "m",
 	}
 	for body, want := range cases {
 		status := 400
