@@ -36,6 +36,11 @@ type muxStream struct {
 	// discard is guarded by mu: the owner gave up on the stream (abort);
 	// whatever the peer still sends is dropped and its credit returned.
 	discard bool
+	// linger is guarded by mu: the aborted stream's reset after its linger
+	// (abort), stopped once the stream ends sooner (the peer's FIN or
+	// reset, the session's failure), so a high rate of aborted exchanges
+	// does not keep as many live timers, each holding its stream.
+	linger *time.Timer
 
 	// rwatch is guarded by mu: set by afterReadable, taken and started in a
 	// goroutine of its own by the first data, FIN, reset or failure.
@@ -648,6 +653,12 @@ func (st *muxStream) expire(d *streamDeadline, wake chan struct{}) {
 func (st *muxStream) deadlinesOffLocked() {
 	if st.err != nil || st.rclosed {
 		st.rdl.offLocked()
+		// An aborted stream has closed its write side: the peer's FIN, a
+		// reset or a failure ends it, and its linger with it.
+		if st.linger != nil {
+			st.linger.Stop()
+			st.linger = nil
+		}
 	}
 	if st.err != nil || st.wclosed {
 		st.wdl.offLocked()
@@ -682,11 +693,11 @@ func (st *muxStream) abort(linger time.Duration) {
 		st.credit += credit
 	}
 	st.dropLocked()
-	done := st.rclosed && st.wclosed
+	if !st.rclosed || !st.wclosed { // both sides closed: already forgotten
+		// Armed under mu, so the peer's FIN (deliver), a reset or the
+		// session's failure, which stop it (deadlinesOffLocked), find it.
+		st.linger = time.AfterFunc(linger, st.Reset)
+	}
 	st.mu.Unlock()
 	st.sendGrant(credit)
-	if done {
-		return // both sides closed: already forgotten
-	}
-	time.AfterFunc(linger, st.Reset)
 }
