@@ -41,6 +41,9 @@ type muxStream struct {
 	// reset, the session's failure), so a high rate of aborted exchanges
 	// does not keep as many live timers, each holding its stream.
 	linger *time.Timer
+	// wstopped is guarded by mu: the owner gave up writing (stopWrites):
+	// the write deadline stays passed, whatever a concurrent sender sets.
+	wstopped bool
 
 	// rwatch is guarded by mu: set by afterReadable, taken and started in a
 	// goroutine of its own by the first data, FIN, reset or failure.
@@ -623,14 +626,34 @@ func (st *muxStream) SetReadDeadline(t time.Time) error {
 }
 
 // SetWriteDeadline bounds blocked and future writes; zero clears it.
+// After stopWrites it does nothing.
 func (st *muxStream) SetWriteDeadline(t time.Time) error {
 	st.mu.Lock()
+	if st.wstopped {
+		st.mu.Unlock()
+		return nil
+	}
 	passed := st.wdl.setLocked(t, st, (*muxStream).expireWrite)
 	st.mu.Unlock()
 	if passed {
 		notify(st.wnotify)
 	}
 	return nil
+}
+
+// stopWrites makes every blocked and future write that would wait fail at
+// once, for good (Abort): a sender that sets its own deadline afterwards
+// (SendBy, or a SetWriteDeadline before a Send) would otherwise wait to
+// that deadline for credit the peer never grants, holding the stream's
+// writers, and Abort behind them.
+func (st *muxStream) stopWrites() {
+	st.mu.Lock()
+	passed := st.wdl.setLocked(time.Now(), st, (*muxStream).expireWrite)
+	st.wstopped = true
+	st.mu.Unlock()
+	if passed {
+		notify(st.wnotify)
+	}
 }
 
 // expireRead and expireWrite run on their deadline's timer.
