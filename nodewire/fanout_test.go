@@ -59,6 +59,17 @@ func TestNodeFrameFanoutRefusedBeforeDecoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = st.SetReadDeadline(time.Now().Add(4 * waitLong))
+	// Measured from the answer's first bytes on: the node encodes the
+	// whole frame (megabytes of buffer) before it writes any of it, and on
+	// a loaded machine that encoding went on inside the measurement.
+	arrived := make(chan struct{})
+	if st.AfterReadable(func() { close(arrived) }) {
+		select {
+		case <-arrived:
+		case <-time.After(4 * waitLong):
+			t.Fatalf("no byte of the answer within %v", 4*waitLong)
+		}
+	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	_, err = st.Recv()
@@ -68,7 +79,7 @@ func TestNodeFrameFanoutRefusedBeforeDecoding(t *testing.T) {
 	}
 	// The 4 MiB frame itself is read; nothing like its decoding is
 	// allocated (the node's sending goroutine allocates nothing here: the
-	// answer was built before).
+	// answer was built and encoded before).
 	if got := after.TotalAlloc - before.TotalAlloc; got > 32<<20 {
 		t.Errorf("refusing the frame allocated %d MiB", got>>20)
 	}

@@ -41,6 +41,7 @@ type closedCall struct {
 type fakeHandler struct {
 	register func(c *Conn, req *iop.RegisterRequest) *iop.RegisterResponse
 	ready    func(c *Conn, req *iop.NodeReadyRequest) *iop.NodeReadyResponse
+	activate func(c *Conn) // called by Activate, when set
 
 	registered chan *Conn      // every Register call's conn
 	readied    chan *Conn      // every Ready call's conn
@@ -88,6 +89,9 @@ func (h *fakeHandler) Activate(c *Conn) {
 	h.mu.Lock()
 	h.activated = append(h.activated, c)
 	h.mu.Unlock()
+	if h.activate != nil {
+		h.activate(c)
+	}
 }
 
 func (h *fakeHandler) Closed(c *Conn, err error) {

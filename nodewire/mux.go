@@ -592,11 +592,14 @@ func (s *muxSession) writeLoop() {
 			s.wmu.Lock()
 		}
 		buf := s.takePendingLocked()
+		// Read with the batch, under wmu: a test may shorten it for a
+		// session already running, taking wmu to do so.
+		timeout := muxWriteTimeout
 		s.wmu.Unlock()
 		if buf == nil {
 			continue
 		}
-		if err := s.writeAll(buf); err != nil {
+		if err := s.writeAll(buf, timeout); err != nil {
 			s.closeWith(fmt.Errorf("nodewire: write: %w", err))
 			return
 		}
@@ -614,16 +617,16 @@ func (s *muxSession) writeLoop() {
 }
 
 // writeAll writes buf to the connection in writes of at most
-// muxWriteChunk bytes, each bounded by muxWriteTimeout: the timeout then
+// muxWriteChunk bytes, each bounded by timeout (muxWriteTimeout): that then
 // catches a peer that stopped reading, not one reading steadily on a slow
 // link, which a batch's one write under one timeout took for it (a batch
 // may hold muxMaxPending of data and control frames besides). A write that
 // times out cannot be resumed on a TLS connection: it is broken from then
 // on. A batch smaller than a chunk, the usual one, is still one write.
-func (s *muxSession) writeAll(buf []byte) error {
+func (s *muxSession) writeAll(buf []byte, timeout time.Duration) error {
 	for len(buf) > 0 {
 		n := min(len(buf), muxWriteChunk)
-		_ = s.conn.SetWriteDeadline(time.Now().Add(muxWriteTimeout))
+		_ = s.conn.SetWriteDeadline(time.Now().Add(timeout))
 		if _, err := s.conn.Write(buf[:n]); err != nil {
 			return err
 		}

@@ -36,6 +36,14 @@ type muxStream struct {
 	// discard is guarded by mu: the owner gave up on the stream (abort);
 	// whatever the peer still sends is dropped and its credit returned.
 	discard bool
+	// linger is guarded by mu: the aborted stream's reset after its linger
+	// (abort), stopped once the stream ends sooner (the peer's FIN or
+	// reset, the session's failure), so a high rate of aborted exchanges
+	// does not keep as many live timers, each holding its stream.
+	linger *time.Timer
+	// wstopped is guarded by mu: the owner gave up writing (stopWrites):
+	// the write deadline stays passed, whatever a concurrent sender sets.
+	wstopped bool
 
 	// rwatch is guarded by mu: set by afterReadable, taken and started in a
 	// goroutine of its own by the first data, FIN, reset or failure.
@@ -618,14 +626,34 @@ func (st *muxStream) SetReadDeadline(t time.Time) error {
 }
 
 // SetWriteDeadline bounds blocked and future writes; zero clears it.
+// After stopWrites it does nothing.
 func (st *muxStream) SetWriteDeadline(t time.Time) error {
 	st.mu.Lock()
+	if st.wstopped {
+		st.mu.Unlock()
+		return nil
+	}
 	passed := st.wdl.setLocked(t, st, (*muxStream).expireWrite)
 	st.mu.Unlock()
 	if passed {
 		notify(st.wnotify)
 	}
 	return nil
+}
+
+// stopWrites makes every blocked and future write that would wait fail at
+// once, for good (Abort): a sender that sets its own deadline afterwards
+// (SendBy, or a SetWriteDeadline before a Send) would otherwise wait to
+// that deadline for credit the peer never grants, holding the stream's
+// writers, and Abort behind them.
+func (st *muxStream) stopWrites() {
+	st.mu.Lock()
+	passed := st.wdl.setLocked(time.Now(), st, (*muxStream).expireWrite)
+	st.wstopped = true
+	st.mu.Unlock()
+	if passed {
+		notify(st.wnotify)
+	}
 }
 
 // expireRead and expireWrite run on their deadline's timer.
@@ -648,6 +676,12 @@ func (st *muxStream) expire(d *streamDeadline, wake chan struct{}) {
 func (st *muxStream) deadlinesOffLocked() {
 	if st.err != nil || st.rclosed {
 		st.rdl.offLocked()
+		// An aborted stream has closed its write side: the peer's FIN, a
+		// reset or a failure ends it, and its linger with it.
+		if st.linger != nil {
+			st.linger.Stop()
+			st.linger = nil
+		}
 	}
 	if st.err != nil || st.wclosed {
 		st.wdl.offLocked()
@@ -682,11 +716,11 @@ func (st *muxStream) abort(linger time.Duration) {
 		st.credit += credit
 	}
 	st.dropLocked()
-	done := st.rclosed && st.wclosed
+	if !st.rclosed || !st.wclosed { // both sides closed: already forgotten
+		// Armed under mu, so the peer's FIN (deliver), a reset or the
+		// session's failure, which stop it (deadlinesOffLocked), find it.
+		st.linger = time.AfterFunc(linger, st.Reset)
+	}
 	st.mu.Unlock()
 	st.sendGrant(credit)
-	if done {
-		return // both sides closed: already forgotten
-	}
-	time.AfterFunc(linger, st.Reset)
 }

@@ -24,16 +24,23 @@ import (
 // deadline — in most runs, whichever goroutine won the race to close.
 func TestPeerThatStopsReadingIsNotAHeartbeatTimeout(t *testing.T) {
 	old := muxWriteTimeout
-	muxWriteTimeout = 100 * time.Millisecond
 	t.Cleanup(func() { muxWriteTimeout = old })
 	for i := range 8 {
-		peerStopsReadingCause(t, i)
+		peerStopsReadingCause(t, i, old)
 	}
 }
 
-func peerStopsReadingCause(t *testing.T, try int) {
+func peerStopsReadingCause(t *testing.T, try int, writeTimeout time.Duration) {
 	e := startRawEdge(t)
 	cc, c := rawEdgeReady(t, e, DialConfig{}, &iop.HeartbeatConfig{IntervalMs: 20, TimeoutMs: 60_000})
+	// Only the exchange below runs under the short write timeout: under
+	// it, a write of the ready exchange stalled that long (a loaded
+	// machine) ended the session before the edge had read it. The writer
+	// reads the timeout under wmu, with each batch.
+	sess := cc.sess.Load()
+	sess.wmu.Lock()
+	muxWriteTimeout = 100 * time.Millisecond
+	sess.wmu.Unlock()
 	// The edge opens an exchange and grants the node a window large enough
 	// to fill both sockets' buffers; then it reads nothing more, while
 	// its heartbeats keep coming.
@@ -75,7 +82,8 @@ func peerStopsReadingCause(t *testing.T, try int) {
 	if errors.Is(err, ErrHeartbeatTimeout) || !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("try %d: close cause %v, want the write's timeout, not ErrHeartbeatTimeout", try, err)
 	}
-	_ = cc.Close()
+	_ = cc.Close() // waits for the session's writer
+	muxWriteTimeout = writeTimeout
 	_, _ = io.Copy(io.Discard, c) // the node hung up: its socket ends
 }
 

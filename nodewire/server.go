@@ -384,6 +384,10 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 		log.Info("node handshake failed", zap.Error(err))
 		return
 	}
+	// No longer waiting for its ready: from here the handler decides, and
+	// a newer registration of the id must not close it as superseded
+	// while its answer is written or once it is active.
+	s.readyDone(req.GetNodeId(), c)
 	rresp := s.cfg.Handler.Ready(c, rreq)
 	// Written, not just queued, before the node is activated.
 	serr = c.ctrl.SendWritten(&iop.Envelope{Body: &iop.Envelope_NodeReadyResponse{NodeReadyResponse: rresp}}, time.Now().Add(s.cfg.HandshakeTimeout))
@@ -403,7 +407,6 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 	// The answer is out: only now is the node dispatch-ready.
 	s.cfg.Handler.Activate(c)
 	ready = true
-	s.readyDone(req.GetNodeId(), c)
 	_ = c.ctrl.SetDeadline(time.Time{})
 	c.startHeartbeat(resp.GetConfig().GetHeartbeat(), func(env *iop.Envelope) (*iop.Envelope, bool) {
 		// A duplicate ready from the ready owner is answered (ready=true),

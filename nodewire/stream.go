@@ -441,8 +441,9 @@ func (st *Stream) CloseWrite() error {
 // more than once, and after the exchange has finished.
 func (st *Stream) Abort() {
 	// A Send blocked on window credit would hold wmu: wake it, and make
-	// the flush below give up rather than wait.
-	_ = st.s.SetWriteDeadline(time.Now())
+	// the flush below give up rather than wait. For good: a sender that
+	// takes wmu first must not set a later deadline and wait to it.
+	st.s.stopWrites()
 	_ = st.CloseWrite()
 	st.s.abort(abortLinger)
 }

@@ -17,6 +17,13 @@ func TestNewerRegistrationClosesOlderAwaitingReady(t *testing.T) {
 	ts := startServer(t, h, ServerConfig{ReadyTimeout: time.Minute})
 	first, _ := dial(t, DialConfig{Address: ts.addr}, "n1")
 	firstEdge := recvConn(t, h.registered, "the first registration")
+	// The first is waiting for its ready before the second registers (the
+	// node reads its answer before the edge records it as waiting).
+	waitFor(t, "the first registration to wait for its ready", func() bool {
+		ts.srv.mu.Lock()
+		defer ts.srv.mu.Unlock()
+		return ts.srv.awaiting["n1"] == firstEdge
+	})
 	second, _ := dial(t, DialConfig{Address: ts.addr}, "n1")
 	recvConn(t, h.registered, "the second registration")
 

@@ -79,9 +79,10 @@ func TestTLSSessionWithStuckPeerClosesAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Write(make([]byte, muxWindow)); err != nil {
-		t.Fatal(err)
-	}
+	// The write may fail itself: what does not fit the queue waits for a
+	// writer stuck on the peer, and the session closes at the write
+	// timeout under it (on a loaded machine, before the queue took it all).
+	_, _ = st.Write(make([]byte, muxWindow))
 	select {
 	case <-s.CloseChan():
 	case <-time.After(waitLong):
