@@ -27,12 +27,18 @@ func congest(t *testing.T, c *nodewire.Conn, fillers *sync.WaitGroup) {
 			t.Fatalf("open: %v", err)
 		}
 		fillers.Add(1)
+		started := make(chan struct{})
 		// Owner: the test. Ends when its send completes or the session
 		// closes (the test's cleanup).
 		go func() {
 			defer fillers.Done()
+			close(started)
 			_ = st.Send(chunk)
 		}()
+		// A probe taken before the filler runs proves nothing: without
+		// this wait the loop (unraced, fast) ran its 1024 rounds before
+		// any filler had queued a byte.
+		<-started
 		ps, err := c.OpenStream(context.Background())
 		if err != nil {
 			t.Fatalf("open: %v", err)
