@@ -87,6 +87,12 @@ type Dispatcher struct {
 	// only); returns feeds its returner. Both set once in New.
 	ledger  *cluster.Ledger
 	returns chan cluster.Update
+	// takes counts the ledger takes in flight (hand-ons and fresh
+	// grants): the returner's last batch at Close waits for them, so that
+	// the returns they queue (a take that succeeded for a waiter Close
+	// failed, or whose answer was lost) are sent, not left to the TTL.
+	// Added to under mu, and only before Close cancels ctx.
+	takes sync.WaitGroup
 	// ledgerDownUntil: grants fail at once until then (guarded by mu).
 	ledgerDownUntil time.Time
 }

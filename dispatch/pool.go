@@ -610,6 +610,11 @@ func (d *Dispatcher) pumpLocked(r *resource) {
 			return
 		}
 		if d.ledger != nil {
+			if d.ctx.Err() != nil {
+				// Closing: Close fails the waiters, and a take started
+				// now could end after the returner's last batch.
+				return
+			}
 			if time.Now().Before(d.ledgerDownUntil) {
 				// Redis just failed: the retry tick pumps r once the
 				// backoff has passed, rather than every release now.

@@ -97,6 +97,12 @@ func (d *Dispatcher) returner() {
 	for {
 		select {
 		case <-d.ctx.Done():
+			// Takes are counted under d.mu, and none starts once ctx
+			// is done: past this lock every take in flight is counted,
+			// and the returns they queue come before the last batch.
+			d.mu.Lock()
+			d.mu.Unlock()
+			d.takes.Wait()
 			d.flushReturns(batch)
 			return
 		case u := <-d.returns:
@@ -246,11 +252,13 @@ func (d *Dispatcher) handOnLocked(r *resource, w *waiter) {
 	}
 	h := handOn{r: r, w: w, gen: r.gen, wakes: r.wakes, id: d.ledger.NewLeaseID(), capacity: r.spec.Capacity, longCapacity: r.spec.LongCapacity}
 	d.wg.Add(1)
+	d.takes.Add(1)
 	// Owner: the Dispatcher (Close waits for d.wg). Stops after one
-	// ledger call, bounded by the ledger's timeout and by d.ctx. No
-	// hand-on starts after Close: it fails every waiter under the lock.
+	// ledger call, bounded by the ledger's timeout. No hand-on starts
+	// once Close has cancelled d.ctx (pumpLocked).
 	go func() {
 		defer d.wg.Done()
+		defer d.takes.Done()
 		d.handOn(h)
 	}()
 }
@@ -288,10 +296,11 @@ func (d *Dispatcher) handOn(h handOn) {
 		d.offerOthersLocked(w, r)
 		return
 	case err != nil:
+		// Also at Close: the take may have run in Redis all the same.
+		d.returnLostTakeLocked(r, h.id)
 		if d.ctx.Err() == nil {
 			d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
 			r.ledgerRetry = true
-			d.returnLostTakeLocked(r, h.id)
 			d.log.Debug("queued grant deferred", zap.Error(err))
 			d.offerOthersLocked(w, r) // marked for the retry tick
 		}
@@ -373,6 +382,11 @@ const maxRacedFull = 2
 // announcement.
 func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req Request, hashes []uint64, racedFull int) (*Lease, error) {
 	r, kind := c.res, queueOf(long, req.NeedsTunnel)
+	if d.ctx.Err() != nil {
+		// Close ran during an earlier round trip of this request: no
+		// take starts once the returner may have sent its last batch.
+		return nil, ErrDispatcherShutdown
+	}
 	if now := time.Now(); now.Before(d.ledgerDownUntil) {
 		return nil, ErrClusterUnavailable
 	}
@@ -384,6 +398,8 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 	id := d.ledger.NewLeaseID()
 	// A reload may change r's spec once the lock is released.
 	capacity, longCapacity := r.spec.Capacity, r.spec.LongCapacity
+	d.takes.Add(1)
+	defer d.takes.Done() // after the return below is queued, d.mu held
 	d.mu.Unlock()
 	out, err := d.ledger.Take(d.ctx, r.ledgerKey, capacity, longCapacity, long, id,
 		cluster.WaitKey(m.name, kind), "", time.Duration(req.Priority)*PriorityStep, 0)
@@ -407,10 +423,13 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 		d.wrongTypeLocked(r, err)
 		return nil, nil // as for Full: the next candidate
 	case err != nil:
-		d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
-		if d.ctx.Err() == nil {
-			d.returnLostTakeLocked(r, id)
+		// Also at Close: the take may have run in Redis all the same.
+		d.returnLostTakeLocked(r, id)
+		if d.ctx.Err() != nil {
+			// Close cut the round trip short: Redis is not the cause.
+			return nil, ErrDispatcherShutdown
 		}
+		d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
 		return nil, fmt.Errorf("%w: %w", ErrClusterUnavailable, err)
 	case out == cluster.Yield:
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
@@ -422,6 +441,11 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 	case out == cluster.Full:
 		r.remoteFull, r.remoteFullUntil = true, time.Now().Add(retryRemoteFull)
 		return nil, nil
+	case d.ctx.Err() != nil:
+		// Close ran during the round trip: no lease is granted after
+		// it, whose return would come after the returner's last batch.
+		d.returnLocked(r, id)
+		return nil, ErrDispatcherShutdown
 	case same == nil || !r.fitsHere(long) || !r.serves(req.NeedsTunnel):
 		d.returnLocked(r, id)
 		return nil, errRetryPick

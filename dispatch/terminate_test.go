@@ -27,12 +27,18 @@ func congest(t *testing.T, c *nodewire.Conn, fillers *sync.WaitGroup) {
 			t.Fatalf("open: %v", err)
 		}
 		fillers.Add(1)
+		started := make(chan struct{})
 		// Owner: the test. Ends when its send completes or the session
 		// closes (the test's cleanup).
 		go func() {
 			defer fillers.Done()
+			close(started)
 			_ = st.Send(chunk)
 		}()
+		// A probe taken before the filler runs proves nothing: without
+		// this wait the loop (unraced, fast) ran its 1024 rounds before
+		// any filler had queued a byte.
+		<-started
 		ps, err := c.OpenStream(context.Background())
 		if err != nil {
 			t.Fatalf("open: %v", err)
@@ -53,7 +59,17 @@ func congest(t *testing.T, c *nodewire.Conn, fillers *sync.WaitGroup) {
 // node that stopped reading held it for the 5 s write deadline (per node,
 // one after another), past the admin API's own timeout.
 func TestTerminateSessionBoundedByContext(t *testing.T) {
-	f := newFixture(t, buildCfg(t, oneNodeCfg(t, 2), oneNodeModels), nil)
+	cfg := buildCfg(t, oneNodeCfg(t, 2), oneNodeModels)
+	// The frozen node's heartbeats stop reaching the edge, which drops it
+	// after the heartbeat timeout counted from the last one (10 to 15 s
+	// after the freeze by default), while filling the session runs as
+	// long as the load makes it: on a loaded host it ran past that, and
+	// the node was gone before TerminateSession was called. What is
+	// tested is TerminateSession's own bound, so the heartbeat timeout is
+	// put out of the way; the writer's stall bound (10 s without a chunk
+	// written) still counts, but only from the session filling up.
+	cfg.Nodes[0].HeartbeatIntervalSec, cfg.Nodes[0].HeartbeatTimeoutSec = 60, 600
+	f := newFixture(t, cfg, nil)
 	_, addr := startWire(t, f)
 	px, err := faultproxy.New(addr)
 	if err != nil {
