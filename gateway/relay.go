@@ -255,6 +255,9 @@ type tunnelExchange struct {
 func (t *tunnelExchange) open(k *call) bool {
 	c, lease := t.c, t.lease
 	t.in = info(c)
+	// The figures close counts are this exchange's own: an attempt that
+	// failed over after its USAGE frame counted that one already.
+	t.in.prompt, t.in.completion = 0, 0
 	t.model, t.stream, t.k = k.model, k.stream, k
 	ctx := c.Request.Context()
 	t.start = time.Now()

@@ -233,8 +233,9 @@ func (r *runExchange) whole() dispatch.ReleaseReason {
 		// after this answer and returns the lease once the node stopped.
 		cs.record(cancelAnswerTooLarge)
 	}
-	s.recordUsage(in, k.model, agg.Usage)
+	// After Result: the aggregator settles the usage when it renders.
 	out, aerr := agg.Result()
+	s.recordUsage(in, k.model, agg.Usage)
 	if aerr != nil {
 		writeError(c, aerr)
 		return dispatch.ReasonError

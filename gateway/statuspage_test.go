@@ -47,7 +47,9 @@ func pageStackNode(t *testing.T, settings map[string]any) (*stack.Edge, *stack.N
 	p := mockProvider("mock", settings)
 	p.Capacity, p.LongCapacity = 1, 1
 	m := modelOn("demo", "mock", "mock-echo")
-	m.QueueTimeoutSec = 120
+	// Longer than go test's default timeout (10 minutes): a request the
+	// page is to show queued leaves the queue only when its test ends it.
+	m.QueueTimeoutSec = 600
 	cfg := edgeConfig([]config.ProviderSpec{p}, m)
 	cfg.Auth.AdminToken = pageAdminToken
 	// Offline after the grace, a request would fail at once instead of
@@ -248,7 +250,9 @@ func cells(t *testing.T, dom, rowClass string) []map[string]string {
 func TestStatusPageInBrowser(t *testing.T) {
 	bin := chromium(t)
 	e := pageStack(t, map[string]any{"delay_ms": 500})
-	words := strings.Repeat("word ", 240) // two minutes of deltas: held until cancelled
+	// Ten minutes of deltas (go test's default timeout): held until the
+	// test cancels it, however slowly the browser runs.
+	words := strings.Repeat("word ", 1200)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -257,7 +261,12 @@ func TestStatusPageInBrowser(t *testing.T) {
 		wg.Wait()
 		waitReleased(t, e, "mock")
 	})
+	// Without the client's 60 s timeout: on a loaded machine the two
+	// browser runs can take longer, and a request the client gave up on
+	// is neither in flight nor queued any more. The test's cancel ends
+	// both requests.
 	c := httpClient(t)
+	c.Timeout = 0
 	send := func() {
 		wg.Add(1)
 		go func() {
