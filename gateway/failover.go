@@ -54,9 +54,11 @@ func (s *Server) failover(c *gin.Context, k *call, lease *dispatch.Lease, why st
 
 // failoverErr is failover for an exchange whose node stream failed before
 // the first byte with err: only a node failure qualifies (not a timeout,
-// not a cancellation: cs is empty, the client is there).
+// not a cancellation: cs is empty, the client is there; not a request the
+// edge could not encode, which every candidate would refuse alike).
 func (s *Server) failoverErr(c *gin.Context, k *call, lease *dispatch.Lease, cs *cancelState, err error) bool {
-	if cs.get() != "" || errors.Is(err, dispatch.ErrRecvTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if cs.get() != "" || errors.Is(err, dispatch.ErrRecvTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, dispatch.ErrInvalidRequest) {
 		return false
 	}
 	why := failoverNodeLost

@@ -399,16 +399,20 @@ func (t *tunnelExchange) head() bool {
 		return false
 	}
 	t.status = first
-	// The first Content-Type, the one copyHeaders relays; a media type's
-	// name is case-insensitive.
+	// The first Content-Type fit to relay, the one copyHeaders relays (an
+	// unfit one before it is dropped there, so judging by it would treat
+	// the relayed type's body as the other kind); a media type's name is
+	// case-insensitive.
 	for _, hd := range first.GetHeaders() {
-		if strings.EqualFold(hd.GetName(), "Content-Type") {
+		if strings.EqualFold(hd.GetName(), "Content-Type") && httpguts.ValidHeaderFieldValue(hd.GetValue()) {
 			v := hd.GetValue()
 			t.sse = len(v) >= len(sseType) && strings.EqualFold(v[:len(sseType)], sseType)
 			break
 		}
 	}
-	if !t.sse && retryableStatus(int(first.GetStatusCode())) && t.s.failover(c, t.k, t.lease, failoverUnavailable) {
+	// Whatever its media type: an unavailable backend's event stream has
+	// not reached the client either.
+	if retryableStatus(int(first.GetStatusCode())) && t.s.failover(c, t.k, t.lease, failoverUnavailable) {
 		return false // its body is not read: Finish resets the stream
 	}
 	// An answer whose status forbids a body (204, 304) is held too, so
@@ -497,8 +501,8 @@ func (t *tunnelExchange) copyHeaders() {
 			continue
 		}
 		if name == "Content-Type" && h[name] != nil {
-			// A singleton field (RFC 9110 §8.3): the first one is what
-			// head judged the answer by.
+			// A singleton field (RFC 9110 §8.3): the first valid one is
+			// what head judged the answer by.
 			continue
 		}
 		h.Add(name, hd.GetValue())
