@@ -324,9 +324,12 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 		case iop.RejectCode_REJECT_CODE_CREDENTIALS, iop.RejectCode_REJECT_CODE_UNKNOWN_NODE:
 			// Slow down guessing, per node id and source: a third party
 			// elsewhere never delays the real node.
-			if d := s.failures.fail(failKey); d > 0 {
+			// The wait leaves a quarter of the handshake for the answer:
+			// a rejection whose write misses the deadline reaches the node
+			// as a bare EOF, which it retries as a network failure.
+			if d := min(s.failures.fail(failKey), time.Until(deadline)-s.cfg.HandshakeTimeout/4); d > 0 {
 				select {
-				case <-time.After(min(d, time.Until(deadline))):
+				case <-time.After(d):
 				case <-s.ctx.Done():
 				}
 			}
