@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/iop-gateway/iop/dispatch/cluster"
 	"github.com/iop-gateway/iop/internal/testredis"
@@ -42,18 +43,7 @@ func TestClusterHandOnInFlightAtCloseReturnsItsSlot(t *testing.T) {
 		}
 		pause := pauseWrites(t, rs)
 		f.d.wake(func(x *resource) bool { return x == r })
-		waitFor(t, "the hand-on's take waiting in Redis", func() bool {
-			list, err := rdb.ClientList(ctx).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, line := range strings.Split(list, "\n") {
-				if strings.Contains(line, "flags=b") && strings.Contains(line, "cmd=evalsha") {
-					return true
-				}
-			}
-			return false
-		})
+		waitScriptBlocked(t, rdb, "the hand-on's take waiting in Redis")
 		closed := make(chan struct{})
 		// Owner: the test; Close returns once the hand-on has ended,
 		// after the unpause below.
@@ -96,18 +86,7 @@ func TestClusterFreshTakeInFlightAtCloseReturnsItsSlot(t *testing.T) {
 	ctx := context.Background()
 	pause := pauseWrites(t, rs)
 	ch := f.acquireAsync(ctx, Request{Model: "m"})
-	waitFor(t, "the take waiting in Redis", func() bool {
-		list, err := pause.ClientList(ctx).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(list, "\n") {
-			if strings.Contains(line, "flags=b") && strings.Contains(line, "cmd=evalsha") {
-				return true
-			}
-		}
-		return false
-	})
+	waitScriptBlocked(t, pause, "the take waiting in Redis")
 	closed := make(chan struct{})
 	// Owner: the test; Close returns once the take has ended, after the
 	// unpause below.
@@ -132,4 +111,22 @@ func TestClusterFreshTakeInFlightAtCloseReturnsItsSlot(t *testing.T) {
 	if held != 0 {
 		t.Fatalf("after Close the ledger holds %d lease(s) on %s, want 0", held, key)
 	}
+}
+
+// waitScriptBlocked waits until Redis lists a script call (a ledger take)
+// blocked by a write pause (CLIENT PAUSE WRITE), as rdb's CLIENT LIST shows.
+func waitScriptBlocked(t *testing.T, rdb *redis.Client, what string) {
+	t.Helper()
+	waitFor(t, what, func() bool {
+		list, err := rdb.ClientList(context.Background()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(list, "\n") {
+			if strings.Contains(line, "flags=b") && strings.Contains(line, "cmd=evalsha") {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -25,16 +25,8 @@ func TestEndlessNonStreamAnswerIsBounded(t *testing.T) {
 		// Owner: this handler. Stops when the stream ends or the cancel
 		// arrives.
 		go func() {
-			for {
-				env, err := st.Recv()
-				if err != nil {
-					return
-				}
-				n.record(env)
-				if env.GetCancelRequest() != nil {
-					close(cancelled)
-					return
-				}
+			if recvUntilCancel(n, st) {
+				close(cancelled)
 			}
 		}()
 		delta := strings.Repeat("x", 64<<10)

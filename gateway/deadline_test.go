@@ -97,14 +97,7 @@ func TestSilentNodeClientHangUp(t *testing.T) {
 	e := startEdge(t, fakeNodeConfig(t)) // response timeout: the default 300 s
 	n := startFakeNode(t, e, silent)
 	for _, rt := range deadlineRoutes("hello") {
-		ctx, hangUp := context.WithCancel(ctxT(t))
-		done := make(chan error, 1)
-		c := httpClient(t)
-		// Owner: this test. Stops when the request returns (hangUp ends it).
-		go func() {
-			_, err := tryDo(ctx, c, http.MethodPost, e.URL+rt.path, rt.body, nil)
-			done <- err
-		}()
+		hangUp, done := postInBackground(t, e.URL+rt.path, rt.body)
 		req := n.nextRequest(t)
 		hangUp()
 		at := time.Now()
@@ -175,14 +168,7 @@ func TestLargeBodyToNodeThatGrantsNoWindow(t *testing.T) {
 		e := startEdge(t, fakeNodeConfig(t))
 		startFakeNode(t, e, nil)
 		for _, rt := range deadlineRoutes(big)[:3] {
-			ctx, hangUp := context.WithCancel(ctxT(t))
-			done := make(chan error, 1)
-			c := httpClient(t)
-			// Owner: this test. Stops when the request returns.
-			go func() {
-				_, err := tryDo(ctx, c, http.MethodPost, e.URL+rt.path, rt.body, nil)
-				done <- err
-			}()
+			hangUp, done := postInBackground(t, e.URL+rt.path, rt.body)
 			stack.WaitFor(t, waitLong, "the lease taken", func() bool { return inFlight(e, rt.provider) == 1 })
 			hangUp()
 			at := time.Now()

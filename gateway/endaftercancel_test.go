@@ -25,26 +25,13 @@ func TestHeldAnswerEndAfterClientLeftIsCancelled(t *testing.T) {
 			Body: []byte(vllmChatJSON)}))
 		close(bodySent)
 		// The answer ends only once the edge has cancelled it.
-		for {
-			env, err := st.Recv()
-			if err != nil {
-				return
-			}
-			if env.GetCancelRequest() != nil {
-				break
-			}
+		if !recvUntilCancel(nil, st) {
+			return
 		}
 		_ = st.Send(tunnelFrameEnv(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END, Sequence: 3, RunId: runID}))
 		<-ctx.Done()
 	})
-	ctx, hangUp := context.WithCancel(ctxT(t))
-	done := make(chan error, 1)
-	c := httpClient(t)
-	// Owner: this test. Stops when the request returns (hangUp ends it).
-	go func() {
-		_, err := tryDo(ctx, c, http.MethodPost, e.URL+"/v1/chat/completions", chatBody("qwen-7b", "hi", false), nil)
-		done <- err
-	}()
+	hangUp, done := postInBackground(t, e.URL+"/v1/chat/completions", chatBody("qwen-7b", "hi", false))
 	waitFor(t, bodySent, waitLong, "the node to send the body")
 	hangUp()
 	if err := waitFor(t, done, waitLong, "the client to return"); err == nil {

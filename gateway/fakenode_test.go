@@ -125,3 +125,20 @@ func fakeNodeConfig(t *testing.T) *config.Edge {
 	return edgeConfig([]config.ProviderSpec{vllmProvider("vllm-main", "http://"+closedPort(t)+"/v1"), mockProvider("mock", nil)},
 		modelOn("qwen-7b", "vllm-main", target), modelOn("demo", "mock", "mock-echo"))
 }
+
+// recvUntilCancel reads st until the edge's CancelRequest (true) or the
+// stream's end (false), recording each message on n unless n is nil.
+func recvUntilCancel(n *fakeNode, st *nodewire.Stream) bool {
+	for {
+		env, err := st.Recv()
+		if err != nil {
+			return false
+		}
+		if n != nil {
+			n.record(env)
+		}
+		if env.GetCancelRequest() != nil {
+			return true
+		}
+	}
+}

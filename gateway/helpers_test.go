@@ -464,3 +464,18 @@ type stackT struct {
 	*stack.Edge
 	Node *stack.Node
 }
+
+// postInBackground posts body to url from a goroutine. hangUp cancels
+// the request as a client hanging up; done yields its error.
+func postInBackground(t *testing.T, url, body string) (hangUp func(), done <-chan error) {
+	ctx, cancel := context.WithCancel(ctxT(t))
+	errc := make(chan error, 1)
+	c := httpClient(t)
+	// Owner: the calling test. Stops when the request returns, at the
+	// latest at hangUp or the test's own deadline (ctxT).
+	go func() {
+		_, err := tryDo(ctx, c, http.MethodPost, url, body, nil)
+		errc <- err
+	}()
+	return cancel, errc
+}

@@ -22,16 +22,7 @@ func TestRunStreamWriteTimeoutCancelsRun(t *testing.T) {
 		cancelled := make(chan struct{})
 		go func() { // Owner: this node handler; stops when the stream ends.
 			defer close(cancelled)
-			for {
-				env, err := st.Recv()
-				if err != nil {
-					return
-				}
-				n.record(env)
-				if env.GetCancelRequest() != nil {
-					return
-				}
-			}
+			recvUntilCancel(n, st)
 		}()
 		seq := uint64(0)
 		send := func(ev *iop.RunEvent) error {

@@ -44,27 +44,14 @@ func TestRunClientLeftCountedOnce(t *testing.T) {
 		runID := first.GetRunRequest().GetRunId()
 		_ = st.Send(&iop.Envelope{Body: &iop.Envelope_RunEvent{RunEvent: &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_START, RunId: runID, Sequence: 1}}})
 		close(got)
-		for {
-			env, err := st.Recv()
-			if err != nil {
-				return
-			}
-			if env.GetCancelRequest() != nil {
-				break
-			}
+		if !recvUntilCancel(nil, st) {
+			return
 		}
 		_ = st.Send(&iop.Envelope{Body: &iop.Envelope_RunEvent{RunEvent: &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_CANCELLED, RunId: runID, Sequence: 2}}})
 		_ = st.CloseWrite()
 		<-ctx.Done()
 	})
-	ctx, hangUp := context.WithCancel(ctxT(t))
-	done := make(chan error, 1)
-	c := httpClient(t)
-	// Owner: this test. Stops when the request returns (hangUp ends it).
-	go func() {
-		_, err := tryDo(ctx, c, http.MethodPost, e.URL+"/v1/chat/completions", chatBody("demo", "hi", false), nil)
-		done <- err
-	}()
+	hangUp, done := postInBackground(t, e.URL+"/v1/chat/completions", chatBody("demo", "hi", false))
 	waitFor(t, got, waitLong, "the run at the node")
 	hangUp()
 	if err := waitFor(t, done, waitLong, "the client to return"); err == nil {

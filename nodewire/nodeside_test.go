@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -41,42 +42,8 @@ func peerStopsReadingCause(t *testing.T, try int, writeTimeout time.Duration) {
 	sess.wmu.Lock()
 	muxWriteTimeout = 100 * time.Millisecond
 	sess.wmu.Unlock()
-	// The edge opens an exchange and grants the node a window large enough
-	// to fill both sockets' buffers; then it reads nothing more, while
-	// its heartbeats keep coming.
-	writeMuxEnvelope(t, c, flagSYN, 2, runRequest("r1"))
-	if _, err := c.Write(rawHeader(muxTypeWindow, 0, 2, 1<<30)); err != nil {
-		t.Fatal(err)
-	}
-	stopBeats := make(chan struct{})
-	beatsDone := make(chan struct{})
-	// Owner: this try; stops at stopBeats or when the node hangs up.
-	go func() {
-		defer close(beatsDone)
-		hb := &iop.Envelope{Body: &iop.Envelope_Heartbeat{Heartbeat: &iop.Heartbeat{Sequence: 1}}}
-		frame, _ := AppendFrame(nil, hb, 0)
-		msg := append(rawHeader(muxTypeData, 0, 1, uint32(len(frame))), frame...)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stopBeats:
-				return
-			case <-tick.C:
-			}
-			_ = c.SetWriteDeadline(time.Now().Add(waitLong))
-			if _, err := c.Write(msg); err != nil {
-				return
-			}
-		}
-	}()
-	defer func() { close(stopBeats); <-beatsDone }()
-	body := tunnelBodyEnvelope(MaxBodyChunk)
-	serveClient(t, context.Background(), cc, func(ctx context.Context, st *Stream, first *iop.Envelope) {
-		for st.Send(body) == nil {
-		}
-		st.Abort()
-	})
+	stop := stopReadingWithHeartbeats(t, cc, c)
+	defer stop()
 	waitDone(t, cc.Conn, waitLong, "node conn whose edge stopped reading")
 	err := cc.Err()
 	if errors.Is(err, ErrHeartbeatTimeout) || !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -247,4 +214,47 @@ func TestRejectionReasonIsBounded(t *testing.T) {
 	if n := len(rej.Reason); n > maxReasonBytes+len("…") || !utf8.ValidString(rej.Reason) || !strings.HasPrefix(reason, strings.TrimSuffix(rej.Reason, "…")) {
 		t.Fatalf("reason kept: %d bytes (valid UTF-8 %v), want at most %d of the edge's", n, utf8.ValidString(rej.Reason), maxReasonBytes)
 	}
+}
+
+// stopReadingWithHeartbeats plays an edge that opens one exchange, grants
+// the node a window large enough to fill both sockets' buffers, then reads
+// nothing more while its heartbeats keep coming (every 10 ms), and has the
+// node send until a send fails. The returned func stops the heartbeats
+// and waits for their goroutine.
+func stopReadingWithHeartbeats(t *testing.T, cc *ClientConn, c net.Conn) (stop func()) {
+	t.Helper()
+	writeMuxEnvelope(t, c, flagSYN, 2, runRequest("r1"))
+	if _, err := c.Write(rawHeader(muxTypeWindow, 0, 2, 1<<30)); err != nil {
+		t.Fatal(err)
+	}
+	stopBeats := make(chan struct{})
+	beatsDone := make(chan struct{})
+	// Owner: the calling test, through stop; stops at stopBeats or when the
+	// node hangs up.
+	go func() {
+		defer close(beatsDone)
+		hb := &iop.Envelope{Body: &iop.Envelope_Heartbeat{Heartbeat: &iop.Heartbeat{Sequence: 1}}}
+		frame, _ := AppendFrame(nil, hb, 0)
+		msg := append(rawHeader(muxTypeData, 0, 1, uint32(len(frame))), frame...)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopBeats:
+				return
+			case <-tick.C:
+			}
+			_ = c.SetWriteDeadline(time.Now().Add(waitLong))
+			if _, err := c.Write(msg); err != nil {
+				return
+			}
+		}
+	}()
+	body := tunnelBodyEnvelope(MaxBodyChunk)
+	serveClient(t, context.Background(), cc, func(ctx context.Context, st *Stream, first *iop.Envelope) {
+		for st.Send(body) == nil {
+		}
+		st.Abort()
+	})
+	return func() { close(stopBeats); <-beatsDone }
 }
