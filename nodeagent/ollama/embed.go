@@ -68,7 +68,10 @@ func (o *Instance) runEmbed(ctx context.Context, cfg *config, req *iop.RunReques
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, int64(maxWholeResponse)+1))
 	if err != nil {
-		return nil, fmt.Errorf("ollama: read embed response: %w", err)
+		// Ollama dropped the connection mid-answer: its failure, which
+		// another candidate may serve (a cancellation or the run's timeout
+		// is mapped by Run before this error is looked at).
+		return nil, &adapter.Error{Code: adapter.CodeUpstream, Message: "ollama embed response was interrupted", Err: err}
 	}
 	if len(raw) > maxWholeResponse {
 		return nil, adapter.EmbeddingsTooLarge()
