@@ -12,6 +12,11 @@ import (
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
+// maxWholeResponse is adapter.MaxWholeResponse, the bound of an embed
+// answer: a variable only for tests, which refuse at a small bound rather
+// than read 32 MiB.
+var maxWholeResponse = adapter.MaxWholeResponse
+
 // ollamaEmbed is the body of POST /api/embed.
 type ollamaEmbed struct {
 	Model      string          `json:"model"`
@@ -61,11 +66,14 @@ func (o *Instance) runEmbed(ctx context.Context, cfg *config, req *iop.RunReques
 		return nil, err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, adapter.MaxWholeResponse+1))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, int64(maxWholeResponse)+1))
 	if err != nil {
-		return nil, fmt.Errorf("ollama: read embed response: %w", err)
+		// Ollama dropped the connection mid-answer: its failure, which
+		// another candidate may serve (a cancellation or the run's timeout
+		// is mapped by Run before this error is looked at).
+		return nil, &adapter.Error{Code: adapter.CodeUpstream, Message: "ollama embed response was interrupted", Err: err}
 	}
-	if len(raw) > adapter.MaxWholeResponse {
+	if len(raw) > maxWholeResponse {
 		return nil, adapter.EmbeddingsTooLarge()
 	}
 	var er ollamaEmbedResponse

@@ -11,16 +11,22 @@ import (
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
-// An embed answer one byte past adapter.MaxWholeResponse is the caller's
+// An embed answer one byte past the whole-answer bound is the caller's
 // batch being too large (invalid_request, no failover), not a malformed
-// answer from Ollama.
+// answer from Ollama. The bound is made small, for the test only, so that
+// it is reached quickly under -race; the refusal is the one at
+// adapter.MaxWholeResponse.
 func TestEmbedResponseOverBoundRefused(t *testing.T) {
+	old := maxWholeResponse
+	maxWholeResponse = 256 << 10
+	t.Cleanup(func() { maxWholeResponse = old })
+	bound := maxWholeResponse
 	f := newFake(t)
 	f.handle("/api/embed", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		n, _ := io.WriteString(w, `{"embeddings":[[`)
 		zeros := []byte(strings.Repeat("0", 64<<10))
-		for left := adapter.MaxWholeResponse + 1 - n; left > 0; left -= len(zeros) {
+		for left := bound + 1 - n; left > 0; left -= len(zeros) {
 			if _, err := w.Write(zeros[:min(left, len(zeros))]); err != nil {
 				return // the adapter stopped reading at its bound
 			}

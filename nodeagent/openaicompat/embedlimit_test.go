@@ -13,10 +13,22 @@ import (
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
-// An embeddings response past adapter.MaxWholeResponse is refused after
+// smallWholeResponse sets the bound of an answer read whole to a size
+// read quickly under -race, for the test only; the refusal at it is the
+// one at adapter.MaxWholeResponse.
+func smallWholeResponse(t *testing.T) int {
+	t.Helper()
+	old := maxWholeResponse
+	maxWholeResponse = 256 << 10
+	t.Cleanup(func() { maxWholeResponse = old })
+	return maxWholeResponse
+}
+
+// An embeddings response past the whole-answer bound is refused after
 // reading that much, as the caller's batch being too large (no failover),
 // and the upstream's remaining bytes are not read.
 func TestEmbeddingResponseOverBoundRefused(t *testing.T) {
+	smallWholeResponse(t)
 	sent := make(chan int64, 1)
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -44,14 +56,15 @@ func TestEmbeddingResponseOverBoundRefused(t *testing.T) {
 	}
 }
 
-// A whole JSON chat answer (a server that ignored "stream") past
-// adapter.MaxWholeResponse is refused as too large, not as unreadable.
+// A whole JSON chat answer (a server that ignored "stream") past the
+// whole-answer bound is refused as too large, not as unreadable.
 func TestWholeChatAnswerOverBoundRefused(t *testing.T) {
+	bound := smallWholeResponse(t)
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"`)
 		row := strings.Repeat("x", 96<<10)
-		for n := 0; n < adapter.MaxWholeResponse+len(row); n += len(row) {
+		for n := 0; n < bound+len(row); n += len(row) {
 			if _, err := io.WriteString(w, row); err != nil {
 				return
 			}

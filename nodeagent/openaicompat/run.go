@@ -22,6 +22,11 @@ const (
 	noToolsTTL = 10 * time.Minute
 )
 
+// maxWholeResponse is adapter.MaxWholeResponse, the bound of an answer
+// read whole: a variable only for tests, which refuse at a small bound
+// rather than read 32 MiB.
+var maxWholeResponse = adapter.MaxWholeResponse
+
 // run carries one Run call's context.
 type run struct {
 	in      *Instance
@@ -261,11 +266,11 @@ func (r *run) embedding(body map[string]json.RawMessage) (*adapter.Result, error
 	if resp.StatusCode/100 != 2 {
 		return nil, readUpstreamError(resp).adapterError()
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, adapter.MaxWholeResponse+1))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(maxWholeResponse)+1))
 	if err != nil {
 		return nil, transportError(r.parent, r.ctx, r.timeout, "embeddings body", err)
 	}
-	if len(data) > adapter.MaxWholeResponse {
+	if len(data) > maxWholeResponse {
 		return nil, adapter.EmbeddingsTooLarge()
 	}
 	out, usage, err := embeddingOutput(data)

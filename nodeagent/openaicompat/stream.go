@@ -115,11 +115,11 @@ type toolCallDelta struct {
 func (st *streamState) consume(resp *http.Response) error {
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mediaType == "application/json" {
-		data, err := io.ReadAll(io.LimitReader(resp.Body, adapter.MaxWholeResponse+1))
+		data, err := io.ReadAll(io.LimitReader(resp.Body, int64(maxWholeResponse)+1))
 		if err != nil {
 			return err
 		}
-		if len(data) > adapter.MaxWholeResponse {
+		if len(data) > maxWholeResponse {
 			return adapter.AnswerTooLarge()
 		}
 		if !json.Valid(data) {
