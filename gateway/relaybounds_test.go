@@ -17,6 +17,12 @@ import (
 // frames frames(request) returns (sequence and run id filled in), then
 // half-closes.
 func answering(frames func(req *iop.ProviderTunnelRequest) []*iop.ProviderTunnelFrame) func(*fakeNode, context.Context, *nodewire.Stream, *iop.Envelope) {
+	return answeringStepping(frames, nil)
+}
+
+// answeringStepping is answering that nudges p (if not nil) after each
+// frame it sent.
+func answeringStepping(frames func(req *iop.ProviderTunnelRequest) []*iop.ProviderTunnelFrame, p progress) func(*fakeNode, context.Context, *nodewire.Stream, *iop.Envelope) {
 	return func(n *fakeNode, ctx context.Context, st *nodewire.Stream, first *iop.Envelope) {
 		n.record(first)
 		req := first.GetProviderTunnelRequest()
@@ -24,6 +30,9 @@ func answering(frames func(req *iop.ProviderTunnelRequest) []*iop.ProviderTunnel
 			f.Sequence, f.RunId = uint64(i+1), req.GetRunId()
 			if err := st.Send(tunnelFrameEnv(f)); err != nil {
 				return
+			}
+			if p != nil {
+				p.step()
 			}
 		}
 		_ = st.CloseWrite()
@@ -237,18 +246,22 @@ func TestTunnelWholeAnswerCutShort(t *testing.T) {
 func TestTunnelHeldAnswerBound(t *testing.T) {
 	const frame = 1 << 20
 	var frames int
+	// The wait is on the answer's progress (each frame the node sent, each
+	// read of the body), not on a fixed window: up to 17 MiB go through
+	// the wire, the edge's hold and the client at the machine's pace.
+	p := newProgress()
 	e := startEdge(t, fakeNodeConfig(t))
-	startFakeNode(t, e, answering(func(*iop.ProviderTunnelRequest) []*iop.ProviderTunnelFrame {
+	startFakeNode(t, e, answeringStepping(func(*iop.ProviderTunnelRequest) []*iop.ProviderTunnelFrame {
 		out := []*iop.ProviderTunnelFrame{statusFrame(200, jsonType)}
 		for i := 0; i < frames; i++ {
 			out = append(out, bodyFrame(strings.Repeat(string(rune('a'+i%26)), frame)))
 		}
 		return append(out, endFrame())
-	}))
+	}, p))
 	chat := `{"model":"qwen-7b","messages":[{"role":"user","content":"hi"}]}`
 	for _, n := range []int{16, 17} {
 		frames = n
-		r := post(t, e, "/v1/chat/completions", chat)
+		r := postProgressing(t, e, "/v1/chat/completions", chat, p)
 		if r.Status != http.StatusOK || len(r.Body) != n*frame || r.Body[len(r.Body)-1] != byte('a'+(n-1)%26) {
 			t.Fatalf("%d MiB: status %d, %d bytes", n, r.Status, len(r.Body))
 		}

@@ -340,11 +340,16 @@ func TestStatusPageOfflineNode(t *testing.T) {
 	e, n := pageStackNode(t, nil)
 	n.Stop()
 	stack.WaitFor(t, waitLong, "the node to go offline", func() bool { return !e.Dispatcher.Status().Nodes[0].Connected })
+	// Without the client's 60 s timeout: on a loaded machine the browser
+	// run can take longer, and a request the client gave up on is no
+	// longer waiting. The test's cancel ends it.
+	c := httpClient(t)
+	c.Timeout = 0
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() {
+	go func() { // Owner: the test; stops when its cleanup cancels ctx.
 		defer close(done)
-		_, _ = tryDo(ctx, httpClient(t), http.MethodPost, e.URL+"/v1/chat/completions", chatBody("demo", "hi", false), nil)
+		_, _ = tryDo(ctx, c, http.MethodPost, e.URL+"/v1/chat/completions", chatBody("demo", "hi", false), nil)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	stack.WaitFor(t, waitLong, "the request to queue", func() bool { return e.Dispatcher.Status().Models[0].Pending == 1 })

@@ -66,6 +66,8 @@ func TestRunWholeAnswerWriteTimeout(t *testing.T) {
 	cfg := fakeNodeConfig(t)
 	cfg.Limits.WriteTimeoutSec = 1
 	e := startEdge(t, cfg)
+	const events = 1 + 128 + 1 // START, the deltas, COMPLETE
+	sent := make(chan struct{}, events)
 	startFakeNode(t, e, func(n *fakeNode, ctx context.Context, st *nodewire.Stream, first *iop.Envelope) {
 		runID := first.GetRunRequest().GetRunId()
 		go func() { // Owner: this node handler; stops when the stream ends.
@@ -79,7 +81,11 @@ func TestRunWholeAnswerWriteTimeout(t *testing.T) {
 		send := func(ev *iop.RunEvent) error {
 			seq++
 			ev.RunId, ev.Sequence = runID, seq
-			return st.Send(&iop.Envelope{Body: &iop.Envelope_RunEvent{RunEvent: ev}})
+			if err := st.Send(&iop.Envelope{Body: &iop.Envelope_RunEvent{RunEvent: ev}}); err != nil {
+				return err
+			}
+			sent <- struct{}{} // never blocks: room for every event
+			return nil
 		}
 		_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_START})
 		delta := strings.Repeat("x", 64<<10)
@@ -97,10 +103,30 @@ func TestRunWholeAnswerWriteTimeout(t *testing.T) {
 	a := stalledClient(t, e.URL, "/v1/chat/completions", "", `{"model":"demo","messages":[{"role":"user","content":"hi"}]}`)
 	defer a.Close()
 	stack.WaitFor(t, waitLong, "the run to start", func() bool { return inFlight(e, "mock") == 1 })
-	// Well within 12 s of a 1 s write timeout the edge must give up.
-	stack.WaitFor(t, 12*time.Second, "the lease to return", func() bool { return inFlight(e, "mock") == 0 })
+	// Each wait follows the event before it, not the run's start: the
+	// 8 MiB pass through the wire (one event at a time) and the aggregator
+	// at whatever pace the machine allows before the edge writes its first
+	// byte, and only from there does the 1 s write timeout run.
+	for i := 0; i < events; i++ {
+		waitFor(t, sent, waitLong, fmt.Sprintf("the node to send event %d of %d", i+1, events))
+	}
+	firstByte(t, a)
+	stack.WaitFor(t, waitLong, "a write_error after the edge began writing", func() bool { return cancellations(t, e, "write_error") > 0 })
+	waitReleased(t, e, "mock")
 	if got := cancellations(t, e, "write_error"); got != 1 {
 		t.Fatalf("write_error cancellations = %v, want 1", got)
+	}
+}
+
+// firstByte waits until the edge has written the first byte of its answer
+// to a, reading only that byte (the rest stays unread).
+func firstByte(t *testing.T, a *net.TCPConn) {
+	t.Helper()
+	if err := a.SetReadDeadline(time.Now().Add(waitLong)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Read(make([]byte, 1)); err != nil {
+		t.Fatalf("waiting for the answer's first byte: %v", err)
 	}
 }
 
