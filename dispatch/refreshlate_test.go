@@ -20,32 +20,15 @@ import (
 func TestLateAppliedRefreshIsPushedAgain(t *testing.T) {
 	f := newFixture(t, buildCfg(t, oneNodeCfg(t, 2), oneNodeModels), nil)
 	orig := f.d.cfg
-	var refreshes atomic.Int32
 	answered := make(chan struct{})
-	startWireNode(t, f, func(n *wireNode, ctx context.Context, st *nodewire.Stream, first *iop.Envelope) {
-		if first.GetNodeConfigRefreshRequest() == nil {
-			return
+	refreshes := startApplyingNode(t, f, func(ctx context.Context) (func(), bool) {
+		// Applied, but answered after the edge gave up.
+		select {
+		case <-time.After(300 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, false
 		}
-		if refreshes.Add(1) == 1 {
-			// Applied, but answered after the edge gave up.
-			select {
-			case <-time.After(300 * time.Millisecond):
-			case <-ctx.Done():
-				return
-			}
-			defer close(answered)
-		}
-		_ = st.Send(&iop.Envelope{Body: &iop.Envelope_NodeConfigRefreshResponse{NodeConfigRefreshResponse: &iop.NodeConfigRefreshResponse{
-			Status: iop.RefreshStatus_REFRESH_STATUS_APPLIED, Adapters: testcaps.For(first.GetNodeConfigRefreshRequest().GetConfig()),
-		}}})
-	})
-
-	// The node's Ready returns once the answer is read; the edge
-	// activates it right after writing that answer.
-	waitFor(t, "n1 ready", func() bool {
-		f.d.mu.Lock()
-		defer f.d.mu.Unlock()
-		return f.d.nodes["n1"].state == stateReady
+		return func() { close(answered) }, true
 	})
 	rep := f.d.ReloadAndRefresh(context.Background(), buildCfg(t, oneNodeCfg(t, 3), oneNodeModels), 50*time.Millisecond)
 	if got := rep["n1"]; !strings.HasPrefix(got, "error: ") {
@@ -69,4 +52,39 @@ func TestLateAppliedRefreshIsPushedAgain(t *testing.T) {
 	if rep = f.d.ReloadAndRefresh(context.Background(), orig, waitDeadline); len(rep) != 0 {
 		t.Fatalf("third reload pushed again: %v", rep)
 	}
+}
+
+// startApplyingNode starts n1 answering every config refresh APPLIED with
+// the pushed config's adapters, and waits until it is ready. Before the
+// first answer it calls holdFirst, which returns whether to answer (false:
+// the stream ended meanwhile) and what to run once the answer is sent (nil
+// for nothing). It returns the count of refreshes received.
+func startApplyingNode(t *testing.T, f *fixture, holdFirst func(ctx context.Context) (after func(), answer bool)) *atomic.Int32 {
+	t.Helper()
+	refreshes := new(atomic.Int32)
+	startWireNode(t, f, func(n *wireNode, ctx context.Context, st *nodewire.Stream, first *iop.Envelope) {
+		if first.GetNodeConfigRefreshRequest() == nil {
+			return
+		}
+		if refreshes.Add(1) == 1 {
+			after, answer := holdFirst(ctx)
+			if !answer {
+				return
+			}
+			if after != nil {
+				defer after()
+			}
+		}
+		_ = st.Send(&iop.Envelope{Body: &iop.Envelope_NodeConfigRefreshResponse{NodeConfigRefreshResponse: &iop.NodeConfigRefreshResponse{
+			Status: iop.RefreshStatus_REFRESH_STATUS_APPLIED, Adapters: testcaps.For(first.GetNodeConfigRefreshRequest().GetConfig()),
+		}}})
+	})
+	// The node's Ready returns once the answer is read; the edge
+	// activates it right after writing that answer.
+	waitFor(t, "n1 ready", func() bool {
+		f.d.mu.Lock()
+		defer f.d.mu.Unlock()
+		return f.d.nodes["n1"].state == stateReady
+	})
+	return refreshes
 }

@@ -2,13 +2,8 @@ package dispatch
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/iop-gateway/iop/internal/testcaps"
-	"github.com/iop-gateway/iop/nodewire"
-	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // A refresh answered APPLIED for a config that another reload replaced
@@ -20,30 +15,17 @@ import (
 func TestAppliedReplacedRefreshIsPushedAgain(t *testing.T) {
 	f := newFixture(t, buildCfg(t, oneNodeCfg(t, 2), oneNodeModels), nil)
 	orig := f.d.cfg
-	var refreshes atomic.Int32
 	received := make(chan struct{})
 	release := make(chan struct{})
-	startWireNode(t, f, func(n *wireNode, ctx context.Context, st *nodewire.Stream, first *iop.Envelope) {
-		if first.GetNodeConfigRefreshRequest() == nil {
-			return
+	refreshes := startApplyingNode(t, f, func(ctx context.Context) (func(), bool) {
+		// Hold the answer until the edge's config was replaced.
+		close(received)
+		select {
+		case <-release:
+			return nil, true
+		case <-ctx.Done():
+			return nil, false
 		}
-		if refreshes.Add(1) == 1 {
-			// Hold the answer until the edge's config was replaced.
-			close(received)
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return
-			}
-		}
-		_ = st.Send(&iop.Envelope{Body: &iop.Envelope_NodeConfigRefreshResponse{NodeConfigRefreshResponse: &iop.NodeConfigRefreshResponse{
-			Status: iop.RefreshStatus_REFRESH_STATUS_APPLIED, Adapters: testcaps.For(first.GetNodeConfigRefreshRequest().GetConfig()),
-		}}})
-	})
-	waitFor(t, "n1 ready", func() bool {
-		f.d.mu.Lock()
-		defer f.d.mu.Unlock()
-		return f.d.nodes["n1"].state == stateReady
 	})
 
 	pushed := buildCfg(t, oneNodeCfg(t, 3), oneNodeModels)
