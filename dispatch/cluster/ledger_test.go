@@ -129,10 +129,7 @@ func TestTakeYieldsToOlderWaiterOfAnotherEdge(t *testing.T) {
 	rs := testredis.Start(t)
 	ctx := context.Background()
 	key, wait := Key("n", "p"), WaitKey("m", 0)
-	a, b := ledger(t, rs.Addr, "edge-a", 5*time.Second), ledger(t, rs.Addr, "edge-b", 5*time.Second)
-	if err := a.Alive(ctx); err != nil {
-		t.Fatal(err)
-	}
+	a, b := fairnessPair(t, rs)
 	old := a.NewWaiterID(0)
 	if err := a.Apply(ctx, []Update{{Kind: OpWait, Key: wait, ID: old}}); err != nil {
 		t.Fatal(err)

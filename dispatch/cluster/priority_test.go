@@ -18,10 +18,7 @@ func TestTakeYieldsToHigherPriorityWaiterOfAnotherEdge(t *testing.T) {
 	rs := testredis.Start(t)
 	ctx := context.Background()
 	key, wait := Key("n", "p"), WaitKey("m", 0)
-	a, b := ledger(t, rs.Addr, "edge-a", 5*time.Second), ledger(t, rs.Addr, "edge-b", 5*time.Second)
-	if err := a.Alive(ctx); err != nil {
-		t.Fatal(err)
-	}
+	a, b := fairnessPair(t, rs)
 	const prio = 5 * time.Second // one priority level
 	w := a.NewWaiterID(prio)
 	if err := a.Apply(ctx, []Update{{Kind: OpWait, Key: wait, ID: w}}); err != nil {
@@ -53,4 +50,15 @@ func TestTakeYieldsToHigherPriorityWaiterOfAnotherEdge(t *testing.T) {
 	if out, err := b.Take(ctx, key, 4, 4, false, b.NewLeaseID(), wait, "", 0, 0); out != Taken || err != nil {
 		t.Fatalf("behind a waiter that has waited past MaxYield: %v %v, want Taken", out, err)
 	}
+}
+
+// fairnessPair is two edges' ledgers on rs, edge-a and edge-b (5 s lease
+// TTL), edge-a announced alive so that b's takes see a's waiters.
+func fairnessPair(t *testing.T, rs *testredis.Server) (a, b *Ledger) {
+	t.Helper()
+	a, b = ledger(t, rs.Addr, "edge-a", 5*time.Second), ledger(t, rs.Addr, "edge-b", 5*time.Second)
+	if err := a.Alive(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return a, b
 }

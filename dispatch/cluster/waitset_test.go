@@ -61,10 +61,7 @@ func TestTakeCountsShiftAtMostMaxShift(t *testing.T) {
 	rs := testredis.Start(t)
 	ctx := context.Background()
 	key, wait := Key("n", "p"), WaitKey("m", 0)
-	a, b := ledger(t, rs.Addr, "edge-a", 5*time.Second), ledger(t, rs.Addr, "edge-b", 5*time.Second)
-	if err := a.Alive(ctx); err != nil {
-		t.Fatal(err)
-	}
+	a, b := fairnessPair(t, rs)
 	if err := a.Apply(ctx, []Update{{Kind: OpWait, Key: wait, ID: a.NewWaiterID(MaxShift)}}); err != nil {
 		t.Fatal(err)
 	}
