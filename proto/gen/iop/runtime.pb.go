@@ -696,6 +696,9 @@ const (
 	HealthState_HEALTH_STATE_DEGRADED HealthState = 2
 	// Not serving: never dispatched to.
 	HealthState_HEALTH_STATE_OFFLINE HealthState = 3
+	// The node is shutting down: it finishes what it runs and takes nothing
+	// new. Never dispatched to; shown as draining rather than offline.
+	HealthState_HEALTH_STATE_DRAINING HealthState = 4
 )
 
 // Enum value maps for HealthState.
@@ -705,12 +708,14 @@ var (
 		1: "HEALTH_STATE_OK",
 		2: "HEALTH_STATE_DEGRADED",
 		3: "HEALTH_STATE_OFFLINE",
+		4: "HEALTH_STATE_DRAINING",
 	}
 	HealthState_value = map[string]int32{
 		"HEALTH_STATE_UNSPECIFIED": 0,
 		"HEALTH_STATE_OK":          1,
 		"HEALTH_STATE_DEGRADED":    2,
 		"HEALTH_STATE_OFFLINE":     3,
+		"HEALTH_STATE_DRAINING":    4,
 	}
 )
 
@@ -2969,7 +2974,11 @@ type RunEvent struct {
 	Usage *Usage `protobuf:"bytes,8,opt,name=usage,proto3" json:"usage,omitempty"`
 	// complete: structured output of non-text operations (embedding: a JSON
 	// array of float arrays, one per input).
-	Output        []byte `protobuf:"bytes,9,opt,name=output,proto3" json:"output,omitempty"`
+	Output []byte `protobuf:"bytes,9,opt,name=output,proto3" json:"output,omitempty"`
+	// delta: the next piece of the model's reasoning (thinking) text, when
+	// the backend keeps it apart from the answer. A delta event carries
+	// delta, reasoning or both; reasoning is never part of delta.
+	Reasoning     string `protobuf:"bytes,10,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3065,6 +3074,13 @@ func (x *RunEvent) GetOutput() []byte {
 		return x.Output
 	}
 	return nil
+}
+
+func (x *RunEvent) GetReasoning() string {
+	if x != nil {
+		return x.Reasoning
+	}
+	return ""
 }
 
 // A header as it appears on an HTTP message; repeated names are kept.
@@ -4038,7 +4054,7 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1f\n" +
 	"\vhttp_status\x18\x03 \x01(\x05R\n" +
 	"httpStatus\x12&\n" +
-	"\x0fretry_after_sec\x18\x04 \x01(\x05R\rretryAfterSecJ\x04\b\x01\x10\x02\"\xa0\x03\n" +
+	"\x0fretry_after_sec\x18\x04 \x01(\x05R\rretryAfterSecJ\x04\b\x01\x10\x02\"\xbe\x03\n" +
 	"\bRunEvent\x12\x15\n" +
 	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n" +
 	"\bsequence\x18\x02 \x01(\x04R\bsequence\x120\n" +
@@ -4048,7 +4064,9 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"\x05error\x18\x06 \x01(\v2\x18.iop.runtime.v1.RunErrorR\x05error\x12B\n" +
 	"\bmetadata\x18\a \x03(\v2&.iop.runtime.v1.RunEvent.MetadataEntryR\bmetadata\x12+\n" +
 	"\x05usage\x18\b \x01(\v2\x15.iop.runtime.v1.UsageR\x05usage\x12\x16\n" +
-	"\x06output\x18\t \x01(\fR\x06output\x1a;\n" +
+	"\x06output\x18\t \x01(\fR\x06output\x12\x1c\n" +
+	"\treasoning\x18\n" +
+	" \x01(\tR\treasoning\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"2\n" +
@@ -4195,12 +4213,13 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"\x1aREFRESH_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16REFRESH_STATUS_APPLIED\x10\x01\x12#\n" +
 	"\x1fREFRESH_STATUS_RESTART_REQUIRED\x10\x02\x12\x19\n" +
-	"\x15REFRESH_STATUS_FAILED\x10\x03*u\n" +
+	"\x15REFRESH_STATUS_FAILED\x10\x03*\x90\x01\n" +
 	"\vHealthState\x12\x1c\n" +
 	"\x18HEALTH_STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fHEALTH_STATE_OK\x10\x01\x12\x19\n" +
 	"\x15HEALTH_STATE_DEGRADED\x10\x02\x12\x18\n" +
-	"\x14HEALTH_STATE_OFFLINE\x10\x03B.Z,github.com/iop-gateway/iop/proto/gen/iop;iopb\x06proto3"
+	"\x14HEALTH_STATE_OFFLINE\x10\x03\x12\x19\n" +
+	"\x15HEALTH_STATE_DRAINING\x10\x04B.Z,github.com/iop-gateway/iop/proto/gen/iop;iopb\x06proto3"
 
 var (
 	file_iop_runtime_proto_rawDescOnce sync.Once

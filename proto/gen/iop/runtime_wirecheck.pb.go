@@ -1171,6 +1171,9 @@ func (m *RunEvent) ValidUTF8() bool {
 	if !m.Usage.ValidUTF8() {
 		return false
 	}
+	if !utf8.ValidString(m.Reasoning) {
+		return false
+	}
 	return true
 }
 
