@@ -152,12 +152,18 @@ type runSink struct {
 	env   iop.Envelope
 }
 
-func (s *runSink) Delta(text string) error {
-	if text == "" {
+func (s *runSink) Delta(text string) error { return s.delta(text, "") }
+
+// Reasoning sends reasoning text as a DELTA event's reasoning field
+// (adapter.ReasoningSink).
+func (s *runSink) Reasoning(text string) error { return s.delta("", text) }
+
+func (s *runSink) delta(text, reasoning string) error {
+	if text == "" && reasoning == "" {
 		return nil
 	}
 	*s.seq++
-	s.ev = iop.RunEvent{RunId: s.runID, Sequence: *s.seq, Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: text}
+	s.ev = iop.RunEvent{RunId: s.runID, Sequence: *s.seq, Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: text, Reasoning: reasoning}
 	s.evEnv.RunEvent = &s.ev
 	s.env.Body = &s.evEnv
 	if s.stream {

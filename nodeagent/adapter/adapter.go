@@ -56,6 +56,26 @@ type RunSink interface {
 	Delta(text string) error
 }
 
+// ReasoningSink is a RunSink that also takes the model's reasoning
+// (thinking) text apart from the answer: the node's own sink does. It is a
+// separate interface so that sinks with no use for reasoning (tests, tools)
+// need not implement it.
+type ReasoningSink interface {
+	RunSink
+	// Reasoning sends the next piece of reasoning text. An error means the
+	// run's stream is gone, as for Delta.
+	Reasoning(text string) error
+}
+
+// Reasoning sends text to sink as reasoning when the sink takes it and
+// drops it otherwise: reasoning is never folded into the answer's text.
+func Reasoning(sink RunSink, text string) error {
+	if rs, ok := sink.(ReasoningSink); ok {
+		return rs.Reasoning(text)
+	}
+	return nil
+}
+
 // TunnelSink receives the ordered response of one tunnel.
 type TunnelSink interface {
 	// Status sends the upstream status and headers. Must be called once,
