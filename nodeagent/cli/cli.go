@@ -66,6 +66,14 @@
 // (codex exec reads the prompt from stdin when none is given as an argument,
 // prints its session id in the banner it writes to stderr, and continues a
 // session with "codex exec resume <id>".)
+//
+// An instance keeps at most max_sessions sessions (default 1000), in memory
+// and under the store. A new session beyond that evicts the least recently
+// used session that no run holds or waits for, removing its state as
+// TerminateSession does: a later run of its id starts a fresh session. If a
+// run holds or waits for every session, the new session is refused with
+// capacity_exceeded. Sessions persisted over the bound (by a Node with a
+// higher one) are removed at first use, least recently used first.
 package cli
 
 import (
@@ -100,6 +108,11 @@ type instance struct {
 	mu       sync.Mutex
 	cfg      *config             // guarded by mu; replaced by Reconfigure, runs take a snapshot
 	sessions map[string]*session // guarded by mu; by iop session id
+	// idle is the sentinel of a ring of the sessions without users
+	// (session.users) that are not terminated: idle.next is the most
+	// recently used, idle.prev the next to evict. Guarded by mu.
+	idle session
+	live int // guarded by mu; sessions in the map that are not terminated
 
 	// loaded registers the sessions persisted by an earlier Node process
 	// on first use, not in New: a refresh that changes the config builds
@@ -148,6 +161,7 @@ func New(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
 		cfg:           c,
 		sessions:      make(map[string]*session),
 	}
+	a.idle.prev, a.idle.next = &a.idle, &a.idle
 	if a.getenv == nil {
 		a.getenv = os.Getenv
 	}

@@ -37,6 +37,12 @@ const (
 	// Delay between SIGTERM and SIGKILL when a run is stopped. 0 sends
 	// SIGKILL straight away.
 	SettingKillGraceMS = "kill_grace_ms"
+	// How many sessions the instance keeps (in memory and under the
+	// store). A new session beyond it evicts the least recently used
+	// session that no run holds or waits for; if every session has one,
+	// the new session is refused (capacity_exceeded). Between 1 and
+	// maxMaxSessions; there is no unlimited.
+	SettingMaxSessions = "max_sessions"
 )
 
 const (
@@ -48,6 +54,11 @@ const (
 	maxKillGrace      = time.Minute
 	// How much of stdout/stderr is kept for session id capture.
 	captureWindow = 64 << 10
+	// A session costs a few hundred bytes of memory and a directory with
+	// one small file; loading 20,000 of them at first use takes about
+	// 1.5 s. The upper bound keeps that first use in seconds.
+	defaultMaxSessions = 1000
+	maxMaxSessions     = 100_000
 )
 
 // baseEnvAllow is always passed through (when set on the Node): the minimum a
@@ -74,6 +85,7 @@ type config struct {
 	sessionStderr bool           // match sessionIDRe against stderr
 	maxStderr     int
 	killGrace     time.Duration
+	maxSessions   int
 }
 
 // configError names the config field a problem belongs to, so callers (and
@@ -106,9 +118,10 @@ func parseConfig(cfg *iop.AdapterConfig) (*config, error) {
 	}
 	var errs []error
 	c := &config{
-		name:      instanceName(cfg),
-		maxStderr: defaultMaxStderrBytes,
-		killGrace: defaultKillGrace,
+		name:        instanceName(cfg),
+		maxStderr:   defaultMaxStderrBytes,
+		killGrace:   defaultKillGrace,
+		maxSessions: defaultMaxSessions,
 	}
 	if t := cfg.GetType(); t != "" && t != Type {
 		errs = append(errs, fieldErr("type", "is %q, want %q", t, Type))
@@ -199,6 +212,16 @@ func parseConfig(cfg *iop.AdapterConfig) (*config, error) {
 				errs = append(errs, fieldErr(field, "must be between 0 and %d", maxKillGrace.Milliseconds()))
 			default:
 				c.killGrace = time.Duration(n) * time.Millisecond
+			}
+		case SettingMaxSessions:
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			switch {
+			case err != nil:
+				errs = append(errs, fieldErr(field, "is not an integer"))
+			case n < 1 || n > maxMaxSessions:
+				errs = append(errs, fieldErr(field, "must be between 1 and %d", maxMaxSessions))
+			default:
+				c.maxSessions = n
 			}
 		default:
 			errs = append(errs, fieldErr(field, "unknown setting"))

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha1" // #nosec G505 -- RFC 9562 UUIDv5 is defined with SHA-1; not a security use.
 	"encoding/base64"
@@ -55,6 +56,7 @@ func (st *sessionState) established(needUpstream bool) bool {
 
 // session is the in-memory side of a session. Runs of one session are
 // serialized by sem; the other fields are guarded by instance.mu.
+// sessionbound.go bounds how many there are.
 type session struct {
 	id  string
 	dir string
@@ -68,6 +70,12 @@ type session struct {
 	persisted  bool          // state was written at least once
 	stopRun    chan struct{} // non-nil while a process runs; closed to terminate it
 	lastUsed   int64
+	// Runs that hold the slot or wait for it; eviction passes a session
+	// with users by.
+	users int
+	// Neighbours in instance.idle while users is 0 and not terminated;
+	// nil otherwise.
+	prev, next *session
 }
 
 func (a *instance) newSession(id string) *session {
@@ -120,13 +128,13 @@ func (a *instance) acquireSession(ctx context.Context, id string) (*session, err
 	a.loaded.Do(a.loadSessions)
 	for {
 		a.mu.Lock()
-		s := a.sessions[id]
-		if s == nil {
-			s = a.newSession(id)
-			a.sessions[id] = s
-		}
-		terminated := s.terminated
+		s, evicted, err := a.useLocked(id)
+		terminated := err == nil && s.terminated
 		a.mu.Unlock()
+		a.removeEvicted(evicted)
+		if err != nil {
+			return nil, err
+		}
 		if terminated {
 			// Wait for the removal to finish, then start afresh.
 			select {
@@ -139,6 +147,7 @@ func (a *instance) acquireSession(ctx context.Context, id string) (*session, err
 		select {
 		case s.sem <- struct{}{}:
 		case <-ctx.Done():
+			a.done(s)
 			return nil, fmt.Errorf("cli: wait for session: %w", ctx.Err())
 		}
 		if acquiredHook != nil {
@@ -154,10 +163,17 @@ func (a *instance) acquireSession(ctx context.Context, id string) (*session, err
 			return s, nil
 		}
 		<-s.sem // terminated while we waited: let TerminateSession proceed
+		a.done(s)
 	}
 }
 
-func (a *instance) releaseSession(s *session) { <-s.sem }
+// releaseSession gives back the slot acquireSession took. The slot is free
+// before the run stops counting as a user, so that eviction, which picks
+// only sessions without users, never waits for it.
+func (a *instance) releaseSession(s *session) {
+	<-s.sem
+	a.done(s)
+}
 
 // registerRun marks the session's process as running and returns the channel
 // TerminateSession closes to stop it. ok is false if the session was
@@ -193,19 +209,22 @@ func (a *instance) TerminateSession(id string) error {
 	a.loaded.Do(a.loadSessions)
 	a.mu.Lock()
 	s := a.sessions[id]
-	if s == nil {
+	switch {
+	case s == nil:
 		// Not live in memory, but state may persist from an earlier Node
 		// process. Registering the session blocks new runs of this id
-		// until the removal is done.
+		// until the removal is done; it is not live, so it does not
+		// count against max_sessions.
 		s = a.newSession(id)
+		s.terminated = true
 		a.sessions[id] = s
-	}
-	if s.terminated {
+	case s.terminated:
 		a.mu.Unlock()
-		<-s.gone // a concurrent TerminateSession does the work
+		<-s.gone // a concurrent TerminateSession (or eviction) does the work
 		return nil
+	default:
+		a.retireLocked(s)
 	}
-	s.terminated = true
 	if s.stopRun != nil {
 		close(s.stopRun)
 	}
@@ -215,11 +234,7 @@ func (a *instance) TerminateSession(id string) error {
 	// gone and its state written; waiters see terminated and step aside.
 	s.sem <- struct{}{}
 	err := os.RemoveAll(s.dir)
-	a.mu.Lock()
-	delete(a.sessions, id)
-	a.mu.Unlock()
-	close(s.gone)
-	<-s.sem
+	a.finishRemoval(s)
 	if err != nil {
 		return fmt.Errorf("cli: remove session state: %w", err)
 	}
@@ -249,7 +264,9 @@ func (a *instance) Sessions() []adapter.SessionInfo {
 
 // loadSessions registers the sessions persisted by an earlier Node process,
 // so they are listed and can be terminated. Unreadable entries are skipped.
-// Run once (instance.loaded), before any other use of the sessions.
+// Those over max_sessions (the store may have been filled under a higher
+// bound) are removed, least recently used first. Run once
+// (instance.loaded), before any other use of the sessions.
 func (a *instance) loadSessions() {
 	entries, err := os.ReadDir(a.sessionsDir())
 	if err != nil {
@@ -258,6 +275,7 @@ func (a *instance) loadSessions() {
 		}
 		return
 	}
+	var loaded []*session
 	for _, e := range entries {
 		raw, err := base64.RawURLEncoding.DecodeString(e.Name())
 		if !e.IsDir() || err != nil || validateSessionID(string(raw)) != nil || len(raw) == 0 {
@@ -271,9 +289,43 @@ func (a *instance) loadSessions() {
 		}
 		s.persisted = true
 		s.lastUsed = st.LastUsedUnix
-		a.mu.Lock()
+		loaded = append(loaded, s)
+	}
+	// Oldest first: trimming takes from the front, and pushing the rest
+	// in this order leaves the most recently used at the front of idle.
+	slices.SortFunc(loaded, func(x, y *session) int {
+		return cmp.Or(cmp.Compare(x.lastUsed, y.lastUsed), strings.Compare(x.id, y.id))
+	})
+	if over := len(loaded) - a.config().maxSessions; over > 0 {
+		a.trimLoaded(loaded[:over])
+		loaded = loaded[over:]
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, s := range loaded {
 		a.sessions[s.id] = s
-		a.mu.Unlock()
+		a.live++
+		a.idlePushLocked(s)
+	}
+}
+
+// trimLoaded removes the state of persisted sessions over max_sessions. No
+// run can use them yet: loadSessions runs before any.
+func (a *instance) trimLoaded(excess []*session) {
+	var failed int
+	var lastErr error
+	for _, s := range excess {
+		if err := os.RemoveAll(s.dir); err != nil {
+			failed++
+			lastErr = err
+		}
+	}
+	if removed := len(excess) - failed; removed > 0 {
+		a.log.Warn("cli: removed persisted sessions over max_sessions, least recently used first",
+			zap.Int("count", removed), zap.Int("max_sessions", a.config().maxSessions))
+	}
+	if failed > 0 {
+		a.log.Warn("cli: remove persisted sessions over max_sessions", zap.Int("count", failed), zap.Error(lastErr))
 	}
 }
 
