@@ -31,11 +31,13 @@ var (
 )
 
 // chunk is one line of /api/chat or /api/generate output. Chat carries text
-// in message.content, generate in response; the final line has done=true
+// in message.content, generate in response, and a thinking model's
+// reasoning beside it (message.thinking, thinking); the final line has done=true
 // plus the statistics; a failure mid-stream is a line {"error": "..."}.
 type chunk struct {
 	Message    *chunkMessage `json:"message"`
 	Response   *string       `json:"response"`
+	Thinking   string        `json:"thinking"` // generate's reasoning text
 	Done       bool          `json:"done"`
 	DoneReason string        `json:"done_reason"`
 	// Pointers: Ollama omits zero counts, and absent on every line means
@@ -48,8 +50,8 @@ type chunk struct {
 type chunkMessage struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
-	// Thinking is reasoning text from thinking models; the adapter does not
-	// forward it (the wire has no channel for it).
+	// Thinking is reasoning text from thinking models, relayed apart from
+	// the answer (adapter.Reasoning).
 	Thinking  string          `json:"thinking"`
 	ToolCalls []chunkToolCall `json:"tool_calls"`
 }
