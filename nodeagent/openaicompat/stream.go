@@ -100,6 +100,82 @@ type chunk struct {
 	Usage *usageJSON `json:"usage"`
 }
 
+// A reasoning model's thinking travels beside the answer in a delta or a
+// whole message: as reasoning_content (vLLM's reasoning parsers, DeepSeek,
+// llama.cpp with --reasoning-format deepseek) and/or reasoning (newer vLLM,
+// OpenRouter, Ollama's /v1). chunk leaves it out so that the chunks of an
+// answer without reasoning are decoded as cheaply as before; a chunk whose
+// bytes name one of those members is decoded a second time into
+// reasoningChunk.
+
+// reasoningKey begins both members' keys.
+var reasoningKey = []byte(`"reasoning`)
+
+// reasoningChunk is the reasoning of a chunk's choices, in chunk.Choices'
+// order.
+type reasoningChunk struct {
+	Choices []struct {
+		Delta   *reasoningPart `json:"delta"`
+		Message *reasoningPart `json:"message"`
+	} `json:"choices"`
+}
+
+type reasoningPart struct {
+	ReasoningContent reasoningText `json:"reasoning_content"`
+	Reasoning        reasoningText `json:"reasoning"`
+}
+
+// reasoningText is a reasoning member's text. Only a string is text: null,
+// or another vendor's shape under the same name, is no reasoning rather
+// than an unreadable answer.
+type reasoningText string
+
+func (t *reasoningText) UnmarshalJSON(b []byte) error {
+	if len(b) == 0 || b[0] != '"' {
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*t = reasoningText(s)
+	return nil
+}
+
+// send sends p's reasoning to sink: each member's text, and that text once
+// when a backend fills both members with the same piece (vLLM did while it
+// renamed reasoning_content to reasoning).
+func (p *reasoningPart) send(sink adapter.RunSink) error {
+	if p == nil {
+		return nil
+	}
+	rc, r := string(p.ReasoningContent), string(p.Reasoning)
+	if rc != "" {
+		if err := adapter.Reasoning(sink, rc); err != nil {
+			return err
+		}
+	}
+	if r != "" && r != rc {
+		return adapter.Reasoning(sink, r)
+	}
+	return nil
+}
+
+// reasoningOf decodes the reasoning of data's choices, or returns nil when
+// data carries none.
+func reasoningOf(data []byte) *reasoningChunk {
+	if !bytes.Contains(data, reasoningKey) {
+		return nil
+	}
+	var rc reasoningChunk
+	if json.Unmarshal(data, &rc) != nil {
+		// data decoded as a chunk already; a reasoning member that is
+		// not text was skipped, so this cannot fail in practice.
+		return nil
+	}
+	return &rc
+}
+
 type toolCallDelta struct {
 	Index    *int   `json:"index"`
 	ID       string `json:"id"`
@@ -189,11 +265,24 @@ func (st *streamState) apply(data []byte) error {
 	if ch.Usage != nil {
 		st.usage = ch.Usage
 	}
-	for _, c := range ch.Choices {
+	rch := reasoningOf(data)
+	for i, c := range ch.Choices {
 		if c.Index != 0 {
 			continue // a run carries one choice
 		}
 		st.answered = true
+		// Reasoning comes before the answer it leads to, within a chunk
+		// too: vLLM's parsers end the reasoning and start the content in
+		// one delta at the switch.
+		if rch != nil && i < len(rch.Choices) {
+			part := rch.Choices[i].Delta
+			if c.Delta == nil {
+				part = rch.Choices[i].Message
+			}
+			if err := part.send(st.sink); err != nil {
+				return &sinkErr{err}
+			}
+		}
 		var text *string
 		var calls []toolCallDelta
 		whole := false
