@@ -26,7 +26,7 @@ func FuzzDecodeChunk(f *testing.F) {
 		if len(msg) > maxMessageLen+len("…") {
 			t.Fatalf("error text not bounded: %d bytes", len(msg))
 		}
-		if msg != "" && !utf8.ValidString(msg) && utf8.Valid(c.Error) {
+		if msg != "" && !utf8.ValidString(msg) && c.Error != nil && utf8.Valid(*c.Error) {
 			t.Fatalf("bounded error text broke UTF-8: %q", msg)
 		}
 		if u := usageOf(c); u != nil && (u.PromptTokens < 0 || u.CompletionTokens < 0 || u.TotalTokens != u.PromptTokens+u.CompletionTokens) {
