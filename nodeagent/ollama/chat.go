@@ -71,7 +71,7 @@ type ollamaFunction struct {
 func buildChat(in *iop.RunInput, model string, cfg *config) (*ollamaChat, error) {
 	out := &ollamaChat{Model: model, Stream: true, KeepAlive: cfg.keepAlive}
 	var extra chatExtra
-	if err := decodeExtra(in, &extra); err != nil {
+	if err := decodeExtra(in, &extra, "reasoning_effort must be a string and reasoning an object with a string effort"); err != nil {
 		return nil, err
 	}
 	var err error

@@ -45,7 +45,7 @@ func buildEmbed(in *iop.RunInput, model string, cfg *config) (*ollamaEmbed, int,
 		return nil, 0, fmt.Errorf("%w: input must not be empty", errBadInput)
 	}
 	var extra embedExtra
-	if err := decodeExtra(in, &extra); err != nil {
+	if err := decodeExtra(in, &extra, "truncate must be a boolean"); err != nil {
 		return nil, 0, err
 	}
 	raw, err := json.Marshal(texts)

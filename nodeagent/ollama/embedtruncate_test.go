@@ -72,7 +72,7 @@ func TestEmbeddingBadTruncateRefused(t *testing.T) {
 	inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
 	_, err := runEmbedding(t, inst, `{"input":"short","truncate":"yes"}`)
 	var ae *adapter.Error
-	if !errors.As(err, &ae) || ae.Code != adapter.CodeInvalidRequest {
+	if !errors.As(err, &ae) || ae.Code != adapter.CodeInvalidRequest || ae.Message != "truncate must be a boolean" {
 		t.Fatalf("err = %v, want invalid_request", err)
 	}
 	select {

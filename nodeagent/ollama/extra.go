@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/iop-gateway/iop/nodeagent/adapter"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -32,13 +33,15 @@ type embedExtra struct {
 }
 
 // decodeExtra decodes in's extra members into v; no members leave v as is.
-func decodeExtra(in *iop.RunInput, v any) error {
+// what describes the members v reads: the caller's error message, as the
+// decoder's own names Go types (it stays in Err, for logs).
+func decodeExtra(in *iop.RunInput, v any, what string) error {
 	raw := in.GetExtra()
 	if len(raw) == 0 {
 		return nil
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
-		return fmt.Errorf("%w: extra members: %w", errBadInput, err)
+		return &adapter.Error{Code: adapter.CodeInvalidRequest, Message: what, Err: fmt.Errorf("ollama: extra members: %w", err)}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -185,7 +186,7 @@ func TestBadReasoningEffortRefused(t *testing.T) {
 			inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
 			_, _, err := runChat(t, inst, `{"messages":[{"role":"user","content":"hi"}],`+extra+`}`)
 			var ae *adapter.Error
-			if !errors.As(err, &ae) || ae.Code != adapter.CodeInvalidRequest {
+			if !errors.As(err, &ae) || ae.Code != adapter.CodeInvalidRequest || strings.Contains(ae.Message, "Go") {
 				t.Fatalf("err = %v, want invalid_request", err)
 			}
 			select {
