@@ -77,50 +77,45 @@ type toolCall struct {
 	args  []byte
 }
 
-// chunk is the union of the shapes a chat/completion stream carries: data
-// chunks, a usage chunk (choices empty) and error events (vLLM writes
+// chunkOf is the union of the shapes a chat/completion stream carries:
+// data chunks, a usage chunk (choices empty) and error events (vLLM writes
 // {"error":{…}} or, before 0.10, {"object":"error","message":…}). It also
-// reads a whole non-streamed answer (choices[].message).
-type chunk struct {
+// reads a whole non-streamed answer (choices[].message). P is what a delta
+// or message holds: answerPart, or reasoningAnswer for a chunk that carries
+// reasoning.
+type chunkOf[P answerPart | reasoningAnswer] struct {
 	Object  string          `json:"object"`
 	Error   json.RawMessage `json:"error"`
 	Choices []struct {
-		Index int     `json:"index"`
-		Text  *string `json:"text"`
-		Delta *struct {
-			Content   *string         `json:"content"`
-			ToolCalls []toolCallDelta `json:"tool_calls"`
-		} `json:"delta"`
-		Message *struct {
-			Content   *string         `json:"content"`
-			ToolCalls []toolCallDelta `json:"tool_calls"`
-		} `json:"message"`
+		Index        int     `json:"index"`
+		Text         *string `json:"text"`
+		Delta        *P      `json:"delta"`
+		Message      *P      `json:"message"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *usageJSON `json:"usage"`
 }
 
+// answerPart is a delta's or a whole message's answer.
+type answerPart struct {
+	Content   *string         `json:"content"`
+	ToolCalls []toolCallDelta `json:"tool_calls"`
+}
+
 // A reasoning model's thinking travels beside the answer in a delta or a
 // whole message: as reasoning_content (vLLM's reasoning parsers, DeepSeek,
 // llama.cpp with --reasoning-format deepseek) and/or reasoning (newer vLLM,
-// OpenRouter, Ollama's /v1). chunk leaves it out so that the chunks of an
-// answer without reasoning are decoded as cheaply as before; a chunk whose
-// bytes name one of those members is decoded a second time into
-// reasoningChunk.
+// OpenRouter, Ollama's /v1). A chunk whose bytes name neither is decoded
+// without those members (chunkOf[answerPart]), so that an answer without
+// reasoning costs what it did before they were read: a larger delta would
+// take a larger allocation on every chunk.
 
 // reasoningKey begins both members' keys.
 var reasoningKey = []byte(`"reasoning`)
 
-// reasoningChunk is the reasoning of a chunk's choices, in chunk.Choices'
-// order.
-type reasoningChunk struct {
-	Choices []struct {
-		Delta   *reasoningPart `json:"delta"`
-		Message *reasoningPart `json:"message"`
-	} `json:"choices"`
-}
-
-type reasoningPart struct {
+// reasoningAnswer is an answerPart with the reasoning beside it.
+type reasoningAnswer struct {
+	answerPart
 	ReasoningContent reasoningText `json:"reasoning_content"`
 	Reasoning        reasoningText `json:"reasoning"`
 }
@@ -142,14 +137,25 @@ func (t *reasoningText) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// send sends p's reasoning to sink: each member's text, and that text once
-// when a backend fills both members with the same piece (vLLM did while it
-// renamed reasoning_content to reasoning).
-func (p *reasoningPart) send(sink adapter.RunSink) error {
-	if p == nil {
-		return nil
+// parts returns the answer of a decoded delta or message p (nil when the
+// chunk had none) and its reasoning members' text.
+func parts[P answerPart | reasoningAnswer](p *P) (ap *answerPart, rc, r string) {
+	switch v := any(p).(type) {
+	case *answerPart:
+		return v, "", ""
+	case *reasoningAnswer:
+		if v == nil {
+			return nil, "", ""
+		}
+		return &v.answerPart, string(v.ReasoningContent), string(v.Reasoning)
 	}
-	rc, r := string(p.ReasoningContent), string(p.Reasoning)
+	return nil, "", ""
+}
+
+// sendReasoning sends a part's reasoning to sink: each member's text, and
+// that text once when a backend fills both members with the same piece
+// (vLLM did while it renamed reasoning_content to reasoning).
+func sendReasoning(sink adapter.RunSink, rc, r string) error {
 	if rc != "" {
 		if err := adapter.Reasoning(sink, rc); err != nil {
 			return err
@@ -159,21 +165,6 @@ func (p *reasoningPart) send(sink adapter.RunSink) error {
 		return adapter.Reasoning(sink, r)
 	}
 	return nil
-}
-
-// reasoningOf decodes the reasoning of data's choices, or returns nil when
-// data carries none.
-func reasoningOf(data []byte) *reasoningChunk {
-	if !bytes.Contains(data, reasoningKey) {
-		return nil
-	}
-	var rc reasoningChunk
-	if json.Unmarshal(data, &rc) != nil {
-		// data decoded as a chunk already; a reasoning member that is
-		// not text was skipped, so this cannot fail in practice.
-		return nil
-	}
-	return &rc
 }
 
 type toolCallDelta struct {
@@ -254,7 +245,15 @@ func (st *streamState) event(data []byte) error {
 
 // apply handles one chunk or whole document, already known to be valid JSON.
 func (st *streamState) apply(data []byte) error {
-	var ch chunk
+	if bytes.Contains(data, reasoningKey) {
+		return applyChunk[reasoningAnswer](st, data)
+	}
+	return applyChunk[answerPart](st, data)
+}
+
+// applyChunk decodes data as a chunkOf[P] and applies it.
+func applyChunk[P answerPart | reasoningAnswer](st *streamState, data []byte) error {
+	var ch chunkOf[P]
 	if err := json.Unmarshal(data, &ch); err != nil {
 		// Valid JSON of the wrong shape (e.g. "choices" not an array).
 		return badAnswer(msgUnreadableBody, fmt.Errorf("%w: %w", errUnreadableBody, err))
@@ -265,32 +264,30 @@ func (st *streamState) apply(data []byte) error {
 	if ch.Usage != nil {
 		st.usage = ch.Usage
 	}
-	rch := reasoningOf(data)
-	for i, c := range ch.Choices {
+	for _, c := range ch.Choices {
 		if c.Index != 0 {
 			continue // a run carries one choice
 		}
 		st.answered = true
-		// Reasoning comes before the answer it leads to, within a chunk
-		// too: vLLM's parsers end the reasoning and start the content in
-		// one delta at the switch.
-		if rch != nil && i < len(rch.Choices) {
-			part := rch.Choices[i].Delta
-			if c.Delta == nil {
-				part = rch.Choices[i].Message
-			}
-			if err := part.send(st.sink); err != nil {
-				return &sinkErr{err}
-			}
-		}
 		var text *string
 		var calls []toolCallDelta
 		whole := false
 		switch {
 		case c.Delta != nil:
-			text, calls = c.Delta.Content, c.Delta.ToolCalls
+			part, rc, r := parts(c.Delta)
+			// Reasoning comes before the answer it leads to, within a
+			// chunk too: vLLM's parsers end the reasoning and start the
+			// content in one delta at the switch.
+			if err := sendReasoning(st.sink, rc, r); err != nil {
+				return &sinkErr{err}
+			}
+			text, calls = part.Content, part.ToolCalls
 		case c.Message != nil:
-			text, calls, whole = c.Message.Content, c.Message.ToolCalls, true
+			part, rc, r := parts(c.Message)
+			if err := sendReasoning(st.sink, rc, r); err != nil {
+				return &sinkErr{err}
+			}
+			text, calls, whole = part.Content, part.ToolCalls, true
 		default:
 			text = c.Text
 		}
