@@ -24,6 +24,9 @@ type ollamaChat struct {
 	Tools     []json.RawMessage `json:"tools,omitempty"`
 	Options   map[string]any    `json:"options,omitempty"`
 	KeepAlive json.RawMessage   `json:"keep_alive,omitempty"`
+	// Think is false, "low", "medium", "high" or "max" when the caller gave
+	// a reasoning effort; absent otherwise, so a model that can think does.
+	Think json.RawMessage `json:"think,omitempty"`
 }
 
 type ollamaMessage struct {
@@ -62,10 +65,19 @@ type ollamaFunction struct {
 //     that tool alone (Ollama cannot force a call, but the model can then
 //     call no other); required cannot be expressed and is ignored;
 //   - response_format json_object -> format "json", json_schema -> format
-//     set to the schema.
+//     set to the schema;
+//   - reasoning_effort (or reasoning.effort) from the extra members -> think,
+//     as Ollama's own OpenAI layer maps it (thinkFromReasoningEffort).
 func buildChat(in *iop.RunInput, model string, cfg *config) (*ollamaChat, error) {
 	out := &ollamaChat{Model: model, Stream: true, KeepAlive: cfg.keepAlive}
+	var extra chatExtra
+	if err := decodeExtra(in, &extra, "reasoning_effort must be a string and reasoning an object with a string effort"); err != nil {
+		return nil, err
+	}
 	var err error
+	if out.Think, err = extra.think(); err != nil {
+		return nil, err
+	}
 	if out.Messages, err = convertMessages(in.GetMessages()); err != nil {
 		return nil, err
 	}

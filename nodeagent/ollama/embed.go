@@ -24,6 +24,13 @@ type ollamaEmbed struct {
 	Dimensions *int64          `json:"dimensions,omitempty"`
 	Options    map[string]any  `json:"options,omitempty"`
 	KeepAlive  json.RawMessage `json:"keep_alive,omitempty"`
+	// Truncate is sent always: Ollama's default (true) embeds the head of
+	// an input longer than the model's context and says nothing, so a RAG
+	// chunk would be indexed by a vector of its first part. With false it
+	// answers 400 "the input length exceeds the context length", as
+	// OpenAI's embeddings endpoint and vLLM's refuse an over-long input.
+	// The caller's own truncate member (extra) wins.
+	Truncate bool `json:"truncate"`
 }
 
 type ollamaEmbedResponse struct {
@@ -36,6 +43,10 @@ func buildEmbed(in *iop.RunInput, model string, cfg *config) (*ollamaEmbed, int,
 	texts := in.GetEmbedInputs()
 	if len(texts) == 0 {
 		return nil, 0, fmt.Errorf("%w: input must not be empty", errBadInput)
+	}
+	var extra embedExtra
+	if err := decodeExtra(in, &extra, "truncate must be a boolean"); err != nil {
+		return nil, 0, err
 	}
 	raw, err := json.Marshal(texts)
 	if err != nil {
@@ -51,6 +62,7 @@ func buildEmbed(in *iop.RunInput, model string, cfg *config) (*ollamaEmbed, int,
 		Dimensions: in.Dimensions,
 		Options:    opts,
 		KeepAlive:  cfg.keepAlive,
+		Truncate:   extra.Truncate != nil && *extra.Truncate,
 	}, len(texts), nil
 }
 

@@ -43,7 +43,7 @@ func TestEmbeddings(t *testing.T) {
 	if req.path != "/api/embed" {
 		t.Fatalf("path = %s", req.path)
 	}
-	wantJSON(t, "body", decodeBody(t, req.body), `{"model":"all-minilm","input":["Why is the sky blue?","Why is the grass green?"],"dimensions":5,"keep_alive":300}`)
+	wantJSON(t, "body", decodeBody(t, req.body), `{"model":"all-minilm","input":["Why is the sky blue?","Why is the grass green?"],"dimensions":5,"keep_alive":300,"truncate":false}`)
 }
 
 func TestEmbeddingsSingleString(t *testing.T) {

@@ -1,6 +1,7 @@
 package ollama
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -55,6 +56,7 @@ func newFake(t *testing.T) *fakeOllama {
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		f.reqs <- captured{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), body: body}
+		r.Body = io.NopCloser(bytes.NewReader(body)) // for handlers that answer by the request
 		f.mu.Lock()
 		h := f.handlers[r.URL.Path]
 		f.mu.Unlock()

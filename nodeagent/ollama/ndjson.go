@@ -31,25 +31,30 @@ var (
 )
 
 // chunk is one line of /api/chat or /api/generate output. Chat carries text
-// in message.content, generate in response; the final line has done=true
-// plus the statistics; a failure mid-stream is a line {"error": "..."}.
+// in message.content, generate in response, and a thinking model's
+// reasoning beside it (message.thinking, thinking); the final line has
+// done=true plus the statistics; a failure mid-stream is a line {"error": "..."}.
 type chunk struct {
 	Message    *chunkMessage `json:"message"`
 	Response   *string       `json:"response"`
+	Thinking   string        `json:"thinking"` // generate's reasoning text
 	Done       bool          `json:"done"`
 	DoneReason string        `json:"done_reason"`
 	// Pointers: Ollama omits zero counts, and absent on every line means
 	// "usage unknown" rather than zero.
-	PromptEvalCount *int64          `json:"prompt_eval_count"`
-	EvalCount       *int64          `json:"eval_count"`
-	Error           json.RawMessage `json:"error"`
+	PromptEvalCount *int64 `json:"prompt_eval_count"`
+	EvalCount       *int64 `json:"eval_count"`
+	// Error is a pointer, as the counts are: few lines carry one, and the
+	// 16 bytes it saves on every line keep each line's allocation in the
+	// size class it had before Thinking was read.
+	Error *json.RawMessage `json:"error"`
 }
 
 type chunkMessage struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
-	// Thinking is reasoning text from thinking models; the adapter does not
-	// forward it (the wire has no channel for it).
+	// Thinking is reasoning text from thinking models, relayed apart from
+	// the answer (adapter.Reasoning).
 	Thinking  string          `json:"thinking"`
 	ToolCalls []chunkToolCall `json:"tool_calls"`
 }
@@ -80,7 +85,10 @@ func decodeChunk(line []byte) (*chunk, error) {
 // line is not an error line. Ollama sends a string; an OpenAI-style object
 // ({"message": ...}) from a proxy in front of it is tolerated too.
 func (c *chunk) errorText() string {
-	raw := bytes.TrimSpace(c.Error)
+	if c.Error == nil {
+		return ""
+	}
+	raw := bytes.TrimSpace(*c.Error)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return ""
 	}

@@ -26,7 +26,7 @@ func FuzzDecodeChunk(f *testing.F) {
 		if len(msg) > maxMessageLen+len("…") {
 			t.Fatalf("error text not bounded: %d bytes", len(msg))
 		}
-		if msg != "" && !utf8.ValidString(msg) && utf8.Valid(c.Error) {
+		if msg != "" && !utf8.ValidString(msg) && c.Error != nil && utf8.Valid(*c.Error) {
 			t.Fatalf("bounded error text broke UTF-8: %q", msg)
 		}
 		if u := usageOf(c); u != nil && (u.PromptTokens < 0 || u.CompletionTokens < 0 || u.TotalTokens != u.PromptTokens+u.CompletionTokens) {
@@ -45,22 +45,28 @@ func FuzzDecodeChunk(f *testing.F) {
 	})
 }
 
-type discardSink struct{ n int }
+// discardSink counts deltas and reasoning pieces; it keeps nothing.
+type discardSink struct{ n, r int }
 
-func (d *discardSink) Delta(string) error { d.n++; return nil }
+func (d *discardSink) Delta(string) error     { d.n++; return nil }
+func (d *discardSink) Reasoning(string) error { d.r++; return nil }
 
 func FuzzReadStream(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
-		out, err := readStream(bytes.NewReader(body), chatText, &discardSink{})
-		if err != nil {
-			var ae *adapter.Error
-			if out != nil || !errors.As(err, &ae) || ae.Code != adapter.CodeUpstream {
-				t.Fatalf("readStream error contract broken: %v, %v", out, err)
+		// Both endpoints' shapes, from one corpus: chat reads message,
+		// generate response (each with its thinking).
+		for _, text := range []textOf{chatText, generateText} {
+			out, err := readStream(bytes.NewReader(body), text, &discardSink{})
+			if err != nil {
+				var ae *adapter.Error
+				if out != nil || !errors.As(err, &ae) || ae.Code != adapter.CodeUpstream {
+					t.Fatalf("readStream error contract broken: %v, %v", out, err)
+				}
+				continue
 			}
-			return
-		}
-		if _, err := out.result(); err != nil {
-			t.Fatalf("result of a finished stream: %v", err)
+			if _, err := out.result(); err != nil {
+				t.Fatalf("result of a finished stream: %v", err)
+			}
 		}
 	})
 }

@@ -11,7 +11,9 @@
 // (RunRequest.timeout_sec wins when > 0). Settings: SettingKeepAlive,
 // SettingOptions.
 //
-// Not forwarded: thinking output (message.thinking) of reasoning models,
+// Thinking models' reasoning (message.thinking, thinking) is relayed as
+// reasoning, apart from the answer; the caller's reasoning_effort sets
+// Ollama's think as Ollama's own OpenAI layer does. Not forwarded:
 // logprobs, n > 1. Tunnel is not supported: the Edge routes Ollama through
 // normalized runs.
 package ollama

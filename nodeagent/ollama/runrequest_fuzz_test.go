@@ -22,6 +22,7 @@ func FuzzRunRequest(f *testing.F) {
 	for _, r := range []*iop.RunRequest{
 		{RunId: "r", Operation: adapter.OpChat, Target: "llama3.2", Input: &iop.RunInput{Messages: text, Sampling: &iop.Sampling{MaxTokens: 5}}},
 		{RunId: "r", Operation: adapter.OpChat, Target: "llama3.2", Input: &iop.RunInput{Messages: text}},
+		{RunId: "r", Operation: adapter.OpChat, Target: "qwen3", Input: &iop.RunInput{Messages: text, Extra: []byte(`{"reasoning_effort":"high"}`)}},
 		{RunId: "r", Operation: adapter.OpChat, Target: "llama3.2"},
 		{RunId: "r", Operation: adapter.OpCompletion, Target: "gemma3", Input: &iop.RunInput{Prompt: "hi"}},
 		{RunId: "r", Operation: adapter.OpEmbedding, Target: "all-minilm", Input: &iop.RunInput{EmbedInputs: []string{"a", "b"}}},

@@ -20,27 +20,30 @@ type streamOutcome struct {
 }
 
 // textOf picks the generated text out of a chunk: message.content for
-// /api/chat, response for /api/generate. ok reports whether the chunk
-// carried that field at all: a stream none of whose lines did is not an
-// answer from that endpoint (e.g. a proxy's JSON, or another API).
-type textOf func(*chunk) (text string, ok bool)
+// /api/chat, response for /api/generate, and beside it the reasoning a
+// thinking model wrote (message.thinking, thinking). ok reports whether the
+// chunk carried the answer's field at all: a stream none of whose lines did
+// is not an answer from that endpoint (e.g. a proxy's JSON, or another API).
+type textOf func(*chunk) (text, thinking string, ok bool)
 
-func chatText(c *chunk) (string, bool) {
+func chatText(c *chunk) (string, string, bool) {
 	if c.Message == nil {
-		return "", false
+		return "", "", false
 	}
-	return c.Message.Content, true
+	return c.Message.Content, c.Message.Thinking, true
 }
 
-func generateText(c *chunk) (string, bool) {
+func generateText(c *chunk) (string, string, bool) {
 	if c.Response == nil {
-		return "", false
+		return "", c.Thinking, false
 	}
-	return *c.Response, true
+	return *c.Response, c.Thinking, true
 }
 
 // readStream relays the text of each line to sink until the line with
-// "done": true. Anything else is an upstream error, never a short success:
+// "done": true, a line's thinking first (as reasoning, which a sink without
+// use for it drops) and then its content: Ollama's parser ends the thinking
+// and starts the answer within one line at the switch. Anything else is an upstream error, never a short success:
 // a body that ends (or breaks) before that line, a line that is not a JSON
 // object, or a stream that finished without any line carrying the
 // endpoint's answer field. Tool calls are collected from every line: Ollama streams
@@ -69,8 +72,13 @@ func readStream(body io.Reader, text textOf, sink adapter.RunSink) (*streamOutco
 		if msg := c.errorText(); msg != "" {
 			return nil, &adapter.Error{Code: adapter.CodeUpstream, Message: msg, Err: errors.New("ollama: error line in stream")}
 		}
-		t, ok := text(c)
+		t, thinking, ok := text(c)
 		answered = answered || ok
+		if thinking != "" {
+			if err := adapter.Reasoning(sink, thinking); err != nil {
+				return nil, fmt.Errorf("ollama: send reasoning: %w", err)
+			}
+		}
 		if t != "" {
 			if err := sink.Delta(t); err != nil {
 				return nil, fmt.Errorf("ollama: send delta: %w", err)

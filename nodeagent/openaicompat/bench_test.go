@@ -82,3 +82,42 @@ func BenchmarkRelaySSE(b *testing.B) {
 		}
 	}
 }
+
+// nopRunSink takes deltas and reasoning and keeps nothing.
+type nopRunSink struct{}
+
+func (nopRunSink) Delta(string) error     { return nil }
+func (nopRunSink) Reasoning(string) error { return nil }
+
+// BenchmarkStreamEvents decodes a 64-chunk vLLM chat stream on the run
+// path: the node's per-chunk work for a normalized run outside the wire,
+// for an answer without reasoning and for one whose chunks all carry
+// reasoning (decoded as chunkOf[reasoningAnswer]).
+func BenchmarkStreamEvents(b *testing.B) {
+	for _, c := range []struct{ name, delta string }{
+		{"content", `{"content":"tok%d"}`},
+		{"reasoning", `{"reasoning_content":"tok%d"}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var events [][]byte
+			for i := range 64 {
+				events = append(events, fmt.Appendf(nil, "{\"id\":\"chatcmpl-5a1f3b2c9e8d4f7a\",\"object\":\"chat.completion.chunk\",\"created\":1727000000,\"model\":\"Qwen/Qwen2.5-7B-Instruct\",\"choices\":[{\"index\":0,\"delta\":"+c.delta+",\"logprobs\":null,\"finish_reason\":null}],\"usage\":null}", i))
+			}
+			events = append(events, []byte("{\"id\":\"chatcmpl-5a1f3b2c9e8d4f7a\",\"object\":\"chat.completion.chunk\",\"created\":1727000000,\"model\":\"Qwen/Qwen2.5-7B-Instruct\",\"choices\":[],\"usage\":{\"prompt_tokens\":48,\"total_tokens\":112,\"completion_tokens\":64}}"))
+			total := 0
+			for _, e := range events {
+				total += len(e)
+			}
+			b.SetBytes(int64(total))
+			b.ReportAllocs()
+			for b.Loop() {
+				st := &streamState{sink: nopRunSink{}}
+				for _, e := range events {
+					if err := st.event(e); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}

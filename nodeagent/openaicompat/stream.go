@@ -77,27 +77,94 @@ type toolCall struct {
 	args  []byte
 }
 
-// chunk is the union of the shapes a chat/completion stream carries: data
-// chunks, a usage chunk (choices empty) and error events (vLLM writes
+// chunkOf is the union of the shapes a chat/completion stream carries:
+// data chunks, a usage chunk (choices empty) and error events (vLLM writes
 // {"error":{…}} or, before 0.10, {"object":"error","message":…}). It also
-// reads a whole non-streamed answer (choices[].message).
-type chunk struct {
+// reads a whole non-streamed answer (choices[].message). P is what a delta
+// or message holds: answerPart, or reasoningAnswer for a chunk that carries
+// reasoning.
+type chunkOf[P answerPart | reasoningAnswer] struct {
 	Object  string          `json:"object"`
 	Error   json.RawMessage `json:"error"`
 	Choices []struct {
-		Index int     `json:"index"`
-		Text  *string `json:"text"`
-		Delta *struct {
-			Content   *string         `json:"content"`
-			ToolCalls []toolCallDelta `json:"tool_calls"`
-		} `json:"delta"`
-		Message *struct {
-			Content   *string         `json:"content"`
-			ToolCalls []toolCallDelta `json:"tool_calls"`
-		} `json:"message"`
+		Index        int     `json:"index"`
+		Text         *string `json:"text"`
+		Delta        *P      `json:"delta"`
+		Message      *P      `json:"message"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *usageJSON `json:"usage"`
+}
+
+// answerPart is a delta's or a whole message's answer.
+type answerPart struct {
+	Content   *string         `json:"content"`
+	ToolCalls []toolCallDelta `json:"tool_calls"`
+}
+
+// A reasoning model's thinking travels beside the answer in a delta or a
+// whole message: as reasoning_content (vLLM's reasoning parsers, DeepSeek,
+// llama.cpp with --reasoning-format deepseek) and/or reasoning (newer vLLM,
+// OpenRouter, Ollama's /v1). A chunk whose bytes name neither is decoded
+// without those members (chunkOf[answerPart]), so that an answer without
+// reasoning costs what it did before they were read: a larger delta would
+// take a larger allocation on every chunk.
+
+// reasoningKey begins both members' keys.
+var reasoningKey = []byte(`"reasoning`)
+
+// reasoningAnswer is an answerPart with the reasoning beside it.
+type reasoningAnswer struct {
+	answerPart
+	ReasoningContent reasoningText `json:"reasoning_content"`
+	Reasoning        reasoningText `json:"reasoning"`
+}
+
+// reasoningText is a reasoning member's text. Only a string is text: null,
+// or another vendor's shape under the same name, is no reasoning rather
+// than an unreadable answer.
+type reasoningText string
+
+func (t *reasoningText) UnmarshalJSON(b []byte) error {
+	if len(b) == 0 || b[0] != '"' {
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*t = reasoningText(s)
+	return nil
+}
+
+// parts returns the answer of a decoded delta or message p (nil when the
+// chunk had none) and its reasoning members' text.
+func parts[P answerPart | reasoningAnswer](p *P) (ap *answerPart, rc, r string) {
+	switch v := any(p).(type) {
+	case *answerPart:
+		return v, "", ""
+	case *reasoningAnswer:
+		if v == nil {
+			return nil, "", ""
+		}
+		return &v.answerPart, string(v.ReasoningContent), string(v.Reasoning)
+	}
+	return nil, "", ""
+}
+
+// sendReasoning sends a part's reasoning to sink: each member's text, and
+// that text once when a backend fills both members with the same piece
+// (vLLM did while it renamed reasoning_content to reasoning).
+func sendReasoning(sink adapter.RunSink, rc, r string) error {
+	if rc != "" {
+		if err := adapter.Reasoning(sink, rc); err != nil {
+			return err
+		}
+	}
+	if r != "" && r != rc {
+		return adapter.Reasoning(sink, r)
+	}
+	return nil
 }
 
 type toolCallDelta struct {
@@ -178,7 +245,15 @@ func (st *streamState) event(data []byte) error {
 
 // apply handles one chunk or whole document, already known to be valid JSON.
 func (st *streamState) apply(data []byte) error {
-	var ch chunk
+	if bytes.Contains(data, reasoningKey) {
+		return applyChunk[reasoningAnswer](st, data)
+	}
+	return applyChunk[answerPart](st, data)
+}
+
+// applyChunk decodes data as a chunkOf[P] and applies it.
+func applyChunk[P answerPart | reasoningAnswer](st *streamState, data []byte) error {
+	var ch chunkOf[P]
 	if err := json.Unmarshal(data, &ch); err != nil {
 		// Valid JSON of the wrong shape (e.g. "choices" not an array).
 		return badAnswer(msgUnreadableBody, fmt.Errorf("%w: %w", errUnreadableBody, err))
@@ -199,9 +274,20 @@ func (st *streamState) apply(data []byte) error {
 		whole := false
 		switch {
 		case c.Delta != nil:
-			text, calls = c.Delta.Content, c.Delta.ToolCalls
+			part, rc, r := parts(c.Delta)
+			// Reasoning comes before the answer it leads to, within a
+			// chunk too: vLLM's parsers end the reasoning and start the
+			// content in one delta at the switch.
+			if err := sendReasoning(st.sink, rc, r); err != nil {
+				return &sinkErr{err}
+			}
+			text, calls = part.Content, part.ToolCalls
 		case c.Message != nil:
-			text, calls, whole = c.Message.Content, c.Message.ToolCalls, true
+			part, rc, r := parts(c.Message)
+			if err := sendReasoning(st.sink, rc, r); err != nil {
+				return &sinkErr{err}
+			}
+			text, calls, whole = part.Content, part.ToolCalls, true
 		default:
 			text = c.Text
 		}
