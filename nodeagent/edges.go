@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,7 +44,9 @@ var lookupHost = net.DefaultResolver.LookupHost
 // A name that does not resolve is looked up again under the connect
 // policy, each failed lookup counting as a failed attempt: DNS that is not
 // there yet when the node starts (or is briefly down) is a retryable
-// remote failure, not a reason to exit or to leave that edge out.
+// remote failure, not a reason to exit or to leave that edge out. Once it
+// resolved, the name is followed (nameFollower): an edge recreated with
+// a new address is reached there.
 func RunEdges(ctx context.Context, base SupervisorConfig, addresses []string, resolve bool, agent *Agent, log *zap.Logger) error {
 	var (
 		wg   sync.WaitGroup
@@ -77,22 +82,17 @@ func RunEdges(ctx context.Context, base SupervisorConfig, addresses []string, re
 			start(a, "")
 			continue
 		}
+		f := &nameFollower{base: base, host: host, port: port, agent: agent,
+			log: log.With(zap.String("edge_name", a)), members: map[string]*edgeMember{},
+			kick: make(chan struct{}, 1), done: make(chan struct{})}
 		wg.Add(1)
-		// Owner: RunEdges. Stops once the name resolved (its supervisors,
-		// started here, then count in wg of their own), ctx is cancelled
-		// or the attempt budget runs out.
+		// Owner: RunEdges. Stops when ctx is cancelled, the name's
+		// attempt budget runs out, or every supervisor of the name has
+		// stopped (it waits for them).
 		go func() {
 			defer wg.Done()
-			ips, err := resolveEdge(ctx, base, host, log.With(zap.String("edge", a)))
-			if err != nil {
-				if ctx.Err() == nil {
-					log.Error("edge address does not resolve; giving up", zap.String("edge", a), zap.Error(err))
-					stopped(a, err)
-				}
-				return
-			}
-			for _, ip := range oneFamily(ips) {
-				start(net.JoinHostPort(ip, port), host)
+			if err := f.run(ctx); err != nil && ctx.Err() == nil {
+				stopped(a, err)
 			}
 		}()
 	}
@@ -125,24 +125,13 @@ func oneFamily(ips []string) []string {
 // budget runs out (then the error wraps ErrNoEdge and
 // ErrAttemptsExhausted). Each lookup is bounded as a handshake is.
 func resolveEdge(ctx context.Context, base SupervisorConfig, host string, log *zap.Logger) ([]string, error) {
-	bound := base.Dial.HandshakeTimeout
-	if bound <= 0 {
-		bound = nodewire.DefaultHandshakeTimeout
-	}
 	for failures := 1; ; failures++ {
-		lctx, cancel := context.WithTimeout(ctx, bound)
-		ips, err := lookupHost(lctx, host)
-		cancel()
-		if err == nil && len(ips) > 0 {
+		ips, err := lookupEdge(ctx, base, host)
+		if err == nil {
 			return ips, nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
-		}
-		if err == nil {
-			err = fmt.Errorf("%w: %s has no address", ErrNoEdge, host)
-		} else {
-			err = fmt.Errorf("%w: %w", ErrNoEdge, err)
 		}
 		log.Warn("edge address does not resolve", zap.Int("attempt", failures), zap.Int("max_attempts", base.MaxAttempts), zap.Error(err))
 		if base.MaxAttempts > 0 && failures >= base.MaxAttempts {
@@ -155,5 +144,297 @@ func resolveEdge(ctx context.Context, base SupervisorConfig, host string, log *z
 			return nil, ctx.Err()
 		case <-t.C:
 		}
+	}
+}
+
+// lookupEdge looks host up once, bounded as a handshake is. No address at
+// all is a failure (wrapping ErrNoEdge, as every failure does).
+func lookupEdge(ctx context.Context, base SupervisorConfig, host string) ([]string, error) {
+	bound := base.Dial.HandshakeTimeout
+	if bound <= 0 {
+		bound = nodewire.DefaultHandshakeTimeout
+	}
+	lctx, cancel := context.WithTimeout(ctx, bound)
+	ips, err := lookupHost(lctx, host)
+	cancel()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrNoEdge, err)
+	case len(ips) == 0:
+		return nil, fmt.Errorf("%w: %s has no address", ErrNoEdge, host)
+	}
+	return ips, nil
+}
+
+// maxAddressesPerName bounds the supervisors (sessions) one edge name
+// gets: a name answering with more addresses than that has the first of
+// them (in address order, so that the choice is the same at every lookup)
+// followed, and the excess logged once.
+const maxAddressesPerName = 64
+
+// A nameFollower keeps a node with the edge(s) one DNS name stands for,
+// wherever the name points: an edge recreated under a new address (docker
+// compose, Kubernetes) is reached there. It looks the name up again when
+// a session of the name is lost or a connect attempt fails, and every
+// reconnect interval while none of the name's sessions is ready, never
+// while they all stay up (no DNS load while connected); lookups are at
+// least an interval apart. A new address gets a supervisor; an address no
+// longer listed is stopped at its next reconnect (a live session is never
+// cut because DNS changed). A failed lookup keeps the addresses known.
+//
+// The attempt budget is the name's: consecutive failed attempts across
+// its addresses, reset when a session of the name reaches ready and not
+// counted while another one is ready (the name is reachable then). A name
+// whose addresses all keep failing spends it as a single address does.
+type nameFollower struct {
+	base       SupervisorConfig
+	host, port string // the name as the operator wrote it
+	agent      *Agent
+	log        *zap.Logger
+	kick       chan struct{} // cap 1: a session was lost or an attempt failed
+	done       chan struct{} // closed once no supervisor of the name runs
+	wg         sync.WaitGroup
+
+	mu       sync.Mutex
+	members  map[string]*edgeMember // guarded by mu: by address
+	running  int                    // guarded by mu: supervisors not yet returned
+	ready    int                    // guarded by mu: members with a ready session
+	failures int                    // guarded by mu: the name's consecutive failed attempts
+	gaveUp   bool                   // guarded by mu: the budget is spent
+	ended    bool                   // guarded by mu: done is closed
+	capped   bool                   // guarded by mu: the excess was logged
+	errs     []error                // guarded by mu: why supervisors gave up
+}
+
+// An edgeMember is one address of a name and its supervisor. Its fields
+// are guarded by its follower's mu.
+type edgeMember struct {
+	addr    string // ip:port
+	listed  bool   // in the name's last answer (within the cap)
+	ready   bool   // its session is ready
+	stopped bool   // its supervisor gave up (fatal): not restarted while listed
+}
+
+// run follows the name until ctx ends or every supervisor of it has
+// stopped; it returns why they gave up (nil on cancellation).
+func (f *nameFollower) run(ctx context.Context) error {
+	ips, err := resolveEdge(ctx, f.base, f.host, f.log)
+	if err != nil {
+		if ctx.Err() == nil {
+			f.log.Error("edge address does not resolve; giving up", zap.Error(err))
+		}
+		return err
+	}
+	f.mu.Lock()
+	f.applyLocked(ctx, ips)
+	f.mu.Unlock()
+	defer f.wg.Wait()
+	last := time.Now() // of the last lookup
+	pending := false   // a lookup was asked for
+	for {
+		var wake <-chan time.Time
+		var t *time.Timer
+		if pending || f.readyCount() == 0 {
+			t = time.NewTimer(time.Until(last.Add(f.base.Interval)))
+			wake = t.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-f.done:
+		case <-f.kick:
+			pending = true
+		case <-wake:
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		select {
+		case <-f.done:
+			f.wg.Wait()
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return errors.Join(f.errs...)
+		default:
+		}
+		if wake == nil || time.Now().Before(last.Add(f.base.Interval)) {
+			continue // kicked: the lookup waits for its turn
+		}
+		if !pending && f.readyCount() > 0 {
+			continue // a session got ready meanwhile
+		}
+		pending = false
+		last = time.Now()
+		ips, err := lookupEdge(ctx, f.base, f.host)
+		if err != nil {
+			if ctx.Err() == nil {
+				f.log.Warn("edge name does not resolve; keeping its known addresses", zap.Error(err))
+			}
+			continue
+		}
+		f.mu.Lock()
+		f.applyLocked(ctx, ips)
+		f.mu.Unlock()
+	}
+}
+
+func (f *nameFollower) readyCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ready
+}
+
+// applyLocked follows the answer ips: new addresses get a supervisor
+// while the name has fewer than maxAddressesPerName that keep a session;
+// the others are marked listed or not.
+func (f *nameFollower) applyLocked(ctx context.Context, ips []string) {
+	ips = slices.Clone(oneFamily(ips))
+	slices.SortFunc(ips, compareIPs)
+	ips = slices.Compact(ips)
+	listed := make(map[string]bool, len(ips))
+	for _, ip := range ips {
+		listed[net.JoinHostPort(ip, f.port)] = true
+	}
+	keeping := 0
+	for addr, m := range f.members {
+		m.listed = listed[addr]
+		switch {
+		case m.stopped && !m.listed:
+			delete(f.members, addr)
+		case !m.stopped && (m.listed || m.ready):
+			keeping++
+		}
+	}
+	for _, ip := range ips {
+		addr := net.JoinHostPort(ip, f.port)
+		if f.members[addr] != nil || f.ended {
+			continue
+		}
+		if keeping >= maxAddressesPerName {
+			if !f.capped {
+				f.capped = true
+				f.log.Warn("edge name has more addresses than are followed", zap.Int("addresses", len(ips)), zap.Int("followed", maxAddressesPerName))
+			}
+			continue
+		}
+		keeping++
+		f.startLocked(ctx, addr)
+	}
+}
+
+// compareIPs orders addresses numerically (strings that are not addresses
+// last, by text).
+func compareIPs(a, b string) int {
+	x, errX := netip.ParseAddr(a)
+	y, errY := netip.ParseAddr(b)
+	switch {
+	case errX == nil && errY == nil:
+		return x.Compare(y)
+	case errX == nil:
+		return -1
+	case errY == nil:
+		return 1
+	}
+	return strings.Compare(a, b)
+}
+
+func (f *nameFollower) startLocked(ctx context.Context, addr string) {
+	m := &edgeMember{addr: addr, listed: true}
+	f.members[addr] = m
+	f.running++
+	cfg := f.base
+	cfg.Dial.Address = addr
+	// TLS still verifies the name the operator wrote (unless
+	// edge.tls.server_name names another).
+	cfg.Dial.ServerName = f.host
+	log := f.log.With(zap.String("edge", addr))
+	sup := NewSupervisor(cfg, f.agent, log)
+	sup.watch = memberWatch{f: f, m: m}
+	log.Info("following edge address")
+	f.wg.Add(1)
+	// Owner: the nameFollower, whose run waits for it. Stops when ctx is
+	// cancelled, the supervisor gives up (fatal rejection, the name's
+	// budget spent) or its address is no longer listed while its session
+	// is down.
+	go func() {
+		defer f.wg.Done()
+		err := sup.Run(ctx)
+		if err != nil && ctx.Err() == nil {
+			log.Error("edge session loop stopped", zap.Error(err))
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if err != nil {
+			m.stopped = true
+			f.errs = append(f.errs, fmt.Errorf("%s: %w", addr, err))
+		} else if f.members[addr] == m {
+			delete(f.members, addr)
+		}
+		if f.running--; f.running == 0 && !f.ended {
+			f.ended = true
+			close(f.done)
+		}
+	}()
+}
+
+// memberWatch is one member's sessionWatch.
+type memberWatch struct {
+	f *nameFollower
+	m *edgeMember
+}
+
+func (w memberWatch) ready() {
+	w.f.mu.Lock()
+	defer w.f.mu.Unlock()
+	w.m.ready = true
+	w.f.ready++
+	w.f.failures = 0
+}
+
+func (w memberWatch) lost() {
+	w.f.mu.Lock()
+	w.m.ready = false
+	w.f.ready--
+	w.f.mu.Unlock()
+	w.f.kickLookup()
+}
+
+func (w memberWatch) failed(own int) (int, bool) {
+	defer w.f.kickLookup()
+	w.f.mu.Lock()
+	defer w.f.mu.Unlock()
+	if w.f.ready > 0 {
+		return own, false // another address of the name is up
+	}
+	w.f.failures++
+	if w.f.gaveUp || w.f.base.MaxAttempts <= 0 || w.f.failures < w.f.base.MaxAttempts {
+		return w.f.failures, false
+	}
+	w.f.gaveUp = true
+	return w.f.failures, true
+}
+
+func (w memberWatch) next() bool {
+	w.f.mu.Lock()
+	defer w.f.mu.Unlock()
+	if !w.f.gaveUp && w.m.listed {
+		return true
+	}
+	if !w.f.gaveUp {
+		w.f.log.Info("edge address no longer listed; stopped", zap.String("edge", w.m.addr))
+	}
+	if w.f.members[w.m.addr] == w.m {
+		delete(w.f.members, w.m.addr)
+	}
+	return false
+}
+
+// kickLookup asks run for a lookup without waiting.
+func (f *nameFollower) kickLookup() {
+	select {
+	case f.kick <- struct{}{}:
+	default:
 	}
 }

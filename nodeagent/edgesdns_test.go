@@ -80,16 +80,18 @@ func TestEdgeNameThatNeverResolvesSpendsTheBudget(t *testing.T) {
 	}
 }
 
-// startFakeEdgeOn is startFakeEdge listening on addr.
-func startFakeEdgeOn(t *testing.T, addr string, payload *iop.NodeConfigPayload) *fakeEdge {
+// startFakeEdgeOn is startFakeEdge listening on addr; script may be nil.
+func startFakeEdgeOn(t *testing.T, addr string, payload *iop.NodeConfigPayload, script func(n int) iop.RejectCode) *fakeEdge {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Skipf("cannot listen on %s: %v", addr, err)
 	}
-	fe := &fakeEdge{addr: ln.Addr().String(), payload: payload,
-		script: func(int) iop.RejectCode { return iop.RejectCode_REJECT_CODE_UNSPECIFIED },
-		conns:  make(chan *nodewire.Conn, 64), ready: map[*nodewire.Conn]bool{}}
+	if script == nil {
+		script = func(int) iop.RejectCode { return iop.RejectCode_REJECT_CODE_UNSPECIFIED }
+	}
+	fe := &fakeEdge{addr: ln.Addr().String(), payload: payload, script: script,
+		conns: make(chan *nodewire.Conn, 64), ready: map[*nodewire.Conn]bool{}}
 	fe.srv = nodewire.NewServer(nodewire.ServerConfig{Handler: fe, HandshakeTimeout: 5 * time.Second})
 	done := make(chan struct{})
 	// Owner: the test; stops at srv.Close in Cleanup.
@@ -105,7 +107,7 @@ func startFakeEdgeOn(t *testing.T, addr string, payload *iop.NodeConfigPayload) 
 func TestDualStackEdgeNameGetsOneSession(t *testing.T) {
 	v4 := startFakeEdge(t, mockPayload(1), nil)
 	_, port, _ := net.SplitHostPort(v4.addr)
-	v6 := startFakeEdgeOn(t, net.JoinHostPort("::1", port), mockPayload(1))
+	v6 := startFakeEdgeOn(t, net.JoinHostPort("::1", port), mockPayload(1), nil)
 	stubDNS(t, func(int) ([]string, error) { return []string{"::1", "127.0.0.1"}, nil })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -46,6 +46,25 @@ type Supervisor struct {
 	log   *zap.Logger
 	// onState, when set, observes attempts (tests); it must not block.
 	onState func(state string, attempt int, err error)
+	// watch, when set, shares this supervisor's attempt count with the
+	// other addresses of its DNS name and may end Run between attempts
+	// (RunEdges' nameFollower); nil for an address of its own.
+	watch sessionWatch
+}
+
+// A sessionWatch follows one supervisor's sessions. Its methods are called
+// from Run's goroutine and must not block.
+type sessionWatch interface {
+	// ready: a session reached ready.
+	ready()
+	// lost: that ready session ended.
+	lost()
+	// failed: an attempt failed before ready (own is this supervisor's
+	// own consecutive count). It returns the count to report and whether
+	// the budget is spent, which replace the supervisor's own.
+	failed(own int) (attempts int, exhausted bool)
+	// next is asked before each reconnect: false ends Run with nil.
+	next() bool
 }
 
 // NewSupervisor returns a supervisor for agent.
@@ -78,9 +97,13 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			s.log.Warn("edge session ended; reconnecting", zap.Error(err), zap.Duration("in", s.cfg.Interval))
 		} else {
 			failures++
-			s.log.Warn("edge connect attempt failed", zap.Int("attempt", failures), zap.Int("max_attempts", s.cfg.MaxAttempts), zap.Error(err))
-			if s.cfg.MaxAttempts > 0 && failures >= s.cfg.MaxAttempts {
-				return fmt.Errorf("%w after %d attempts: %w", ErrAttemptsExhausted, failures, err)
+			counted, exhausted := failures, s.cfg.MaxAttempts > 0 && failures >= s.cfg.MaxAttempts
+			if s.watch != nil {
+				counted, exhausted = s.watch.failed(failures)
+			}
+			s.log.Warn("edge connect attempt failed", zap.Int("attempt", counted), zap.Int("max_attempts", s.cfg.MaxAttempts), zap.Error(err))
+			if exhausted {
+				return fmt.Errorf("%w after %d attempts: %w", ErrAttemptsExhausted, counted, err)
 			}
 		}
 		t := time.NewTimer(s.cfg.Interval)
@@ -89,6 +112,9 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			t.Stop()
 			return nil
 		case <-t.C:
+		}
+		if s.watch != nil && !s.watch.next() {
+			return nil
 		}
 	}
 }
@@ -129,6 +155,9 @@ func (s *Supervisor) session(ctx context.Context, attempt int) (bool, error) {
 	}
 	s.log.Info("edge session ready", zap.String("node_id", resp.GetNodeId()), zap.Int("adapters", len(resp.GetConfig().GetAdapters())))
 	s.note("ready", attempt, nil)
+	if s.watch != nil {
+		s.watch.ready()
+	}
 	lctx, stopLoad := context.WithCancel(ctx)
 	loadDone := make(chan struct{})
 	// Owner: this session. Stops when the session ends (stopLoad below) or
@@ -143,6 +172,9 @@ func (s *Supervisor) session(ctx context.Context, attempt int) (bool, error) {
 	err = conn.Serve(context.WithValue(ctx, sessionConnKey{}, conn), s.agent.HandleStream)
 	stopLoad()
 	<-loadDone
+	if s.watch != nil {
+		s.watch.lost()
+	}
 	s.note("lost", attempt, err)
 	return true, err
 }
