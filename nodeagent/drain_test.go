@@ -178,3 +178,34 @@ func TestDrainBoundedByContext(t *testing.T) {
 		t.Fatalf("idle drain: %v", err)
 	}
 }
+
+// With load reports off, a draining node still reports that it drains, at
+// once and then every drainReportEvery: a session that reconnects during
+// the drain may send its first report before the edge takes reports from
+// it, and the next must come soon.
+func TestDrainReportedWithReportsOff(t *testing.T) {
+	var runs atomic.Int64
+	h := heldInstance{runs: &runs, started: make(chan struct{}, 4), release: make(chan struct{})}
+	p := heldPayload()
+	p.Runtime = nil // no load reports
+	le := startLoadEdge(t, p)
+	a := heldAgent(t, h)
+	startNode(t, le.fakeEdge, a)
+	select {
+	case r := <-le.loads:
+		t.Fatalf("a load report with reports off: %v", r)
+	default:
+	}
+	if err := a.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for _, r := range waitLoads(t, le, 3, 10*time.Second) {
+		if len(r.GetProviders()) != 2 || r.GetProviders()[0].GetHealth() != iop.HealthState_HEALTH_STATE_DRAINING {
+			t.Fatalf("report during the drain: %v", r)
+		}
+	}
+	if took := time.Since(start); took > 3*drainReportEvery+5*time.Second {
+		t.Fatalf("three draining reports took %s", took)
+	}
+}
