@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Node is the iop-node configuration (CONTRACT §4).
@@ -14,10 +15,32 @@ type Node struct {
 	// StoreDir is node-local state; never sent over the wire.
 	StoreDir string `mapstructure:"store_dir"`
 	// WorkspaceRoot: cli runs execute only below this directory.
-	WorkspaceRoot string  `mapstructure:"workspace_root"`
-	Log           Log     `mapstructure:"log"`
-	Tracing       Tracing `mapstructure:"tracing"`
-	Runtime       Runtime `mapstructure:"runtime"`
+	WorkspaceRoot string       `mapstructure:"workspace_root"`
+	Log           Log          `mapstructure:"log"`
+	Tracing       Tracing      `mapstructure:"tracing"`
+	Runtime       Runtime      `mapstructure:"runtime"`
+	Shutdown      NodeShutdown `mapstructure:"shutdown"`
+}
+
+// NodeShutdown is what the node does on SIGINT/SIGTERM.
+type NodeShutdown struct {
+	// DrainSec bounds the drain: the node takes no new work, tells its
+	// edges its providers are draining and lets the runs and tunnels in
+	// flight finish, for at most this long, then stops. Omitted: 10. 0:
+	// no drain (work in flight is cut at once). Negative: a config error.
+	DrainSec *float64 `mapstructure:"drain_sec"`
+}
+
+// DefaultDrainSec is shutdown.drain_sec when omitted: as long as the
+// edge's own drain of requests in flight.
+const DefaultDrainSec = 10
+
+// Drain is shutdown.drain_sec as a duration (valid after Normalize).
+func (s *NodeShutdown) Drain() time.Duration {
+	if s.DrainSec == nil {
+		return DefaultDrainSec * time.Second
+	}
+	return time.Duration(*s.DrainSec * float64(time.Second))
 }
 
 // NodeEdge says where the Edge is: one edge (address), or every edge of a
@@ -125,6 +148,14 @@ func (c *Node) Normalize() error {
 		c.Reconnect.MaxAttempts = &v
 	} else if *c.Reconnect.MaxAttempts < 0 {
 		p.add("reconnect.max_attempts must not be negative (0 means unlimited)")
+	}
+	if c.Shutdown.DrainSec == nil {
+		v := float64(DefaultDrainSec)
+		c.Shutdown.DrainSec = &v
+	} else if *c.Shutdown.DrainSec < 0 {
+		p.add("shutdown.drain_sec must not be negative (0 means no drain)")
+	} else {
+		checkMaxSeconds(&p, "shutdown.drain_sec", *c.Shutdown.DrainSec)
 	}
 	if c.StoreDir == "" {
 		c.StoreDir = "./var/node"

@@ -90,6 +90,7 @@ var healthNames = map[iop.HealthState]string{
 	iop.HealthState_HEALTH_STATE_OK:          "ok",
 	iop.HealthState_HEALTH_STATE_DEGRADED:    "degraded",
 	iop.HealthState_HEALTH_STATE_OFFLINE:     "offline",
+	iop.HealthState_HEALTH_STATE_DRAINING:    "draining",
 }
 
 // HealthName is the status API's name of a health state.
@@ -133,11 +134,35 @@ func (d *Dispatcher) Load(c *nodewire.Conn, r *iop.LoadReport) {
 		return
 	}
 	now := time.Now()
-	if every := n.running.LoadReportInterval(); every <= 0 || now.Sub(n.lastLoad) < every/2 {
+	if every := n.running.LoadReportInterval(); (every <= 0 || now.Sub(n.lastLoad) < every/2) && !drainsLocked(n, r.GetProviders()) {
 		return
 	}
 	n.lastLoad = now
 	d.observeLocked(n, r.GetProviders(), now)
+}
+
+// drainsLocked reports whether loads say that a live provider of n not
+// yet draining now is: a node that begins to drain reports it at once,
+// whatever its report interval (and when reports are off), and that
+// report must be taken in at once for nothing more to be sent there. A
+// node cannot use it to report faster: each provider starts to drain once
+// a session (a report turning it back counts against the interval).
+func drainsLocked(n *node, loads []*iop.ProviderLoad) bool {
+	for _, l := range loads[:min(len(loads), len(n.resources))] {
+		if l.GetHealth() != iop.HealthState_HEALTH_STATE_DRAINING {
+			continue
+		}
+		if r := n.resources[l.GetProviderId()]; r != nil && r.live && r.health != iop.HealthState_HEALTH_STATE_DRAINING {
+			return true
+		}
+	}
+	return false
+}
+
+// unservable reports whether a provider's reported health rules out
+// dispatching to it: its backend is down, or its node is draining.
+func unservable(h iop.HealthState) bool {
+	return h == iop.HealthState_HEALTH_STATE_OFFLINE || h == iop.HealthState_HEALTH_STATE_DRAINING
 }
 
 // observeLocked records reported health and load for n's providers (at
@@ -160,14 +185,14 @@ func (d *Dispatcher) observeLocked(n *node, loads []*iop.ProviderLoad, now time.
 		}
 		was := r.health
 		r.health = h
-		if h == iop.HealthState_HEALTH_STATE_OFFLINE {
+		if unservable(h) && !unservable(was) {
 			r.downSince = now // for the no-provider fast path (liveWithin)
 		}
 		if was == iop.HealthState_HEALTH_STATE_UNSPECIFIED && h == iop.HealthState_HEALTH_STATE_OK {
 			continue // the first report of a healthy backend is not news
 		}
 		d.log.Info("provider health changed", zap.String("node_id", n.id), zap.String("provider", name), zap.String("from", HealthName(was)), zap.String("to", HealthName(h)))
-		if was == iop.HealthState_HEALTH_STATE_OFFLINE {
+		if unservable(was) {
 			d.pumpLocked(r)
 		}
 	}

@@ -90,7 +90,7 @@ func (r *resource) fits(long bool) bool {
 // so a Full answered to another grant during the same round trip (which
 // set remoteFull) does not undo it.
 func (r *resource) fitsHere(long bool) bool {
-	if !r.live || !r.referenced || r.health == iop.HealthState_HEALTH_STATE_OFFLINE || r.inFlight >= r.spec.Capacity || r.dying() {
+	if !r.live || !r.referenced || unservable(r.health) || r.inFlight >= r.spec.Capacity || r.dying() {
 		return false
 	}
 	return !long || r.longInFlight < r.spec.LongCapacity
@@ -440,7 +440,7 @@ func (m *model) couldServe(long, tunnel bool) bool {
 }
 
 // liveWithin reports whether any candidate that could take a request of
-// this kind is live and not reported offline, or stopped being so less
+// this kind is live and not reported offline or draining, or stopped being so less
 // than grace before now:
 // only then is queueing worth it (a node that just dropped usually
 // reconnects within seconds; one gone for longer is not waited for).
@@ -450,7 +450,7 @@ func (m *model) liveWithin(now time.Time, grace time.Duration, long, tunnel bool
 		if !r.couldTake(long, tunnel) {
 			continue
 		}
-		if (r.live && r.health != iop.HealthState_HEALTH_STATE_OFFLINE) || now.Sub(r.downSince) < grace {
+		if (r.live && !unservable(r.health)) || now.Sub(r.downSince) < grace {
 			return true
 		}
 	}

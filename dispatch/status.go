@@ -186,6 +186,9 @@ func (d *Dispatcher) snapshotLocked() (Status, nodeSpecs) {
 					snap.Status = "disabled"
 				case r.health == iop.HealthState_HEALTH_STATE_OFFLINE:
 					snap.Status = "unavailable"
+				case r.health == iop.HealthState_HEALTH_STATE_DRAINING:
+					// Its work in flight finishes; nothing new goes there.
+					snap.Status = "draining"
 				}
 				snap.Capacity, snap.LongCapacity = int32(ps.Capacity), int32(ps.LongCapacity)
 				snap.InFlight, snap.LongInFlight = int32(r.inFlight), int32(r.longInFlight)
@@ -213,7 +216,7 @@ func (d *Dispatcher) Dispatchable() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, r := range d.resources {
-		if r.live && r.referenced && r.health != iop.HealthState_HEALTH_STATE_OFFLINE {
+		if r.live && r.referenced && !unservable(r.health) {
 			return true
 		}
 	}

@@ -5,6 +5,7 @@
 package nodeagent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -29,6 +30,7 @@ type instance struct {
 	impl  adapter.Instance
 	gate  *gate
 	stats usageStats
+	agent *Agent
 
 	// users counts the runs and tunnels admitted to this instance (taken
 	// under Agent.mu, so none is taken once a refresh has dropped it);
@@ -101,6 +103,21 @@ type Agent struct {
 
 	runsMu sync.Mutex
 	runs   map[string]func() // guarded by runsMu: run id -> cancel
+
+	// stopping is set (under mu, so that admit, which reads it under mu,
+	// admits nothing after) when Drain begins, and never cleared.
+	stopping atomic.Bool
+	// exchanges counts the runs and tunnels admitted and not yet ended
+	// (their terminal message written and the stream closed), node-wide.
+	exchanges atomic.Int64
+	// idle takes a token when exchanges drops to zero while stopping.
+	idle chan struct{}
+
+	wakeMu sync.Mutex
+	// wakes is guarded by wakeMu: one channel per live session's load
+	// report loop, poked when Drain begins so that each edge hears of it
+	// at once rather than at its next report.
+	wakes map[chan struct{}]struct{}
 }
 
 // NewAgent returns an agent that builds instances with factories (by type).
@@ -111,6 +128,7 @@ func NewAgent(factories map[string]adapter.Factory, env adapter.Env) *Agent {
 	return &Agent{
 		log: env.Logger, env: env, factories: factories,
 		instances: map[string]*instance{}, draining: map[string]*gate{}, runs: map[string]func(){},
+		idle: make(chan struct{}, 1), wakes: map[chan struct{}]struct{}{},
 		tracer: noop.NewTracerProvider().Tracer(""),
 	}
 }
@@ -238,7 +256,7 @@ func (a *Agent) Apply(payload *iop.NodeConfigPayload, initial bool) (iop.Refresh
 			old.gate.setCapacity(int(c.cfg.GetCapacity()))
 			next[c.name] = old
 		default:
-			in := &instance{name: c.name, impl: c.fresh, gate: &gate{}}
+			in := &instance{name: c.name, impl: c.fresh, gate: &gate{}, agent: a}
 			in.cfg.Store(c.cfg)
 			// Keep the gate of the instance replaced (or of one removed
 			// earlier whose exchanges have not all ended) so that those
@@ -270,20 +288,98 @@ func (a *Agent) Apply(payload *iop.NodeConfigPayload, initial bool) (iop.Refresh
 	return iop.RefreshStatus_REFRESH_STATUS_APPLIED, nil
 }
 
+// Admission refusals (admit).
+var (
+	errNoAdapter  = errors.New("nodeagent: no such adapter")
+	errAtCapacity = errors.New("nodeagent: adapter at capacity")
+	// errDraining refuses work that reaches the node after Drain began
+	// (an edge that had not yet taken the draining report in): the edge
+	// fails it over to another candidate, as for a full gate.
+	errDraining = errors.New("nodeagent: node is draining")
+)
+
 // admit finds the instance named name and takes a slot of its gate and a
-// use of it, both given back by exit. It returns nil when there is no such
-// instance, and ok false (holding nothing) when the gate is full.
-func (a *Agent) admit(name string) (in *instance, ok bool) {
+// use of it, both given back by exit, and counts an exchange, which the
+// caller ends with leave once its terminal message is out. It fails with
+// errNoAdapter (in nil), errAtCapacity (in set, holding nothing) or
+// errDraining (holding nothing).
+func (a *Agent) admit(name string) (in *instance, err error) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	in = a.instances[name]
-	if in == nil || !in.gate.tryAcquire() {
-		return in, false
+	switch {
+	case in == nil:
+		return nil, errNoAdapter
+	case a.stopping.Load():
+		return in, errDraining
+	case !in.gate.tryAcquire():
+		return in, errAtCapacity
 	}
 	in.umu.Lock()
 	in.users++
 	in.umu.Unlock()
-	return in, true
+	a.exchanges.Add(1)
+	return in, nil
+}
+
+// leave ends an exchange admit counted; the last one to end while the
+// node drains lets Drain return.
+func (a *Agent) leave() {
+	if a.exchanges.Add(-1) == 0 && a.stopping.Load() {
+		select {
+		case a.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Drain makes the node take no new runs or tunnels (those that arrive are
+// refused with CAPACITY_EXCEEDED, which edges fail over on), tells every
+// edge it has a session with at once that each provider is draining (a
+// load report now, whatever the report interval), and waits until every
+// run and tunnel in flight has ended, or ctx ends (then it returns ctx's
+// error; the caller stops the sessions, cutting what still runs). There
+// is no way back: the node is stopping. Calling it again only waits.
+func (a *Agent) Drain(ctx context.Context) error {
+	a.mu.Lock()
+	first := !a.stopping.Load()
+	a.stopping.Store(true)
+	a.mu.Unlock()
+	if first {
+		a.log.Info("draining: taking no new work", zap.Int64("in_flight", a.exchanges.Load()))
+		a.wakeMu.Lock()
+		for w := range a.wakes {
+			select {
+			case w <- struct{}{}:
+			default:
+			}
+		}
+		a.wakeMu.Unlock()
+	}
+	for a.exchanges.Load() > 0 {
+		select {
+		case <-a.idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Draining reports whether Drain has begun.
+func (a *Agent) Draining() bool { return a.stopping.Load() }
+
+// wakeOnDrain registers a channel Drain pokes; the returned func removes it.
+func (a *Agent) wakeOnDrain() (<-chan struct{}, func()) {
+	w := make(chan struct{}, 1)
+	a.wakeMu.Lock()
+	a.wakes[w] = struct{}{}
+	a.wakeMu.Unlock()
+	return w, func() {
+		a.wakeMu.Lock()
+		delete(a.wakes, w)
+		a.wakeMu.Unlock()
+	}
 }
 
 // category is the instance's resource kind: as configured, else as its

@@ -25,6 +25,14 @@ type loadSender interface {
 	SendLoad(r *iop.LoadReport, deadline time.Time) error
 }
 
+// drainReportEvery is how often, at the most, a draining node repeats
+// that it drains. An edge takes no report from a session before it has
+// made the session's providers live, and a session that reconnects during
+// the drain may send its first one before: the next must not be a whole
+// report interval (or, with reports off, loadIdleCheck) away. A drain
+// lasts shutdown.drain_sec, so this is a few dozen small reports.
+const drainReportEvery = 500 * time.Millisecond
+
 // reportLoad samples every instance's backend and sends a LoadReport on
 // conn every load_report_interval_ms of the applied config (read at each
 // tick, so a refresh takes effect), until ctx ends or the connection
@@ -32,7 +40,14 @@ type loadSender interface {
 // skipped, not retried: the next one is newer. A sample is bounded by the
 // interval: a backend that does not answer its health probe in time is
 // reported as it last was by its adapter's own cache, never waited for.
+//
+// Once the node drains, a report saying every provider is draining goes
+// out at once (Drain wakes the loop), and then every drainReportEvery (or
+// the interval, if shorter), even when the config asks for no load
+// reports: it is what keeps the edges from sending work here.
 func (a *Agent) reportLoad(ctx context.Context, conn loadSender) {
+	wake, unregister := a.wakeOnDrain()
+	defer unregister()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -40,15 +55,31 @@ func (a *Agent) reportLoad(ctx context.Context, conn loadSender) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-wake:
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
 		}
 		every := a.loadInterval()
-		if every <= 0 {
+		draining := a.stopping.Load()
+		if every <= 0 && !draining {
 			t.Reset(loadIdleCheck)
 			continue
 		}
-		sctx, cancel := context.WithTimeout(ctx, every)
-		r := a.loadReport(sctx)
-		cancel()
+		if draining && (every <= 0 || every > drainReportEvery) {
+			every = drainReportEvery
+		}
+		var r *iop.LoadReport
+		if draining {
+			r = a.drainReport()
+		} else {
+			sctx, cancel := context.WithTimeout(ctx, every)
+			r = a.loadReport(sctx)
+			cancel()
+		}
 		if err := conn.SendLoad(r, time.Now().Add(every)); err != nil {
 			if ctx.Err() != nil || !errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, nodewire.ErrStreamCut) {
 				return // the session is ending
@@ -57,6 +88,16 @@ func (a *Agent) reportLoad(ctx context.Context, conn loadSender) {
 		}
 		t.Reset(every)
 	}
+}
+
+// drainReport says every instance is draining; backends are not probed
+// (nothing is sent to them any more).
+func (a *Agent) drainReport() *iop.LoadReport {
+	r := &iop.LoadReport{}
+	for _, in := range a.snapshotInstances() {
+		r.Providers = append(r.Providers, &iop.ProviderLoad{ProviderId: in.name, Health: iop.HealthState_HEALTH_STATE_DRAINING})
+	}
+	return r
 }
 
 func (a *Agent) loadInterval() time.Duration {

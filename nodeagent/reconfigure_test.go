@@ -65,11 +65,11 @@ func TestReconfiguredInPlaceTakesNewCapacity(t *testing.T) {
 		t.Fatalf("capacity reported after reconfiguring: %d, want 3", s[0].GetCapacity())
 	}
 	for i := range 3 {
-		if _, ok := a.admit("m"); !ok {
+		if _, err := a.admit("m"); err != nil {
 			t.Fatalf("admission %d of 3 refused after the capacity went 1 -> 3", i+1)
 		}
 	}
-	if _, ok := a.admit("m"); ok {
+	if _, err := a.admit("m"); !errors.Is(err, errAtCapacity) {
 		t.Fatal("a fourth admission passed a capacity of 3")
 	}
 

@@ -196,16 +196,13 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 	ctx, span := a.tracer.Start(tracing.Extract(ctx, req.GetMetadata()), "iop.node.run", trace.WithAttributes(
 		attribute.String("iop.adapter", req.GetAdapter()), attribute.String("iop.run_id", runID), attribute.String("iop.operation", req.GetOperation().String())))
 	defer span.End()
-	in, ok := a.admit(req.GetAdapter())
-	if in == nil {
-		fail(adapter.CodeUnsupported, fmt.Sprintf("no adapter %q on this node", req.GetAdapter()))
+	in, err := a.admit(req.GetAdapter())
+	if err != nil {
+		re := refusal(err, in, req.GetAdapter())
+		fail(re.Code, re.Message)
 		return
 	}
-	if !ok {
-		in.stats.rejected.Add(1)
-		fail(adapter.CodeCapacityExceeded, fmt.Sprintf("adapter %q is at capacity", in.name))
-		return
-	}
+	defer a.leave() // last: once the terminal event is out and the stream closed
 	// The slot is freed before the terminal event goes out: the Edge
 	// releases its lease when it sees that event and may hand the slot to
 	// the next waiter at once.
@@ -259,6 +256,21 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 		log.Warn("run failed", zap.Error(err))
 	}
 	_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: re})
+}
+
+// refusal is the error a run or tunnel that admit refused (err) ends
+// with; nothing was started. A draining node answers as a full one does:
+// the edge tries another candidate.
+func refusal(err error, in *instance, name string) *iop.RunError {
+	switch {
+	case errors.Is(err, errDraining):
+		return &iop.RunError{Code: adapter.CodeCapacityExceeded, Message: fmt.Sprintf("adapter %q is draining: its node is shutting down", name)}
+	case errors.Is(err, errAtCapacity):
+		in.stats.rejected.Add(1)
+		return &iop.RunError{Code: adapter.CodeCapacityExceeded, Message: fmt.Sprintf("adapter %q is at capacity", in.name)}
+	default:
+		return &iop.RunError{Code: adapter.CodeUnsupported, Message: fmt.Sprintf("no adapter %q on this node", name)}
+	}
 }
 
 // errAdapterPanic is an adapter call that panicked (an adapter bug, such
@@ -478,17 +490,13 @@ func (a *Agent) serveTunnel(ctx context.Context, st *nodewire.Stream, req *iop.P
 	ctx, span := a.tracer.Start(tracing.Extract(ctx, req.GetMetadata()), "iop.node.tunnel", trace.WithAttributes(
 		attribute.String("iop.adapter", req.GetAdapter()), attribute.String("iop.run_id", runID), attribute.String("iop.path", req.GetPath())))
 	defer span.End()
-	in, ok := a.admit(req.GetAdapter())
-	if in == nil {
-		fail(&iop.RunError{Code: adapter.CodeUnsupported, Message: fmt.Sprintf("no adapter %q on this node", req.GetAdapter())})
+	in, err := a.admit(req.GetAdapter())
+	if err != nil {
+		fail(refusal(err, in, req.GetAdapter()))
 		return
 	}
+	defer a.leave() // last: once the terminal frame is out and the stream closed
 	sink.stats = &in.stats
-	if !ok {
-		in.stats.rejected.Add(1)
-		fail(&iop.RunError{Code: adapter.CodeCapacityExceeded, Message: fmt.Sprintf("adapter %q is at capacity", in.name)})
-		return
-	}
 	release := sync.OnceFunc(in.exit) // freed before the terminal frame, as in serveRun
 	defer release()
 	in.stats.requests.Add(1)

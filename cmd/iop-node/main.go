@@ -98,23 +98,58 @@ func run() int {
 	// SIGHUP (taken at the top of run) would otherwise kill the node and
 	// every run on it. The node has nothing to re-read: its providers
 	// come from the edge (reload there), and its own file needs a restart.
-	hupDone := make(chan struct{})
-	defer func() { stop(); <-hupDone }()
-	// Owner: run. Logs each SIGHUP until shutdown (ctx), then run waits
-	// for it.
+	quit, hupDone := make(chan struct{}), make(chan struct{})
+	defer func() { close(quit); <-hupDone }()
+	// Owner: run. Logs each SIGHUP until run returns (quit), then run
+	// waits for it.
 	go func() {
 		defer close(hupDone)
 		for {
 			select {
-			case <-ctx.Done():
+			case <-quit:
 				return
 			case <-hup:
 				log.Warn("SIGHUP ignored: providers come from the edge (reload it there); restart the node to apply its own config file")
 			}
 		}
 	}()
-	log.Info("iop-node starting", zap.Strings("edges", cfg.Edge.Targets()), zap.Int("max_attempts", *cfg.Reconnect.MaxAttempts))
-	if err := nodeagent.RunEdges(ctx, policy, cfg.Edge.Targets(), len(cfg.Edge.Addresses) > 0, agent, log); err != nil {
+
+	// Start-up is through: from here SIGINT and SIGTERM go to late, the
+	// first starting the drain, a second cutting it short. late is taken
+	// before ctx lets go of them, so that none falls to its default
+	// action in between; one that comes after the check below is in late.
+	late := make(chan os.Signal, 1)
+	signal.Notify(late, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(late)
+	signaled := ctx.Err() != nil
+	stop()
+	if signaled {
+		// A signal during start-up: nothing runs yet to drain.
+		log.Info("iop-node stopped before it connected")
+		return 0
+	}
+
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	drainDone := make(chan struct{})
+	defer func() { cancelRun(); <-drainDone }()
+	// Owner: run. Waits for the first signal, drains (up to the bound or
+	// a second signal), then stops the sessions (cancelRun); stops at
+	// once when run returns first (the sessions gave up on their own).
+	go func() {
+		defer close(drainDone)
+		select {
+		case <-runCtx.Done():
+		case sig := <-late:
+			drainThenStop(runCtx, agent, cfg.Shutdown.Drain(), late, sig, log)
+			// A signal from here on has its default action: a stop that
+			// hangs can still be killed.
+			signal.Stop(late)
+			cancelRun()
+		}
+	}()
+	log.Info("iop-node starting", zap.Strings("edges", cfg.Edge.Targets()), zap.Int("max_attempts", *cfg.Reconnect.MaxAttempts),
+		zap.Duration("drain", cfg.Shutdown.Drain()))
+	if err := nodeagent.RunEdges(runCtx, policy, cfg.Edge.Targets(), len(cfg.Edge.Addresses) > 0, agent, log); err != nil {
 		switch {
 		case errors.Is(err, nodeagent.ErrFatal):
 			log.Error("fatal: not retrying", zap.Error(err))
@@ -127,4 +162,36 @@ func run() int {
 	}
 	log.Info("iop-node stopped")
 	return 0
+}
+
+// drainThenStop is the node's answer to its first SIGINT/SIGTERM (sig):
+// with a drain bound, the agent takes no new work, its edges are told,
+// and the runs and tunnels in flight get up to bound to finish; a second
+// signal (on late) cuts that short. The caller then stops the sessions,
+// cutting whatever still runs.
+func drainThenStop(ctx context.Context, agent *nodeagent.Agent, bound time.Duration, late <-chan os.Signal, sig os.Signal, log *zap.Logger) {
+	if bound <= 0 {
+		log.Info("stopping", zap.Stringer("signal", sig))
+		return
+	}
+	log.Info("stopping: draining the work in flight first; a second signal stops at once", zap.Stringer("signal", sig), zap.Duration("drain", bound))
+	dctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	drained := make(chan error, 1)
+	// Owner: drainThenStop, which waits for it. Drain returns by the
+	// bound, or at once after cancel.
+	go func() { drained <- agent.Drain(dctx) }()
+	select {
+	case err := <-drained:
+		switch {
+		case err == nil:
+			log.Info("drained: every run and tunnel ended")
+		case errors.Is(err, context.DeadlineExceeded):
+			log.Warn("drain bound reached: stopping with work still in flight", zap.Duration("drain", bound))
+		}
+	case sig := <-late:
+		log.Warn("second signal: stopping now, cutting the work still in flight", zap.Stringer("signal", sig))
+		cancel()
+		<-drained
+	}
 }

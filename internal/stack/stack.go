@@ -175,6 +175,22 @@ func (n *Node) Stop() {
 	<-n.done
 }
 
+// Drain stops the node as iop-node does on SIGTERM with
+// shutdown.drain_sec = bound: it takes no new work, tells its edges, lets
+// the runs and tunnels in flight finish for at most bound (bound 0: not
+// at all), then stops and waits. It returns the drain's result: nil when
+// everything in flight ended, else the bound's context error.
+func (n *Node) Drain(bound time.Duration) error {
+	var err error
+	if bound > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		err = n.Agent.Drain(ctx)
+		cancel()
+	}
+	n.Stop()
+	return err
+}
+
 // Done is closed when the node's supervisor has returned.
 func (n *Node) Done() <-chan struct{} { return n.done }
 
