@@ -209,7 +209,7 @@ func (w *messagesWriter) Write(p []byte) (int, error) {
 	if w.sw == nil {
 		// No flush per event: the relay flushes (Flush, below) once it
 		// has no further chunk at hand.
-		w.sw = anthropicapi.NewStreamWriter(committer{w}, nil, w.req.Model, w.promptTokens, w.req.StopSequences)
+		w.sw = anthropicapi.NewStreamWriter(committer{w}, nil, w.req.Model, w.promptTokens, w.req.StopSequences, w.req.Thinking)
 	}
 	w.pending = appendLF(w.pending, p, &w.cr)
 	for {
@@ -292,10 +292,10 @@ func (w *messagesWriter) event(ev []byte) error {
 // starts, nothing has been written to the real writer: a no-op.
 //
 // A stream whose chunks so far converted to no event (vLLM's and OpenAI's
-// first chunk carries only the role; a reasoning model's thinking is not
-// translated) starts here with message_start and the ping, as Anthropic's
-// API sends them at once: the client has its headers and knows the answer
-// is on its way. Flushing the real writer before that would commit the
+// first chunk carries only the role; a reasoning model's thinking is
+// dropped when the request did not enable thinking) starts here with
+// message_start and the ping, as Anthropic's API sends them at once: the
+// client has its headers and knows the answer is on its way. Flushing the real writer before that would commit the
 // response without the stream's headers (text/plain, no request-id).
 func (w *messagesWriter) Flush() {
 	if w.sw == nil {
@@ -377,7 +377,7 @@ func (w *messagesWriter) finish() {
 		anthropicapi.WriteError(rw, w.requestID, anthropicapi.NewError(http.StatusBadGateway, "The provider's answer could not be converted."))
 	case w.streaming():
 		// A whole answer to a stream request (see wholeAnswer).
-		sw := anthropicapi.NewStreamWriter(committer{w}, nil, w.req.Model, w.promptTokens, w.req.StopSequences)
+		sw := anthropicapi.NewStreamWriter(committer{w}, nil, w.req.Model, w.promptTokens, w.req.StopSequences, w.req.Thinking)
 		if err := sw.Whole(w.held.Bytes()); errors.Is(err, anthropicapi.ErrMalformedUpstream) {
 			if sw.Started() {
 				_ = sw.Fail(anthropicapi.NewError(http.StatusBadGateway, "The provider's answer could not be converted."))
@@ -388,7 +388,7 @@ func (w *messagesWriter) finish() {
 		}
 		rw.Flush()
 	default:
-		out, err := anthropicapi.RenderMessage(w.held.Bytes(), w.req.Model, w.req.StopSequences, w.promptTokens)
+		out, err := anthropicapi.RenderMessage(w.held.Bytes(), w.req.Model, w.req.StopSequences, w.promptTokens, w.req.Thinking)
 		if err != nil {
 			anthropicapi.WriteError(rw, w.requestID, anthropicapi.NewError(http.StatusBadGateway, "The provider's answer could not be converted."))
 			return

@@ -35,10 +35,16 @@
 //	top_k                       top_k (vLLM extension; omitted when 0)
 //	metadata.user_id            user
 //	stream                      stream: true, stream_options.include_usage
-//	thinking                    accepted (must be an object) and ignored
+//	thinking                    not sent upstream; type "enabled" or
+//	                            "adaptive" turns the answer's reasoning into
+//	                            thinking blocks (budget_tokens is checked for
+//	                            its type only)
 //
 // Response mapping (OpenAI → Messages):
 //
+//	message.reasoning (or       a thinking block first, with an empty
+//	reasoning_content)          signature, when the request enabled
+//	                            thinking; else dropped
 //	message.content             a text block (when not empty)
 //	message.tool_calls          tool_use blocks (id = call id; input = the
 //	                            arguments when they are a JSON object, else {})
@@ -51,7 +57,6 @@
 //	usage prompt/completion     usage input_tokens/output_tokens (the edge's
 //	                            estimates when the upstream reports none)
 //
-// Reasoning output of the upstream (reasoning_content) is not translated.
 // Like openaiapi, the package is pure: no HTTP server, no dispatch, no
 // logging, and it keeps no request content beyond the values it returns.
 package anthropicapi

@@ -57,9 +57,11 @@ func FuzzStreamWriter(f *testing.F) {
 		`{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}`), uint8(1))
 	f.Add(join(`{"choices":[{"index":0,"delta":{"content":"a"}}]}`, `{"error":{"message":"m"}}`, `{"choices":[{"index":0,"delta":{"content":"b"}}]}`), uint8(2))
 	f.Add(join(`{"choices":[{"index":0,"delta":{"function_call":{"name":"f","arguments":"{}"}}}]}`, `garbage`), uint8(3))
+	f.Add(join(`{"choices":[{"index":0,"delta":{"reasoning":"hm"}}]}`, `{"choices":[{"index":0,"delta":{"reasoning_content":"m","content":"a"}}]}`,
+		`{"choices":[{"index":0,"delta":{"reasoning":"again"}}]}`, `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"x","function":{"name":"f"}}]}}]}`, `[DONE]`), uint8(0))
 	f.Fuzz(func(t *testing.T, input []byte, mode uint8) {
 		var buf bytes.Buffer
-		s := NewStreamWriter(&buf, nil, "m", 1, []string{"S"})
+		s := NewStreamWriter(&buf, nil, "m", 1, []string{"S"}, true)
 		for i, c := range bytes.Split(input, []byte{0}) {
 			if int(mode)%7 == i {
 				if err := s.Ping(); err != nil {
@@ -111,11 +113,12 @@ func FuzzStreamWhole(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`))
 	f.Add([]byte(`{"choices":[{"index":0,"message":{"content":null,"tool_calls":[{"id":"a","function":{"name":"f","arguments":"{}"}},{"id":"b","function":{"name":"g","arguments":"{\"x\":1}"}}]},"finish_reason":"tool_calls"}]}`))
 	f.Add([]byte(`{"choices":[{"index":1,"message":{"content":"x"}}]}`))
+	f.Add([]byte(`{"choices":[{"index":0,"message":{"reasoning":"hm","content":"x","tool_calls":[{"id":"a","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`))
 	f.Add([]byte(`{"error":{"message":"m"}}`))
 	f.Add([]byte(`{"choices":[{"index":0,"message":{"content":"S and more"},"finish_reason":"stop","stop_reason":"S"}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var buf bytes.Buffer
-		s := NewStreamWriter(&buf, nil, "m", 1, []string{"S"})
+		s := NewStreamWriter(&buf, nil, "m", 1, []string{"S"}, true)
 		err := s.Whole(body)
 		if err != nil {
 			if !errors.Is(err, ErrMalformedUpstream) {
@@ -129,7 +132,7 @@ func FuzzStreamWhole(f *testing.F) {
 		if !s.Done() {
 			t.Fatal("not done after Whole")
 		}
-		rendered, rerr := RenderMessage(body, "m", []string{"S"}, 0)
+		rendered, rerr := RenderMessage(body, "m", []string{"S"}, 0, true)
 		if rerr != nil || s.Failure() != nil {
 			return
 		}

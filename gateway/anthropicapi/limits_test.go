@@ -41,7 +41,7 @@ func TestToolResultContentCountsTowardBlockLimit(t *testing.T) {
 // reports no usage at all, not an input of 0 tokens.
 func TestRenderMessageZeroPromptTokensKeepsEstimate(t *testing.T) {
 	out, err := RenderMessage([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],`+
-		`"usage":{"prompt_tokens":0,"completion_tokens":3}}`), "m", nil, 42)
+		`"usage":{"prompt_tokens":0,"completion_tokens":3}}`), "m", nil, 42, false)
 	if err != nil || !strings.Contains(string(out), `"usage":{"input_tokens":42,"output_tokens":3}`) {
 		t.Fatalf("%s, %v", out, err)
 	}

@@ -41,6 +41,15 @@ type textOut struct {
 	Text string `json:"text"`
 }
 
+// thinkingOut is a thinking block. Its signature is always empty: it is
+// Anthropic's proof that Anthropic produced the thinking, which no other
+// backend can give (see StreamWriter).
+type thinkingOut struct {
+	Type      string `json:"type"`
+	Thinking  string `json:"thinking"`
+	Signature string `json:"signature"`
+}
+
 type toolUseOut struct {
 	Type  string          `json:"type"`
 	ID    string          `json:"id"`
@@ -72,6 +81,23 @@ type oaAnswer struct {
 	Content      *string            `json:"content"`
 	ToolCalls    []oaAnswerToolCall `json:"tool_calls"`
 	FunctionCall *oaFunctionCall    `json:"function_call"`
+	// The model's reasoning: "reasoning" from the edge's run path and a
+	// current vLLM, "reasoning_content" from older vLLM versions, DeepSeek
+	// and llama.cpp (see thinkingText).
+	Reasoning        *string `json:"reasoning"`
+	ReasoningContent *string `json:"reasoning_content"`
+}
+
+// thinkingText is the reasoning text the answer carries under either name
+// ("reasoning" wins should both come).
+func (a *oaAnswer) thinkingText() string {
+	switch {
+	case a.Reasoning != nil && *a.Reasoning != "":
+		return *a.Reasoning
+	case a.ReasoningContent != nil:
+		return *a.ReasoningContent
+	}
+	return ""
 }
 
 type oaAnswerToolCall struct {
@@ -99,7 +125,13 @@ var emptyObject = json.RawMessage("{}")
 // Tool call arguments that are not a JSON object (truncated or malformed
 // output of the model) become the input {}, which is also what Anthropic's
 // SDKs make of a streamed tool input that does not parse.
-func RenderMessage(openaiBody []byte, model string, stopSequences []string, inputTokens int) ([]byte, error) {
+//
+// With thinking (the request enabled it, Request.Thinking) the message's
+// reasoning becomes a thinking block before the others, as Anthropic
+// places it; without, the reasoning is dropped, as Anthropic sends no
+// thinking unless asked. Either way it counts in the output estimate: the
+// model generated it.
+func RenderMessage(openaiBody []byte, model string, stopSequences []string, inputTokens int, thinking bool) ([]byte, error) {
 	var c oaCompletion
 	if err := json.Unmarshal(openaiBody, &c); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedUpstream, err)
@@ -114,7 +146,11 @@ func RenderMessage(openaiBody []byte, model string, stopSequences []string, inpu
 			break
 		}
 	}
-	content := make([]any, 0, 1+len(ch.Message.ToolCalls))
+	content := make([]any, 0, 2+len(ch.Message.ToolCalls))
+	reasoning := ch.Message.thinkingText()
+	if thinking && reasoning != "" {
+		content = append(content, thinkingOut{Type: "thinking", Thinking: reasoning})
+	}
 	if t := ch.Message.Content; t != nil && *t != "" {
 		content = append(content, textOut{Type: "text", Text: *t})
 	}
@@ -122,9 +158,9 @@ func RenderMessage(openaiBody []byte, model string, stopSequences []string, inpu
 	if fc := ch.Message.FunctionCall; fc != nil && len(calls) == 0 {
 		calls = []oaAnswerToolCall{{Function: *fc}}
 	}
-	outBytes := 0
+	outBytes := len(reasoning)
 	if t := ch.Message.Content; t != nil {
-		outBytes = len(*t)
+		outBytes += len(*t)
 	}
 	for _, tc := range calls {
 		outBytes += len(tc.Function.Name) + len(tc.Function.Arguments)

@@ -79,7 +79,7 @@ func TestRenderMessage(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := RenderMessage([]byte(c.in), "claude-x", c.stops, 0)
+			got, err := RenderMessage([]byte(c.in), "claude-x", c.stops, 0, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +100,7 @@ func TestRenderMessage(t *testing.T) {
 }
 
 func TestRenderMessageToolIDs(t *testing.T) {
-	got, err := RenderMessage([]byte(`{"choices":[{"index":0,"message":{"function_call":{"name":"f","arguments":"{\"a\":1}"}},"finish_reason":"function_call"}]}`), "m", nil, 0)
+	got, err := RenderMessage([]byte(`{"choices":[{"index":0,"message":{"function_call":{"name":"f","arguments":"{\"a\":1}"}},"finish_reason":"function_call"}]}`), "m", nil, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestRenderMessageToolIDs(t *testing.T) {
 
 func TestRenderMessageMalformed(t *testing.T) {
 	for _, in := range []string{``, `[]`, `{"choices":[]}`, `{}`, `{"choices":[{"message":{"content":5}}]}`, `<html>`} {
-		if _, err := RenderMessage([]byte(in), "m", nil, 0); !errors.Is(err, ErrMalformedUpstream) {
+		if _, err := RenderMessage([]byte(in), "m", nil, 0, false); !errors.Is(err, ErrMalformedUpstream) {
 			t.Errorf("%q: %v", in, err)
 		}
 	}

@@ -43,6 +43,10 @@ type Request struct {
 	// StopSequences are stop_sequences, in order; RenderMessage and
 	// NewStreamWriter need them to report stop_reason "stop_sequence".
 	StopSequences []string
+	// Thinking is whether the request enabled extended thinking
+	// (thinking.type "enabled" or "adaptive"): only then does the answer
+	// carry the model's reasoning as thinking blocks (Options.Thinking).
+	Thinking bool
 
 	system      []string // text of the system blocks, in order
 	messages    []message
@@ -174,13 +178,37 @@ func parse(body []byte, needMaxTokens bool) (*Request, *Error) {
 		}
 	}
 	if raw, ok = field(obj, "thinking"); ok {
-		// Accepted and ignored: the upstream is an OpenAI chat endpoint with
-		// no extended thinking; only the shape is checked.
-		if _, e = object(raw, "thinking"); e != nil {
+		if r.Thinking, e = thinking(raw); e != nil {
 			return nil, e
 		}
 	}
 	return r, nil
+}
+
+// thinking parses the thinking configuration and reports whether it asks
+// for thinking blocks. The budget is checked for its type only: the
+// upstream is an OpenAI chat endpoint with no thinking budget, and the
+// model thinks as it was configured to (max_tokens bounds the whole
+// answer, thinking included). An unknown type is taken as no thinking.
+func thinking(raw json.RawMessage) (bool, *Error) {
+	obj, e := object(raw, "thinking")
+	if e != nil {
+		return false, e
+	}
+	if b, ok := field(obj, "budget_tokens"); ok {
+		if _, e = integer(b, "thinking.budget_tokens"); e != nil {
+			return false, e
+		}
+	}
+	t, ok := field(obj, "type")
+	if !ok {
+		return false, nil
+	}
+	typ, e := str(t, "thinking.type")
+	if e != nil {
+		return false, e
+	}
+	return typ == "enabled" || typ == "adaptive", nil
 }
 
 // scalars parses the sampling and bookkeeping fields.

@@ -60,7 +60,7 @@ func sdkServer(t *testing.T) *httptest.Server {
 			if last == "tool" {
 				answer = `{"choices":[{"index":0,"message":{"role":"assistant","content":"Let me look.","tool_calls":[{"id":"call_9","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":11,"completion_tokens":8}}`
 			}
-			out, err := RenderMessage([]byte(answer), r.Model, r.StopSequences, CountTokens(r))
+			out, err := RenderMessage([]byte(answer), r.Model, r.StopSequences, CountTokens(r), false)
 			if err != nil {
 				WriteError(w, "", NewError(502, err.Error()))
 				return
@@ -71,7 +71,7 @@ func sdkServer(t *testing.T) *httptest.Server {
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		fl := w.(http.Flusher)
-		s := NewStreamWriter(w, fl.Flush, r.Model, CountTokens(r), r.StopSequences)
+		s := NewStreamWriter(w, fl.Flush, r.Model, CountTokens(r), r.StopSequences, false)
 		chunks := []string{
 			`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`,
 			`{"choices":[{"index":0,"delta":{"content":"Hi "}}]}`,

@@ -13,7 +13,7 @@ import (
 func TestToolCallsFinishWithoutCallsIsEndTurn(t *testing.T) {
 	for _, finish := range []string{"tool_calls", "function_call"} {
 		body := `{"choices":[{"index":0,"message":{"content":"done"},"finish_reason":"` + finish + `"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`
-		out, err := RenderMessage([]byte(body), "m", nil, 0)
+		out, err := RenderMessage([]byte(body), "m", nil, 0, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 // streamed.
 func TestStopSequenceOnlyForRequestedStrings(t *testing.T) {
 	const answer = `{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop","stop_reason":"</s>"}]}`
-	out, err := RenderMessage([]byte(answer), "m", []string{"END"}, 1)
+	out, err := RenderMessage([]byte(answer), "m", []string{"END"}, 1, false)
 	if err != nil || !strings.Contains(string(out), `"stop_reason":"end_turn","stop_sequence":null`) {
 		t.Fatalf("%s, %v", out, err)
 	}

@@ -31,6 +31,23 @@ type textDelta struct {
 	Text string `json:"text"`
 }
 
+type thinkingDelta struct {
+	Type     string `json:"type"`
+	Thinking string `json:"thinking"`
+}
+
+// signatureDelta ends every thinking block: iop has no signature to
+// give (see StreamWriter), and the empty one keeps the sequence clients
+// expect, thinking deltas, then the signature, then the block's stop.
+func signatureDelta(index int) blockDeltaEvent {
+	return blockDeltaEvent{Type: "content_block_delta", Index: index, Delta: signatureDeltaOut{Type: "signature_delta"}}
+}
+
+type signatureDeltaOut struct {
+	Type      string `json:"type"`
+	Signature string `json:"signature"`
+}
+
 type inputJSONDelta struct {
 	Type        string `json:"type"`
 	PartialJSON string `json:"partial_json"`
@@ -69,6 +86,7 @@ const (
 	openNone openBlock = iota
 	openText
 	openTool
+	openThinking
 )
 
 // functionCallIndex is the tool index a legacy delta.function_call streams
@@ -79,8 +97,11 @@ const functionCallIndex = -1
 // Messages SSE stream:
 //
 //	event: message_start        message with empty content, usage.input_tokens
-//	event: content_block_start  text {"text":""} or tool_use {id,name,input:{}}
-//	event: content_block_delta  text_delta or input_json_delta, per fragment
+//	event: content_block_start  text {"text":""}, tool_use {id,name,input:{}}
+//	                            or thinking {"thinking":"","signature":""}
+//	event: content_block_delta  text_delta, input_json_delta or
+//	                            thinking_delta, per fragment; a thinking
+//	                            block's last delta is a signature_delta
 //	event: content_block_stop
 //	…                           further blocks, indexes increasing from 0
 //	event: message_delta        stop_reason, stop_sequence, usage.output_tokens
@@ -92,6 +113,14 @@ const functionCallIndex = -1
 // new text block, a new tool call index opens a new tool_use block. Only
 // choice 0 is translated. Not safe for concurrent use.
 //
+// Reasoning (delta "reasoning", or "reasoning_content") becomes thinking
+// blocks when the request enabled thinking, and is dropped otherwise, as
+// Anthropic sends no thinking unless asked; it counts in the output
+// estimate either way. A thinking block's signature is Anthropic's proof
+// that its own model produced the thinking; no other backend can give one,
+// so it is empty. A client that sends the block back gets it dropped by
+// the edge (see ParseRequest); Anthropic's API would refuse it.
+//
 // message_start is written with the first event there is (content, Ping,
 // Finish), so until then the caller can still answer with an HTTP error
 // (see Started).
@@ -101,6 +130,7 @@ type StreamWriter struct {
 	id, model     string
 	inputTokens   int
 	stopSequences []string
+	thinking      bool // render reasoning as thinking blocks
 
 	started    bool // a byte was written (or a write attempted)
 	msgStarted bool // message_start written
@@ -122,11 +152,13 @@ type StreamWriter struct {
 
 // NewStreamWriter prepares a writer; it writes nothing yet. flush (may be
 // nil) is called after every event. inputTokens is the prompt estimate
-// message_start reports (e.g. CountTokens); stopSequences are the request's.
-func NewStreamWriter(w io.Writer, flush func(), model string, inputTokens int, stopSequences []string) *StreamWriter {
+// message_start reports (e.g. CountTokens); stopSequences are the request's;
+// thinking is whether the request enabled thinking (Request.Thinking).
+func NewStreamWriter(w io.Writer, flush func(), model string, inputTokens int, stopSequences []string, thinking bool) *StreamWriter {
 	return &StreamWriter{
 		w: w, flush: flush, id: newID("msg_"), model: model,
 		inputTokens: max(inputTokens, 0), stopSequences: stopSequences,
+		thinking:  thinking,
 		toolsSeen: map[int]bool{},
 	}
 }
@@ -167,6 +199,11 @@ func (s *StreamWriter) Chunk(data []byte) error {
 }
 
 func (s *StreamWriter) choice(ch oaChoice) error {
+	// Reasoning first: a chunk carrying both had its thinking before its
+	// text (the run path sends them so).
+	if r := ch.Delta.thinkingText(); r != "" {
+		s.think(r)
+	}
 	if t := ch.Delta.Content; t != nil {
 		s.text(*t)
 	}
@@ -199,6 +236,19 @@ func (s *StreamWriter) text(t string) {
 	}
 	s.outBytes += len(t)
 	s.event("content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: s.next - 1, Delta: textDelta{Type: "text_delta", Text: t}})
+}
+
+// think handles one piece of reasoning (see StreamWriter).
+func (s *StreamWriter) think(t string) {
+	s.outBytes += len(t)
+	if !s.thinking {
+		return
+	}
+	if s.open != openThinking {
+		s.closeBlock()
+		s.startBlock(openThinking, thinkingOut{Type: "thinking"})
+	}
+	s.event("content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: s.next - 1, Delta: thinkingDelta{Type: "thinking_delta", Thinking: t}})
 }
 
 // tool handles one tool call fragment. The first fragment of an index opens
@@ -235,6 +285,9 @@ func (s *StreamWriter) startBlock(kind openBlock, cb any) {
 func (s *StreamWriter) closeBlock() {
 	if s.open == openNone {
 		return
+	}
+	if s.open == openThinking {
+		s.event("content_block_delta", signatureDelta(s.next-1))
 	}
 	s.event("content_block_stop", blockStopEvent{Type: "content_block_stop", Index: s.next - 1})
 	s.open = openNone

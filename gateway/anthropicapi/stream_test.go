@@ -14,7 +14,7 @@ import (
 func newTestStream(stops []string) (*StreamWriter, *bytes.Buffer, *int) {
 	var buf bytes.Buffer
 	flushes := 0
-	s := NewStreamWriter(&buf, func() { flushes++ }, "claude-x", 42, stops)
+	s := NewStreamWriter(&buf, func() { flushes++ }, "claude-x", 42, stops, false)
 	s.id = "msg_test"
 	return s, &buf, &flushes
 }
@@ -234,7 +234,7 @@ func (w *failWriter) Write(p []byte) (int, error) {
 
 func TestStreamWriteError(t *testing.T) {
 	w := &failWriter{n: 1}
-	s := NewStreamWriter(w, nil, "m", 0, nil)
+	s := NewStreamWriter(w, nil, "m", 0, nil, false)
 	err := s.Chunk([]byte(`{"choices":[{"index":0,"delta":{"content":"x"}}]}`))
 	if !errors.Is(err, errBroken) {
 		t.Fatalf("write error not returned: %v", err)
@@ -281,6 +281,7 @@ func validateEvents(out []byte) error {
 	events := strings.Split(strings.TrimSuffix(string(out), "\n\n"), "\n\n")
 	started, ended, deltaSeen := false, false, false
 	next, open, openType := 0, -1, ""
+	signed := false // the open thinking block had its signature_delta
 	for i, e := range events {
 		name, data, ok := strings.Cut(e, "\ndata: ")
 		if !ok || !strings.HasPrefix(name, "event: ") || strings.Contains(data, "\n") {
@@ -327,19 +328,24 @@ func validateEvents(out []byte) error {
 			if openType == "tool_use" && (v.ContentBlock.ID == "" || string(v.ContentBlock.Input) != "{}") {
 				return fmt.Errorf("event %d: bad tool_use start", i)
 			}
-			if openType != "tool_use" && openType != "text" {
+			if openType != "tool_use" && openType != "text" && openType != "thinking" {
 				return fmt.Errorf("event %d: block type %s", i, openType)
 			}
-			open, next = next, next+1
+			if openType == "thinking" && data != fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"thinking","thinking":"","signature":""}}`, next) {
+				return fmt.Errorf("event %d: bad thinking start %s", i, data)
+			}
+			open, next, signed = next, next+1, false
 		case "content_block_delta":
 			if v.Index == nil || *v.Index != open || v.Delta == nil ||
 				(openType == "text") != (v.Delta.Type == "text_delta") ||
-				(openType == "tool_use") != (v.Delta.Type == "input_json_delta") {
+				(openType == "tool_use") != (v.Delta.Type == "input_json_delta") ||
+				(openType == "thinking") != (v.Delta.Type == "thinking_delta" || v.Delta.Type == "signature_delta") || signed {
 				return fmt.Errorf("event %d: bad delta", i)
 			}
+			signed = v.Delta.Type == "signature_delta"
 		case "content_block_stop":
-			if v.Index == nil || *v.Index != open {
-				return fmt.Errorf("event %d: stop of a block not open", i)
+			if v.Index == nil || *v.Index != open || (openType == "thinking" && !signed) {
+				return fmt.Errorf("event %d: stop of a block not open (or a thinking block without its signature)", i)
 			}
 			open = -1
 		case "message_delta":

@@ -13,7 +13,7 @@ func TestRenderMessageToolArgumentsWithSurroundingWhitespace(t *testing.T) {
 	in := `{"choices":[{"index":0,"message":{"content":null,"tool_calls":[
 		{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"\n {\"city\": \"Paris\"} \n"}}]},
 		"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`
-	out, err := RenderMessage([]byte(in), "claude-x", nil, 0)
+	out, err := RenderMessage([]byte(in), "claude-x", nil, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}

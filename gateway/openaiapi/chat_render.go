@@ -27,7 +27,17 @@ type chatMessage struct {
 	Content   *string    `json:"content"`
 	Refusal   *string    `json:"refusal"`
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// Reasoning is the model's reasoning (thinking) text, under the name a
+	// current vLLM gives it (ReasoningField); absent when there is none.
+	Reasoning *string `json:"reasoning,omitempty"`
 }
+
+// ReasoningField is the member of a chat message (and of a chunk's delta)
+// that carries reasoning text: "reasoning", as a current vLLM names it, so
+// that a client sees the same field whether the model is served as a run
+// or tunnelled to vLLM. Older vLLM versions, DeepSeek's API and llama.cpp
+// call it "reasoning_content".
+const ReasoningField = "reasoning"
 
 // ChatAggregator renders a non-stream chat run as one chat.completion.
 // Feed it the run's events with Add, then call Result. Not safe for
@@ -37,7 +47,9 @@ type ChatAggregator struct{ aggregation }
 // NewChatAggregator starts the rendering of one run.
 func NewChatAggregator(opts RenderOptions) *ChatAggregator {
 	opts.fill("chatcmpl-")
-	return &ChatAggregator{aggregation{opts: opts}}
+	a := &ChatAggregator{aggregation{opts: opts}}
+	a.st.countReasoning = true
+	return a
 }
 
 // Result returns the chat.completion JSON, or the *Error to answer with when
@@ -49,7 +61,8 @@ func NewChatAggregator(opts RenderOptions) *ChatAggregator {
 // run marked openai_text_tool_fallback, those restored from the content by
 // ParseTextToolCalls (as RenderOptions.ToolNames and SingleToolCall
 // allow). With tool calls and no other text, content is null and
-// finish_reason is "tool_calls".
+// finish_reason is "tool_calls". The run's reasoning text, if any, is the
+// message's ReasoningField, never part of its content.
 func (a *ChatAggregator) Result() ([]byte, *Error) {
 	if !a.rendered {
 		a.rendered = true
@@ -77,8 +90,14 @@ func (a *ChatAggregator) render() ([]byte, *Error) {
 	if len(calls) > 0 && strings.TrimSpace(content) == "" {
 		msg.Content = nil
 	}
+	if a.reasoning.Len() > 0 {
+		r := a.reasoning.String()
+		msg.Reasoning = &r
+	}
 	a.finish = finishReason(a.st.finish, len(calls) > 0)
-	a.usage, a.reported = a.st.finalUsage(a.opts.PromptTokens, len(content)+toolCallBytes(calls))
+	// Reasoning is generated output too: providers count it in
+	// completion_tokens, and so does the estimate.
+	a.usage, a.reported = a.st.finalUsage(a.opts.PromptTokens, len(content)+toolCallBytes(calls)+a.reasoning.Len())
 	body, err := marshalCompact(chatCompletion{
 		ID:      a.opts.ID,
 		Object:  "chat.completion",

@@ -29,6 +29,7 @@ type chunkChoice struct {
 type chunkDelta struct {
 	Role      string          `json:"role,omitempty"`
 	Content   *string         `json:"content,omitempty"`
+	Reasoning *string         `json:"reasoning,omitempty"` // ReasoningField
 	ToolCalls []chunkToolCall `json:"tool_calls,omitempty"`
 }
 
@@ -46,20 +47,24 @@ var nullJSON = json.RawMessage("null")
 // Not safe for concurrent use.
 //
 // The stream is: a chunk with delta {role:"assistant",content:""}; content
-// chunks as deltas arrive; one chunk per tool call (delta.tool_calls with
-// index, id, type, function{name, arguments}); a chunk with an empty delta
+// chunks as deltas arrive, and reasoning chunks (delta {"reasoning":…},
+// ReasoningField) as reasoning arrives, in the order the run sent them;
+// one chunk per tool call (delta.tool_calls with index, id, type,
+// function{name, arguments}); a chunk with an empty delta
 // and the finish_reason; with include_usage a chunk with empty choices and
 // the usage; then `data: [DONE]`. A run failing after the first byte ends
 // with `data: {"error":…}` and no [DONE].
 //
-// Nothing is written before there is something to say (content, tool calls
-// or the successful end), so a run failing early can still be answered with
-// an HTTP error status: Add then returns that *Error and writes nothing.
+// Nothing is written before there is something to say (content, reasoning,
+// tool calls or the successful end), so a run failing early can still be
+// answered with an HTTP error status: Add then returns that *Error and
+// writes nothing.
 //
 // When the request offered tools, text that might be a text tool call
 // ("<tool_call>" and partial prefixes of it) is held until it can be decided;
-// see toolHolder. All other text is released immediately. Deltas are proto3
-// strings and so whole UTF-8 runes; the writer never splits one.
+// see toolHolder. All other text, and all reasoning (never a tool call), is
+// released immediately. Deltas are proto3 strings and so whole UTF-8
+// runes; the writer never splits one.
 type ChatStreamWriter struct {
 	opts      RenderOptions
 	st        runState
@@ -67,8 +72,9 @@ type ChatStreamWriter struct {
 	holder    *toolHolder // nil when the request offered no tools
 	roleSent  bool
 	content   textSplice // the content chunk, made for the first text
+	reasoning textSplice // the reasoning chunk, made for the first reasoning
 	toolIndex int
-	outBytes  int // content and tool-call bytes sent, for usage estimates
+	outBytes  int // content, reasoning and tool-call bytes sent, for usage estimates
 	failure   *Error
 	finish    string
 	usage     Usage
@@ -81,6 +87,7 @@ type ChatStreamWriter struct {
 func NewChatStreamWriter(w io.Writer, flush func(), opts RenderOptions) *ChatStreamWriter {
 	opts.fill("chatcmpl-")
 	s := &ChatStreamWriter{opts: opts, sse: sseWriter{w: w, flush: flush, onFirst: opts.OnFirstWrite}}
+	s.st.countReasoning = true
 	if len(opts.ToolNames) > 0 {
 		s.holder = newToolHolder(opts.ToolNames)
 		s.holder.single = opts.SingleToolCall
@@ -105,11 +112,18 @@ func (s *ChatStreamWriter) Add(ev *iop.RunEvent) error {
 		// The mark may come on any event; act on it before this event's text.
 		s.holder.mark()
 	}
-	if d := ev.GetDelta(); d != "" && ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
-		if s.holder != nil {
-			s.holder.push(d)
-		} else {
-			s.text(d)
+	if ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
+		// Reasoning first: when an event carries both, the model thought
+		// before it answered.
+		if r := ev.GetReasoning(); r != "" {
+			s.reason(r)
+		}
+		if d := ev.GetDelta(); d != "" {
+			if s.holder != nil {
+				s.holder.push(d)
+			} else {
+				s.text(d)
+			}
 		}
 	}
 	s.drainHolder()
@@ -218,6 +232,17 @@ func (s *ChatStreamWriter) text(t string) {
 		s.content = newTextSplice(s.encodeChunk(chunkDelta{Content: &mark}, nil))
 	}
 	s.sse.textEvent(&s.content, t)
+}
+
+// reason writes a reasoning chunk; see text.
+func (s *ChatStreamWriter) reason(t string) {
+	s.ensureRole()
+	s.outBytes += len(t)
+	if !s.reasoning.ready() {
+		mark := spliceMark
+		s.reasoning = newTextSplice(s.encodeChunk(chunkDelta{Reasoning: &mark}, nil))
+	}
+	s.sse.textEvent(&s.reasoning, t)
 }
 
 func (s *ChatStreamWriter) calls(calls []ToolCall) {

@@ -82,6 +82,11 @@ type runState struct {
 	terminal  iop.RunEventType // UNSPECIFIED until a terminal event
 	runErr    *iop.RunError
 	sawText   bool // a DELTA with non-empty text arrived
+	// sawReasoning: a DELTA with non-empty reasoning arrived. It counts as
+	// an answer (see empty) only with countReasoning, set by the renderers
+	// that show reasoning (chat).
+	sawReasoning   bool
+	countReasoning bool
 	// oversized: the answer outgrew MaxAnswerBytes. The state is done, but
 	// the run is not: it is abandoned (see aggregation.Abandoned).
 	oversized bool
@@ -107,6 +112,7 @@ func (s *runState) observe(ev *iop.RunEvent) (terminal bool) {
 	switch t := ev.GetType(); t {
 	case iop.RunEventType_RUN_EVENT_TYPE_DELTA:
 		s.sawText = s.sawText || ev.GetDelta() != ""
+		s.sawReasoning = s.sawReasoning || ev.GetReasoning() != ""
 	case iop.RunEventType_RUN_EVENT_TYPE_COMPLETE:
 		s.finish = ev.GetFinishReason()
 		s.output = ev.GetOutput()
@@ -161,7 +167,7 @@ func (s *runState) failure() *Error {
 
 // empty reports a completed run with nothing to show for it (see failure).
 func (s *runState) empty() bool {
-	return !s.sawText && s.toolCalls == "" && len(s.output) == 0 && s.usage == nil
+	return !s.sawText && !(s.countReasoning && s.sawReasoning) && s.toolCalls == "" && len(s.output) == 0 && s.usage == nil
 }
 
 // finalUsage is the usage to report: the provider's when it reported any,
@@ -317,6 +323,9 @@ type aggregation struct {
 	opts RenderOptions
 	st   runState
 	text strings.Builder
+	// reasoning is the run's reasoning text, kept only when st.countReasoning
+	// (chat): other operations have nowhere to show it.
+	reasoning strings.Builder
 
 	rendered bool
 	body     []byte
@@ -332,18 +341,24 @@ func (a *aggregation) Add(ev *iop.RunEvent) (done bool) {
 		return a.st.done()
 	}
 	if ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
-		if a.text.Len()+len(ev.GetDelta()) > MaxAnswerBytes {
+		r := ev.GetReasoning()
+		if !a.st.countReasoning {
+			r = ""
+		}
+		if a.text.Len()+a.reasoning.Len()+len(ev.GetDelta())+len(r) > MaxAnswerBytes {
 			a.st.oversized = true
 			return true
 		}
 		a.text.WriteString(ev.GetDelta())
+		a.reasoning.WriteString(r)
 	}
 	return a.st.observe(ev)
 }
 
-// MaxAnswerBytes bounds the text of a non-streamed answer held for
-// rendering: as much as one wire frame carries, and far more than any
-// model's context (16 MiB is some four million tokens). Past it the answer
+// MaxAnswerBytes bounds the text (a chat answer's reasoning included) of a
+// non-streamed answer held for rendering: as much as one wire frame
+// carries, and far more than any model's context (16 MiB is some four
+// million tokens). Past it the answer
 // is an upstream_error and the run is abandoned; a node or upstream that
 // never stops cannot grow the edge's memory.
 const MaxAnswerBytes = 16 << 20

@@ -28,6 +28,9 @@ func runEvents(b []byte) []*iop.RunEvent {
 	return evs
 }
 
+// reasoningKey can only be a member name: JSON strings escape their quotes.
+var reasoningKey = []byte(`"reasoning":`)
+
 func encodeEvents(f *testing.F, evs ...*iop.RunEvent) []byte {
 	var out []byte
 	for _, ev := range evs {
@@ -43,7 +46,7 @@ func encodeEvents(f *testing.F, evs ...*iop.RunEvent) []byte {
 // RunEvents come from a node, which may be broken or hostile: whatever
 // their order and content, every renderer answers with valid JSON (a whole
 // document, or SSE events whose data is JSON or [DONE]) or an error, and
-// never panics.
+// never panics. Reasoning never reaches a legacy completion.
 func FuzzRunEvents(f *testing.F) {
 	delta := func(s string) *iop.RunEvent {
 		return &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: s}
@@ -55,6 +58,11 @@ func FuzzRunEvents(f *testing.F) {
 	f.Add(encodeEvents(f, start, &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: &iop.RunError{Code: iop.ErrorCode_ERROR_CODE_UPSTREAM, HttpStatus: 503}}))
 	f.Add(encodeEvents(f, start, &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_COMPLETE, Output: []byte(`{"embeddings":[[0.1,0.2]]}`)}))
 	f.Add(encodeEvents(f, delta("x"), complete, delta("after")))
+	reasoning := func(r, d string) *iop.RunEvent {
+		return &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Reasoning: r, Delta: d}
+	}
+	f.Add(encodeEvents(f, start, reasoning("Let me", ""), reasoning(" think", "Hi"), delta(`<tool_call>{"name":"get_weather","arguments":{}}</tool_call>`), complete))
+	f.Add(encodeEvents(f, reasoning("\x00\"", ""), &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_COMPLETE, FinishReason: "length"}))
 	opts := RenderOptions{Model: "m", ID: "chatcmpl-1", Created: 1, IncludeUsage: true, ToolNames: []string{"get_weather"}, PromptTokens: 3}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		evs := runEvents(b)
@@ -71,8 +79,12 @@ func FuzzRunEvents(f *testing.F) {
 					break
 				}
 			}
-			if out, err := agg.Result(); err == nil && !json.Valid(out) {
+			out, err := agg.Result()
+			if err == nil && !json.Valid(out) {
 				t.Fatalf("%s aggregator: invalid JSON %q", name, out)
+			}
+			if name != "chat" && bytes.Contains(out, reasoningKey) {
+				t.Fatalf("%s aggregator: reasoning in %q", name, out)
 			}
 		}
 		for name, mk := range map[string]func(*bytes.Buffer) interface{ Add(*iop.RunEvent) error }{
@@ -87,6 +99,9 @@ func FuzzRunEvents(f *testing.F) {
 				if sw.Add(ev) != nil {
 					break
 				}
+			}
+			if name != "chat stream" && bytes.Contains(w.Bytes(), reasoningKey) {
+				t.Fatalf("%s: reasoning in %q", name, w.Bytes())
 			}
 			sc := bufio.NewScanner(&w)
 			sc.Buffer(nil, 1<<20)

@@ -28,6 +28,16 @@ func checkTextSplice(t *testing.T, id, model string, created int64, usage bool, 
 		t.Fatalf("chat splice:\n got %q\nwant %q", got, want)
 	}
 
+	chat.sse.buf = chat.sse.buf[:0]
+	chat.reasoning = newTextSplice(chat.encodeChunk(chunkDelta{Reasoning: &mark}, nil))
+	chat.sse.textEvent(&chat.reasoning, text)
+	got = string(chat.sse.buf)
+	chat.sse.buf = chat.sse.buf[:0]
+	chat.sse.event(chat.encodeChunk(chunkDelta{Reasoning: &text}, nil))
+	if want := string(chat.sse.buf); got != want {
+		t.Fatalf("chat reasoning splice:\n got %q\nwant %q", got, want)
+	}
+
 	cmpl := NewCompletionStreamWriter(nil, nil, opts)
 	cmpl.text = newTextSplice(cmpl.encodeChunk(spliceMark, nil))
 	cmpl.sse.textEvent(&cmpl.text, text)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -24,6 +25,12 @@ const (
 	// its first delta when the last user message (completion: the prompts
 	// joined by "\n") equals this value exactly. Unset or empty disables it.
 	SettingFailTrigger = "fail_trigger"
+	// SettingReasoning is text a chat run "thinks" before it answers: its
+	// words go out as reasoning (adapter.Reasoning), split and paced like
+	// the echo, before the first answer delta. They count as completion
+	// tokens and against max_tokens, as a reasoning model's do. Unset or
+	// blank disables it; completion runs never reason.
+	SettingReasoning = "reasoning"
 )
 
 // ErrInvalidConfig is wrapped by every configuration error New returns.
@@ -33,6 +40,7 @@ var ErrInvalidConfig = errors.New("mock: invalid config")
 type config struct {
 	delay       time.Duration
 	failTrigger string
+	reasoning   []string // the words of SettingReasoning
 }
 
 // parseConfig validates cfg and reports every problem at once, so an
@@ -62,6 +70,7 @@ func parseConfig(cfg *iop.AdapterConfig, log *zap.Logger) (config, error) {
 		}
 	}
 	c.failTrigger = settings[SettingFailTrigger]
+	c.reasoning = strings.Fields(settings[SettingReasoning])
 	if len(problems) > 0 {
 		return config{}, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
 	}
@@ -69,7 +78,7 @@ func parseConfig(cfg *iop.AdapterConfig, log *zap.Logger) (config, error) {
 	// but named, so a typo such as "delay" is visible. Values are not logged.
 	var unknown []string
 	for k := range settings {
-		if k != SettingDelayMS && k != SettingFailTrigger {
+		if k != SettingDelayMS && k != SettingFailTrigger && k != SettingReasoning {
 			unknown = append(unknown, k)
 		}
 	}

@@ -23,7 +23,11 @@
 // input (all messages, prompts or inputs), completion_tokens the number of
 // deltas, total_tokens their sum.
 //
-// Settings: SettingDelayMS and SettingFailTrigger.
+// With SettingReasoning a chat run first sends that text's words as
+// reasoning (adapter.Reasoning, the same split and pacing), then the echo;
+// they count as deltas for max_tokens and completion_tokens.
+//
+// Settings: SettingDelayMS, SettingFailTrigger and SettingReasoning.
 package mock
 
 import (
@@ -103,31 +107,45 @@ func (m *Instance) Run(ctx context.Context, req *iop.RunRequest, sink adapter.Ru
 func (m *Instance) chat(ctx context.Context, input *iop.RunInput, sink adapter.RunSink) (*adapter.Result, error) {
 	last, promptWords := chatText(input)
 	fail := m.cfg.failTrigger != "" && last == m.cfg.failTrigger
-	return m.echo(ctx, strings.Fields(last), promptWords, input.GetSampling().GetMaxTokens(), fail, sink)
+	return m.echo(ctx, m.cfg.reasoning, strings.Fields(last), promptWords, input.GetSampling().GetMaxTokens(), fail, sink)
 }
 
 func (m *Instance) completion(ctx context.Context, input *iop.RunInput, sink adapter.RunSink) (*adapter.Result, error) {
 	words := strings.Fields(input.GetPrompt())
 	fail := m.cfg.failTrigger != "" && input.GetPrompt() == m.cfg.failTrigger
-	return m.echo(ctx, words, len(words), input.GetSampling().GetMaxTokens(), fail, sink)
+	return m.echo(ctx, nil, words, len(words), input.GetSampling().GetMaxTokens(), fail, sink)
 }
 
-// echo streams words as deltas, pausing cfg.delay between two of them, at
-// most maxTokens of them when it is positive.
-func (m *Instance) echo(ctx context.Context, words []string, promptWords int, maxTokens int64, fail bool, sink adapter.RunSink) (*adapter.Result, error) {
-	finish := "stop"
-	if maxTokens > 0 && int64(len(words)) > maxTokens {
-		words, finish = words[:maxTokens], "length"
-	}
-	deltas := make([]string, 0, max(len(words), 1))
+// piece is one delta of a run: answer text, or reasoning.
+type piece struct {
+	text      string
+	reasoning bool
+}
+
+// spaced appends words as pieces: the first as is, every later one after a
+// space.
+func spaced(dst []piece, words []string, reasoning bool) []piece {
 	for i, w := range words {
 		if i > 0 {
 			w = " " + w
 		}
-		deltas = append(deltas, w)
+		dst = append(dst, piece{text: w, reasoning: reasoning})
 	}
-	if len(deltas) == 0 {
-		deltas = append(deltas, EmptyReply)
+	return dst
+}
+
+// echo streams thoughts as reasoning, then words as deltas, pausing
+// cfg.delay between two of them, at most maxTokens of them when it is
+// positive.
+func (m *Instance) echo(ctx context.Context, thoughts, words []string, promptWords int, maxTokens int64, fail bool, sink adapter.RunSink) (*adapter.Result, error) {
+	deltas := spaced(make([]piece, 0, len(thoughts)+max(len(words), 1)), thoughts, true)
+	deltas = spaced(deltas, words, false)
+	if len(words) == 0 {
+		deltas = append(deltas, piece{text: EmptyReply})
+	}
+	finish := "stop"
+	if maxTokens > 0 && int64(len(deltas)) > maxTokens {
+		deltas, finish = deltas[:maxTokens], "length"
 	}
 
 	var timer *time.Timer
@@ -142,7 +160,11 @@ func (m *Instance) echo(ctx context.Context, words []string, promptWords int, ma
 				return nil, err
 			}
 		}
-		if err := sink.Delta(d); err != nil {
+		if d.reasoning {
+			if err := adapter.Reasoning(sink, d.text); err != nil {
+				return nil, fmt.Errorf("mock: send reasoning: %w", err)
+			}
+		} else if err := sink.Delta(d.text); err != nil {
 			return nil, fmt.Errorf("mock: send delta: %w", err)
 		}
 		if fail {
