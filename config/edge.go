@@ -27,6 +27,7 @@ type Edge struct {
 	Tracing Tracing     `mapstructure:"tracing"`
 	Runtime Runtime     `mapstructure:"runtime"`
 	Cluster Cluster     `mapstructure:"cluster"`
+	CORS    EdgeCORS    `mapstructure:"cors"`
 	Nodes   []NodeSpec  `mapstructure:"nodes"`
 	Models  []ModelSpec `mapstructure:"models"`
 }
@@ -502,6 +503,7 @@ func (c *Edge) Normalize() error {
 		p.add("limits.response_timeout_sec must be positive")
 	}
 	checkMaxSeconds(&p, "limits.response_timeout_sec", float64(c.Limits.ResponseTimeoutSec))
+	c.CORS.normalize(&p)
 	c.Log.normalize(&p)
 	c.Tracing.normalize(&p)
 	c.Runtime.normalize(&p)

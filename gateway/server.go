@@ -57,9 +57,11 @@ type Server struct {
 	auth    atomic.Pointer[authState]
 	limits  atomic.Pointer[config.EdgeLimits]
 	models  atomic.Pointer[modelIndex]
-	tracer  trace.Tracer
-	tracing bool // tracer is not the no-op one
-	created int64
+	// allowCORS is cors.allowed_origins in force; nil when off.
+	allowCORS atomic.Pointer[corsPolicy]
+	tracer    trace.Tracer
+	tracing   bool // tracer is not the no-op one
+	created   int64
 }
 
 // authState is the credentials in force, swapped on reload. Keys are kept
@@ -192,6 +194,7 @@ func (s *Server) SetConfig(cfg *config.Edge) {
 	}
 	s.models.Store(idx)
 	s.metrics.declareModels(idx.names)
+	s.allowCORS.Store(newCORSPolicy(cfg.CORS))
 }
 
 // credentialDigest is the digest a configured API key or admin token is
@@ -309,6 +312,7 @@ func (s *Server) requestID(c *gin.Context) {
 	}
 	c.Header("X-Request-Id", id)
 	c.Set(infoKey, &reqInfo{requestID: id, surface: surfaceOpenAI})
+	s.cors(c)
 }
 
 func printableASCII(s string) bool {
