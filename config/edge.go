@@ -188,6 +188,11 @@ type Log struct {
 	Level string `mapstructure:"level"`
 	// Format: json | console. Default json.
 	Format string `mapstructure:"format"`
+	// unmatchedEnv are the IOP_* variables set at load that override no
+	// key; the logger warns of them once built (Build), its first lines.
+	// Nil when there are none, so that a reload's comparison of this
+	// section with the running one sees no change.
+	unmatchedEnv []string
 }
 
 // NodeSpec is one Node the Edge accepts.
