@@ -27,6 +27,7 @@ type Edge struct {
 	Tracing Tracing     `mapstructure:"tracing"`
 	Runtime Runtime     `mapstructure:"runtime"`
 	Cluster Cluster     `mapstructure:"cluster"`
+	CORS    EdgeCORS    `mapstructure:"cors"`
 	Nodes   []NodeSpec  `mapstructure:"nodes"`
 	Models  []ModelSpec `mapstructure:"models"`
 }
@@ -187,6 +188,11 @@ type Log struct {
 	Level string `mapstructure:"level"`
 	// Format: json | console. Default json.
 	Format string `mapstructure:"format"`
+	// unmatchedEnv are the IOP_* variables set at load that override no
+	// key; the logger warns of them once built (Build), its first lines.
+	// Nil when there are none, so that a reload's comparison of this
+	// section with the running one sees no change.
+	unmatchedEnv []string
 }
 
 // NodeSpec is one Node the Edge accepts.
@@ -502,6 +508,7 @@ func (c *Edge) Normalize() error {
 		p.add("limits.response_timeout_sec must be positive")
 	}
 	checkMaxSeconds(&p, "limits.response_timeout_sec", float64(c.Limits.ResponseTimeoutSec))
+	c.CORS.normalize(&p)
 	c.Log.normalize(&p)
 	c.Tracing.normalize(&p)
 	c.Runtime.normalize(&p)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -24,9 +25,16 @@ func FromFlags[T any](defaultFile string, load func(string) (*T, error)) (cfg *T
 		return nil, "", 2
 	}
 	if *checkFile != "" {
-		if _, err := load(*checkFile); err != nil {
+		cfg, err := load(*checkFile)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
+			if pe := (*ProblemsError)(nil); errors.As(err, &pe) {
+				printUnmatchedEnv(*checkFile, pe.UnmatchedEnv)
+			}
 			return nil, "", 2
+		}
+		if u, ok := any(cfg).(interface{ UnmatchedEnv() []string }); ok {
+			printUnmatchedEnv(*checkFile, u.UnmatchedEnv())
 		}
 		fmt.Printf("config %s: ok\n", *checkFile)
 		return nil, "", 0
@@ -37,4 +45,13 @@ func FromFlags[T any](defaultFile string, load func(string) (*T, error)) (cfg *T
 		return nil, "", 1
 	}
 	return cfg, *configFile, 0
+}
+
+// printUnmatchedEnv warns of IOP_* variables that override no key: a
+// warning, not a problem (the verdict and exit code stand), as a variable
+// of another tool may share the prefix.
+func printUnmatchedEnv(file string, names []string) {
+	for _, name := range names {
+		fmt.Fprintf(os.Stderr, "config %s: warning: environment variable %s overrides no config key; misspelt?\n", file, name)
+	}
 }

@@ -18,6 +18,10 @@ import (
 type ProblemsError struct {
 	File     string
 	Problems []string
+	// UnmatchedEnv are the IOP_* variables set that override no key: not
+	// problems (a variable of another tool may share the prefix), but a
+	// typo among them may be why a key has the value reported.
+	UnmatchedEnv []string
 }
 
 func (e *ProblemsError) Error() string {
@@ -44,8 +48,10 @@ func (p problems) err(file string) error {
 
 // load reads file into out with IOP_* environment overrides: the variable
 // for key a.b_c is IOP_A_B_C. Only scalar keys (and lists of scalars, comma
-// separated) outside lists of objects can be overridden.
-func load(file string, out any) error {
+// separated) outside lists of objects can be overridden. unmatched are the
+// IOP_* variables set that override nothing (unmatchedEnv), also when
+// decoding failed.
+func load(file string, out any) (unmatched []string, err error) {
 	v := viper.New()
 	v.SetConfigFile(file)
 	v.SetConfigType("yaml")
@@ -54,11 +60,12 @@ func load(file string, out any) error {
 	if err := v.ReadInConfig(); err != nil {
 		var nf viper.ConfigFileNotFoundError
 		if errors.As(err, &nf) || errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("config %s: not found: %w", file, err)
+			return nil, fmt.Errorf("config %s: not found: %w", file, err)
 		}
-		return fmt.Errorf("config %s: %w", file, err)
+		return nil, fmt.Errorf("config %s: %w", file, err)
 	}
-	bindEnvs(v, "", reflect.TypeOf(out).Elem())
+	known := map[string]bool{}
+	bindEnvs(v, "", reflect.TypeOf(out).Elem(), known)
 	dec := func(c *mapstructure.DecoderConfig) {
 		c.ErrorUnused = true
 		// Not weakly typed: strictScalars converts what may be converted
@@ -72,9 +79,9 @@ func load(file string, out any) error {
 	if err := v.Unmarshal(out, dec); err != nil {
 		// Every key that could not be decoded, one problem each; the keys
 		// that could are decoded, and validated by the caller too.
-		return &ProblemsError{File: file, Problems: decodeProblems(err, reflect.TypeOf(out).Elem().String())}
+		return unmatchedEnv(environ(), known, out), &ProblemsError{File: file, Problems: decodeProblems(err, reflect.TypeOf(out).Elem().String())}
 	}
-	return nil
+	return unmatchedEnv(environ(), known, out), nil
 }
 
 // decodeProblems flattens a decode error (mapstructure joins one error per
@@ -98,8 +105,9 @@ func decodeProblems(err error, root string) []string {
 }
 
 // bindEnvs registers every scalar key of t with viper so IOP_* variables
-// override it even when the file omits the key.
-func bindEnvs(v *viper.Viper, prefix string, t reflect.Type) {
+// override it even when the file omits the key, and adds their variables'
+// names to known.
+func bindEnvs(v *viper.Viper, prefix string, t reflect.Type, known map[string]bool) {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		tag := strings.Split(f.Tag.Get("mapstructure"), ",")[0]
@@ -116,13 +124,14 @@ func bindEnvs(v *viper.Viper, prefix string, t reflect.Type) {
 		}
 		switch {
 		case ft.Kind() == reflect.Struct:
-			bindEnvs(v, key, ft)
+			bindEnvs(v, key, ft, known)
 		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
 			// lists of objects are file-only
 		case ft.Kind() == reflect.Map:
 			// maps are file-only
 		default:
 			_ = v.BindEnv(key)
+			known[envName(key)] = true
 		}
 	}
 }
@@ -144,17 +153,22 @@ func resolveSecret(p *problems, key, inline, env string) string {
 }
 
 // loadNormalized loads file into a new T and runs its Normalize step; a
-// *ProblemsError names the file.
+// *ProblemsError names the file. The IOP_* variables that override no key
+// go with the config (its logger warns of them when built) or with the
+// problems.
 func loadNormalized[T any, PT interface {
 	*T
 	Normalize() error
+	setUnmatchedEnv([]string)
 }](file string) (*T, error) {
 	cfg := PT(new(T))
 	var decoded *ProblemsError
-	if err := load(file, cfg); err != nil && !errors.As(err, &decoded) {
+	unmatched, err := load(file, cfg)
+	if err != nil && !errors.As(err, &decoded) {
 		return nil, err // unreadable: nothing to validate
 	}
-	err := cfg.Normalize()
+	cfg.setUnmatchedEnv(unmatched)
+	err = cfg.Normalize()
 	if err == nil && decoded == nil {
 		return (*T)(cfg), nil
 	}
@@ -163,7 +177,7 @@ func loadNormalized[T any, PT interface {
 		return nil, err
 	}
 	// Type errors and validation problems are reported together.
-	all := &ProblemsError{File: file}
+	all := &ProblemsError{File: file, UnmatchedEnv: unmatched}
 	if decoded != nil {
 		all.Problems = append(all.Problems, decoded.Problems...)
 	}

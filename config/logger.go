@@ -8,13 +8,27 @@ import (
 )
 
 // Build returns the logger this section describes: JSON for production,
-// console (human-readable) for `make run`.
+// console (human-readable) for `make run`. Its first lines warn of each
+// IOP_* variable that overrode no key at load (a typo leaves the key as it
+// was): the config is loaded before any logger exists.
 func (l Log) Build() (*zap.Logger, error) {
 	zc, err := l.zapConfig()
 	if err != nil {
 		return nil, err
 	}
-	return zc.Build()
+	log, err := zc.Build()
+	if err != nil {
+		return nil, fmt.Errorf("config: log: %w", err)
+	}
+	warnUnmatchedEnv(log, l.unmatchedEnv)
+	return log, nil
+}
+
+// warnUnmatchedEnv logs one warning per name; never the value.
+func warnUnmatchedEnv(log *zap.Logger, names []string) {
+	for _, name := range names {
+		log.Warn("environment variable overrides no config key; misspelt?", zap.String("variable", name))
+	}
 }
 
 func (l Log) zapConfig() (zap.Config, error) {

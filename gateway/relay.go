@@ -98,12 +98,16 @@ const maxHeldBody = 16 << 20
 
 // droppedResponseHeaders never reach the client: hop-by-hop headers, the
 // framing the edge sets itself, the node's request id (the edge has its
-// own), and cookies (an upstream must not set cookies on the edge's
-// domain).
+// own), cookies (an upstream must not set cookies on the edge's domain)
+// and CORS headers (cors.allowed_origins decides which browser apps may
+// call the edge: an upstream's "*" would open it with CORS off, and
+// beside the edge's own make the browser refuse the answer).
 var droppedResponseHeaders = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
 	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
 	"Content-Length": true, "X-Request-Id": true, "Set-Cookie": true,
+	"Access-Control-Allow-Origin": true, "Access-Control-Allow-Credentials": true, "Access-Control-Expose-Headers": true,
+	"Access-Control-Allow-Methods": true, "Access-Control-Allow-Headers": true, "Access-Control-Max-Age": true,
 }
 
 // deadlineWriter bounds every write to the client by the write timeout, so a

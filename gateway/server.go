@@ -57,9 +57,11 @@ type Server struct {
 	auth    atomic.Pointer[authState]
 	limits  atomic.Pointer[config.EdgeLimits]
 	models  atomic.Pointer[modelIndex]
-	tracer  trace.Tracer
-	tracing bool // tracer is not the no-op one
-	created int64
+	// allowCORS is cors.allowed_origins in force; nil when off.
+	allowCORS atomic.Pointer[corsPolicy]
+	tracer    trace.Tracer
+	tracing   bool // tracer is not the no-op one
+	created   int64
 }
 
 // authState is the credentials in force, swapped on reload. Keys are kept
@@ -192,6 +194,7 @@ func (s *Server) SetConfig(cfg *config.Edge) {
 	}
 	s.models.Store(idx)
 	s.metrics.declareModels(idx.names)
+	s.allowCORS.Store(newCORSPolicy(cfg.CORS))
 }
 
 // credentialDigest is the digest a configured API key or admin token is
@@ -309,6 +312,7 @@ func (s *Server) requestID(c *gin.Context) {
 	}
 	c.Header("X-Request-Id", id)
 	c.Set(infoKey, &reqInfo{requestID: id, surface: surfaceOpenAI})
+	s.cors(c)
 }
 
 func printableASCII(s string) bool {
@@ -347,6 +351,9 @@ func (s *Server) accessLog(c *gin.Context) {
 func (s *Server) logRequest(c *gin.Context, start time.Time) {
 	in := info(c)
 	if !strings.HasPrefix(c.Request.URL.Path, "/v1/") {
+		if p := c.Request.URL.Path; p == "/admin" || strings.HasPrefix(p, "/admin/") {
+			s.logAdmin(c, in, start)
+		}
 		return
 	}
 	status := c.Writer.Status()
@@ -378,6 +385,19 @@ func (s *Server) logRequest(c *gin.Context, start time.Time) {
 		fields = append(fields, zap.String("trace_id", sc.TraceID().String()))
 	}
 	s.log.Info("request", fields...)
+}
+
+// logAdmin writes the audit line of an /admin call: who (the peer's
+// address: the edge trusts no forwarding header), what (method, path and
+// route pattern), the outcome and how long it took. Refused calls (a wrong
+// token) are logged alike. Never a header, the query or the body: the
+// token travels in Authorization, and a reload's answer can name config
+// problems.
+func (s *Server) logAdmin(c *gin.Context, in *reqInfo, start time.Time) {
+	s.log.Info("admin request",
+		zap.String("request_id", in.requestID), zap.String("method", c.Request.Method), zap.String("path", c.Request.URL.Path),
+		zap.String("endpoint", c.FullPath()), zap.Int("status", c.Writer.Status()), zap.Duration("duration", time.Since(start)),
+		zap.String("remote_addr", c.Request.RemoteAddr))
 }
 
 // statusCode is a request's outcome for iop_requests_total{code}: the

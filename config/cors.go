@@ -1,0 +1,79 @@
+package config
+
+import (
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// EdgeCORS lets browser apps on other origins call /v1/* (the OpenAI and
+// Anthropic surfaces) directly, with the user's own key. Off by default:
+// no CORS header is sent and a preflight is answered as today (404).
+type EdgeCORS struct {
+	// AllowedOrigins are the exact origins (scheme://host[:port], as a
+	// browser sends them in Origin) allowed to call, or "*" alone for any.
+	// IOP_CORS_ALLOWED_ORIGINS takes them comma separated. Applied on
+	// reload.
+	AllowedOrigins []string `mapstructure:"allowed_origins"`
+}
+
+// Enabled reports whether any origin is allowed.
+func (c *EdgeCORS) Enabled() bool { return len(c.AllowedOrigins) > 0 }
+
+// AnyOrigin reports whether every origin is allowed ("*").
+func (c *EdgeCORS) AnyOrigin() bool { return len(c.AllowedOrigins) == 1 && c.AllowedOrigins[0] == "*" }
+
+func (c *EdgeCORS) normalize(p *problems) {
+	for i := range c.AllowedOrigins {
+		o := strings.TrimSpace(c.AllowedOrigins[i])
+		c.AllowedOrigins[i] = o
+		if o == "*" {
+			if len(c.AllowedOrigins) > 1 {
+				p.add("cors.allowed_origins[%d] is \"*\", which must be the only entry", i)
+			}
+			continue
+		}
+		canon, ok := canonicalOrigin(o)
+		if !ok {
+			p.add("cors.allowed_origins[%d] %s is not an origin: scheme://host[:port], without path (not even /), wildcard or credentials", i, quoteSafe(o))
+			continue
+		}
+		c.AllowedOrigins[i] = canon
+		if j := slices.Index(c.AllowedOrigins[:i], canon); j >= 0 {
+			p.add("cors.allowed_origins[%d] repeats cors.allowed_origins[%d]", i, j)
+		}
+	}
+}
+
+// canonicalOrigin is o as a browser serialises it in Origin (RFC 6454
+// §6.1): scheme and host in lower case, the scheme's default port left
+// out. Configured otherwise ("https://Chat.example.com:443") it would
+// never match. "null" (sandboxed frames, file: pages) is not an origin
+// here: allowing it would let any sandboxed page in.
+func canonicalOrigin(o string) (string, bool) {
+	u, err := url.Parse(o)
+	if err != nil || u.Scheme == "" || u.Host == "" || u.Opaque != "" || u.User != nil ||
+		u.Path != "" || u.RawPath != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" ||
+		strings.ContainsAny(o, "#*") || strings.HasSuffix(u.Host, ":") {
+		return "", false
+	}
+	scheme := strings.ToLower(u.Scheme)
+	host := strings.ToLower(u.Hostname())
+	port := u.Port()
+	if port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return "", false
+		}
+	}
+	if (scheme == "https" && port == "443") || (scheme == "http" && port == "80") {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]" // IPv6
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return scheme + "://" + host, true
+}
