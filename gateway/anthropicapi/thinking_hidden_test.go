@@ -42,3 +42,17 @@ func TestHiddenThinkingPings(t *testing.T) {
 		}
 	}
 }
+
+// Hidden reasoning before the stream started writes nothing: the caller
+// can still answer with an HTTP error, and starts the stream itself.
+func TestHiddenThinkingBeforeStartWritesNothing(t *testing.T) {
+	var buf bytes.Buffer
+	s := NewStreamWriter(&buf, nil, "m", 1, nil, false)
+	piece := `{"choices":[{"index":0,"delta":{"reasoning":"` + strings.Repeat("x", 2*HiddenThinkingPingBytes) + `"}}]}`
+	if err := s.Chunk([]byte(piece)); err != nil {
+		t.Fatal(err)
+	}
+	if s.Started() || buf.Len() != 0 {
+		t.Fatalf("wrote %q before the stream started", buf.String())
+	}
+}
