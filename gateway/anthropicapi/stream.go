@@ -115,8 +115,9 @@ const functionCallIndex = -1
 //
 // Reasoning (delta "reasoning", or "reasoning_content") becomes thinking
 // blocks when the request enabled thinking, and is dropped otherwise, as
-// Anthropic sends no thinking unless asked; it counts in the output
-// estimate either way. A thinking block's signature is Anthropic's proof
+// Anthropic sends no thinking unless asked (a ping for every
+// HiddenThinkingPingBytes of it keeps the stream alive); it counts in the
+// output estimate either way. A thinking block's signature is Anthropic's proof
 // that its own model produced the thinking; no other backend can give one,
 // so it is empty. A client that sends the block back gets it dropped by
 // the edge (see ParseRequest); Anthropic's API would refuse it.
@@ -147,6 +148,7 @@ type StreamWriter struct {
 	vllmStop   json.RawMessage
 	usage      *oaUsage
 	outBytes   int
+	hidden     int // reasoning bytes dropped since the last hidden-thinking ping
 	stopReason string
 }
 
@@ -238,10 +240,23 @@ func (s *StreamWriter) text(t string) {
 	s.event("content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: s.next - 1, Delta: textDelta{Type: "text_delta", Text: t}})
 }
 
+// HiddenThinkingPingBytes is how much reasoning a stream without thinking
+// drops between two pings: some 500 tokens, seconds of a model's output.
+// A model that thinks for minutes before it answers would otherwise leave
+// the stream silent all that time, and a proxy's or client's read timeout
+// (nginx: 60 s) would cut the answer before its text.
+const HiddenThinkingPingBytes = 2048
+
 // think handles one piece of reasoning (see StreamWriter).
 func (s *StreamWriter) think(t string) {
 	s.outBytes += len(t)
 	if !s.thinking {
+		// Only a started stream is kept alive: before it, the caller may
+		// still answer with an HTTP error, and starts it itself.
+		if s.hidden += len(t); s.hidden >= HiddenThinkingPingBytes && s.msgStarted {
+			s.hidden = 0
+			s.eventRaw("ping", eventPing)
+		}
 		return
 	}
 	if s.open != openThinking {
