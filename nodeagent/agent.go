@@ -30,7 +30,6 @@ type instance struct {
 	impl  adapter.Instance
 	gate  *gate
 	stats usageStats
-	agent *Agent
 
 	// users counts the runs and tunnels admitted to this instance (taken
 	// under Agent.mu, so none is taken once a refresh has dropped it);
@@ -94,10 +93,11 @@ type Agent struct {
 	instances map[string]*instance   // guarded by mu: by AdapterConfig.name
 	nodeID    string                 // guarded by mu
 	applied   *iop.NodeConfigPayload // guarded by mu
-	// draining is guarded by mu: the gates of instances a refresh removed
-	// while exchanges still held slots, by name, so that the name coming
-	// back before they end counts them against its capacity.
-	draining map[string]*gate
+	// retiredGates is guarded by mu: the gates of instances a refresh
+	// removed while exchanges still held slots, by name, so that the name
+	// coming back before they end counts them against its capacity. (Not
+	// to be confused with the node draining: see stopping.)
+	retiredGates map[string]*gate
 
 	tracer trace.Tracer // spans for runs and tunnels; no-op unless SetTracerProvider
 
@@ -110,8 +110,11 @@ type Agent struct {
 	// exchanges counts the runs and tunnels admitted and not yet ended
 	// (their terminal message written and the stream closed), node-wide.
 	exchanges atomic.Int64
-	// idle takes a token when exchanges drops to zero while stopping.
-	idle chan struct{}
+	// idle is closed (once, by idleOnce) when exchanges drops to zero
+	// while stopping: it stays zero then (admit counts none any more), so
+	// every Drain waiting may return, not only one.
+	idle     chan struct{}
+	idleOnce sync.Once
 
 	wakeMu sync.Mutex
 	// wakes is guarded by wakeMu: one channel per live session's load
@@ -127,8 +130,8 @@ func NewAgent(factories map[string]adapter.Factory, env adapter.Env) *Agent {
 	}
 	return &Agent{
 		log: env.Logger, env: env, factories: factories,
-		instances: map[string]*instance{}, draining: map[string]*gate{}, runs: map[string]func(){},
-		idle: make(chan struct{}, 1), wakes: map[chan struct{}]struct{}{},
+		instances: map[string]*instance{}, retiredGates: map[string]*gate{}, runs: map[string]func(){},
+		idle: make(chan struct{}), wakes: map[chan struct{}]struct{}{},
 		tracer: noop.NewTracerProvider().Tracer(""),
 	}
 }
@@ -256,7 +259,7 @@ func (a *Agent) Apply(payload *iop.NodeConfigPayload, initial bool) (iop.Refresh
 			old.gate.setCapacity(int(c.cfg.GetCapacity()))
 			next[c.name] = old
 		default:
-			in := &instance{name: c.name, impl: c.fresh, gate: &gate{}, agent: a}
+			in := &instance{name: c.name, impl: c.fresh, gate: &gate{}}
 			in.cfg.Store(c.cfg)
 			// Keep the gate of the instance replaced (or of one removed
 			// earlier whose exchanges have not all ended) so that those
@@ -264,7 +267,7 @@ func (a *Agent) Apply(payload *iop.NodeConfigPayload, initial bool) (iop.Refresh
 			if old != nil {
 				in.gate = old.gate
 				old.retire()
-			} else if g := a.draining[c.name]; g != nil {
+			} else if g := a.retiredGates[c.name]; g != nil {
 				in.gate = g
 			}
 			in.gate.setCapacity(int(c.cfg.GetCapacity()))
@@ -273,13 +276,13 @@ func (a *Agent) Apply(payload *iop.NodeConfigPayload, initial bool) (iop.Refresh
 	}
 	for name, old := range a.instances {
 		if next[name] == nil {
-			a.draining[name] = old.gate
+			a.retiredGates[name] = old.gate
 			old.retire()
 		}
 	}
-	for name, g := range a.draining {
+	for name, g := range a.retiredGates {
 		if _, inFlight := g.state(); next[name] != nil || inFlight == 0 {
-			delete(a.draining, name)
+			delete(a.retiredGates, name)
 		}
 	}
 	a.instances = next
@@ -326,10 +329,7 @@ func (a *Agent) admit(name string) (in *instance, err error) {
 // node drains lets Drain return.
 func (a *Agent) leave() {
 	if a.exchanges.Add(-1) == 0 && a.stopping.Load() {
-		select {
-		case a.idle <- struct{}{}:
-		default:
-		}
+		a.idleOnce.Do(func() { close(a.idle) })
 	}
 }
 
@@ -356,15 +356,24 @@ func (a *Agent) Drain(ctx context.Context) error {
 		}
 		a.wakeMu.Unlock()
 	}
-	for a.exchanges.Load() > 0 {
-		select {
-		case <-a.idle:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if a.exchanges.Load() == 0 {
+		return nil
 	}
-	return nil
+	if drainWaitsHook != nil {
+		drainWaitsHook()
+	}
+	select {
+	case <-a.idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
+
+// drainWaitsHook, nil in production, runs in Drain just before it waits
+// for the work in flight: a test seam, as two Drains waiting at once
+// cannot be told from outside.
+var drainWaitsHook func()
 
 // Draining reports whether Drain has begun.
 func (a *Agent) Draining() bool { return a.stopping.Load() }

@@ -1,0 +1,46 @@
+package nodeagent
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Drain may be called by more than one waiter (a signal handler and a
+// test harness, say): each returns when the work in flight has ended, not
+// only the first to be woken.
+func TestConcurrentDrainsAllReturn(t *testing.T) {
+	var runs atomic.Int64
+	h := heldInstance{runs: &runs, started: make(chan struct{}, 4), release: make(chan struct{})}
+	le := startLoadEdge(t, heldPayload())
+	a := heldAgent(t, h)
+	c := startNode(t, le.fakeEdge, a)
+	st := openRun(t, c, "r1")
+	select {
+	case <-h.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run never started")
+	}
+	const waiters = 3
+	waiting := make(chan struct{}, waiters)
+	drainWaitsHook = func() { waiting <- struct{}{} }
+	t.Cleanup(func() { drainWaitsHook = nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	drained := make(chan error, waiters)
+	for range waiters {
+		// Owner: the test; each returns when r1 ends or at ctx's bound.
+		go func() { drained <- a.Drain(ctx) }()
+	}
+	for range waiters {
+		<-waiting // every waiter waits for r1 to end
+	}
+	close(h.release)
+	readAll(t, st)
+	for range waiters {
+		if err := <-drained; err != nil {
+			t.Fatalf("a Drain waiting beside another: %v", err)
+		}
+	}
+}
