@@ -116,6 +116,11 @@ type Agent struct {
 	idle     chan struct{}
 	idleOnce sync.Once
 
+	// drainBegun is cancelled by the first Drain (after stopping is set):
+	// it cuts short a load report's sample of the backends.
+	drainBegun context.Context
+	beginDrain context.CancelFunc
+
 	wakeMu sync.Mutex
 	// wakes is guarded by wakeMu: one channel per live session's load
 	// report loop, poked when Drain begins so that each edge hears of it
@@ -128,8 +133,9 @@ func NewAgent(factories map[string]adapter.Factory, env adapter.Env) *Agent {
 	if env.Logger == nil {
 		env.Logger = zap.NewNop()
 	}
+	drainBegun, beginDrain := context.WithCancel(context.Background())
 	return &Agent{
-		log: env.Logger, env: env, factories: factories,
+		log: env.Logger, env: env, factories: factories, drainBegun: drainBegun, beginDrain: beginDrain,
 		instances: map[string]*instance{}, retiredGates: map[string]*gate{}, runs: map[string]func(){},
 		idle: make(chan struct{}), wakes: map[chan struct{}]struct{}{},
 		tracer: noop.NewTracerProvider().Tracer(""),
@@ -346,6 +352,7 @@ func (a *Agent) Drain(ctx context.Context) error {
 	a.stopping.Store(true)
 	a.mu.Unlock()
 	if first {
+		a.beginDrain()
 		a.log.Info("draining: taking no new work", zap.Int64("in_flight", a.exchanges.Load()))
 		a.wakeMu.Lock()
 		for w := range a.wakes {
