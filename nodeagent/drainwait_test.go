@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,5 +43,31 @@ func TestConcurrentDrainsAllReturn(t *testing.T) {
 		if err := <-drained; err != nil {
 			t.Fatalf("a Drain waiting beside another: %v", err)
 		}
+	}
+}
+
+// Work that ended before the drain began does not count as the drain's
+// end: with one run done and another in flight, Drain waits for the
+// second (here, to its bound).
+func TestDrainWaitsAfterEarlierRunsEnded(t *testing.T) {
+	var runs atomic.Int64
+	h := heldInstance{runs: &runs, started: make(chan struct{}, 4), release: make(chan struct{}, 4)}
+	le := startLoadEdge(t, heldPayload())
+	a := heldAgent(t, h)
+	c := startNode(t, le.fakeEdge, a)
+	st := openRun(t, c, "r1")
+	<-h.started
+	h.release <- struct{}{}
+	readAll(t, st)
+	for a.exchanges.Load() != 0 {
+		time.Sleep(time.Millisecond) // r1 leaves once the edge's close reaches the node
+	}
+	st2 := openRun(t, c, "r2")
+	<-h.started
+	defer func() { h.release <- struct{}{}; readAll(t, st2) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := a.Drain(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Drain with r2 in flight, r1 ended before it began: %v", err)
 	}
 }
