@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,5 +51,26 @@ func TestDrainReportedDuringStuckSample(t *testing.T) {
 	r := waitLoads(t, le, 1, 20*time.Second)[0]
 	if len(r.GetProviders()) != 1 || r.GetProviders()[0].GetHealth() != iop.HealthState_HEALTH_STATE_DRAINING {
 		t.Fatalf("first report after the drain began: %v", r)
+	}
+}
+
+// With a long report interval, a draining node still repeats that it
+// drains every drainReportEvery: a session that reconnects during the
+// drain may send its first report before the edge takes reports from it,
+// and the next must not be a whole interval (here a minute) away.
+func TestDrainRepeatedWithinLongInterval(t *testing.T) {
+	var runs atomic.Int64
+	h := heldInstance{runs: &runs, started: make(chan struct{}, 4), release: make(chan struct{})}
+	le := startLoadEdge(t, heldPayload())
+	a := heldAgent(t, h)
+	startNode(t, le.fakeEdge, a)
+	waitLoads(t, le, 1, 10*time.Second) // the session's first report
+	if err := a.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range waitLoads(t, le, 3, 20*time.Second) {
+		if len(r.GetProviders()) != 2 || r.GetProviders()[0].GetHealth() != iop.HealthState_HEALTH_STATE_DRAINING {
+			t.Fatalf("report during the drain: %v", r)
+		}
 	}
 }
