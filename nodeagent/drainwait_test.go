@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // Drain may be called by more than one waiter (a signal handler and a
@@ -69,5 +71,28 @@ func TestDrainWaitsAfterEarlierRunsEnded(t *testing.T) {
 	defer cancel()
 	if err := a.Drain(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Drain with r2 in flight, r1 ended before it began: %v", err)
+	}
+}
+
+// A run refused because the node drains is not counted as refused over
+// capacity (the usage command's rejected_over_capacity): the provider was
+// not full.
+func TestDrainRefusalNotCountedOverCapacity(t *testing.T) {
+	var runs atomic.Int64
+	h := heldInstance{runs: &runs, started: make(chan struct{}, 4), release: make(chan struct{})}
+	le := startLoadEdge(t, heldPayload())
+	a := heldAgent(t, h)
+	c := startNode(t, le.fakeEdge, a)
+	if err := a.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	envs := readAll(t, openRun(t, c, "r1"))
+	if ev := terminal(envs); ev.GetError().GetCode() != iop.ErrorCode_ERROR_CODE_CAPACITY_EXCEEDED {
+		t.Fatalf("run during the drain: %v", envs)
+	}
+	for _, u := range a.usage()["adapters"].([]adapterUsage) {
+		if u.Rejected != 0 {
+			t.Fatalf("%s: %d runs counted as rejected over capacity", u.Adapter, u.Rejected)
+		}
 	}
 }
