@@ -30,7 +30,6 @@ type instance struct {
 	impl  adapter.Instance
 	gate  *gate
 	stats usageStats
-	agent *Agent
 
 	// users counts the runs and tunnels admitted to this instance (taken
 	// under Agent.mu, so none is taken once a refresh has dropped it);
@@ -94,10 +93,11 @@ type Agent struct {
 	instances map[string]*instance   // guarded by mu: by AdapterConfig.name
 	nodeID    string                 // guarded by mu
 	applied   *iop.NodeConfigPayload // guarded by mu
-	// draining is guarded by mu: the gates of instances a refresh removed
-	// while exchanges still held slots, by name, so that the name coming
-	// back before they end counts them against its capacity.
-	draining map[string]*gate
+	// retiredGates is guarded by mu: the gates of instances a refresh
+	// removed while exchanges still held slots, by name, so that the name
+	// coming back before they end counts them against its capacity. (Not
+	// to be confused with the node draining: see stopping.)
+	retiredGates map[string]*gate
 
 	tracer trace.Tracer // spans for runs and tunnels; no-op unless SetTracerProvider
 
@@ -110,8 +110,16 @@ type Agent struct {
 	// exchanges counts the runs and tunnels admitted and not yet ended
 	// (their terminal message written and the stream closed), node-wide.
 	exchanges atomic.Int64
-	// idle takes a token when exchanges drops to zero while stopping.
-	idle chan struct{}
+	// idle is closed (once, by idleOnce) when exchanges drops to zero
+	// while stopping: it stays zero then (admit counts none any more), so
+	// every Drain waiting may return, not only one.
+	idle     chan struct{}
+	idleOnce sync.Once
+
+	// drainBegun is cancelled by the first Drain (after stopping is set):
+	// it cuts short a load report's sample of the backends.
+	drainBegun context.Context
+	beginDrain context.CancelFunc
 
 	wakeMu sync.Mutex
 	// wakes is guarded by wakeMu: one channel per live session's load
@@ -125,10 +133,11 @@ func NewAgent(factories map[string]adapter.Factory, env adapter.Env) *Agent {
 	if env.Logger == nil {
 		env.Logger = zap.NewNop()
 	}
+	drainBegun, beginDrain := context.WithCancel(context.Background())
 	return &Agent{
-		log: env.Logger, env: env, factories: factories,
-		instances: map[string]*instance{}, draining: map[string]*gate{}, runs: map[string]func(){},
-		idle: make(chan struct{}, 1), wakes: map[chan struct{}]struct{}{},
+		log: env.Logger, env: env, factories: factories, drainBegun: drainBegun, beginDrain: beginDrain,
+		instances: map[string]*instance{}, retiredGates: map[string]*gate{}, runs: map[string]func(){},
+		idle: make(chan struct{}), wakes: map[chan struct{}]struct{}{},
 		tracer: noop.NewTracerProvider().Tracer(""),
 	}
 }
@@ -256,7 +265,7 @@ func (a *Agent) Apply(payload *iop.NodeConfigPayload, initial bool) (iop.Refresh
 			old.gate.setCapacity(int(c.cfg.GetCapacity()))
 			next[c.name] = old
 		default:
-			in := &instance{name: c.name, impl: c.fresh, gate: &gate{}, agent: a}
+			in := &instance{name: c.name, impl: c.fresh, gate: &gate{}}
 			in.cfg.Store(c.cfg)
 			// Keep the gate of the instance replaced (or of one removed
 			// earlier whose exchanges have not all ended) so that those
@@ -264,7 +273,7 @@ func (a *Agent) Apply(payload *iop.NodeConfigPayload, initial bool) (iop.Refresh
 			if old != nil {
 				in.gate = old.gate
 				old.retire()
-			} else if g := a.draining[c.name]; g != nil {
+			} else if g := a.retiredGates[c.name]; g != nil {
 				in.gate = g
 			}
 			in.gate.setCapacity(int(c.cfg.GetCapacity()))
@@ -273,13 +282,13 @@ func (a *Agent) Apply(payload *iop.NodeConfigPayload, initial bool) (iop.Refresh
 	}
 	for name, old := range a.instances {
 		if next[name] == nil {
-			a.draining[name] = old.gate
+			a.retiredGates[name] = old.gate
 			old.retire()
 		}
 	}
-	for name, g := range a.draining {
+	for name, g := range a.retiredGates {
 		if _, inFlight := g.state(); next[name] != nil || inFlight == 0 {
-			delete(a.draining, name)
+			delete(a.retiredGates, name)
 		}
 	}
 	a.instances = next
@@ -326,10 +335,7 @@ func (a *Agent) admit(name string) (in *instance, err error) {
 // node drains lets Drain return.
 func (a *Agent) leave() {
 	if a.exchanges.Add(-1) == 0 && a.stopping.Load() {
-		select {
-		case a.idle <- struct{}{}:
-		default:
-		}
+		a.idleOnce.Do(func() { close(a.idle) })
 	}
 }
 
@@ -346,6 +352,7 @@ func (a *Agent) Drain(ctx context.Context) error {
 	a.stopping.Store(true)
 	a.mu.Unlock()
 	if first {
+		a.beginDrain()
 		a.log.Info("draining: taking no new work", zap.Int64("in_flight", a.exchanges.Load()))
 		a.wakeMu.Lock()
 		for w := range a.wakes {
@@ -356,15 +363,24 @@ func (a *Agent) Drain(ctx context.Context) error {
 		}
 		a.wakeMu.Unlock()
 	}
-	for a.exchanges.Load() > 0 {
-		select {
-		case <-a.idle:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if a.exchanges.Load() == 0 {
+		return nil
 	}
-	return nil
+	if drainWaitsHook != nil {
+		drainWaitsHook()
+	}
+	select {
+	case <-a.idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
+
+// drainWaitsHook, nil in production, runs in Drain just before it waits
+// for the work in flight: a test seam, as two Drains waiting at once
+// cannot be told from outside.
+var drainWaitsHook func()
 
 // Draining reports whether Drain has begun.
 func (a *Agent) Draining() bool { return a.stopping.Load() }

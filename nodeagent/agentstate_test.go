@@ -73,7 +73,7 @@ func TestRemovedIdleAdapterLeavesNoGate(t *testing.T) {
 		t.Fatalf("refresh: %v %v", st, err)
 	}
 	a.mu.RLock()
-	n := len(a.draining)
+	n := len(a.retiredGates)
 	a.mu.RUnlock()
 	if n != 0 {
 		t.Fatalf("%d gates kept for removed adapters with nothing in flight", n)

@@ -69,16 +69,27 @@ func (a *Agent) reportLoad(ctx context.Context, conn loadSender) {
 			t.Reset(loadIdleCheck)
 			continue
 		}
-		if draining && (every <= 0 || every > drainReportEvery) {
-			every = drainReportEvery
-		}
 		var r *iop.LoadReport
-		if draining {
-			r = a.drainReport()
-		} else {
+		if !draining {
 			sctx, cancel := context.WithTimeout(ctx, every)
+			// A drain that begins meanwhile cuts the sample short: the
+			// edges hear of it at once, not once a backend that does not
+			// answer has used up the interval.
+			unhook := context.AfterFunc(a.drainBegun, cancel)
 			r = a.loadReport(sctx)
+			unhook()
 			cancel()
+			draining = a.stopping.Load()
+		}
+		if draining {
+			if every <= 0 || every > drainReportEvery {
+				every = drainReportEvery
+			}
+			r = a.drainReport()
+			select {
+			case <-wake: // this report is the one Drain asked for
+			default:
+			}
 		}
 		if err := conn.SendLoad(r, time.Now().Add(every)); err != nil {
 			if ctx.Err() != nil || !errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, nodewire.ErrStreamCut) {

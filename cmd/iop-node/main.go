@@ -39,12 +39,11 @@ func run() int {
 	defer signal.Stop(hup)
 	// SIGINT and SIGTERM are taken as early: one that arrives during
 	// start-up (a TLS file on a slow mount) stops the node once start-up
-	// is through, with exit 0, instead of killing it by the signal.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	// After the first, a second signal has its default action: a start-up
-	// that hangs (a file that never reads) can still be killed by one.
-	context.AfterFunc(ctx, stop)
+	// is through, with exit 0, instead of killing it by the signal; after
+	// it, a second has its default action (startSignals).
+	sigs := takeStartSignals(os.Interrupt, syscall.SIGTERM)
+	defer sigs.stop()
+	defer sigs.handOver() // start-up given up: lets the watcher go
 	cfg, _, code := config.FromFlags("configs/node.yaml", config.LoadNode)
 	if cfg == nil {
 		return code
@@ -115,19 +114,15 @@ func run() int {
 	}()
 
 	// Start-up is through: from here SIGINT and SIGTERM go to late, the
-	// first starting the drain, a second cutting it short. late is taken
-	// before ctx lets go of them, so that none falls to its default
-	// action in between; one that comes after the check below is in late.
-	late := make(chan os.Signal, 1)
-	signal.Notify(late, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(late)
-	signaled := ctx.Err() != nil
-	stop()
-	if signaled {
+	// first starting the drain, a second cutting it short. It is the
+	// channel that took them during start-up, so none is lost or falls
+	// to its default action at the hand-over.
+	if sig := sigs.handOver(); sig != nil {
 		// A signal during start-up: nothing runs yet to drain.
-		log.Info("iop-node stopped before it connected")
+		log.Info("iop-node stopped before it connected", zap.Stringer("signal", sig))
 		return 0
 	}
+	late := sigs.ch
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	drainDone := make(chan struct{})
@@ -143,7 +138,7 @@ func run() int {
 			drainThenStop(runCtx, agent, cfg.Shutdown.Drain(), late, sig, log)
 			// A signal from here on has its default action: a stop that
 			// hangs can still be killed.
-			signal.Stop(late)
+			sigs.stop()
 			cancelRun()
 		}
 	}()
