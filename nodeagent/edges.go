@@ -303,8 +303,9 @@ func (f *nameFollower) readyCount() int {
 }
 
 // applyLocked follows the answer ips: new addresses get a supervisor
-// while the name has fewer than maxAddressesPerName that keep a session
-// and the node does not drain; the others are marked listed or not.
+// while the name has fewer than maxAddressesPerName that keep a session,
+// its budget is not spent and the node does not drain; the others are
+// marked listed or not.
 func (f *nameFollower) applyLocked(ctx context.Context, ips []string) {
 	ips = slices.Clone(oneFamily(ips))
 	slices.SortFunc(ips, compareIPs)
@@ -325,8 +326,8 @@ func (f *nameFollower) applyLocked(ctx context.Context, ips []string) {
 	}
 	for _, ip := range ips {
 		addr := net.JoinHostPort(ip, f.port)
-		if f.members[addr] != nil || f.ended || f.agent.Draining() {
-			continue
+		if f.members[addr] != nil || f.ended || f.gaveUp || f.agent.Draining() {
+			continue // the name is given up, or the node is stopping
 		}
 		if keeping >= maxAddressesPerName {
 			if !f.capped {
@@ -339,7 +340,7 @@ func (f *nameFollower) applyLocked(ctx context.Context, ips []string) {
 		f.startLocked(ctx, addr)
 	}
 	if f.running == 0 && !f.ended {
-		// None started (the node drains): nothing will close done.
+		// None started (the node drains): nothing else will close done.
 		f.ended = true
 		close(f.done)
 	}
