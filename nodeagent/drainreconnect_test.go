@@ -156,3 +156,24 @@ func TestDrainStopsLookingUpAnEdgeName(t *testing.T) {
 		t.Fatal("RunEdges still looking the name up during the drain")
 	}
 }
+
+// A drain that begins while the name's first lookup is under way starts
+// no supervisor for its answer, and RunEdges returns.
+func TestDrainDuringTheFirstLookupStartsNothing(t *testing.T) {
+	agent := newTestAgent(t)
+	stubDNS(t, func(int) ([]string, error) {
+		if err := agent.Drain(context.Background()); err != nil {
+			t.Error(err)
+		}
+		return []string{"127.0.0.2"}, nil
+	})
+	done := runEdgesAsync(t, dnsPolicy(0), []string{"edge.test:1"}, true, agent)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("RunEdges during the drain = %v, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("RunEdges did not return: the drain left the name nothing to wait for")
+	}
+}
