@@ -121,11 +121,17 @@ func oneFamily(ips []string) []string {
 	return ips
 }
 
-// resolveEdge looks host up until it resolves, ctx ends or base's attempt
+// resolveEdge looks host up until it resolves, ctx ends, base's attempt
 // budget runs out (then the error wraps ErrNoEdge and
-// ErrAttemptsExhausted). Each lookup is bounded as a handshake is.
-func resolveEdge(ctx context.Context, base SupervisorConfig, host string, log *zap.Logger) ([]string, error) {
+// ErrAttemptsExhausted) or agent drains (errDraining: a node that is
+// stopping does not connect). Each lookup is bounded as a handshake is.
+func resolveEdge(ctx context.Context, base SupervisorConfig, host string, agent *Agent, log *zap.Logger) ([]string, error) {
+	drained, unwatch := agent.wakeOnDrain()
+	defer unwatch()
 	for failures := 1; ; failures++ {
+		if agent.Draining() {
+			return nil, errDraining
+		}
 		ips, err := lookupEdge(ctx, base, host)
 		if err == nil {
 			return ips, nil
@@ -142,6 +148,8 @@ func resolveEdge(ctx context.Context, base SupervisorConfig, host string, log *z
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
+		case <-drained:
+			t.Stop() // checked at the top of the loop
 		case <-t.C:
 		}
 	}
@@ -218,13 +226,20 @@ type edgeMember struct {
 // run follows the name until ctx ends or every supervisor of it has
 // stopped; it returns why they gave up (nil on cancellation).
 func (f *nameFollower) run(ctx context.Context) error {
-	ips, err := resolveEdge(ctx, f.base, f.host, f.log)
+	ips, err := resolveEdge(ctx, f.base, f.host, f.agent, f.log)
+	if errors.Is(err, errDraining) {
+		return nil
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			f.log.Error("edge address does not resolve; giving up", zap.Error(err))
 		}
 		return err
 	}
+	// A drain wakes the loop, which from then on looks nothing up and
+	// waits for the name's supervisors to stop (they do not reconnect).
+	drained, unwatch := f.agent.wakeOnDrain()
+	defer unwatch()
 	f.mu.Lock()
 	f.applyLocked(ctx, ips)
 	f.mu.Unlock()
@@ -234,7 +249,7 @@ func (f *nameFollower) run(ctx context.Context) error {
 	for {
 		var wake <-chan time.Time
 		var t *time.Timer
-		if pending || f.readyCount() == 0 {
+		if !f.agent.Draining() && (pending || f.readyCount() == 0) {
 			t = time.NewTimer(time.Until(last.Add(f.base.Interval)))
 			wake = t.C
 		}
@@ -243,6 +258,7 @@ func (f *nameFollower) run(ctx context.Context) error {
 		case <-f.done:
 		case <-f.kick:
 			pending = true
+		case <-drained:
 		case <-wake:
 		}
 		if t != nil {
@@ -259,7 +275,7 @@ func (f *nameFollower) run(ctx context.Context) error {
 			return errors.Join(f.errs...)
 		default:
 		}
-		if wake == nil || time.Now().Before(last.Add(f.base.Interval)) {
+		if wake == nil || time.Now().Before(last.Add(f.base.Interval)) || f.agent.Draining() {
 			continue // kicked: the lookup waits for its turn
 		}
 		if !pending && f.readyCount() > 0 {
@@ -287,8 +303,9 @@ func (f *nameFollower) readyCount() int {
 }
 
 // applyLocked follows the answer ips: new addresses get a supervisor
-// while the name has fewer than maxAddressesPerName that keep a session;
-// the others are marked listed or not.
+// while the name has fewer than maxAddressesPerName that keep a session,
+// its budget is not spent and the node does not drain; the others are
+// marked listed or not.
 func (f *nameFollower) applyLocked(ctx context.Context, ips []string) {
 	ips = slices.Clone(oneFamily(ips))
 	slices.SortFunc(ips, compareIPs)
@@ -309,8 +326,8 @@ func (f *nameFollower) applyLocked(ctx context.Context, ips []string) {
 	}
 	for _, ip := range ips {
 		addr := net.JoinHostPort(ip, f.port)
-		if f.members[addr] != nil || f.ended {
-			continue
+		if f.members[addr] != nil || f.ended || f.gaveUp || f.agent.Draining() {
+			continue // the name is given up, or the node is stopping
 		}
 		if keeping >= maxAddressesPerName {
 			if !f.capped {
@@ -321,6 +338,11 @@ func (f *nameFollower) applyLocked(ctx context.Context, ips []string) {
 		}
 		keeping++
 		f.startLocked(ctx, addr)
+	}
+	if f.running == 0 && !f.ended {
+		// None started (the node drains): nothing else will close done.
+		f.ended = true
+		close(f.done)
 	}
 }
 

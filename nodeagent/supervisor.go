@@ -77,11 +77,21 @@ func NewSupervisor(cfg SupervisorConfig, agent *Agent, log *zap.Logger) *Supervi
 
 // Run connects and reconnects until ctx is cancelled (returns nil), a fatal
 // error (wraps ErrFatal), or the attempt budget is exhausted (wraps
-// ErrAttemptsExhausted).
+// ErrAttemptsExhausted). Once the agent drains it starts no attempt: a
+// ready session is served to its end, a lost one is not re-established
+// (the node is stopping), and Run returns nil.
 func (s *Supervisor) Run(ctx context.Context) error {
+	// Registered before the first Draining check, so that a drain that
+	// begins after that check pokes it.
+	drained, unwatch := s.agent.wakeOnDrain()
+	defer unwatch()
 	failures := 0
 	for {
 		if ctx.Err() != nil {
+			return nil
+		}
+		if s.agent.Draining() {
+			s.log.Info("node draining: not connecting to this edge again")
 			return nil
 		}
 		reachedReady, err := s.session(ctx, failures+1)
@@ -111,6 +121,10 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
+		case <-drained:
+			// Checked at the top of the loop (the token may also be
+			// one the drain left during the session).
+			t.Stop()
 		case <-t.C:
 		}
 		if s.watch != nil && !s.watch.next() {
