@@ -4,60 +4,35 @@ import (
 	"bufio"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/internal/stack"
+	"github.com/iop-gateway/iop/internal/testhttp"
 )
 
 // drainSetup is an edge with model "m" on node n1's vLLM provider, whose
 // upstream holds every streamed answer after its first chunk until
-// release; the node is the binary, with shutdown.drain_sec drain.
+// free; the node is the binary, with shutdown.drain_sec drain.
 type drainSetup struct {
-	edge    *stack.Edge
-	cmd     *exec.Cmd
-	out     *safeBuffer
-	done    chan error
-	once    sync.Once
-	release chan struct{}
+	edge *stack.Edge
+	up   *testhttp.HeldVLLM
+	cmd  *exec.Cmd
+	out  *safeBuffer
+	done chan error
 }
 
-func (s *drainSetup) free() { s.once.Do(func() { close(s.release) }) }
+// free lets every held answer finish.
+func (s *drainSetup) free() { s.up.Free() }
 
 func startDrainSetup(t *testing.T, drain string) *drainSetup {
 	t.Helper()
-	s := &drainSetup{release: make(chan struct{}), done: make(chan error, 1), out: &safeBuffer{}}
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/health":
-			return
-		case "/metrics":
-			_, _ = io.WriteString(w, "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n")
-			return
-		case "/v1/chat/completions":
-		default:
-			http.NotFound(w, r)
-			return
-		}
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"t","choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"},"finish_reason":null}]}`+"\n\n")
-		w.(http.Flusher).Flush()
-		select {
-		case <-s.release:
-		case <-r.Context().Done():
-			return
-		}
-		_, _ = io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"t","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
-	}))
-	t.Cleanup(up.Close)
-	t.Cleanup(s.free)
+	s := &drainSetup{up: testhttp.StartHeldVLLM(t), done: make(chan error, 1), out: &safeBuffer{}}
+	up := s.up
 	s.edge = stack.StartEdge(t, &config.Edge{
 		Nodes:  []config.NodeSpec{{ID: "n1", Token: "tok", Providers: []config.ProviderSpec{{Name: "v", Type: "vllm", BaseURL: up.URL + "/v1", Capacity: 2}}}},
 		Models: []config.ModelSpec{{Name: "m", Providers: []config.ModelProvider{{Node: "n1", Provider: "v", Target: "t"}}}},

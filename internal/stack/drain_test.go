@@ -6,63 +6,14 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/dispatch"
+	"github.com/iop-gateway/iop/internal/testhttp"
 )
-
-// heldVLLM is a vLLM upstream whose streamed chat answers send their
-// first chunk, then hold until release is closed (or the request ends).
-type heldVLLM struct {
-	*httptest.Server
-	hits    atomic.Int32
-	release chan struct{}
-	once    sync.Once
-}
-
-// free lets every held answer (and every later one) finish.
-func (u *heldVLLM) free() { u.once.Do(func() { close(u.release) }) }
-
-func startHeldVLLM(t *testing.T) *heldVLLM {
-	t.Helper()
-	u := &heldVLLM{release: make(chan struct{})}
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/health":
-			return
-		case "/metrics":
-			_, _ = io.WriteString(w, "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n")
-			return
-		case "/v1/chat/completions":
-		default:
-			http.NotFound(w, r)
-			return
-		}
-		u.hits.Add(1)
-		if _, err := io.Copy(io.Discard, r.Body); err != nil {
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"t","choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"},"finish_reason":null}]}`+"\n\n")
-		w.(http.Flusher).Flush()
-		select {
-		case <-u.release:
-		case <-r.Context().Done():
-			return
-		}
-		_, _ = io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"t","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]}`+"\n\n"+
-			"data: [DONE]\n\n")
-	}))
-	t.Cleanup(u.Close)
-	t.Cleanup(u.free) // first: a held answer would hold Close
-	return u
-}
 
 // openStream posts a streamed chat request for model and returns once its
 // first event has arrived; the rest of the answer comes on rest.
@@ -136,7 +87,7 @@ func providerHealth(e *Edge, node string) string {
 
 // drainPair is model "m" on vLLM providers of nodes a and b, a first
 // (ordered routing), load reports off (a drain is reported anyway).
-func drainPair(upA, upB *heldVLLM) *config.Edge {
+func drainPair(upA, upB *testhttp.HeldVLLM) *config.Edge {
 	return &config.Edge{
 		Nodes: []config.NodeSpec{
 			{ID: "a", Token: "ta", Providers: []config.ProviderSpec{{Name: "v", Type: "vllm", BaseURL: upA.URL + "/v1", Capacity: 2}}},
@@ -152,7 +103,7 @@ func drainPair(upA, upB *heldVLLM) *config.Edge {
 // node, the answer in flight finishes whole, its lease returns as
 // completed (not node_lost), and the node then stops by itself.
 func TestDrainFinishesStreamAndMovesNewWork(t *testing.T) {
-	upA, upB := startHeldVLLM(t), startHeldVLLM(t)
+	upA, upB := testhttp.StartHeldVLLM(t), testhttp.StartHeldVLLM(t)
 	e := StartEdge(t, drainPair(upA, upB), EdgeOptions{})
 	a := StartNode(t, e.NodeAddr, "a", NodeOptions{Token: "ta"})
 	StartNode(t, e.NodeAddr, "b", NodeOptions{Token: "tb"})
@@ -160,8 +111,8 @@ func TestDrainFinishesStreamAndMovesNewWork(t *testing.T) {
 	e.WaitReady(t, "b", 10*time.Second)
 
 	first := openStream(t, e, "m")
-	if upA.hits.Load() != 1 {
-		t.Fatalf("first stream: upstream a hit %d times", upA.hits.Load())
+	if upA.Hits.Load() != 1 {
+		t.Fatalf("first stream: upstream a hit %d times", upA.Hits.Load())
 	}
 	drained := make(chan error, 1)
 	// Owner: the test; Drain returns once the stream on a has ended.
@@ -172,8 +123,8 @@ func TestDrainFinishesStreamAndMovesNewWork(t *testing.T) {
 	}
 
 	second := openStream(t, e, "m")
-	if upA.hits.Load() != 1 || upB.hits.Load() != 1 {
-		t.Fatalf("request during the drain: upstream a hit %d times, b %d", upA.hits.Load(), upB.hits.Load())
+	if upA.Hits.Load() != 1 || upB.Hits.Load() != 1 {
+		t.Fatalf("request during the drain: upstream a hit %d times, b %d", upA.Hits.Load(), upB.Hits.Load())
 	}
 	select {
 	case err := <-drained:
@@ -181,7 +132,7 @@ func TestDrainFinishesStreamAndMovesNewWork(t *testing.T) {
 	default:
 	}
 
-	upA.free()
+	upA.Free()
 	if got := answer(t, first); !strings.Contains(got, `"content":"lo"`) || !strings.HasSuffix(got, "data: [DONE]\n\n") {
 		t.Fatalf("the stream in flight was not finished whole:\n%s", got)
 	}
@@ -198,7 +149,7 @@ func TestDrainFinishesStreamAndMovesNewWork(t *testing.T) {
 	if n := releases(t, e, "a", "v", dispatch.ReasonNodeLost); n != 0 {
 		t.Fatalf("%v leases of a returned as node_lost", n)
 	}
-	upB.free()
+	upB.Free()
 	if got := answer(t, second); !strings.HasSuffix(got, "data: [DONE]\n\n") {
 		t.Fatalf("the request moved to b: %s", got)
 	}
@@ -208,7 +159,7 @@ func TestDrainFinishesStreamAndMovesNewWork(t *testing.T) {
 // as when a node stops without a drain), and the node stops within the
 // bound and a small margin.
 func TestDrainBoundCutsWhatStillRuns(t *testing.T) {
-	upA, upB := startHeldVLLM(t), startHeldVLLM(t)
+	upA, upB := testhttp.StartHeldVLLM(t), testhttp.StartHeldVLLM(t)
 	e := StartEdge(t, drainPair(upA, upB), EdgeOptions{})
 	a := StartNode(t, e.NodeAddr, "a", NodeOptions{Token: "ta"})
 	e.WaitReady(t, "a", 10*time.Second)
@@ -242,9 +193,9 @@ func TestDrainBoundCutsWhatStillRuns(t *testing.T) {
 // there), and gets the usual answer when no other comes: here the queue
 // timeout of the model.
 func TestDrainingOnlyCandidateNotSentTo(t *testing.T) {
-	upA := startHeldVLLM(t)
+	upA := testhttp.StartHeldVLLM(t)
 	e := StartEdge(t, &config.Edge{
-		Nodes: []config.NodeSpec{{ID: "a", Token: "ta", Providers: []config.ProviderSpec{{Name: "v", Type: "vllm", BaseURL: upA.URL + "/v1", Capacity: 2}}}},
+		Nodes:  []config.NodeSpec{{ID: "a", Token: "ta", Providers: []config.ProviderSpec{{Name: "v", Type: "vllm", BaseURL: upA.URL + "/v1", Capacity: 2}}}},
 		Models: []config.ModelSpec{{Name: "m", QueueTimeoutSec: 0.5, Providers: []config.ModelProvider{{Node: "a", Provider: "v", Target: "t"}}}},
 	}, EdgeOptions{})
 	a := StartNode(t, e.NodeAddr, "a", NodeOptions{Token: "ta"})
@@ -260,10 +211,10 @@ func TestDrainingOnlyCandidateNotSentTo(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "queue_timeout") || upA.hits.Load() != 1 {
-		t.Fatalf("request during the drain: %d %s; upstream hit %d times", resp.StatusCode, body, upA.hits.Load())
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "queue_timeout") || upA.Hits.Load() != 1 {
+		t.Fatalf("request during the drain: %d %s; upstream hit %d times", resp.StatusCode, body, upA.Hits.Load())
 	}
-	upA.free()
+	upA.Free()
 	answer(t, first)
 	if err := <-drained; err != nil {
 		t.Fatalf("drain: %v", err)

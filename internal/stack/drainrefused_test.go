@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/iop-gateway/iop/internal/testhttp"
 	"github.com/iop-gateway/iop/nodeagent"
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 	"github.com/iop-gateway/iop/nodewire"
@@ -45,8 +46,8 @@ func failoversOf(t *testing.T, e *Edge, model, reason string) float64 {
 // is refused without reaching the backend, and the edge moves it to the
 // other candidate; the client sees only that one's answer.
 func TestRequestReachingDrainingNodeFailsOver(t *testing.T) {
-	upA, upB := startHeldVLLM(t), startHeldVLLM(t)
-	upB.free()
+	upA, upB := testhttp.StartHeldVLLM(t), testhttp.StartHeldVLLM(t)
+	upB.Free()
 	cfg := drainPair(upA, upB)
 	cfg.Models[0].MaxAttempts = 2
 	e := StartEdge(t, cfg, EdgeOptions{})
@@ -89,8 +90,8 @@ func TestRequestReachingDrainingNodeFailsOver(t *testing.T) {
 	if r.StatusCode != http.StatusOK || !strings.Contains(string(b), `"content":"lo"`) || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
 		t.Fatalf("answer: %d %s", r.StatusCode, b)
 	}
-	if upA.hits.Load() != 0 || upB.hits.Load() != 1 {
-		t.Fatalf("upstream a hit %d times, b %d", upA.hits.Load(), upB.hits.Load())
+	if upA.Hits.Load() != 0 || upB.Hits.Load() != 1 {
+		t.Fatalf("upstream a hit %d times, b %d", upA.Hits.Load(), upB.Hits.Load())
 	}
 	if n := failoversOf(t, e, "m", "at_capacity"); n != 1 {
 		t.Fatalf("%v failovers at_capacity, want 1", n)
