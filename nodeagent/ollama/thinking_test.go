@@ -97,8 +97,18 @@ func TestChatThinkingNeverInDeltas(t *testing.T) {
 }
 
 func TestGenerateThinkingRelayedAsReasoning(t *testing.T) {
+	if got, want := generateEvents(t, genLineThink, genLineAns, genLineDone), []string{"r:Hmm, a haiku.", "d:Blue"}; !slices.Equal(got, want) {
+		t.Fatalf("events = %q, want %q", got, want)
+	}
+}
+
+// generateEvents runs a completion against an Ollama answering lines on
+// /api/generate and returns the events its sink took ("r:" reasoning,
+// "d:" deltas).
+func generateEvents(t *testing.T, lines ...string) []string {
+	t.Helper()
 	f := newFake(t)
-	f.handle("/api/generate", ndjson(genLineThink, genLineAns, genLineDone))
+	f.handle("/api/generate", ndjson(lines...))
 	inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
 	sink := &reasonSink{}
 	if _, err := inst.Run(context.Background(), &iop.RunRequest{
@@ -106,9 +116,7 @@ func TestGenerateThinkingRelayedAsReasoning(t *testing.T) {
 	}, sink); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if got, want := sink.got(), []string{"r:Hmm, a haiku.", "d:Blue"}; !slices.Equal(got, want) {
-		t.Fatalf("events = %q, want %q", got, want)
-	}
+	return sink.got()
 }
 
 // The run's stream going away while the model thinks stops the run, as it
