@@ -29,6 +29,9 @@ func TestEdgeReachedByTwoEntriesGetsOneSession(t *testing.T) {
 			return []string{net.JoinHostPort("127.0.0.2", port), net.JoinHostPort("edge.test", port)}
 		}},
 		{"an address twice", func(port string) []string {
+			return []string{net.JoinHostPort("127.0.0.2", port), net.JoinHostPort("127.0.0.2", port)}
+		}},
+		{"an address twice, spelt two ways", func(port string) []string {
 			return []string{net.JoinHostPort("127.0.0.2", port), net.JoinHostPort("::ffff:127.0.0.2", port)}
 		}},
 		{"a name twice", func(port string) []string {
