@@ -58,6 +58,7 @@ func RunEdges(ctx context.Context, base SupervisorConfig, addresses []string, re
 		errs = append(errs, fmt.Errorf("edge %s: %w", edge, err))
 		mu.Unlock()
 	}
+	claims := &edgeClaims{owner: map[string]edgeEntry{}}
 	start := func(addr, serverName string) {
 		cfg := base
 		cfg.Dial.Address = addr
@@ -76,13 +77,27 @@ func RunEdges(ctx context.Context, base SupervisorConfig, addresses []string, re
 			}
 		}()
 	}
-	for _, a := range addresses {
-		host, port, err := net.SplitHostPort(a)
-		if err != nil || !resolve || net.ParseIP(host) != nil {
-			start(a, "")
+	// Addresses dialled as given first: they are the edge's for good, so a
+	// name that resolves to one of them leaves it to them (two sessions of
+	// one node with one edge would supersede each other every reconnect
+	// interval).
+	var names []edgeEntry
+	for i, a := range addresses {
+		host, _, err := net.SplitHostPort(a)
+		if err == nil && resolve && net.ParseIP(host) == nil {
+			names = append(names, edgeEntry{index: i, text: a})
 			continue
 		}
-		f := &nameFollower{base: base, host: host, port: port, agent: agent,
+		if holder, ok := claims.claim(edgeKey(a), edgeEntry{index: i, text: a}); !ok {
+			log.Warn("edge address listed twice; one session", zap.String("edge", a), zap.String("served_as", holder))
+			continue
+		}
+		start(a, "")
+	}
+	for _, e := range names {
+		a := e.text
+		host, port, _ := net.SplitHostPort(a)
+		f := &nameFollower{base: base, host: host, port: port, entry: e, claims: claims, agent: agent,
 			log: log.With(zap.String("edge_name", a)), members: map[string]*edgeMember{},
 			kick: make(chan struct{}, 1), done: make(chan struct{})}
 		wg.Add(1)
@@ -101,6 +116,56 @@ func RunEdges(ctx context.Context, base SupervisorConfig, addresses []string, re
 		return nil
 	}
 	return errors.Join(errs...)
+}
+
+// edgeClaims records which entry of edge.addresses serves each ip:port,
+// so that two entries reaching one edge (two names, or a name and an
+// address) give it one session, not two.
+type edgeClaims struct {
+	mu    sync.Mutex
+	owner map[string]edgeEntry // guarded by mu: edgeKey → the entry serving it
+}
+
+// An edgeEntry is one entry of edge.addresses: its place in the list (an
+// entry listed twice is two entries) and its text.
+type edgeEntry struct {
+	index int
+	text  string
+}
+
+// claim records entry as serving key unless another entry does; it returns
+// that other entry and false then.
+func (c *edgeClaims) claim(key string, entry edgeEntry) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if holder, ok := c.owner[key]; ok && holder != entry {
+		return holder.text, false
+	}
+	c.owner[key] = entry
+	return entry.text, true
+}
+
+// release forgets entry's claim on key (its supervisor returned).
+func (c *edgeClaims) release(key string, entry edgeEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.owner[key] == entry {
+		delete(c.owner, key)
+	}
+}
+
+// edgeKey is addr with its IP address in one spelling (::ffff:10.0.0.1
+// and 10.0.0.1 dial one socket); other addresses are kept as written.
+func edgeKey(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return addr
+	}
+	return net.JoinHostPort(ip.Unmap().String(), port)
 }
 
 // oneFamily keeps the IPv4 addresses of ips when there are any, else all
@@ -196,7 +261,9 @@ const maxAddressesPerName = 64
 // whose addresses all keep failing spends it as a single address does.
 type nameFollower struct {
 	base       SupervisorConfig
-	host, port string // the name as the operator wrote it
+	host, port string    // the name as the operator wrote it
+	entry      edgeEntry // the name's entry in edge.addresses
+	claims     *edgeClaims
 	agent      *Agent
 	log        *zap.Logger
 	kick       chan struct{} // cap 1: a session was lost or an attempt failed
@@ -211,6 +278,7 @@ type nameFollower struct {
 	gaveUp   bool                   // guarded by mu: the budget is spent
 	ended    bool                   // guarded by mu: done is closed
 	capped   bool                   // guarded by mu: the excess was logged
+	shadowed bool                   // guarded by mu: an address served by another entry was logged
 	errs     []error                // guarded by mu: why supervisors gave up
 }
 
@@ -336,11 +404,19 @@ func (f *nameFollower) applyLocked(ctx context.Context, ips []string) {
 			}
 			continue
 		}
+		if holder, ok := f.claims.claim(edgeKey(addr), f.entry); !ok {
+			if !f.shadowed {
+				f.shadowed = true
+				f.log.Warn("edge address already served by another entry of edge.addresses; one session", zap.String("edge", addr), zap.String("served_as", holder))
+			}
+			continue
+		}
 		keeping++
 		f.startLocked(ctx, addr)
 	}
 	if f.running == 0 && !f.ended {
-		// None started (the node drains): nothing else will close done.
+		// None started (the node drains, or every address is served by
+		// another entry): nothing else will close done.
 		f.ended = true
 		close(f.done)
 	}
@@ -388,6 +464,8 @@ func (f *nameFollower) startLocked(ctx context.Context, addr string) {
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		// Another entry reaching this address may serve it from now on.
+		f.claims.release(edgeKey(addr), f.entry)
 		if err != nil {
 			m.stopped = true
 			f.errs = append(f.errs, fmt.Errorf("%s: %w", addr, err))

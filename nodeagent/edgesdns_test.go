@@ -115,6 +115,9 @@ func TestDualStackEdgeNameGetsOneSession(t *testing.T) {
 		done <- RunEdges(ctx, dnsPolicy(0), []string{net.JoinHostPort("edge.test", port)}, true, newTestAgent(t), zap.NewNop())
 	}()
 	v4.nextReady(t)
+	// A session through the AAAA address would be dialled beside the
+	// first: give it several reconnect intervals to register.
+	time.Sleep(50 * dnsPolicy(0).Interval)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("RunEdges after shutdown = %v, want nil", err)

@@ -113,7 +113,6 @@ func TestFatallyRejectedAddressIsFollowedAgainAfterLeavingDNS(t *testing.T) {
 	}
 }
 
-
 // Lookups of a name are at least a reconnect interval apart, however
 // many of its addresses fail (each failure asks for one).
 func TestEdgeNameLookupsAreAnIntervalApart(t *testing.T) {
