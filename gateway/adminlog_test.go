@@ -68,3 +68,27 @@ func TestAdminCallsAreLogged(t *testing.T) {
 		}
 	}
 }
+
+// The status page itself (GET /admin, outside the /admin/ group) leaves
+// an audit line too.
+func TestAdminPageCallIsLogged(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	cfg := edgeConfig([]config.ProviderSpec{mockProvider("mock", nil)}, modelOn("demo", "mock", "mock-echo"))
+	cfg.Auth.AdminToken = "adm-secret-token"
+	e := stack.StartEdge(t, cfg, stack.EdgeOptions{Logger: zap.New(core)})
+	// The line is written before the handler returns, so before the
+	// response's end reaches the client.
+	if r := do(t, httpClient(t), http.MethodGet, e.URL+"/admin", "", map[string]string{"X-Request-Id": "req-page-1"}); r.Status != http.StatusOK {
+		t.Fatalf("GET /admin: %d", r.Status)
+	}
+	lines := logs.FilterMessage("admin request").All()
+	if len(lines) != 1 {
+		t.Fatalf("%d admin lines, want 1: %v", len(lines), lines)
+	}
+	f := lines[0].ContextMap()
+	for k, v := range map[string]any{"request_id": "req-page-1", "method": http.MethodGet, "path": "/admin", "endpoint": "/admin", "status": int64(http.StatusOK)} {
+		if f[k] != v {
+			t.Errorf("%s = %v, want %v", k, f[k], v)
+		}
+	}
+}

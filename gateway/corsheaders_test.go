@@ -22,3 +22,11 @@ func TestCORSAllowHeaders(t *testing.T) {
 		t.Errorf("none: %q", got)
 	}
 }
+
+// The bound counts names: the maxCORSRequestHeaders-th is still answered.
+func TestCORSAllowHeadersAtTheBound(t *testing.T) {
+	last := strings.Repeat("x-junk, ", maxCORSRequestHeaders-1) + "authorization"
+	if got := corsAllowHeaders([]string{last}); got != "authorization" {
+		t.Errorf("name %d of %d: %q", maxCORSRequestHeaders, maxCORSRequestHeaders, got)
+	}
+}
