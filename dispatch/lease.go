@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/iop-gateway/iop/config"
@@ -61,6 +62,39 @@ type Lease struct {
 
 	released bool          // guarded by d.mu
 	reason   ReleaseReason // guarded by d.mu
+
+	// settled is the reason the holder releases with, recorded by
+	// Stream.Finish once the node has sent the exchange's terminal and
+	// just before the stream is closed (an index into settledReasons,
+	// plus one; 0: not settled). The node takes that close as the end of
+	// the work: a draining node then stops and drops its session, and
+	// the fence can run before the holder's Release. It returns the lease
+	// with this reason, not node_lost: the work was done. Atomic rather
+	// than under d.mu: Finish runs once per request.
+	settled atomic.Uint32
+}
+
+// settledReasons are the reasons Lease.settled can hold.
+var settledReasons = [...]ReleaseReason{ReasonCompleted, ReasonCancelled, ReasonError}
+
+// settle records reason as the one the holder is about to release with
+// (Lease.settled); a reason outside settledReasons records nothing.
+func (l *Lease) settle(reason ReleaseReason) {
+	for i, r := range settledReasons {
+		if r == reason {
+			l.settled.Store(uint32(i + 1))
+			return
+		}
+	}
+}
+
+// fenceReason is the reason a fence returns the lease with: the holder's
+// own once the exchange is settled, else node_lost.
+func (l *Lease) fenceReason() ReleaseReason {
+	if i := l.settled.Load(); i > 0 {
+		return settledReasons[i-1]
+	}
+	return ReasonNodeLost
 }
 
 // Cancel grace: the base, and the margin over an adapter's configured kill

@@ -208,13 +208,14 @@ func (x *exchange) Cancel(reason string) {
 }
 
 // Drain reads and discards until the terminal message, the end of the
-// stream, or timeout, whichever comes first. Callers use it after Cancel so
-// the lease is released only once the Node has let go of the run.
-func (x *exchange) Drain(timeout time.Duration, terminal func(*iop.Envelope) bool) {
+// stream, or timeout, whichever comes first, and reports whether the
+// terminal came. Callers use it after Cancel so the lease is released only
+// once the Node has let go of the run.
+func (x *exchange) Drain(timeout time.Duration, terminal func(*iop.Envelope) bool) (ended bool) {
 	x.mu.Lock()
 	if x.done {
 		x.mu.Unlock()
-		return
+		return false
 	}
 	x.draining = true
 	failed := x.cancelFailed
@@ -222,11 +223,16 @@ func (x *exchange) Drain(timeout time.Duration, terminal func(*iop.Envelope) boo
 	x.mu.Unlock()
 	for !failed {
 		env, err := x.st.RecvLent()
-		if err != nil || terminal(env) {
+		if err != nil {
+			break
+		}
+		if terminal(env) {
+			ended = true
 			break
 		}
 	}
 	x.markDone()
+	return ended
 }
 
 // Close releases the stream. After the terminal message as before it, it
@@ -360,9 +366,10 @@ func (s *Stream[T]) Ready() bool { return s.x.st.FrameReady() }
 // pending Recv returns at once.
 func (s *Stream[T]) Cancel(reason string) { s.x.Cancel(reason) }
 
-// Drain waits (bounded) for the terminal message after a Cancel.
-func (s *Stream[T]) Drain(timeout time.Duration) {
-	s.x.Drain(timeout, func(env *iop.Envelope) bool {
+// Drain waits (bounded) for the terminal message after a Cancel and
+// reports whether it came.
+func (s *Stream[T]) Drain(timeout time.Duration) bool {
+	return s.x.Drain(timeout, func(env *iop.Envelope) bool {
 		v, ok := s.unwrap(env)
 		return ok && s.terminal(v)
 	})
@@ -370,6 +377,11 @@ func (s *Stream[T]) Drain(timeout time.Duration) {
 
 // Close frees the stream. Idempotent.
 func (s *Stream[T]) Close() { s.x.Close() }
+
+// afterFinishClose, set only by tests (nil in production), runs in Finish
+// between closing a finished exchange and releasing its lease: the moment
+// in which the node may act on the close.
+var afterFinishClose func(l *Lease)
 
 // CancelAbandoned is the CancelRequest reason of an exchange the Edge
 // gave up before its end without a caller's cancellation (a failover, an
@@ -394,7 +406,13 @@ func (s *Stream[T]) Finish(l *Lease, reason ReleaseReason, cancelled string, gra
 	pending := !x.done
 	x.mu.Unlock()
 	if !pending {
+		// Settled before the close: the node may stop on it (a drain)
+		// and be fenced before the Release below.
+		l.settle(reason)
 		x.Close()
+		if afterFinishClose != nil {
+			afterFinishClose(l)
+		}
 		l.Release(reason)
 		return
 	}
@@ -409,7 +427,9 @@ func (s *Stream[T]) Finish(l *Lease, reason ReleaseReason, cancelled string, gra
 		// it (this covers the moment between recording and sending); an
 		// abandoned exchange is cancelled here.
 		x.Cancel(cancelled)
-		s.Drain(grace)
+		if s.Drain(grace) {
+			l.settle(reason)
+		}
 		x.Close()
 		l.Release(reason)
 	}()
