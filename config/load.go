@@ -76,12 +76,14 @@ func load(file string, out any) (unmatched []string, err error) {
 			strictScalars,
 		)
 	}
-	if err := v.Unmarshal(out, dec); err != nil {
+	err = v.Unmarshal(out, dec)
+	unmatched = unmatchedEnv(environ(), known, out)
+	if err != nil {
 		// Every key that could not be decoded, one problem each; the keys
 		// that could are decoded, and validated by the caller too.
-		return unmatchedEnv(environ(), known, out), &ProblemsError{File: file, Problems: decodeProblems(err, reflect.TypeOf(out).Elem().String())}
+		return unmatched, &ProblemsError{File: file, Problems: decodeProblems(err, reflect.TypeOf(out).Elem().String())}
 	}
-	return unmatchedEnv(environ(), known, out), nil
+	return unmatched, nil
 }
 
 // decodeProblems flattens a decode error (mapstructure joins one error per

@@ -292,11 +292,12 @@ func (w *messagesWriter) event(ev []byte) error {
 // starts, nothing has been written to the real writer: a no-op.
 //
 // A stream whose chunks so far converted to no event (vLLM's and OpenAI's
-// first chunk carries only the role; a reasoning model's thinking is
-// dropped when the request did not enable thinking) starts here with
-// message_start and the ping, as Anthropic's API sends them at once: the
-// client has its headers and knows the answer is on its way. Flushing the real writer before that would commit the
-// response without the stream's headers (text/plain, no request-id).
+// first chunk carries only the role; a reasoning model's thinking is dropped
+// when the request did not enable thinking) starts here with message_start
+// and the ping, as Anthropic's API sends them at once: the client has its
+// headers and knows the answer is on its way. Flushing the real writer
+// before that would commit the response without the stream's headers
+// (text/plain, no request-id).
 func (w *messagesWriter) Flush() {
 	if w.sw == nil {
 		return

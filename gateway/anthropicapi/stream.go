@@ -117,9 +117,9 @@ const functionCallIndex = -1
 // blocks when the request enabled thinking, and is dropped otherwise, as
 // Anthropic sends no thinking unless asked (a ping for every
 // HiddenThinkingPingBytes of it keeps the stream alive); it counts in the
-// output estimate either way. A thinking block's signature is Anthropic's proof
-// that its own model produced the thinking; no other backend can give one,
-// so it is empty. A client that sends the block back gets it dropped by
+// output estimate either way. A thinking block's signature is Anthropic's
+// proof that its own model produced the thinking; no other backend can give
+// one, so it is empty. A client that sends the block back gets it dropped by
 // the edge (see ParseRequest); Anthropic's API would refuse it.
 //
 // message_start is written with the first event there is (content, Ping,

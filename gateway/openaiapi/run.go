@@ -356,11 +356,10 @@ func (a *aggregation) Add(ev *iop.RunEvent) (done bool) {
 }
 
 // MaxAnswerBytes bounds the text (a chat answer's reasoning included) of a
-// non-streamed answer held for rendering: as much as one wire frame
-// carries, and far more than any model's context (16 MiB is some four
-// million tokens). Past it the answer
-// is an upstream_error and the run is abandoned; a node or upstream that
-// never stops cannot grow the edge's memory.
+// non-streamed answer held for rendering: as much as one wire frame carries,
+// and far more than any model's context (16 MiB is some four million
+// tokens). Past it the answer is an upstream_error and the run is abandoned;
+// a node or upstream that never stops cannot grow the edge's memory.
 const MaxAnswerBytes = 16 << 20
 
 // Done reports whether the terminal event has been seen, or the answer was

@@ -94,12 +94,14 @@ func (a *instance) makeRoomLocked() ([]*session, error) {
 	return evicted, nil
 }
 
-// doneLocked ends one user's use of s (after it gave back the slot, if it
-// had it). The last user's going makes s the most recently used idle
-// session, or drops it if it has no state: its runs never started the CLI
-// (which failed to start, say), and keeping it would only take the place
-// of a session worth continuing.
-func (a *instance) doneLocked(s *session) {
+// done ends one user's use of s (after it gave back the slot, if it had
+// it). The last user's going makes s the most recently used idle session,
+// or drops it if it has no state: its runs never started the CLI (which
+// failed to start, say), and keeping it would only take the place of a
+// session worth continuing.
+func (a *instance) done(s *session) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	s.users--
 	switch {
 	case s.users > 0 || s.terminated:
@@ -109,12 +111,6 @@ func (a *instance) doneLocked(s *session) {
 		delete(a.sessions, s.id)
 		a.live--
 	}
-}
-
-func (a *instance) done(s *session) {
-	a.mu.Lock()
-	a.doneLocked(s)
-	a.mu.Unlock()
 }
 
 // removeEvicted removes the state of sessions retired by makeRoomLocked,

@@ -43,11 +43,12 @@ func generateText(c *chunk) (string, string, bool) {
 // readStream relays the text of each line to sink until the line with
 // "done": true, a line's thinking first (as reasoning, which a sink without
 // use for it drops) and then its content: Ollama's parser ends the thinking
-// and starts the answer within one line at the switch. Anything else is an upstream error, never a short success:
-// a body that ends (or breaks) before that line, a line that is not a JSON
-// object, or a stream that finished without any line carrying the
-// endpoint's answer field. Tool calls are collected from every line: Ollama streams
-// each call whole, in a line of its own, before the final one.
+// and starts the answer within one line at the switch. Anything else is an
+// upstream error, never a short success: a body that ends (or breaks) before
+// that line, a line that is not a JSON object, or a stream that finished
+// without any line carrying the endpoint's answer field. Tool calls are
+// collected from every line: Ollama streams each call whole, in a line of
+// its own, before the final one.
 func readStream(body io.Reader, text textOf, sink adapter.RunSink) (*streamOutcome, error) {
 	lines := newLineReader(body, MaxLineBytes)
 	var out streamOutcome
