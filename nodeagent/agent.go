@@ -101,7 +101,7 @@ type Agent struct {
 
 	tracer trace.Tracer // spans for runs and tunnels; no-op unless SetTracerProvider
 
-	runsMu sync.Mutex
+	runsMu sync.Mutex        // guards runs
 	runs   map[string]func() // guarded by runsMu: run id -> cancel
 
 	// stopping is set (under mu, so that admit, which reads it under mu,
@@ -121,7 +121,7 @@ type Agent struct {
 	drainBegun context.Context
 	beginDrain context.CancelFunc
 
-	wakeMu sync.Mutex
+	wakeMu sync.Mutex // guards wakes
 	// wakes is guarded by wakeMu: one channel per live session's load
 	// report loop, poked when Drain begins so that each edge hears of it
 	// at once rather than at its next report.
@@ -348,8 +348,7 @@ func (a *Agent) leave() {
 // is no way back: the node is stopping. Calling it again only waits.
 func (a *Agent) Drain(ctx context.Context) error {
 	a.mu.Lock()
-	first := !a.stopping.Load()
-	a.stopping.Store(true)
+	first := !a.stopping.Swap(true)
 	a.mu.Unlock()
 	if first {
 		a.beginDrain()

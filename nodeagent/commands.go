@@ -205,7 +205,7 @@ func (a *Agent) Snapshots(ctx context.Context) []*iop.ProviderSnapshot {
 			}
 			s.BackendRunning, s.BackendWaiting, s.KvCacheUsage = h.Running, h.Waiting, h.KVCacheUsage
 		}
-		if a.stopping.Load() {
+		if a.Draining() {
 			// Edges that poll rather than take load reports see it here.
 			s.Status, s.Health = "draining", iop.HealthState_HEALTH_STATE_DRAINING
 		}

@@ -337,7 +337,7 @@ func (f *nameFollower) run(ctx context.Context) error {
 		}
 		select {
 		case <-f.done:
-			f.wg.Wait()
+			// Every supervisor recorded its error before done closed.
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			return errors.Join(f.errs...)

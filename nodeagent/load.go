@@ -56,15 +56,10 @@ func (a *Agent) reportLoad(ctx context.Context, conn loadSender) {
 			return
 		case <-t.C:
 		case <-wake:
-			if !t.Stop() {
-				select {
-				case <-t.C:
-				default:
-				}
-			}
+			t.Stop() // no stale tick after Stop (go 1.23 timers)
 		}
 		every := a.loadInterval()
-		draining := a.stopping.Load()
+		draining := a.Draining()
 		if every <= 0 && !draining {
 			t.Reset(loadIdleCheck)
 			continue
@@ -79,7 +74,7 @@ func (a *Agent) reportLoad(ctx context.Context, conn loadSender) {
 			r = a.loadReport(sctx)
 			unhook()
 			cancel()
-			draining = a.stopping.Load()
+			draining = a.Draining()
 		}
 		if draining {
 			if every <= 0 || every > drainReportEvery {
