@@ -122,9 +122,11 @@ type Agent struct {
 	beginDrain context.CancelFunc
 
 	wakeMu sync.Mutex // guards wakes
-	// wakes is guarded by wakeMu: one channel per live session's load
-	// report loop, poked when Drain begins so that each edge hears of it
-	// at once rather than at its next report.
+	// wakes is guarded by wakeMu: one channel per waiter that must act
+	// at once when Drain begins (wakeOnDrain), poked then: each live
+	// session's load report loop (the edge hears of it at once rather
+	// than at its next report), and each supervisor or edge-name loop
+	// waiting to reconnect or look up again (it stops instead).
 	wakes map[chan struct{}]struct{}
 }
 
