@@ -202,7 +202,7 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 		fail(re.Code, re.Message)
 		return
 	}
-	defer a.leave() // last: once the terminal event is out and the stream closed
+	defer a.leave() // last: once the terminal event is out (HandleStream then drops the stream)
 	// The slot is freed before the terminal event goes out: the Edge
 	// releases its lease when it sees that event and may hand the slot to
 	// the next waiter at once.
@@ -495,7 +495,7 @@ func (a *Agent) serveTunnel(ctx context.Context, st *nodewire.Stream, req *iop.P
 		fail(refusal(err, in, req.GetAdapter()))
 		return
 	}
-	defer a.leave() // last: once the terminal frame is out and the stream closed
+	defer a.leave() // last: once the terminal frame is out (HandleStream then drops the stream)
 	sink.stats = &in.stats
 	release := sync.OnceFunc(in.exit) // freed before the terminal frame, as in serveRun
 	defer release()
