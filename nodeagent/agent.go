@@ -108,7 +108,8 @@ type Agent struct {
 	// admits nothing after) when Drain begins, and never cleared.
 	stopping atomic.Bool
 	// exchanges counts the runs and tunnels admitted and not yet ended
-	// (their terminal message written and the stream closed), node-wide.
+	// (their terminal message written; the stream is dropped right
+	// after), node-wide.
 	exchanges atomic.Int64
 	// idle is closed (once, by idleOnce) when exchanges drops to zero
 	// while stopping: it stays zero then (admit counts none any more), so
