@@ -66,11 +66,14 @@ type Lease struct {
 	// settled is the reason the holder releases with, recorded by
 	// Stream.Finish once the node has sent the exchange's terminal and
 	// just before the stream is closed (an index into settledReasons,
-	// plus one; 0: not settled). The node takes that close as the end of
-	// the work: a draining node then stops and drops its session, and
-	// the fence can run before the holder's Release. It returns the lease
-	// with this reason, not node_lost: the work was done. Atomic rather
-	// than under d.mu: Finish runs once per request.
+	// plus one; 0: not settled). The node's work ended with its terminal:
+	// a draining node may stop and drop its session at once, and the
+	// fence can then run before the holder's Release. It returns the
+	// lease with this reason, not node_lost: the work was done. (A fence
+	// between the terminal's arrival and Finish still says node_lost.)
+	// Atomic rather than under d.mu, and an index rather than a pointer
+	// so that recording it allocates nothing: Finish runs once per
+	// request.
 	settled atomic.Uint32
 }
 

@@ -406,8 +406,9 @@ func (s *Stream[T]) Finish(l *Lease, reason ReleaseReason, cancelled string, gra
 	pending := !x.done
 	x.mu.Unlock()
 	if !pending {
-		// Settled before the close: the node may stop on it (a drain)
-		// and be fenced before the Release below.
+		// Settled before the close: a draining node whose last work
+		// this was may already be stopping, and its fence may come
+		// before the Release below.
 		l.settle(reason)
 		x.Close()
 		if afterFinishClose != nil {
