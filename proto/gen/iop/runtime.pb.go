@@ -1686,7 +1686,13 @@ type NodeReadyRequest struct {
 	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// What each adapter instance of the applied config can serve. The Edge
 	// routes by these, never by a provider's type name.
-	Adapters      []*AdapterCapabilities `protobuf:"bytes,2,rep,name=adapters,proto3" json:"adapters,omitempty"`
+	Adapters []*AdapterCapabilities `protobuf:"bytes,2,rep,name=adapters,proto3" json:"adapters,omitempty"`
+	// The node is draining (it stopped taking new work and will exit once
+	// its running work ends): the Edge registers every provider of this
+	// session as HEALTH_STATE_DRAINING from the start and grants nothing
+	// there. A node whose drain begins after this was sent reports it in
+	// its next NodeLoadReport.
+	Draining      bool `protobuf:"varint,3,opt,name=draining,proto3" json:"draining,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1733,6 +1739,13 @@ func (x *NodeReadyRequest) GetAdapters() []*AdapterCapabilities {
 		return x.Adapters
 	}
 	return nil
+}
+
+func (x *NodeReadyRequest) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
 }
 
 // AdapterCapabilities is what one adapter instance declares it can serve.
@@ -2248,7 +2261,12 @@ type ChatMessage struct {
 	// assistant: the tool calls it made.
 	ToolCalls []*ToolCall `protobuf:"bytes,4,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	// tool: the id of the call this message answers.
-	ToolCallId    string `protobuf:"bytes,5,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	ToolCallId string `protobuf:"bytes,5,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// assistant: the reasoning ("thinking") text the model produced before
+	// this turn's answer, when the caller sent it back; adapters whose
+	// backend takes earlier reasoning (Ollama's "thinking") pass it on,
+	// others drop it.
+	Reasoning     string `protobuf:"bytes,6,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2314,6 +2332,13 @@ func (x *ChatMessage) GetToolCalls() []*ToolCall {
 func (x *ChatMessage) GetToolCallId() string {
 	if x != nil {
 		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ChatMessage) GetReasoning() string {
+	if x != nil {
+		return x.Reasoning
 	}
 	return ""
 }
@@ -3937,10 +3962,11 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"\vinterval_ms\x18\x01 \x01(\rR\n" +
 	"intervalMs\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x02 \x01(\rR\ttimeoutMs\"l\n" +
+	"timeout_ms\x18\x02 \x01(\rR\ttimeoutMs\"\x88\x01\n" +
 	"\x10NodeReadyRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12?\n" +
-	"\badapters\x18\x02 \x03(\v2#.iop.runtime.v1.AdapterCapabilitiesR\badapters\"\x8e\x02\n" +
+	"\badapters\x18\x02 \x03(\v2#.iop.runtime.v1.AdapterCapabilitiesR\badapters\x12\x1a\n" +
+	"\bdraining\x18\x03 \x01(\bR\bdraining\"\x8e\x02\n" +
 	"\x13AdapterCapabilities\x12\x18\n" +
 	"\aadapter\x18\x01 \x01(\tR\aadapter\x12\x16\n" +
 	"\x06tunnel\x18\x02 \x01(\bR\x06tunnel\x12C\n" +
@@ -3992,7 +4018,7 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"dimensions\x18\f \x01(\x03H\x01R\n" +
 	"dimensions\x88\x01\x01B\x16\n" +
 	"\x14_parallel_tool_callsB\r\n" +
-	"\v_dimensions\"\xe1\x01\n" +
+	"\v_dimensions\"\xff\x01\n" +
 	"\vChatMessage\x12,\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x18.iop.runtime.v1.ChatRoleR\x04role\x125\n" +
 	"\acontent\x18\x02 \x03(\v2\x1b.iop.runtime.v1.ContentPartR\acontent\x12\x12\n" +
@@ -4000,7 +4026,8 @@ const file_iop_runtime_proto_rawDesc = "" +
 	"\n" +
 	"tool_calls\x18\x04 \x03(\v2\x18.iop.runtime.v1.ToolCallR\ttoolCalls\x12 \n" +
 	"\ftool_call_id\x18\x05 \x01(\tR\n" +
-	"toolCallId\"^\n" +
+	"toolCallId\x12\x1c\n" +
+	"\treasoning\x18\x06 \x01(\tR\treasoning\"^\n" +
 	"\vContentPart\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x121\n" +
 	"\x05image\x18\x02 \x01(\v2\x19.iop.runtime.v1.ImagePartH\x00R\x05imageB\x06\n" +

@@ -880,6 +880,9 @@ func (m *ChatMessage) ValidUTF8() bool {
 	if !utf8.ValidString(m.ToolCallId) {
 		return false
 	}
+	if !utf8.ValidString(m.Reasoning) {
+		return false
+	}
 	return true
 }
 
