@@ -325,9 +325,10 @@ func (d *Dispatcher) Closed(c *nodewire.Conn, err error) {
 
 // fenceLocked ends the ready generation of n: every lease on its resources
 // returns with reason node_lost (exactly once: later Release calls are
-// no-ops; a lease whose exchange already ended returns with its holder's
-// reason, Lease.settled), the resources go offline, and waiters are re-evaluated against the
-// remaining live candidates (they keep waiting for a reconnect up to their
+// no-ops; a lease whose exchange already ended returns with the reason
+// its terminal or its holder gave, Lease.settled), the resources go
+// offline, and waiters are re-evaluated against the remaining live
+// candidates (they keep waiting for a reconnect up to their
 // timeout when none has room).
 func (d *Dispatcher) fenceLocked(n *node, why string) {
 	for _, r := range n.resources {
