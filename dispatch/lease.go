@@ -63,22 +63,35 @@ type Lease struct {
 	released bool          // guarded by d.mu
 	reason   ReleaseReason // guarded by d.mu
 
-	// settled is the reason the holder releases with, recorded by
-	// Stream.Finish once the node has sent the exchange's terminal and
-	// just before the stream is closed (an index into settledReasons,
-	// plus one; 0: not settled). The node's work ended with its terminal:
-	// a draining node may stop and drop its session at once, and the
-	// fence can then run before the holder's Release. It returns the
-	// lease with this reason, not node_lost: the work was done. (A fence
-	// between the terminal's arrival and Finish still says node_lost.)
-	// Atomic rather than under d.mu, and an index rather than a pointer
-	// so that recording it allocates nothing: Finish runs once per
-	// request.
+	// settled is the reason the lease returns with if its node is fenced
+	// before the holder's Release (an index into settledReasons, plus
+	// one; 0: not settled). The node's work ended with the exchange's
+	// terminal: a draining node may stop and drop its session at once,
+	// and the fence can then run before the holder's Release. It returns
+	// the lease with this reason, not node_lost: the work was done.
+	//
+	// It is recorded twice: provisionally when the edge reads the
+	// terminal (Stream.RecvBy, Stream.Drain: completed for a clean end,
+	// cancelled for a cancellation, error for an error terminal), and
+	// then with the holder's own reason by Stream.Finish, just before it
+	// closes the stream. So no fence from the terminal's arrival on says
+	// node_lost. Atomic rather than under d.mu, and an index rather than
+	// a pointer, so that recording it allocates nothing: it runs once
+	// per request.
 	settled atomic.Uint32
 }
 
-// settledReasons are the reasons Lease.settled can hold.
+// settledReasons are the reasons Lease.settled can hold; its values are
+// the settled* indices.
 var settledReasons = [...]ReleaseReason{ReasonCompleted, ReasonCancelled, ReasonError}
+
+// Lease.settled values.
+const (
+	settledNone uint32 = iota
+	settledCompleted
+	settledCancelled
+	settledError
+)
 
 // settle records reason as the one the holder is about to release with
 // (Lease.settled); a reason outside settledReasons records nothing.
@@ -91,10 +104,10 @@ func (l *Lease) settle(reason ReleaseReason) {
 	}
 }
 
-// fenceReason is the reason a fence returns the lease with: the holder's
-// own once the exchange is settled, else node_lost.
+// fenceReason is the reason a fence returns the lease with: the one
+// recorded once the exchange ended (Lease.settled), else node_lost.
 func (l *Lease) fenceReason() ReleaseReason {
-	if i := l.settled.Load(); i > 0 {
+	if i := l.settled.Load(); i > settledNone {
 		return settledReasons[i-1]
 	}
 	return ReasonNodeLost
@@ -142,9 +155,10 @@ func (d *Dispatcher) releaseLocked(l *Lease, reason ReleaseReason) bool {
 	if l.released {
 		return false
 	}
-	if reason == ReasonError && l.res.conn == l.conn && l.res.dying() {
+	if reason == ReasonError && l.res.conn == l.conn && l.res.dying() && l.settled.Load() == settledNone {
 		// The exchange failed because the node's connection died; the fence
-		// that follows would have said so.
+		// that follows would have said so. (Not when the node's own
+		// terminal ended it: its connection died after it answered.)
 		reason = ReasonNodeLost
 	}
 	l.released, l.reason = true, reason

@@ -87,6 +87,12 @@ type node struct {
 	// lastLoad is when the owner's last accepted load report arrived (zero:
 	// none from this session).
 	lastLoad time.Time
+	// draining is set when the owner's ready request said the node was
+	// already draining (NodeReadyRequest.draining): its providers go live
+	// as draining, so nothing is granted there even before its first load
+	// report. Cleared when a new registration takes the id or the session
+	// ends; a later session says again.
+	draining bool
 }
 
 // outcome reports what a transition decided, for the caller to act on after
@@ -124,7 +130,7 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 			d.publish(Event{Type: EventNodeSuperseded, NodeID: n.id, Reason: "a newer registration of the same node id"})
 		}
 		d.genCounter++
-		n.owner, n.gen, n.state = c, d.genCounter, statePending
+		n.owner, n.gen, n.state, n.draining = c, d.genCounter, statePending, false
 		d.connNode[c] = n
 		// The registration answer carries the edge's current config.
 		d.setRunningLocked(n, d.cfg.Node(n.id))
@@ -167,7 +173,7 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 			d.metrics.sessions(n.id, "lost")
 			d.publish(Event{Type: EventNodeDisconnected, NodeID: n.id, Reason: why})
 		}
-		n.owner, n.state = nil, stateOffline
+		n.owner, n.state, n.draining = nil, stateOffline, false
 		// Without a session the node runs nothing; its next registration
 		// gets the current config.
 		d.setRunningLocked(n, nil)
@@ -261,9 +267,22 @@ func (d *Dispatcher) Ready(c *nodewire.Conn, req *iop.NodeReadyRequest) *iop.Nod
 		return &iop.NodeReadyResponse{Ready: false, Reason: "stale, superseded or unknown connection for this node id"}
 	}
 	out := d.transitionLocked(n, evReady, c, "")
-	if out.ready && n.state == statePending {
-		// What the node says it can serve applies from its activation on.
+	switch {
+	case out.ready && n.state == statePending:
+		// What the node says it can serve applies from its activation on,
+		// and so does its drain: a connect attempt that was under way when
+		// the node began to drain goes live draining (activateLocked).
 		d.setCapsLocked(n, req.GetAdapters())
+		n.draining = req.GetDraining()
+	case out.ready && req.GetDraining() && !n.draining:
+		// A repeated ready of the ready owner that says it drains now:
+		// taken as a draining load report is.
+		n.draining = true
+		loads := make([]*iop.ProviderLoad, 0, len(n.resources))
+		for name := range n.resources {
+			loads = append(loads, &iop.ProviderLoad{ProviderId: name, Health: iop.HealthState_HEALTH_STATE_DRAINING})
+		}
+		d.observeLocked(n, loads, time.Now())
 	}
 	d.mu.Unlock()
 	if !out.ready {
@@ -280,9 +299,10 @@ func (d *Dispatcher) Activate(c *nodewire.Conn) {
 	d.mu.Lock()
 	n := d.connNode[c]
 	var out outcome
-	push := false
+	push, draining := false, false
 	if n != nil {
 		out = d.transitionLocked(n, evActivate, c, "")
+		draining = n.draining
 		// A reload while the node was pending could not push to it (only
 		// ready nodes are refreshed): it went ready running the config its
 		// registration answer carried, and no later step would push the
@@ -295,7 +315,7 @@ func (d *Dispatcher) Activate(c *nodewire.Conn) {
 	}
 	d.mu.Unlock()
 	if out.activated {
-		d.log.Info("node ready", zap.String("node_id", n.id))
+		d.log.Info("node ready", zap.String("node_id", n.id), zap.Bool("draining", draining))
 	}
 	if push {
 		// Owner: the Dispatcher (Close waits for d.wg). Stops when the
@@ -325,9 +345,10 @@ func (d *Dispatcher) Closed(c *nodewire.Conn, err error) {
 
 // fenceLocked ends the ready generation of n: every lease on its resources
 // returns with reason node_lost (exactly once: later Release calls are
-// no-ops; a lease whose exchange already ended returns with its holder's
-// reason, Lease.settled), the resources go offline, and waiters are re-evaluated against the
-// remaining live candidates (they keep waiting for a reconnect up to their
+// no-ops; a lease whose exchange already ended returns with the reason
+// its terminal or its holder gave, Lease.settled), the resources go
+// offline, and waiters are re-evaluated against the remaining live
+// candidates (they keep waiting for a reconnect up to their
 // timeout when none has room).
 func (d *Dispatcher) fenceLocked(n *node, why string) {
 	for _, r := range n.resources {
@@ -363,6 +384,12 @@ func (d *Dispatcher) liveLocked(n *node) {
 		}
 		r.live, r.gen, r.conn = true, n.gen, n.owner
 		r.inFlight, r.longInFlight, r.health = 0, 0, iop.HealthState_HEALTH_STATE_UNSPECIFIED
+		if n.draining {
+			// The session said in its ready that the node drains: nothing
+			// is granted here from the first moment (no pump hands it a
+			// waiter), and the status shows it draining.
+			r.health = iop.HealthState_HEALTH_STATE_DRAINING
+		}
 		// Figures reported before it was live (another session's, or from
 		// before it went offline) describe no backend this session runs.
 		r.load, r.loadAt = route.Load{}, time.Time{}

@@ -36,6 +36,9 @@ const cancelSendTimeout = time.Second
 type exchange struct {
 	st    *nodewire.Stream
 	runID string
+	// lease is the lease the exchange runs on: the terminal's arrival is
+	// recorded on it (Lease.settled).
+	lease *Lease
 	mu    sync.Mutex
 	// done is guarded by mu: terminal seen, drained or closed.
 	done bool
@@ -67,6 +70,9 @@ func (d *Dispatcher) openExchange(ctx context.Context, deadline time.Time, l *Le
 	if conn == nil {
 		return nil, ErrNodeLost
 	}
+	// Whatever an earlier exchange on the lease settled does not describe
+	// this one.
+	l.settled.Store(settledNone)
 	st, err := conn.OpenStream(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNodeLost, err)
@@ -99,7 +105,7 @@ func (d *Dispatcher) openExchange(ctx context.Context, deadline time.Time, l *Le
 	// The Edge sends nothing more than an optional CancelRequest, so the
 	// write side stays open for it; the Node closes its side after the
 	// terminal message.
-	return &exchange{st: st, runID: runID}, nil
+	return &exchange{st: st, runID: runID, lease: l}, nil
 }
 
 // earliest is the earlier of deadline and ctx's deadline (zero: neither
@@ -209,9 +215,10 @@ func (x *exchange) Cancel(reason string) {
 
 // Drain reads and discards until the terminal message, the end of the
 // stream, or timeout, whichever comes first, and reports whether the
-// terminal came. Callers use it after Cancel so the lease is released only
-// once the Node has let go of the run.
-func (x *exchange) Drain(timeout time.Duration, terminal func(*iop.Envelope) bool) (ended bool) {
+// terminal came (terminal says how an envelope ends the exchange, as
+// Stream.terminal does; 0: it does not). Callers use it after Cancel so
+// the lease is released only once the Node has let go of the run.
+func (x *exchange) Drain(timeout time.Duration, terminal func(*iop.Envelope) uint32) (ended bool) {
 	x.mu.Lock()
 	if x.done {
 		x.mu.Unlock()
@@ -226,7 +233,8 @@ func (x *exchange) Drain(timeout time.Duration, terminal func(*iop.Envelope) boo
 		if err != nil {
 			break
 		}
-		if terminal(env) {
+		if k := terminal(env); k != settledNone {
+			x.lease.settled.Store(k)
 			ended = true
 			break
 		}
@@ -259,9 +267,12 @@ func (x *exchange) markDone() {
 // Stream is the Edge side of one exchange: a normalized run (events) or a
 // provider tunnel (frames).
 type Stream[T any] struct {
-	x        *exchange
-	unwrap   func(*iop.Envelope) (T, bool)
-	terminal func(T) bool
+	x      *exchange
+	unwrap func(*iop.Envelope) (T, bool)
+	// terminal is how an event or frame ends the exchange: the
+	// Lease.settled value of its reason, or settledNone for one that
+	// does not end it.
+	terminal func(T) uint32
 }
 
 // RunStream carries a run's events.
@@ -275,12 +286,18 @@ func runEvent(env *iop.Envelope) (*iop.RunEvent, bool) {
 	return ev, ev != nil
 }
 
-func runTerminal(ev *iop.RunEvent) bool {
+// runTerminal: complete ends a run as completed, error as error,
+// cancelled as cancelled.
+func runTerminal(ev *iop.RunEvent) uint32 {
 	switch ev.GetType() {
-	case iop.RunEventType_RUN_EVENT_TYPE_COMPLETE, iop.RunEventType_RUN_EVENT_TYPE_ERROR, iop.RunEventType_RUN_EVENT_TYPE_CANCELLED:
-		return true
+	case iop.RunEventType_RUN_EVENT_TYPE_COMPLETE:
+		return settledCompleted
+	case iop.RunEventType_RUN_EVENT_TYPE_ERROR:
+		return settledError
+	case iop.RunEventType_RUN_EVENT_TYPE_CANCELLED:
+		return settledCancelled
 	}
-	return false
+	return settledNone
 }
 
 func tunnelFrame(env *iop.Envelope) (*iop.ProviderTunnelFrame, bool) {
@@ -288,8 +305,21 @@ func tunnelFrame(env *iop.Envelope) (*iop.ProviderTunnelFrame, bool) {
 	return f, f != nil
 }
 
-func tunnelTerminal(f *iop.ProviderTunnelFrame) bool {
-	return f.GetEnd() || f.GetKind() == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END || f.GetKind() == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR
+// tunnelTerminal: END ends a tunnel as completed, ERROR as error (as
+// cancelled when its code says the node cancelled it). A frame with the
+// legacy end flag and no kind ends it as END does, or as ERROR does when
+// it carries an error.
+func tunnelTerminal(f *iop.ProviderTunnelFrame) uint32 {
+	switch kind := f.GetKind(); {
+	case kind == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR, f.GetEnd() && kind != iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END && f.GetError() != nil:
+		if f.GetError().GetCode() == iop.ErrorCode_ERROR_CODE_CANCELLED {
+			return settledCancelled
+		}
+		return settledError
+	case kind == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END, f.GetEnd():
+		return settledCompleted
+	}
+	return settledNone
 }
 
 // OpenRun sends req on the lease's node and returns its event stream.
@@ -349,7 +379,11 @@ func (s *Stream[T]) RecvBy(deadline time.Time) (T, error) {
 	if !ok {
 		return zero, fmt.Errorf("%w: %w: unexpected %T", ErrNodeLost, nodewire.ErrProtocol, env.Body)
 	}
-	if s.terminal(v) {
+	if k := s.terminal(v); k != settledNone {
+		// The node's work is over: a fence from here on (a drained node
+		// stopping before the holder's Finish) returns the lease with
+		// the terminal's reason, not node_lost.
+		s.x.lease.settled.Store(k)
 		s.x.markDone()
 	}
 	return v, nil
@@ -369,9 +403,11 @@ func (s *Stream[T]) Cancel(reason string) { s.x.Cancel(reason) }
 // Drain waits (bounded) for the terminal message after a Cancel and
 // reports whether it came.
 func (s *Stream[T]) Drain(timeout time.Duration) bool {
-	return s.x.Drain(timeout, func(env *iop.Envelope) bool {
-		v, ok := s.unwrap(env)
-		return ok && s.terminal(v)
+	return s.x.Drain(timeout, func(env *iop.Envelope) uint32 {
+		if v, ok := s.unwrap(env); ok {
+			return s.terminal(v)
+		}
+		return settledNone
 	})
 }
 

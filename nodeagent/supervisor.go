@@ -163,11 +163,18 @@ func (s *Supervisor) session(ctx context.Context, attempt int) (bool, error) {
 		s.note("failed", attempt, err)
 		return false, err
 	}
-	if err := conn.ReadyWith(ctx, &iop.NodeReadyRequest{NodeId: resp.GetNodeId(), Adapters: s.agent.Capabilities()}); err != nil {
+	// A drain that began during this attempt (after Run's check) is said
+	// in the ready request: the edge makes the providers live draining,
+	// and grants nothing here. One that begins after this read is told
+	// by the session's first load report, which reportLoad sends as soon
+	// as the edge has the session live (it reads Draining once it is
+	// registered with wakeOnDrain, so neither order misses it).
+	ready := &iop.NodeReadyRequest{NodeId: resp.GetNodeId(), Adapters: s.agent.Capabilities(), Draining: s.agent.Draining()}
+	if err := conn.ReadyWith(ctx, ready); err != nil {
 		s.note("failed", attempt, err)
 		return false, err
 	}
-	s.log.Info("edge session ready", zap.String("node_id", resp.GetNodeId()), zap.Int("adapters", len(resp.GetConfig().GetAdapters())))
+	s.log.Info("edge session ready", zap.String("node_id", resp.GetNodeId()), zap.Int("adapters", len(resp.GetConfig().GetAdapters())), zap.Bool("draining", ready.GetDraining()))
 	s.note("ready", attempt, nil)
 	if s.watch != nil {
 		s.watch.ready()

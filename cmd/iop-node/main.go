@@ -144,7 +144,16 @@ func run() int {
 	}()
 	log.Info("iop-node starting", zap.Strings("edges", cfg.Edge.Targets()), zap.Int("max_attempts", *cfg.Reconnect.MaxAttempts),
 		zap.Duration("drain", cfg.Shutdown.Drain()))
-	if err := nodeagent.RunEdges(runCtx, policy, cfg.Edge.Targets(), len(cfg.Edge.Addresses) > 0, agent, log); err != nil {
+	err = nodeagent.RunEdges(runCtx, policy, cfg.Edge.Targets(), len(cfg.Edge.Addresses) > 0, agent, log)
+	// The node is stopping, whether a signal or its sessions ended it
+	// (their reconnect budget ran out, a fatal refusal, the last session
+	// of a drain lost): from here SIGINT and SIGTERM have their default
+	// action, so a stop that hangs (spans flushed to a collector that does
+	// not answer, an adapter slow to close) can still be killed. Without
+	// this, a signal after sessions that gave up on their own would go to
+	// late, which nothing reads any more.
+	sigs.stop()
+	if err != nil {
 		switch {
 		case errors.Is(err, nodeagent.ErrFatal):
 			log.Error("fatal: not retrying", zap.Error(err))
