@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -97,7 +98,7 @@ func RunEdges(ctx context.Context, base SupervisorConfig, addresses []string, re
 	for _, e := range names {
 		a := e.text
 		host, port, _ := net.SplitHostPort(a)
-		f := &nameFollower{base: base, host: host, port: port, entry: e, claims: claims, agent: agent,
+		f := &nameFollower{base: base, host: host, port: portNumber(port), entry: e, claims: claims, agent: agent,
 			log: log.With(zap.String("edge_name", a)), members: map[string]*edgeMember{},
 			kick: make(chan struct{}, 1), done: make(chan struct{})}
 		wg.Add(1)
@@ -154,18 +155,31 @@ func (c *edgeClaims) release(key string, entry edgeEntry) {
 	}
 }
 
-// edgeKey is addr with its IP address in one spelling (::ffff:10.0.0.1
-// and 10.0.0.1 dial one socket); other addresses are kept as written.
+// edgeKey is addr in one spelling for one socket: an IP address unmapped
+// (::ffff:10.0.0.1 and 10.0.0.1), a name in lower case (DNS ignores
+// case), the port as a number (portNumber).
 func edgeKey(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return addr
 	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		host = ip.Unmap().String()
+	} else {
+		host = strings.ToLower(host)
 	}
-	return net.JoinHostPort(ip.Unmap().String(), port)
+	return net.JoinHostPort(host, portNumber(port))
+}
+
+// portNumber spells a numeric port as the dialer reads it: 07000 and
+// +7000 are 7000. Anything else (a service name, which config validation
+// refuses) is kept as written.
+func portNumber(port string) string {
+	n, err := strconv.ParseUint(strings.TrimPrefix(port, "+"), 10, 16)
+	if err != nil {
+		return port
+	}
+	return strconv.FormatUint(n, 10)
 }
 
 // oneFamily keeps the IPv4 addresses of ips when there are any, else all
@@ -261,7 +275,7 @@ const maxAddressesPerName = 64
 // whose addresses all keep failing spends it as a single address does.
 type nameFollower struct {
 	base       SupervisorConfig
-	host, port string    // the name as the operator wrote it
+	host, port string    // the name as the operator wrote it, the port as a number
 	entry      edgeEntry // the name's entry in edge.addresses
 	claims     *edgeClaims
 	agent      *Agent
