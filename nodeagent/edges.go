@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -58,20 +59,25 @@ func RunEdges(ctx context.Context, base SupervisorConfig, addresses []string, re
 		errs = append(errs, fmt.Errorf("edge %s: %w", edge, err))
 		mu.Unlock()
 	}
-	claims := &edgeClaims{owner: map[string]edgeEntry{}}
-	start := func(addr, serverName string) {
+	claims := &edgeClaims{owner: map[string]edgeEntry{}, refused: map[edgeEntry]func(){}}
+	start := func(e edgeEntry) {
+		addr := e.text
 		cfg := base
 		cfg.Dial.Address = addr
-		// TLS still verifies the name the operator wrote (unless
-		// edge.tls.server_name names another).
-		cfg.Dial.ServerName = serverName
+		// TLS verifies the address's host (unless edge.tls.server_name
+		// names another).
+		cfg.Dial.ServerName = ""
 		sup := NewSupervisor(cfg, agent, log.With(zap.String("edge", addr)))
 		wg.Add(1)
 		// Owner: RunEdges. Stops when ctx is cancelled or this edge's
 		// supervisor gives up (fatal rejection, attempts exhausted).
 		go func() {
 			defer wg.Done()
-			if err := sup.Run(ctx); err != nil {
+			err := sup.Run(ctx)
+			// A name reaching this address may serve it from now on
+			// (and meet the same fate, or not, on its own budget).
+			claims.release(edgeKey(addr), e)
+			if err != nil {
 				log.Error("edge session loop stopped", zap.String("edge", addr), zap.Error(err))
 				stopped(addr, err)
 			}
@@ -88,22 +94,23 @@ func RunEdges(ctx context.Context, base SupervisorConfig, addresses []string, re
 			names = append(names, edgeEntry{index: i, text: a})
 			continue
 		}
-		if holder, ok := claims.claim(edgeKey(a), edgeEntry{index: i, text: a}); !ok {
+		e := edgeEntry{index: i, text: a}
+		if holder, ok := claims.claim(edgeKey(a), e); !ok {
 			log.Warn("edge address listed twice; one session", zap.String("edge", a), zap.String("served_as", holder))
 			continue
 		}
-		start(a, "")
+		start(e)
 	}
 	for _, e := range names {
 		a := e.text
 		host, port, _ := net.SplitHostPort(a)
-		f := &nameFollower{base: base, host: host, port: port, entry: e, claims: claims, agent: agent,
+		f := &nameFollower{base: base, host: host, port: portNumber(port), entry: e, claims: claims, agent: agent,
 			log: log.With(zap.String("edge_name", a)), members: map[string]*edgeMember{},
 			kick: make(chan struct{}, 1), done: make(chan struct{})}
 		wg.Add(1)
-		// Owner: RunEdges. Stops when ctx is cancelled, the name's
-		// attempt budget runs out, or every supervisor of the name has
-		// stopped (it waits for them).
+		// Owner: RunEdges. Stops when ctx is cancelled, the node
+		// drains, the name's attempt budget runs out or a supervisor of
+		// the name gives up (it waits for them all).
 		go func() {
 			defer wg.Done()
 			if err := f.run(ctx); err != nil && ctx.Err() == nil {
@@ -124,6 +131,11 @@ func RunEdges(ctx context.Context, base SupervisorConfig, addresses []string, re
 type edgeClaims struct {
 	mu    sync.Mutex
 	owner map[string]edgeEntry // guarded by mu: edgeKey → the entry serving it
+	// refused holds, for each name refused a claim since the last
+	// release, what asks it to look its name up again: once an address
+	// is released, a name that lists it takes it over (its session is
+	// gone). Guarded by mu; at most one per entry of edge.addresses.
+	refused map[edgeEntry]func()
 }
 
 // An edgeEntry is one entry of edge.addresses: its place in the list (an
@@ -145,27 +157,61 @@ func (c *edgeClaims) claim(key string, entry edgeEntry) (string, bool) {
 	return entry.text, true
 }
 
-// release forgets entry's claim on key (its supervisor returned).
+// claimOrWait is claim for a name: refused, it has retry called once an
+// address is released. retry must not block (nor take a follower's mu:
+// release is called under one).
+func (c *edgeClaims) claimOrWait(key string, entry edgeEntry, retry func()) (string, bool) {
+	holder, ok := c.claim(key, entry)
+	if !ok {
+		c.mu.Lock()
+		c.refused[entry] = retry
+		c.mu.Unlock()
+	}
+	return holder, ok
+}
+
+// release forgets entry's claim on key (its supervisor returned) and has
+// the names refused a claim look theirs up again. They are asked whatever
+// the key: a release is rare (a supervisor stopped), and a lookup too many
+// costs less than bookkeeping by key.
 func (c *edgeClaims) release(key string, entry edgeEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.owner[key] == entry {
-		delete(c.owner, key)
+	if c.owner[key] != entry {
+		return
+	}
+	delete(c.owner, key)
+	for e, retry := range c.refused {
+		retry()
+		delete(c.refused, e)
 	}
 }
 
-// edgeKey is addr with its IP address in one spelling (::ffff:10.0.0.1
-// and 10.0.0.1 dial one socket); other addresses are kept as written.
+// edgeKey is addr in one spelling for one socket: an IP address unmapped
+// (::ffff:10.0.0.1 and 10.0.0.1), a name in lower case (DNS ignores
+// case), the port as a number (portNumber).
 func edgeKey(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return addr
 	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		host = ip.Unmap().String()
+	} else {
+		host = strings.ToLower(host)
 	}
-	return net.JoinHostPort(ip.Unmap().String(), port)
+	return net.JoinHostPort(host, portNumber(port))
+}
+
+// portNumber spells a numeric port as the dialer reads it: 07000 and
+// +7000 are 7000. Anything else (a service name, which config validation
+// refuses) is kept as written.
+func portNumber(port string) string {
+	n, err := strconv.ParseUint(strings.TrimPrefix(port, "+"), 10, 16)
+	if err != nil {
+		return port
+	}
+	return strconv.FormatUint(n, 10)
 }
 
 // oneFamily keeps the IPv4 addresses of ips when there are any, else all
@@ -254,6 +300,10 @@ const maxAddressesPerName = 64
 // least an interval apart. A new address gets a supervisor; an address no
 // longer listed is stopped at its next reconnect (a live session is never
 // cut because DNS changed). A failed lookup keeps the addresses known.
+// A name none of whose addresses it serves (all are served by other
+// entries, or none is listed any more) keeps following it at its
+// interval: a later answer may list one of its own, or the entry serving
+// one may let it go (edgeClaims.release asks for a lookup then).
 //
 // The attempt budget is the name's: consecutive failed attempts across
 // its addresses, reset when a session of the name reaches ready and not
@@ -261,7 +311,7 @@ const maxAddressesPerName = 64
 // whose addresses all keep failing spends it as a single address does.
 type nameFollower struct {
 	base       SupervisorConfig
-	host, port string    // the name as the operator wrote it
+	host, port string    // the name as the operator wrote it, the port as a number
 	entry      edgeEntry // the name's entry in edge.addresses
 	claims     *edgeClaims
 	agent      *Agent
@@ -276,7 +326,7 @@ type nameFollower struct {
 	ready    int                    // guarded by mu: members with a ready session
 	failures int                    // guarded by mu: the name's consecutive failed attempts
 	gaveUp   bool                   // guarded by mu: the budget is spent
-	ended    bool                   // guarded by mu: done is closed
+	ended    bool                   // guarded by mu: done is closed (endIfIdleLocked)
 	capped   bool                   // guarded by mu: the excess was logged
 	shadowed bool                   // guarded by mu: an address served by another entry was logged
 	errs     []error                // guarded by mu: why supervisors gave up
@@ -291,8 +341,8 @@ type edgeMember struct {
 	stopped bool   // its supervisor gave up (fatal): not restarted while listed
 }
 
-// run follows the name until ctx ends or every supervisor of it has
-// stopped; it returns why they gave up (nil on cancellation).
+// run follows the name until ctx ends or done is closed; it returns why
+// its supervisors gave up (nil on cancellation or a drain).
 func (f *nameFollower) run(ctx context.Context) error {
 	ips, err := resolveEdge(ctx, f.base, f.host, f.agent, f.log)
 	if errors.Is(err, errDraining) {
@@ -334,6 +384,11 @@ func (f *nameFollower) run(ctx context.Context) error {
 		}
 		if ctx.Err() != nil {
 			return nil
+		}
+		if f.agent.Draining() {
+			f.mu.Lock()
+			f.endIfIdleLocked() // none may be running to close done
+			f.mu.Unlock()
 		}
 		select {
 		case <-f.done:
@@ -404,7 +459,7 @@ func (f *nameFollower) applyLocked(ctx context.Context, ips []string) {
 			}
 			continue
 		}
-		if holder, ok := f.claims.claim(edgeKey(addr), f.entry); !ok {
+		if holder, ok := f.claims.claimOrWait(edgeKey(addr), f.entry, f.kickLookup); !ok {
 			if !f.shadowed {
 				f.shadowed = true
 				f.log.Warn("edge address already served by another entry of edge.addresses; one session", zap.String("edge", addr), zap.String("served_as", holder))
@@ -414,12 +469,23 @@ func (f *nameFollower) applyLocked(ctx context.Context, ips []string) {
 		keeping++
 		f.startLocked(ctx, addr)
 	}
-	if f.running == 0 && !f.ended {
-		// None started (the node drains, or every address is served by
-		// another entry): nothing else will close done.
-		f.ended = true
-		close(f.done)
+	f.endIfIdleLocked()
+}
+
+// endIfIdleLocked closes done once no supervisor of the name runs and
+// none is to run again: the node drains, or a supervisor gave up (a fatal
+// rejection, or the name's budget spent; run returns their errors). A name
+// with none running otherwise (its addresses are served by other entries,
+// or no longer listed) keeps following.
+func (f *nameFollower) endIfIdleLocked() {
+	if f.running > 0 || f.ended {
+		return
 	}
+	if !f.agent.Draining() && !f.gaveUp && len(f.errs) == 0 {
+		return
+	}
+	f.ended = true
+	close(f.done)
 }
 
 // compareIPs orders addresses numerically (strings that are not addresses
@@ -453,9 +519,9 @@ func (f *nameFollower) startLocked(ctx context.Context, addr string) {
 	log.Info("following edge address")
 	f.wg.Add(1)
 	// Owner: the nameFollower, whose run waits for it. Stops when ctx is
-	// cancelled, the supervisor gives up (fatal rejection, the name's
-	// budget spent) or its address is no longer listed while its session
-	// is down.
+	// cancelled, the node drains, the supervisor gives up (fatal
+	// rejection, the name's budget spent) or its address is no longer
+	// listed while its session is down.
 	go func() {
 		defer f.wg.Done()
 		err := sup.Run(ctx)
@@ -472,10 +538,8 @@ func (f *nameFollower) startLocked(ctx context.Context, addr string) {
 		} else if f.members[addr] == m {
 			delete(f.members, addr)
 		}
-		if f.running--; f.running == 0 && !f.ended {
-			f.ended = true
-			close(f.done)
-		}
+		f.running--
+		f.endIfIdleLocked()
 	}()
 }
 

@@ -73,7 +73,9 @@
 // TerminateSession does: a later run of its id starts a fresh session. If a
 // run holds or waits for every session, the new session is refused with
 // capacity_exceeded. Sessions persisted over the bound (by a Node with a
-// higher one) are removed at first use, least recently used first.
+// higher one) are removed at first use, least recently used first, and so
+// are session directories without state (a state write that failed removes
+// the directory it created; a crash may leave one).
 package cli
 
 import (

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -241,10 +242,20 @@ func (a *instance) TerminateSession(id string) error {
 	return nil
 }
 
-// Sessions lists the live sessions: those with persisted state or a running
-// process.
+// Sessions lists the live sessions, by id: those with persisted state or a
+// running process.
 func (a *instance) Sessions() []adapter.SessionInfo {
 	a.loaded.Do(a.loadSessions)
+	out := a.sessionInfos()
+	// Sorted after mu is given back: every run's acquire and release
+	// takes mu, and at max_sessions in the hundred thousands the sort
+	// would hold them for tens of milliseconds.
+	slices.SortFunc(out, func(x, y adapter.SessionInfo) int { return strings.Compare(x.ID, y.ID) })
+	return out
+}
+
+// sessionInfos copies what Sessions lists, in map order.
+func (a *instance) sessionInfos() []adapter.SessionInfo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := make([]adapter.SessionInfo, 0, len(a.sessions))
@@ -258,12 +269,13 @@ func (a *instance) Sessions() []adapter.SessionInfo {
 		}
 		out = append(out, info)
 	}
-	slices.SortFunc(out, func(x, y adapter.SessionInfo) int { return strings.Compare(x.ID, y.ID) })
 	return out
 }
 
 // loadSessions registers the sessions persisted by an earlier Node process,
-// so they are listed and can be terminated. Unreadable entries are skipped.
+// so they are listed and can be terminated. Session directories without a
+// state file are removed (removeStateless); other unreadable entries are
+// skipped.
 // Those over max_sessions (the store may have been filled under a higher
 // bound) are removed, least recently used first. Run once
 // (instance.loaded), before any other use of the sessions.
@@ -276,6 +288,8 @@ func (a *instance) loadSessions() {
 		return
 	}
 	var loaded []*session
+	var stateless, strayFailed int
+	var strayErr error
 	for _, e := range entries {
 		raw, err := base64.RawURLEncoding.DecodeString(e.Name())
 		if !e.IsDir() || err != nil || validateSessionID(string(raw)) != nil || len(raw) == 0 {
@@ -283,6 +297,21 @@ func (a *instance) loadSessions() {
 		}
 		s := a.newSession(string(raw))
 		st, err := readState(s.dir, s.id)
+		if errors.Is(err, fs.ErrNotExist) {
+			// No state: left by a write that failed or a crash. It
+			// holds no session (a run of its id would start afresh),
+			// and kept it would count against no bound.
+			removed, rerr := removeStateless(s.dir)
+			if removed {
+				stateless++
+				continue
+			}
+			if rerr != nil {
+				strayFailed++
+				strayErr = rerr
+				continue
+			}
+		}
 		if err != nil {
 			a.log.Warn("cli: skip persisted session", zap.String("dir", e.Name()), zap.Error(err))
 			continue
@@ -290,6 +319,12 @@ func (a *instance) loadSessions() {
 		s.persisted = true
 		s.lastUsed = st.LastUsedUnix
 		loaded = append(loaded, s)
+	}
+	if stateless > 0 {
+		a.log.Info("cli: removed session directories without state", zap.Int("count", stateless))
+	}
+	if strayFailed > 0 {
+		a.log.Warn("cli: remove session directories without state", zap.Int("count", strayFailed), zap.Error(strayErr))
 	}
 	// Oldest first: trimming takes from the front, and pushing the rest
 	// in this order leaves the most recently used at the front of idle.
@@ -366,10 +401,25 @@ func readState(dir, id string) (sessionState, error) {
 }
 
 // writeState replaces the state file atomically, so a crash never leaves a
-// torn file behind.
-func writeState(dir string, st *sessionState) error {
-	if err := os.MkdirAll(dir, stateDirPerm); err != nil {
-		return fmt.Errorf("create session dir: %w", err)
+// torn file behind. A write that fails removes the session directory if it
+// created it: a directory without state holds no session, and left behind
+// it would count against no bound (loadSessions removes those it finds).
+func writeState(dir string, st *sessionState) (err error) {
+	created, err := makeStateDir(dir)
+	if err != nil {
+		return err
+	}
+	if created {
+		defer func() {
+			if err == nil {
+				return
+			}
+			// Remove, not RemoveAll: the directory is empty once the
+			// temporary file is gone, and nothing else may go with it.
+			if rerr := os.Remove(dir); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("remove session dir: %w", rerr))
+			}
+		}()
 	}
 	b, err := json.Marshal(st)
 	if err != nil {
@@ -395,6 +445,61 @@ func writeState(dir string, st *sessionState) error {
 		return fmt.Errorf("write session state: %w", err)
 	}
 	return nil
+}
+
+// makeStateDir creates the session directory dir (and the directories
+// above it) and reports whether it created dir itself. An existing dir,
+// or a file in its way (the write then fails), is not its to remove.
+func makeStateDir(dir string) (created bool, err error) {
+	if err := os.MkdirAll(filepath.Dir(dir), stateDirPerm); err != nil {
+		return false, fmt.Errorf("create session dir: %w", err)
+	}
+	switch err := os.Mkdir(dir, stateDirPerm); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrExist):
+		return false, nil
+	default:
+		return false, fmt.Errorf("create session dir: %w", err)
+	}
+}
+
+// maxStatelessEntries bounds what loadSessions reads of a session
+// directory without a state file: a write leaves at most a temporary file
+// or two behind, and a directory holding more is not its leftover.
+const maxStatelessEntries = 8
+
+// removeStateless removes dir, a session directory without a state file,
+// if it holds nothing but temporary files of state writes (a crash
+// between creating the directory or the file and the rename). It reports
+// whether it did; anything else in dir keeps it.
+func removeStateless(dir string) (bool, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return false, fmt.Errorf("open session dir: %w", err)
+	}
+	entries, err := d.ReadDir(maxStatelessEntries + 1)
+	d.Close()
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("list session dir: %w", err)
+	}
+	if len(entries) > maxStatelessEntries {
+		return false, nil
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), stateFileName+".") {
+			return false, nil
+		}
+	}
+	for _, e := range entries {
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			return false, fmt.Errorf("remove session dir: %w", err)
+		}
+	}
+	if err := os.Remove(dir); err != nil {
+		return false, fmt.Errorf("remove session dir: %w", err)
+	}
+	return true, nil
 }
 
 // uuidNamespace is the RFC 9562 namespace of {session_uuid} values (a fixed

@@ -98,7 +98,11 @@ func TestNewReadsNoPersistedSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An entry whose state cannot be read: reading it logs a warning.
-	if err := os.MkdirAll(filepath.Join(inst.sessionsDir(), sessionDirName("torn")), 0o700); err != nil {
+	torn := filepath.Join(inst.sessionsDir(), sessionDirName("torn"))
+	if err := os.MkdirAll(torn, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(torn, stateFileName), []byte(`{"id":"to`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	core, logs := observer.New(zap.WarnLevel)
