@@ -52,8 +52,10 @@ type NodeEdge struct {
 	// addresses when it has any, else its IPv6 ones (one session per edge,
 	// not one per address family). A name that does not resolve is looked
 	// up again every reconnect interval, each lookup counting as an
-	// attempt; once resolved, its addresses are kept until a restart. Set
-	// address or addresses, not both.
+	// attempt; once resolved, the name is looked up again whenever none of
+	// its sessions is ready (a lost session, a failed attempt), so an edge
+	// that moves to a new address is followed. Ports are compared as
+	// numbers. Set address or addresses, not both.
 	Addresses []string  `mapstructure:"addresses"`
 	TLS       ClientTLS `mapstructure:"tls"`
 }

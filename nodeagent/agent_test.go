@@ -37,9 +37,9 @@ func startOpenAICompatNode(t *testing.T, baseURL string) *nodewire.Conn {
 	t.Helper()
 	payload := &iop.NodeConfigPayload{
 		Adapters: []*iop.AdapterConfig{{Name: "oa", Type: "openai_compat", Category: "api", Capacity: 1, BaseUrl: baseURL}},
-		// A generous timeout: a 17 MiB answer (TestOversizedAnswerIsAnErrorEvent)
-		// kept both ends of the session from their heartbeats for over 2 s
-		// under -race on a loaded 2-core machine, losing the session.
+		// A generous timeout: under -race on a loaded 2-core machine a large
+		// answer has kept both ends of the session from their heartbeats for
+		// over 2 s, losing the session.
 		Heartbeat: &iop.HeartbeatConfig{IntervalMs: 50, TimeoutMs: 30000},
 	}
 	return startNode(t, startFakeEdge(t, payload, nil), fullAgent(t))

@@ -104,9 +104,9 @@ func startHeldRun(t *testing.T, c *nodewire.Conn, b *holdBackend, runID string) 
 // readAll reads a run's events until the node closes the stream.
 func readAll(t *testing.T, st *nodewire.Stream) []*iop.Envelope {
 	t.Helper()
-	// Generous: a run that reads and rejects a 17 MiB answer took 15 s
-	// under -race on a loaded 2-core machine; a passing run never comes
-	// near it.
+	// Generous: a run that read and rejected an answer over the wire's
+	// default 16 MiB frame bound took 15 s under -race on a loaded 2-core
+	// machine; a passing run never comes near it.
 	_ = st.SetReadDeadline(time.Now().Add(45 * time.Second))
 	var out []*iop.Envelope
 	for {
