@@ -105,6 +105,16 @@ func (s *Server) cors(c *gin.Context) {
 		h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
 		return
 	}
+	if m := c.Request.Header.Get("Access-Control-Request-Method"); m != http.MethodGet && m != http.MethodPost {
+		// A 204 listing GET and POST would read as success to whoever
+		// debugs the call, and the browser would refuse only at the
+		// method. The allowed origin stays on the refusal, so the
+		// browser blames the status (405, the method), not the origin.
+		h.Set("Allow", corsAllowMethods)
+		writeError(c, &openaiapi.Error{Status: http.StatusMethodNotAllowed, Type: openaiapi.TypeInvalidRequest, Code: "method_not_allowed",
+			Message: "The API is served with GET and POST only."})
+		return
+	}
 	h.Set("Access-Control-Allow-Methods", corsAllowMethods)
 	if req := corsAllowHeaders(c.Request.Header.Values("Access-Control-Request-Headers")); req != "" {
 		h.Set("Access-Control-Allow-Headers", req)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -45,6 +46,12 @@ func apiError(err error, model string) *openaiapi.Error {
 // A request whose body is still unread closes its connection after the
 // answer (see deadlineBody.abandon).
 func writeError(c *gin.Context, e *openaiapi.Error) {
+	if refusedCoding(c) {
+		// The handler's read of a content-coded body failed (codedBody):
+		// that failure is answered for what it is.
+		e = unsupportedCoding()
+		c.Header("Accept-Encoding", "identity")
+	}
 	if v, ok := c.Get(infoKey); ok {
 		in := v.(*reqInfo)
 		if b := in.body; b != nil && b.abandon(c) {
@@ -57,4 +64,13 @@ func writeError(c *gin.Context, e *openaiapi.Error) {
 	}
 	c.Data(e.Status, "application/json", e.Envelope())
 	c.Abort()
+}
+
+// unsupportedCoding is the answer to a request body sent with a content
+// coding (codedBody): 415, with Accept-Encoding: identity (RFC 9110
+// §15.5.16), and the invalid_request code of any request the edge cannot
+// take as sent.
+func unsupportedCoding() *openaiapi.Error {
+	return &openaiapi.Error{Status: http.StatusUnsupportedMediaType, Type: openaiapi.TypeInvalidRequest, Code: openaiapi.CodeInvalidRequest,
+		Message: "Compressed request bodies are not supported (Content-Encoding); send the body uncompressed."}
 }

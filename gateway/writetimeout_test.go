@@ -20,6 +20,13 @@ import (
 // as on the OpenAI surface (TestSlowReaderDoesNotStallOthers).
 func TestAnthropicStreamWriteTimeout(t *testing.T) {
 	big := strings.Repeat("x", 48<<10)
+	// Each chunk the upstream sends is progress: the stream fills the
+	// client's, the edge's and the wire's buffers at whatever pace the
+	// machine allows before the edge's write blocks, and only from there
+	// does the 1 s write timeout run. Once it blocks, the upstream soon
+	// blocks too (or ends), so a write timeout that never fires fails the
+	// test after waitLong without progress.
+	p := newProgress()
 	u := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 		w.WriteHeader(http.StatusOK)
@@ -29,6 +36,7 @@ func TestAnthropicStreamWriteTimeout(t *testing.T) {
 				return
 			}
 			f.Flush()
+			p.step()
 			select {
 			case <-time.After(2 * time.Millisecond):
 			case <-r.Context().Done():
@@ -45,18 +53,33 @@ func TestAnthropicStreamWriteTimeout(t *testing.T) {
 		`{"model":"qwen-7b","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"A"}]}`)
 	defer a.Close()
 	stack.WaitFor(t, waitLong, "the stream to start", func() bool { return inFlight(e, "vllm-main") == 1 })
-
-	// The write timeout is 1 s: well within 12 s the edge must give up.
-	deadline := time.Now().Add(12 * time.Second)
-	for time.Now().Before(deadline) {
-		if inFlight(e, "vllm-main") == 0 {
-			t.Logf("write_error cancellations: %v", cancellations(t, e, "write_error"))
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	firstByte(t, a)
+	waitWhileProgressing(t, p, "a write_error after the client stopped reading", func() bool {
+		return cancellations(t, e, "write_error") > 0
+	})
+	waitReleased(t, e, "vllm-main")
+	if got := cancellations(t, e, "write_error"); got != 1 {
+		t.Fatalf("write_error cancellations = %v, want 1", got)
 	}
-	t.Fatalf("lease still held 12 s after the client stopped reading (write timeout 1 s); write_error cancellations = %v",
-		cancellations(t, e, "write_error"))
+}
+
+// waitWhileProgressing waits until cond holds, failing only when p saw no
+// step for waitLong (see progress).
+func waitWhileProgressing(t *testing.T, p progress, what string, cond func() bool) {
+	t.Helper()
+	idle := time.NewTimer(waitLong)
+	defer idle.Stop()
+	poll := time.NewTicker(5 * time.Millisecond)
+	defer poll.Stop()
+	for !cond() {
+		select {
+		case <-p:
+			idle.Reset(waitLong)
+		case <-poll.C:
+		case <-idle.C:
+			t.Fatalf("no progress for %s waiting for %s", waitLong, what)
+		}
+	}
 }
 
 // A client that stops reading a large non-streamed run answer is cut off

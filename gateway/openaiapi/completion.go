@@ -61,12 +61,19 @@ func (a *CompletionAggregator) Result() ([]byte, *Error) {
 // text_completion chunks: one per delta, a last one with empty text and the
 // finish_reason, the usage chunk (empty choices) when include_usage, then
 // [DONE]. Its contract (first byte, errors, Abort) is ChatStreamWriter's.
+//
+// A completion shows no reasoning, but a model thinking before it answers
+// starts the stream as a chat stream does: the first reasoning writes a
+// chunk with empty text, and so does every HiddenReasoningKeepAliveBytes of
+// reasoning dropped since the stream last wrote. A run that fails after
+// that ends with the error event, as any started stream does.
 type CompletionStreamWriter struct {
 	opts     RenderOptions
 	st       runState
 	sse      sseWriter
 	outBytes int
-	text     textSplice // the text chunk, made for the first delta
+	hidden   int        // reasoning bytes dropped since the stream last wrote
+	text     textSplice // the text chunk, made for the first delta or reasoning
 	failure  *Error
 	finish   string
 	usage    Usage
@@ -86,12 +93,14 @@ func (s *CompletionStreamWriter) Add(ev *iop.RunEvent) error {
 		return nil
 	}
 	terminal := s.st.observe(ev)
-	if d := ev.GetDelta(); d != "" && ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
-		s.outBytes += len(d)
-		if !s.text.ready() {
-			s.text = newTextSplice(s.encodeChunk(spliceMark, nil))
+	if ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
+		if d := ev.GetDelta(); d != "" {
+			s.outBytes += len(d)
+			s.hidden = 0
+			s.textChunk(d)
+		} else if r := ev.GetReasoning(); r != "" {
+			s.think(len(r))
 		}
-		s.sse.textEvent(&s.text, d)
 	}
 	if !terminal {
 		return s.sse.send()
@@ -147,6 +156,38 @@ func (s *CompletionStreamWriter) FinishReason() string { return s.finish }
 
 // Usage returns the usage (valid once Done) and whether it was reported.
 func (s *CompletionStreamWriter) Usage() (Usage, bool) { return s.usage, s.reported }
+
+// HiddenReasoningKeepAliveBytes is how much reasoning a completion stream
+// drops between two empty-text chunks, as anthropicapi's
+// HiddenThinkingPingBytes between two pings: some 500 tokens, seconds of a
+// model's output. A model that thinks for minutes before it answers would
+// otherwise leave the client without a byte all that time, and a proxy's
+// or client's read timeout (nginx: 60 s) would cut the answer before its
+// text.
+//
+// The keep-alive is a chunk, not an SSE comment: every OpenAI SDK reads a
+// chunk with empty text (each stream ends with one), while go-openai counts
+// comment lines against its limit of 300 empty lines between two chunks
+// (ErrTooManyEmptyStreamMessages) and parses a later error event together
+// with the comments before it, losing the error.
+const HiddenReasoningKeepAliveBytes = 2048
+
+// think handles n bytes of reasoning, which a completion does not show.
+func (s *CompletionStreamWriter) think(n int) {
+	if s.hidden += n; s.sse.started && s.hidden < HiddenReasoningKeepAliveBytes {
+		return
+	}
+	s.hidden = 0
+	s.textChunk("")
+}
+
+// textChunk appends the chunk carrying text t.
+func (s *CompletionStreamWriter) textChunk(t string) {
+	if !s.text.ready() {
+		s.text = newTextSplice(s.encodeChunk(spliceMark, nil))
+	}
+	s.sse.textEvent(&s.text, t)
+}
 
 func (s *CompletionStreamWriter) chunk(text string, finish *string) {
 	s.sse.event(s.encodeChunk(text, finish))
