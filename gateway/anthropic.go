@@ -49,6 +49,11 @@ func (s *Server) anthropicFront(c *gin.Context) {
 	c.Next()
 }
 
+// errorHeaders are the headers of an OpenAI-shaped error the converted
+// Anthropic error keeps: when to retry (429, 503), and the coding a 415
+// asks for.
+var errorHeaders = [...]string{"Retry-After", "Accept-Encoding"}
+
 // messages serves POST /v1/messages.
 func (s *Server) messages(c *gin.Context) {
 	if k := s.messagesCall(c); k != nil {
@@ -370,8 +375,10 @@ func (w *messagesWriter) finish() {
 		// Nothing was answered (the client left before): nothing to send.
 	case w.Status() >= 400:
 		e := anthropicapi.FromOpenAIError(w.Status(), w.held.Bytes())
-		if ra := w.header.Get("Retry-After"); ra != "" {
-			rw.Header().Set("Retry-After", ra)
+		for _, k := range errorHeaders {
+			if v := w.header.Get(k); v != "" {
+				rw.Header().Set(k, v)
+			}
 		}
 		anthropicapi.WriteError(rw, w.requestID, e)
 	case w.req == nil || w.overflow:

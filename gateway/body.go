@@ -22,87 +22,29 @@ import (
 // read on the connection for the rest of the request, and a deadline
 // passing there would cancel a long stream's request context. Requests
 // without a body get no deadline for the same reason.
-//
-// A content-coded body is refused here too (codedBody), outside the
-// deadline guard: the refusal is not a failed read of the connection.
 func (s *Server) readDeadline(c *gin.Context) {
 	r := c.Request
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return
 	}
-	in := info(c)
-	b := s.guardBody(c, in)
-	if !identityCoded(r.Header) {
-		codeGuard(c)
-	}
-	if b == nil {
+	timeout := time.Duration(s.limits.Load().ReadTimeoutSec) * time.Second
+	if timeout <= 0 {
 		return
 	}
+	rc := http.NewResponseController(c.Writer)
+	if rc.SetReadDeadline(time.Now().Add(timeout)) != nil {
+		return // not a net/http connection (tests with a recorder)
+	}
+	b := &deadlineBody{ReadCloser: r.Body, rc: rc}
+	r.Body = b
+	in := info(c)
+	in.body = b
 	c.Next()
 	// After the handlers and the access log: an early answer is logged
 	// before its connection lingers.
 	if in.linger {
 		b.linger(c)
 	}
-}
-
-// guardBody sets the read deadline and puts the request's body behind a
-// deadlineBody; nil when no deadline applies. A call of its own, as the
-// frames of readDeadline stay parked under a streamed answer.
-//
-//go:noinline
-func (s *Server) guardBody(c *gin.Context, in *reqInfo) *deadlineBody {
-	timeout := time.Duration(s.limits.Load().ReadTimeoutSec) * time.Second
-	if timeout <= 0 {
-		return nil
-	}
-	rc := http.NewResponseController(c.Writer)
-	if rc.SetReadDeadline(time.Now().Add(timeout)) != nil {
-		return nil // not a net/http connection (tests with a recorder)
-	}
-	b := &deadlineBody{ReadCloser: c.Request.Body, rc: rc}
-	c.Request.Body = b
-	in.body = b
-	return b
-}
-
-// codeGuard puts a content-coded request body behind a codedBody.
-func codeGuard(c *gin.Context) {
-	cb := &codedBody{ReadCloser: c.Request.Body}
-	c.Request.Body = cb
-	c.Set(codedBodyKey, cb)
-}
-
-// errBodyCoding is the read error of a content-coded request body.
-var errBodyCoding = errors.New("gateway: request body has a content coding")
-
-// codedBodyKey holds a request's *codedBody in its gin context.
-const codedBodyKey = "iop.codedbody"
-
-// codedBody stands for a request body sent with a content coding
-// (Content-Encoding gzip, br, deflate, zstd): the edge reads bodies as
-// they are sent. Decoding them would let a small compressed body expand
-// past max_body_bytes, which bounds what arrives. It reads nothing: the
-// handler's read fails, and writeError answers that failure with the 415
-// (unsupportedCoding) whatever the handler made of it. A handler that
-// reads no body (GET /v1/models) is not refused.
-//
-// Read and writeError run on the handler's goroutine: read needs no lock.
-type codedBody struct {
-	io.ReadCloser
-	read bool // the handler tried to read the body
-}
-
-func (b *codedBody) Read([]byte) (int, error) {
-	b.read = true
-	return 0, errBodyCoding
-}
-
-// refusedCoding reports whether c's handler tried to read a content-coded
-// body (codedBody).
-func refusedCoding(c *gin.Context) bool {
-	v, ok := c.Get(codedBodyKey)
-	return ok && v.(*codedBody).read
 }
 
 // identityCoded reports whether a request body has no content coding: no

@@ -78,6 +78,9 @@ func TestContentCodedBodyIs415(t *testing.T) {
 	if r.Status != http.StatusUnsupportedMediaType || !strings.Contains(string(r.Body), `"type":"error"`) || !strings.Contains(string(r.Body), "Content-Encoding") {
 		t.Errorf("messages: %d %s", r.Status, r.Body)
 	}
+	if r.Header.Get("Accept-Encoding") != "identity" {
+		t.Errorf("messages: Accept-Encoding %q", r.Header.Get("Accept-Encoding"))
+	}
 	if got := requestsByCode(t, e); got["415"] != float64(len(bodies)*6+1) {
 		t.Errorf("requests by code %v, want %d counted 415", got, len(bodies)*6+1)
 	}

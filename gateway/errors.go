@@ -46,12 +46,6 @@ func apiError(err error, model string) *openaiapi.Error {
 // A request whose body is still unread closes its connection after the
 // answer (see deadlineBody.abandon).
 func writeError(c *gin.Context, e *openaiapi.Error) {
-	if refusedCoding(c) {
-		// The handler's read of a content-coded body failed (codedBody):
-		// that failure is answered for what it is.
-		e = unsupportedCoding()
-		c.Header("Accept-Encoding", "identity")
-	}
 	if v, ok := c.Get(infoKey); ok {
 		in := v.(*reqInfo)
 		if b := in.body; b != nil && b.abandon(c) {
@@ -67,7 +61,7 @@ func writeError(c *gin.Context, e *openaiapi.Error) {
 }
 
 // unsupportedCoding is the answer to a request body sent with a content
-// coding (codedBody): 415, with Accept-Encoding: identity (RFC 9110
+// coding (bodyLimit): 415, with Accept-Encoding: identity (RFC 9110
 // §15.5.16), and the invalid_request code of any request the edge cannot
 // take as sent.
 func unsupportedCoding() *openaiapi.Error {

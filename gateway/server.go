@@ -266,10 +266,18 @@ func (s *Server) adminAuth(c *gin.Context) {
 }
 
 // bodyLimit bounds request bodies; the handler's read reports an overrun.
+// A body with a content coding (gzip, br, …) is refused unread: the edge
+// reads bodies as sent, and decoding them would let a small compressed
+// body expand past max_body_bytes, which bounds what arrives.
 func (s *Server) bodyLimit(c *gin.Context) {
 	limit := s.limits.Load().MaxBodyBytes
 	if c.Request.ContentLength > limit {
 		writeError(c, openaiapi.RequestTooLarge(limit))
+		return
+	}
+	if !identityCoded(c.Request.Header) {
+		c.Header("Accept-Encoding", "identity")
+		writeError(c, unsupportedCoding())
 		return
 	}
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, limit)
