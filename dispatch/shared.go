@@ -206,25 +206,29 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 	}
 }
 
-// renewLeases marks this edge live, renews its leases, puts back (through
-// the returner) those the ledger lost, and publishes its waiting requests.
-// It returns when to try again sooner than the next TTL/3 tick: after
-// ledgerBackoff when Redis did not answer, zero when it did.
+// renewLeases renews this edge's leases, puts back (through the returner)
+// those the ledger lost, marks the edge live and publishes its waiting
+// requests. It returns when to try again sooner than the next TTL/3 tick:
+// after ledgerBackoff when Redis did not answer, zero when it did.
 func (d *Dispatcher) renewLeases() time.Time {
 	held, leases := d.heldLeases()
 	missing, err := d.ledger.Renew(d.ctx, held)
 	if len(missing) > 0 {
 		d.readd(missing, leases)
 	}
-	if err != nil && d.ctx.Err() == nil {
-		d.log.Warn("cluster lease renewal failed", zap.Error(err))
+	if err != nil {
+		if d.ctx.Err() == nil {
+			d.log.Warn("cluster lease renewal failed", zap.Error(err))
+		}
+		// The other calls would wait out the timeout as well, holding the
+		// loop (and its wakes) up for longer.
+		return time.Now().Add(ledgerBackoff)
 	}
-	aliveErr := d.ledger.Alive(d.ctx)
+	if err := d.ledger.Alive(d.ctx); err != nil {
+		return time.Now().Add(ledgerBackoff)
+	}
 	if err := d.ledger.SetPending(d.ctx, d.pendingByModel()); err != nil && d.ctx.Err() == nil {
 		d.log.Debug("cluster pending not published", zap.Error(err))
-	}
-	if err != nil || aliveErr != nil {
-		return time.Now().Add(ledgerBackoff)
 	}
 	return time.Time{}
 }
