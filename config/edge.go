@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/iop-gateway/iop/dispatch/route"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
@@ -52,6 +54,11 @@ type ClusterRedis struct {
 	LeaseTTLSec float64 `mapstructure:"lease_ttl_sec"`
 	// TimeoutMS bounds each Redis call. Default 200.
 	TimeoutMS int `mapstructure:"timeout_ms"`
+	// KeyPrefix begins every key and pub/sub channel the edges share
+	// (<prefix>:lease:…, <prefix>:freed), so that two deployments can
+	// share one Redis (pub/sub ignores db). Default "iop"; at most
+	// MaxRedisKeyPrefix bytes, no ':', whitespace or control character.
+	KeyPrefix string `mapstructure:"key_prefix"`
 	// Password is resolved from PasswordEnv; never in a file.
 	Password string `mapstructure:"-"`
 }
@@ -68,12 +75,40 @@ func (r *ClusterRedis) keysSet() []string {
 		{"cluster.redis.db", r.DB != 0},
 		{"cluster.redis.lease_ttl_sec", r.LeaseTTLSec != 0},
 		{"cluster.redis.timeout_ms", r.TimeoutMS != 0},
+		{"cluster.redis.key_prefix", r.KeyPrefix != ""},
 	} {
 		if k.set {
 			set = append(set, k.name)
 		}
 	}
 	return set
+}
+
+// MaxRedisKeyPrefix bounds cluster.redis.key_prefix, in bytes: it is
+// repeated in every key and every return announcement.
+const MaxRedisKeyPrefix = 64
+
+// checkKeyPrefix says what is wrong with a cluster.redis.key_prefix, or
+// "". The edges add the ':' after it; one inside it would let one
+// deployment's key spell another's (prefix "a:lease" against node names
+// beginning "lease:" under prefix "a"). Whitespace and control characters
+// would make keys that redis-cli and logs show ambiguously.
+func checkKeyPrefix(p string) string {
+	if len(p) > MaxRedisKeyPrefix {
+		return fmt.Sprintf("is %d bytes long, more than %d", len(p), MaxRedisKeyPrefix)
+	}
+	if !utf8.ValidString(p) {
+		return "is not valid UTF-8"
+	}
+	for _, c := range p {
+		switch {
+		case c == ':':
+			return "must not contain ':' (the edges add it after the prefix)"
+		case unicode.IsSpace(c) || unicode.IsControl(c) || !unicode.IsPrint(c):
+			return fmt.Sprintf("must not contain whitespace or control characters (%U)", c)
+		}
+	}
+	return ""
 }
 
 // LeaseTTL is lease_ttl_sec as a duration.
@@ -440,6 +475,12 @@ func (c *Edge) Normalize() error {
 		}
 		if r.DB < 0 {
 			p.add("cluster.redis.db must not be negative")
+		}
+		if r.KeyPrefix == "" {
+			r.KeyPrefix = "iop"
+		}
+		if msg := checkKeyPrefix(r.KeyPrefix); msg != "" {
+			p.add("cluster.redis.key_prefix %s", msg)
 		}
 		if r.PasswordEnv != "" {
 			r.Password = resolveSecret(&p, "cluster.redis.password", "", r.PasswordEnv)

@@ -28,11 +28,14 @@ import (
 //     tick once the backoff has passed;
 //   - a released lease goes back to the ledger from the returner (bounded
 //     queue, never under the lock); a return that cannot be made expires
-//     within the TTL;
-//   - the cluster loop renews this edge's leases every TTL/3, wakes the
-//     providers whose return another edge announced (pub/sub), and retries
-//     remoteFull providers every retryRemoteFull, so a lost announcement
-//     delays a waiter, never strands it;
+//     within the TTL; one released after Close is sent by a short-lived
+//     goroutine of its own (sendLate);
+//   - the cluster loop renews this edge's leases every TTL/3 (sooner
+//     after a renewal failed) and puts back, through the returner, those
+//     the ledger lost while it could not renew them (renewLeases), wakes
+//     the providers whose return another edge announced (pub/sub), and
+//     retries remoteFull providers every retryRemoteFull, so a lost
+//     announcement delays a waiter, never strands it;
 //   - Redis unreachable: Take fails, and Acquire answers
 //     ErrClusterUnavailable (503 cluster_unavailable) instead of granting
 //     a lease the cluster cannot account for; waiters stay queued (up to
@@ -133,7 +136,9 @@ const closeFlush = 2 * time.Second
 // flushReturns sends what is still queued once Close has cancelled d.ctx:
 // a lease released just before Close (a request that ended as the edge's
 // drain did) keeps its slot taken for the lease TTL when its return is
-// dropped. batch is scratch space.
+// dropped. batch is scratch space. Registrations of waiters (Close fails
+// them) and leases put back (no longer renewed; see readd) are
+// dropped: sent now, they could only race the returns that follow.
 func (d *Dispatcher) flushReturns(batch []cluster.Update) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeFlush)
 	defer cancel()
@@ -143,7 +148,9 @@ func (d *Dispatcher) flushReturns(batch []cluster.Update) {
 		for len(batch) < ledgerBatch {
 			select {
 			case u := <-d.returns:
-				batch = append(batch, u)
+				if u.Kind == cluster.OpReturn || u.Kind == cluster.OpUnwait {
+					batch = append(batch, u)
+				}
 			default:
 				break fill
 			}
@@ -162,7 +169,7 @@ func (d *Dispatcher) flushReturns(batch []cluster.Update) {
 // clusterLoop renews, listens for return announcements and retries
 // providers marked full.
 func (d *Dispatcher) clusterLoop(ttl time.Duration) {
-	sub := d.ledger.Client().Subscribe(d.ctx, cluster.FreedChannel)
+	sub := d.ledger.Client().Subscribe(d.ctx, d.ledger.FreedChannel())
 	defer sub.Close()
 	freed := sub.Channel()
 	renew := time.NewTicker(ttl / 3)
@@ -170,6 +177,11 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 	_ = d.ledger.Alive(d.ctx)
 	retry := time.NewTicker(retryRemoteFull)
 	defer retry.Stop()
+	// renewAgain is set while the last renewal failed: the next one is
+	// tried on the retry tick from then on, so that leases the ledger
+	// lost during an outage are put back soon after Redis answers again,
+	// not up to TTL/3 later (other edges over-grant meanwhile).
+	var renewAgain time.Time
 	for {
 		select {
 		case <-d.ctx.Done():
@@ -178,21 +190,80 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 			if !ok {
 				return
 			}
-			d.wake(func(r *resource) bool { return r.ledgerKey == m.Payload })
+			key := d.ledger.FreedKey(m.Payload)
+			d.wake(func(r *resource) bool { return r.ledgerKey == key })
 		case <-retry.C:
 			now := time.Now()
 			d.wake(func(r *resource) bool {
 				return (r.remoteFull && !now.Before(r.remoteFullUntil)) || (r.ledgerRetry && !now.Before(d.ledgerDownUntil))
 			})
-		case <-renew.C:
-			_ = d.ledger.Alive(d.ctx)
-			if err := d.ledger.Renew(d.ctx, d.heldLeases()); err != nil && d.ctx.Err() == nil {
-				d.log.Warn("cluster lease renewal failed", zap.Error(err))
+			if !renewAgain.IsZero() && !now.Before(renewAgain) {
+				renewAgain = d.renewLeases()
 			}
-			if err := d.ledger.SetPending(d.ctx, d.pendingByModel()); err != nil && d.ctx.Err() == nil {
-				d.log.Debug("cluster pending not published", zap.Error(err))
+		case <-renew.C:
+			renewAgain = d.renewLeases()
+		}
+	}
+}
+
+// renewLeases renews this edge's leases, puts back (through the returner)
+// those the ledger lost, marks the edge live and publishes its waiting
+// requests. It returns when to try again sooner than the next TTL/3 tick:
+// after ledgerBackoff when Redis did not answer, zero when it did.
+func (d *Dispatcher) renewLeases() time.Time {
+	held, leases := d.heldLeases()
+	missing, err := d.ledger.Renew(d.ctx, held)
+	if len(missing) > 0 {
+		d.readd(missing, leases)
+	}
+	if err != nil {
+		if d.ctx.Err() == nil {
+			d.log.Warn("cluster lease renewal failed", zap.Error(err))
+		}
+		// The other calls would wait out the timeout as well, holding the
+		// loop (and its wakes) up for longer.
+		return time.Now().Add(ledgerBackoff)
+	}
+	if err := d.ledger.Alive(d.ctx); err != nil {
+		return time.Now().Add(ledgerBackoff)
+	}
+	if err := d.ledger.SetPending(d.ctx, d.pendingByModel()); err != nil && d.ctx.Err() == nil {
+		d.log.Debug("cluster pending not published", zap.Error(err))
+	}
+	return time.Time{}
+}
+
+// readd queues OpReadd for the leases the ledger lost (by key, as Renew
+// reports them) that this edge still holds. Checked and queued under d.mu,
+// as releases queue their returns: a lease released before this check is
+// not put back, and the return of one released after it is queued, and
+// sent, after its OpReadd. leases maps the reported ids to their leases.
+func (d *Dispatcher) readd(missing map[string][]string, leases map[string]*Lease) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ctx.Err() != nil {
+		// Past Close returns are sent by sendLate, unordered with what
+		// the returner still holds: nothing is put back any more.
+		return
+	}
+	n, dropped := 0, 0
+	for key, ids := range missing {
+		for _, id := range ids {
+			l := leases[id]
+			if l == nil || l.released {
+				continue
+			}
+			select {
+			case d.returns <- cluster.Update{Kind: cluster.OpReadd, Key: key, ID: id, Long: l.Long}:
+				n++
+			default:
+				dropped++ // found missing again at the next renewal
 			}
 		}
+	}
+	if n+dropped > 0 {
+		d.log.Warn("cluster leases this edge holds were missing from the ledger (expired while Redis did not answer, or Redis lost its data); putting them back",
+			zap.Int("leases", n), zap.Int("queue_full", dropped))
 	}
 }
 
@@ -210,19 +281,21 @@ func (d *Dispatcher) wake(match func(*resource) bool) {
 	}
 }
 
-// heldLeases lists this edge's ledger ids by key.
-func (d *Dispatcher) heldLeases() map[string][]string {
+// heldLeases lists this edge's ledger leases by key, and the leases by
+// ledger id (for readd).
+func (d *Dispatcher) heldLeases() (map[string][]cluster.HeldLease, map[string]*Lease) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := map[string][]string{}
+	out, byID := map[string][]cluster.HeldLease{}, map[string]*Lease{}
 	for _, r := range d.resources {
 		for l := range r.leases {
 			if l.ledgerID != "" {
-				out[r.ledgerKey] = append(out[r.ledgerKey], l.ledgerID)
+				out[r.ledgerKey] = append(out[r.ledgerKey], cluster.HeldLease{ID: l.ledgerID, Long: l.Long})
+				byID[l.ledgerID] = l
 			}
 		}
 	}
-	return out
+	return out, byID
 }
 
 // handOn is one queued grant in flight: a slot of r reserved for waiter
@@ -481,13 +554,35 @@ func (d *Dispatcher) unwaitLocked(w *waiter) {
 }
 
 // returnLocked queues a ledger return (never blocks: on a full queue the
-// lease expires within the TTL).
+// lease expires within the TTL). After Close, when the returner may have
+// sent its last batch, a goroutine sends it (sendLate).
 func (d *Dispatcher) returnLocked(r *resource, id string) {
 	select {
 	case d.returns <- cluster.Update{Kind: cluster.OpReturn, Key: r.ledgerKey, ID: id}:
 	default:
 		d.log.Warn("cluster return queue full; the lease expires within the TTL", zap.String("key", r.ledgerKey))
 	}
+	if d.ctx.Err() != nil && !d.ledger.Go(d.sendLate) {
+		// The ledger is closed: the edge is stopping.
+		d.log.Debug("cluster ledger closed; a lease released after it expires within the TTL", zap.String("key", r.ledgerKey))
+	}
+}
+
+// sendLate sends the returns queued after Close: a lease granted before
+// Close whose request ended after it (an edge's drain that ran out, a
+// node lost at shutdown) would otherwise keep its slot taken in every
+// edge's count for the lease TTL. It runs on a goroutine of the ledger
+// (cluster.Ledger.Go: closing the ledger waits for it, Close does not),
+// one per return; one that finds the queue emptied by another ends at
+// once. It first waits for the dispatcher's goroutines (they all end
+// promptly once Close has cancelled d.ctx): the returner's last batch may
+// hold a lease's OpReadd, which this lease's return must not overtake. No
+// goroutine adds to d.wg once d.ctx is done. Its sends stop at
+// closeFlush; a ledger closed meanwhile (Close waits cluster.CloseWait at
+// most) fails them at once.
+func (d *Dispatcher) sendLate() {
+	d.wg.Wait()
+	d.flushReturns(nil)
 }
 
 // wrongTypeLocked passes r over as if the cluster held its slots (until

@@ -200,7 +200,7 @@ func TestClusterWaitersLeaveRoomForReturns(t *testing.T) {
 	led := cluster.Open(cluster.Config{Address: "127.0.0.1:1", TTL: time.Second, Timeout: time.Second, EdgeID: "e1"})
 	defer led.Close()
 	// No returner runs: what is queued stays queued.
-	d := &Dispatcher{ledger: led, returns: make(chan cluster.Update, returnQueue), log: zap.NewNop()}
+	d := &Dispatcher{ctx: context.Background(), ledger: led, returns: make(chan cluster.Update, returnQueue), log: zap.NewNop()}
 	m := &model{name: "m"}
 	for range returnQueue {
 		d.waitLocked(&waiter{model: m})

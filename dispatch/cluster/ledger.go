@@ -3,14 +3,15 @@
 // returned atomically across every edge, carries its holder edge, and
 // expires unless that edge keeps renewing it.
 //
-// Layout: one sorted set per resource, iop:lease:<node>/<provider>, whose
-// members are the lease ids (<edge id>/<n>) and whose scores are the
+// Layout: one sorted set per resource, <prefix>:lease:<node>/<provider>,
+// whose members are the lease ids (<edge id>/<n>) and whose scores are the
 // leases' expiry in Redis server milliseconds; long leases are also in
-// iop:lease:<node>/<provider>:long. Taking a lease is one Lua script:
+// <prefix>:lease:<node>/<provider>:long. Taking a lease is one Lua script:
 // drop expired members, check the count against the capacity the caller
-// passes, add. Returning is ZREM plus a PUBLISH on iop:freed naming the
-// resource, which wakes the edges that have requests waiting for it. The
-// scripts read the time from Redis (TIME), so edges' clocks never matter.
+// passes, add. Returning is ZREM plus a PUBLISH on <prefix>:freed naming
+// the resource, which wakes the edges that have requests waiting for it.
+// The scripts read the time from Redis (TIME), so edges' clocks never
+// matter. The prefix is Config.KeyPrefix, "iop" by default.
 package cluster
 
 import (
@@ -21,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,15 +35,21 @@ import (
 var ErrUnavailable = errors.New("cluster: redis unavailable")
 
 // ErrWrongType: a key of the ledger holds something else than the ledger
-// wrote (another program's value under the iop: prefix). Redis answers,
+// wrote (another program's value under the ledger's prefix). Redis answers,
 // so this is not ErrUnavailable: only the resource the key counts cannot
 // be granted until an operator removes the key.
 var ErrWrongType = errors.New("cluster: a ledger key holds a value of another type")
 
-// FreedChannel is the pub/sub channel on which returns are announced.
-const FreedChannel = "iop:freed"
+// DefaultKeyPrefix is the first part of every key and channel of the
+// ledger when Config.KeyPrefix is empty: the names edges of earlier
+// versions use.
+const DefaultKeyPrefix = "iop"
 
-const keyPrefix = "iop:lease:"
+// FreedChannel is the pub/sub channel on which returns are announced under
+// DefaultKeyPrefix (a ledger's own: Ledger.FreedChannel).
+const FreedChannel = DefaultKeyPrefix + ":freed"
+
+const keyPrefix = DefaultKeyPrefix + ":lease:"
 
 // Config configures the ledger.
 type Config struct {
@@ -58,6 +66,13 @@ type Config struct {
 	Timeout time.Duration
 	// EdgeID names this edge in lease ids (unique per edge process).
 	EdgeID string
+	// KeyPrefix is the first part of every key and channel (before its
+	// ':'), so that deployments sharing one Redis keep apart: their
+	// announcements too, which pub/sub delivers across databases. Empty:
+	// DefaultKeyPrefix. It must not contain ':' (config checks it): the
+	// first ':' of a key ends its prefix, and no prefix's keys can then
+	// spell another's.
+	KeyPrefix string
 }
 
 // Ledger is one edge's client of the shared ledger. Safe for concurrent
@@ -66,6 +81,19 @@ type Ledger struct {
 	cfg Config
 	rdb *redis.Client
 	seq atomic.Uint64
+	// prefix is cfg.KeyPrefix or DefaultKeyPrefix; freed, edgeKeys,
+	// pendingKeys and pendingEdges the names under it. Set in Open.
+	prefix, freed, edgeKeys, pendingKeys, pendingEdges string
+	// edgeKeysArg is edgeKeys as Take's script argument, boxed once.
+	edgeKeysArg any
+
+	mu sync.Mutex
+	// running counts the goroutines of Go not yet ended; closing is set
+	// by Close (no Go starts after it); idle, made by a Close that found
+	// some running, is closed when the last ends. Guarded by mu.
+	running int
+	closing bool
+	idle    chan struct{}
 }
 
 // Open connects (lazily: the first call dials) and returns the ledger.
@@ -75,11 +103,104 @@ func Open(cfg Config) *Ledger {
 		DialTimeout: cfg.Timeout, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
 		PoolSize: 16, MaxRetries: -1, // a failed call fails now; the caller decides
 	})
-	return &Ledger{cfg: cfg, rdb: rdb}
+	prefix := cfg.KeyPrefix
+	if prefix == "" {
+		prefix = DefaultKeyPrefix
+	}
+	l := &Ledger{cfg: cfg, rdb: rdb, prefix: prefix, freed: prefix + ":freed",
+		edgeKeys: prefix + ":edge:", pendingKeys: prefix + ":pending:", pendingEdges: prefix + ":pending-edges"}
+	l.edgeKeysArg = l.edgeKeys
+	return l
 }
 
-// Close releases the connections.
-func (l *Ledger) Close() error { return l.rdb.Close() }
+// FreedChannel is the pub/sub channel on which this ledger's returns are
+// announced (<prefix>:freed). Its messages are the returned keys as Redis
+// stores them; FreedKey maps one back to Key's spelling.
+func (l *Ledger) FreedChannel() string { return l.freed }
+
+// at is where key, spelled under DefaultKeyPrefix (Key, WaitKey), lives
+// under this ledger's prefix. The callers name resources by Key alone, so
+// that a resource's name does not depend on the ledger it is counted in;
+// under the default prefix (every deployment that sets none) it costs
+// nothing.
+func (l *Ledger) at(key string) string {
+	if l.prefix == DefaultKeyPrefix || key == "" {
+		return key
+	}
+	return l.prefix + strings.TrimPrefix(key, DefaultKeyPrefix)
+}
+
+// FreedKey is the key (as Key spells it) that an announcement on
+// FreedChannel names, or "" for a message that names no key of this
+// ledger.
+func (l *Ledger) FreedKey(payload string) string {
+	rest, ok := strings.CutPrefix(payload, l.prefix)
+	if !ok || !strings.HasPrefix(rest, ":") {
+		return ""
+	}
+	if l.prefix == DefaultKeyPrefix {
+		return payload
+	}
+	return DefaultKeyPrefix + rest
+}
+
+// CloseWait bounds how long Close waits for the goroutines of Go.
+const CloseWait = 2 * time.Second
+
+// Close waits for the goroutines of Go (up to CloseWait: they must bound
+// their own work) and releases the connections. One still running past
+// the wait finds the client closed: its calls fail at once.
+func (l *Ledger) Close() error {
+	l.mu.Lock()
+	l.closing = true
+	idle := l.idle
+	if l.running > 0 && idle == nil {
+		idle = make(chan struct{})
+		l.idle = idle
+	}
+	l.mu.Unlock()
+	if idle != nil {
+		t := time.NewTimer(CloseWait)
+		select {
+		case <-idle:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return l.rdb.Close()
+}
+
+// Go runs f on a goroutine that Close waits for, so that work begun just
+// before the ledger closes (a return sent after its dispatcher closed) is
+// not cut off by the connections closing under it. f should end within
+// CloseWait: past it Close closes the connections, and f's calls fail at
+// once. It reports false, and does not run f, once Close has begun.
+func (l *Ledger) Go(f func()) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing {
+		return false
+	}
+	l.running++
+	// Owner: the Ledger (Close waits for it, up to CloseWait). Stops
+	// when f returns, which bounds its own work.
+	go func() {
+		defer l.goDone()
+		f()
+	}()
+	return true
+}
+
+// goDone ends one goroutine of Go.
+func (l *Ledger) goDone() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.running--
+	if l.running == 0 && l.idle != nil {
+		close(l.idle)
+		l.idle = nil
+	}
+}
 
 // Client is the Redis client, for the subscriber.
 func (l *Ledger) Client() *redis.Client { return l.rdb }
@@ -89,7 +210,8 @@ func (l *Ledger) NewLeaseID() string {
 	return l.cfg.EdgeID + "/" + strconv.FormatUint(l.seq.Add(1), 10)
 }
 
-// Key is the ledger key of a resource. Node ids and provider names are
+// Key is the ledger key of a resource under DefaultKeyPrefix (a Ledger
+// with another prefix stores it under its own). Node ids and provider names are
 // free text, so the parts that would make two resources' keys (or one's
 // key and another's long set, <key>:long) the same are escaped: '%' and,
 // in the node id, '/' (node "a/b" with provider "c" against node "a" with
@@ -171,10 +293,11 @@ func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity in
 	if long {
 		isLong = "1"
 	}
+	key, waitKey = l.at(key), l.at(waitKey)
 	n, err := takeScript.Run(ctx, l.rdb, []string{key, key + ":long", waitKey},
 		l.cfg.TTL.Milliseconds(), capacity, longCapacity, isLong, id, member,
 		FairSlack.Milliseconds(), MaxYield.Milliseconds(), clampShift(shift).Milliseconds(), MaxShift.Milliseconds(),
-		max(waited, 0).Milliseconds()).Int()
+		max(waited, 0).Milliseconds(), l.edgeKeysArg).Int()
 	if err != nil {
 		return Full, fmt.Errorf("%w: take: %w", ErrUnavailable, err)
 	}
@@ -190,8 +313,10 @@ func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity in
 }
 
 // WaitKey is the wait set of a model's requests of one queue kind, shared
-// by every edge.
-func WaitKey(model string, kind int) string { return "iop:wait:" + model + ":" + strconv.Itoa(kind) }
+// by every edge, under DefaultKeyPrefix (see Key).
+func WaitKey(model string, kind int) string {
+	return DefaultKeyPrefix + ":wait:" + model + ":" + strconv.Itoa(kind)
+}
 
 // NewWaiterID returns a fresh waiter member of this edge for a waiter
 // registered with shift (its priority as time; see Take): the member
@@ -210,7 +335,7 @@ var waitScript = redis.NewScript(waitSrc)
 func (l *Ledger) Alive(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
-	if err := l.rdb.Set(ctx, "iop:edge:"+l.cfg.EdgeID, 1, l.cfg.TTL).Err(); err != nil {
+	if err := l.rdb.Set(ctx, l.edgeKeys+l.cfg.EdgeID, 1, l.cfg.TTL).Err(); err != nil {
 		return fmt.Errorf("%w: alive: %w", ErrUnavailable, err)
 	}
 	return nil
@@ -228,13 +353,20 @@ const (
 	OpWait
 	// OpUnwait takes a waiter out of its wait set.
 	OpUnwait
+	// OpReadd puts back a lease this edge still holds that the ledger
+	// lost (see Renew), live for the TTL, whatever the count: the work is
+	// running, and the other edges must count it. Sent in order with
+	// returns, so that a lease returned meanwhile is never put back.
+	OpReadd
 )
 
-// Update is one of the updates Apply sends: Key is the lease key (OpReturn)
-// or the wait set (OpWait, OpUnwait), ID the lease id or waiter member.
+// Update is one of the updates Apply sends: Key is the lease key (OpReturn,
+// OpReadd) or the wait set (OpWait, OpUnwait), ID the lease id or waiter
+// member; Long marks a long lease (OpReadd).
 type Update struct {
 	Kind    OpKind
 	Key, ID string
+	Long    bool
 }
 
 // Apply sends updates in one round trip, in their order (one pipeline, on
@@ -251,24 +383,31 @@ func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
 	pipe := l.rdb.Pipeline()
 	var freed []string // keys whose returns are announced, in first-return order
 	for _, u := range updates {
+		key := l.at(u.Key)
 		switch u.Kind {
 		case OpWait:
 			// Eval, not EvalSha: a pipeline cannot fall back after NOSCRIPT.
-			waitScript.Eval(ctx, pipe, []string{u.Key}, u.ID, (10 * MaxYield).Milliseconds())
+			waitScript.Eval(ctx, pipe, []string{key}, u.ID, (10 * MaxYield).Milliseconds())
 		case OpUnwait:
-			pipe.ZRem(ctx, u.Key, u.ID)
+			pipe.ZRem(ctx, key, u.ID)
+		case OpReadd:
+			isLong := "0"
+			if u.Long {
+				isLong = "1"
+			}
+			readdScript.Eval(ctx, pipe, []string{key, key + ":long"}, l.cfg.TTL.Milliseconds(), u.ID, isLong)
 		default:
-			pipe.ZRem(ctx, u.Key, u.ID)
-			pipe.ZRem(ctx, u.Key+":long", u.ID)
-			if !slices.Contains(freed, u.Key) {
-				freed = append(freed, u.Key)
+			pipe.ZRem(ctx, key, u.ID)
+			pipe.ZRem(ctx, key+":long", u.ID)
+			if !slices.Contains(freed, key) {
+				freed = append(freed, key)
 			}
 		}
 	}
 	// Announced after every return of the batch is made, so that a woken
 	// edge finds the slots free.
 	for _, k := range freed {
-		pipe.Publish(ctx, FreedChannel, k)
+		pipe.Publish(ctx, l.freed, k)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("%w: apply: %w", ErrUnavailable, err)
@@ -276,25 +415,62 @@ func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
 	return nil
 }
 
-// Renew extends the leases this edge holds (ids by key) by the TTL. Leases
-// that already expired are not brought back.
-func (l *Ledger) Renew(ctx context.Context, held map[string][]string) error {
+//go:embed readd.lua
+var readdSrc string
+
+var readdScript = redis.NewScript(readdSrc)
+
+// HeldLease is one lease this edge holds, for Renew.
+type HeldLease struct {
+	ID   string
+	Long bool
+}
+
+// Renew extends the leases this edge holds (by key) by the TTL, and
+// returns, by key, those the ledger no longer counts: expired (renewals
+// failed for longer than the TTL), or gone with the data (a Redis that
+// restarted without persistence, a flushed database). Renew does not put
+// those back itself: one may have been returned since the caller listed
+// it, and a return can be overtaken by this round trip; the caller sends
+// the ones still held as OpReadd, in order with its returns. On an error
+// the keys whose renewal did answer are still reported.
+func (l *Ledger) Renew(ctx context.Context, held map[string][]HeldLease) (map[string][]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
 	pipe := l.rdb.Pipeline()
-	for key, ids := range held {
-		args := make([]any, 0, len(ids)+1)
+	keys := make([]string, 0, len(held))
+	cmds := make([]*redis.Cmd, 0, len(held))
+	for key, leases := range held {
+		args := make([]any, 0, 2*len(leases)+1)
 		args = append(args, l.cfg.TTL.Milliseconds())
-		for _, id := range ids {
-			args = append(args, id)
+		for _, hl := range leases {
+			isLong := "0"
+			if hl.Long {
+				isLong = "1"
+			}
+			args = append(args, hl.ID, isLong)
 		}
+		at := l.at(key)
 		// Eval, not EvalSha: a pipeline cannot fall back after NOSCRIPT.
-		renewScript.Eval(ctx, pipe, []string{key, key + ":long"}, args...)
+		cmds = append(cmds, renewScript.Eval(ctx, pipe, []string{at, at + ":long"}, args...))
+		keys = append(keys, key)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("%w: renew: %w", ErrUnavailable, err)
+	_, err := pipe.Exec(ctx)
+	var missing map[string][]string
+	for i, c := range cmds {
+		ids, cerr := c.StringSlice()
+		if cerr != nil || len(ids) == 0 {
+			continue
+		}
+		if missing == nil {
+			missing = map[string][]string{}
+		}
+		missing[keys[i]] = ids
 	}
-	return nil
+	if err != nil {
+		return missing, fmt.Errorf("%w: renew: %w", ErrUnavailable, err)
+	}
+	return missing, nil
 }
 
 // Held counts the live leases of each key across the cluster.
@@ -309,7 +485,7 @@ func (l *Ledger) Held(ctx context.Context, keys []string) (map[string]int, error
 	cmds := make([]*redis.IntCmd, len(keys))
 	min := strconv.FormatInt(now.UnixMilli(), 10)
 	for i, k := range keys {
-		cmds[i] = pipe.ZCount(ctx, k, "("+min, "+inf")
+		cmds[i] = pipe.ZCount(ctx, l.at(k), "("+min, "+inf")
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("%w: count: %w", ErrUnavailable, err)
@@ -321,22 +497,21 @@ func (l *Ledger) Held(ctx context.Context, keys []string) (map[string]int, error
 	return out, nil
 }
 
-const pendingPrefix = "iop:pending:"
-
-// pendingEdges is the set of edges that published pending figures: what
-// Pending reads, so that it never walks the database (SCAN would visit
-// every key of a Redis shared with other programs, and may return a key
-// twice). An edge leaves it when it has none; a crashed edge is removed
-// by the next Pending that finds its figures expired, and the set itself
-// expires when no edge has published for three TTLs.
-const pendingEdges = "iop:pending-edges"
+// Each edge publishes its waiting requests in <prefix>:pending:<edge id>.
+// <prefix>:pending-edges (Ledger.pendingEdges) is the set of edges that
+// published pending figures: what Pending reads, so that it never walks
+// the database (SCAN would visit every key of a Redis shared with other
+// programs, and may return a key twice). An edge leaves it when it has
+// none; a crashed edge is removed by the next Pending that finds its
+// figures expired, and the set itself expires when no edge has published
+// for three TTLs.
 
 // SetPending publishes this edge's waiting requests by model (a hash that
 // expires after the TTL unless refreshed), for every edge's status.
 func (l *Ledger) SetPending(ctx context.Context, pending map[string]int) error {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
-	key := pendingPrefix + l.cfg.EdgeID
+	key := l.pendingKeys + l.cfg.EdgeID
 	pipe := l.rdb.TxPipeline()
 	pipe.Del(ctx, key)
 	if len(pending) > 0 {
@@ -346,10 +521,10 @@ func (l *Ledger) SetPending(ctx context.Context, pending map[string]int) error {
 		}
 		pipe.HSet(ctx, key, vals...)
 		pipe.PExpire(ctx, key, l.cfg.TTL)
-		pipe.SAdd(ctx, pendingEdges, l.cfg.EdgeID)
-		pipe.PExpire(ctx, pendingEdges, 3*l.cfg.TTL)
+		pipe.SAdd(ctx, l.pendingEdges, l.cfg.EdgeID)
+		pipe.PExpire(ctx, l.pendingEdges, 3*l.cfg.TTL)
 	} else {
-		pipe.SRem(ctx, pendingEdges, l.cfg.EdgeID)
+		pipe.SRem(ctx, l.pendingEdges, l.cfg.EdgeID)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("%w: pending: %w", ErrUnavailable, err)
@@ -365,14 +540,14 @@ const maxEdges = 256
 func (l *Ledger) Pending(ctx context.Context) (map[string]int, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
-	edges, err := l.rdb.SRandMemberN(ctx, pendingEdges, maxEdges).Result()
+	edges, err := l.rdb.SRandMemberN(ctx, l.pendingEdges, maxEdges).Result()
 	if err != nil {
 		return nil, fmt.Errorf("%w: pending: %w", ErrUnavailable, err)
 	}
 	pipe := l.rdb.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(edges))
 	for i, e := range edges {
-		cmds[i] = pipe.HGetAll(ctx, pendingPrefix+e)
+		cmds[i] = pipe.HGetAll(ctx, l.pendingKeys+e)
 	}
 	if len(edges) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -395,7 +570,7 @@ func (l *Ledger) Pending(ctx context.Context) (map[string]int, error) {
 	if len(gone) > 0 {
 		// An edge that publishes again is added back; one racing this
 		// removal is, at worst, missing from one status.
-		_ = l.rdb.SRem(ctx, pendingEdges, gone...).Err()
+		_ = l.rdb.SRem(ctx, l.pendingEdges, gone...).Err()
 	}
 	return out, nil
 }

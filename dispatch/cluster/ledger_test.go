@@ -101,7 +101,7 @@ func TestLeaseExpiryRenewalAndUnavailable(t *testing.T) {
 	// b renews its lease through two TTLs; a's (crashed) is never renewed.
 	for range 6 {
 		time.Sleep(ttl / 3)
-		if err := b.Renew(ctx, map[string][]string{key: {kept}}); err != nil {
+		if _, err := b.Renew(ctx, map[string][]HeldLease{key: {{ID: kept}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

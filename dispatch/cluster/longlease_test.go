@@ -42,7 +42,7 @@ func TestRenewKeepsLongLeaseCounted(t *testing.T) {
 	// Renewed every TTL/3, as the cluster loop does, through two TTLs.
 	for range 6 {
 		time.Sleep(ttl / 3)
-		if err := a.Renew(ctx, map[string][]string{key: {id}}); err != nil {
+		if _, err := a.Renew(ctx, map[string][]HeldLease{key: {{ID: id, Long: true}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -78,8 +78,12 @@ func TestRenewDoesNotBringBackExpiredLease(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := a.Renew(ctx, map[string][]string{key: {id}}); err != nil {
+	missing, err := a.Renew(ctx, map[string][]HeldLease{key: {{ID: id}}})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if got := missing[key]; len(got) != 1 || got[0] != id {
+		t.Fatalf("renewal reported %v missing, want [%s]", missing, id)
 	}
 	if held, err := a.Held(ctx, []string{key}); err != nil || held[key] != 0 {
 		t.Fatalf("after a late renewal held %v (%v), want 0", held, err)

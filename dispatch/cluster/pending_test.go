@@ -37,7 +37,7 @@ func TestPendingOnABusyDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := rdb.Del(ctx, pendingPrefix+"gone").Err(); err != nil { // as if expired
+	if err := rdb.Del(ctx, a.pendingKeys+"gone").Err(); err != nil { // as if expired
 		t.Fatal(err)
 	}
 	got, err := a.Pending(ctx)
@@ -55,7 +55,7 @@ func TestPendingOnABusyDatabase(t *testing.T) {
 	}
 	// Neither the expired edge nor the one with none is read again: edges
 	// that are gone would otherwise fill the maxEdges read.
-	edges, err := rdb.SMembers(ctx, pendingEdges).Result()
+	edges, err := rdb.SMembers(ctx, a.pendingEdges).Result()
 	if err != nil || len(edges) != 1 || edges[0] != "a" {
 		t.Fatalf("edges with pending figures: %v (%v), want only a", edges, err)
 	}

@@ -23,7 +23,7 @@ func TestPendingOfCrashedEdgeExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The set of publishing edges expires too once none publishes.
-	if ttl, err := a.Client().PTTL(ctx, pendingEdges).Result(); err != nil || ttl <= 0 || ttl > 3*time.Minute {
+	if ttl, err := a.Client().PTTL(ctx, a.pendingEdges).Result(); err != nil || ttl <= 0 || ttl > 3*time.Minute {
 		t.Fatalf("expiry of the publishing edges' set: %s (%v), want within three TTLs", ttl, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -52,7 +52,7 @@ func TestPendingSkipsFiguresThatAreNotCounts(t *testing.T) {
 	if err := a.SetPending(ctx, map[string]int{"m": 2}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Client().HSet(ctx, pendingPrefix+"a", "zero", 0, "negative", -5, "text", "x").Err(); err != nil {
+	if err := a.Client().HSet(ctx, a.pendingKeys+"a", "zero", 0, "negative", -5, "text", "x").Err(); err != nil {
 		t.Fatal(err)
 	}
 	got, err := a.Pending(ctx)

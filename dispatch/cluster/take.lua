@@ -8,7 +8,8 @@
 -- much earlier: its priority), max_shift_ms (the largest shift of any
 -- waiter), waited_ms (how long the request has waited on its edge: its
 -- arrival when its member is not in the set, which keeps members for
--- 10 × max_yield_ms only and may have missed a registration).
+-- 10 × max_yield_ms only and may have missed a registration),
+-- edge_prefix (<prefix>:edge:, before an edge id its liveness key).
 -- Returns 1 taken, 0 the cluster has no free slot, 2 yield: a waiter of
 -- another live edge (an id's edge is its part before the last /) that is
 -- ahead of this request by more than slack_ms (arrival less shift) and
@@ -51,7 +52,7 @@ if KEYS[3] ~= '' then
     local m = older[i]
     local edge = string.match(m, '^(.*)/[^/]*$')
     if m ~= ARGV[6] and edge ~= self and tonumber(older[i + 1]) - shiftOf(m) <= before then
-      if edge and redis.call('EXISTS', 'iop:edge:' .. edge) == 1 then
+      if edge and redis.call('EXISTS', ARGV[12] .. edge) == 1 then
         return 2
       end
       redis.call('ZREM', KEYS[3], m) -- a waiter of an edge that is gone

@@ -54,11 +54,11 @@ func TestShortTTLEdgeDoesNotExpireLongerLeases(t *testing.T) {
 		t.Fatalf("take: %v %v", out, err)
 	}
 	outlives("after the short edge's take")
-	if err := short.Renew(ctx, map[string][]string{key: {mine}}); err != nil {
+	if _, err := short.Renew(ctx, map[string][]HeldLease{key: {{ID: mine, Long: true}}}); err != nil {
 		t.Fatal(err)
 	}
 	outlives("after the short edge's renewal")
-	if err := long.Renew(ctx, map[string][]string{key: {held}}); err != nil {
+	if _, err := long.Renew(ctx, map[string][]HeldLease{key: {{ID: held, Long: true}}}); err != nil {
 		t.Fatal(err)
 	}
 	outlives("after the long edge's renewal")

@@ -141,10 +141,10 @@ func New(cfg *config.Edge, opts Options) (*Edge, error) {
 		cluster.UseLogger(log)
 		ledger = cluster.Open(cluster.Config{
 			Address: r.Address, Password: r.Password, DB: r.DB, TTL: r.LeaseTTL(),
-			Timeout: time.Duration(r.TimeoutMS) * time.Millisecond, EdgeID: edgeID(),
+			Timeout: time.Duration(r.TimeoutMS) * time.Millisecond, EdgeID: edgeID(), KeyPrefix: r.KeyPrefix,
 		})
 		dopts.Ledger, dopts.LedgerTTL = ledger, r.LeaseTTL()
-		log.Info("sharing leases with the cluster", zap.String("redis", r.Address), zap.Float64("lease_ttl_sec", r.LeaseTTLSec))
+		log.Info("sharing leases with the cluster", zap.String("redis", r.Address), zap.String("key_prefix", r.KeyPrefix), zap.Float64("lease_ttl_sec", r.LeaseTTLSec))
 	}
 	d := dispatch.New(cfg, dopts)
 	reg.MustRegister(dispatch.NewStatusCollector(d))
@@ -258,10 +258,14 @@ func (e *Edge) Close() {
 		if !drained {
 			_ = e.hs.Close()
 		}
+		// Node connections close before the ledger: the leases of
+		// requests still running are returned as node_lost, and the
+		// ledger's Close waits (up to cluster.CloseWait) for those
+		// returns, sent after the dispatcher's Close, to reach Redis.
+		_ = e.wire.Close()
 		if e.ledger != nil {
 			_ = e.ledger.Close()
 		}
-		_ = e.wire.Close()
 		// The servers close the listeners they served; these are for an
 		// edge whose Serve never ran, whose ports would otherwise stay
 		// bound. Closed last: closed under a running Serve, a listener

@@ -1,0 +1,26 @@
+-- KEYS[1] the resource's leases, KEYS[2] its long leases. ARGV: ttl_ms,
+-- the lease id, "1" for a long lease. Puts back a lease its edge still
+-- holds that the ledger lost (see renew.lua), live for the TTL whatever
+-- the count: the work is running, and every edge must count it. A key of
+-- another type (see take.lua) is left alone.
+for _, key in ipairs(KEYS) do
+  local kind = redis.call('TYPE', key)['ok']
+  if kind ~= 'zset' and kind ~= 'none' then
+    return 0
+  end
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[1])
+local function put(key)
+  redis.call('ZADD', key, now + ttl, ARGV[2])
+  -- Expiries only raised, as in take.lua.
+  if redis.call('PTTL', key) < 2 * ttl then
+    redis.call('PEXPIRE', key, 2 * ttl)
+  end
+end
+put(KEYS[1])
+if ARGV[3] == '1' then
+  put(KEYS[2])
+end
+return 1
