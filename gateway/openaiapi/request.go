@@ -247,7 +247,8 @@ type messageFields [len(messageNames)]json.RawMessage
 // The names of messageMembers and contentPartMembers, and their positions.
 var (
 	messageNames = [...]string{msgRole: "role", msgContent: "content", msgName: "name",
-		msgToolCallID: "tool_call_id", msgToolCalls: "tool_calls"}
+		msgToolCallID: "tool_call_id", msgToolCalls: "tool_calls",
+		msgReasoning: "reasoning", msgReasoningContent: "reasoning_content"}
 	partNames = [...]string{partType: "type", partText: "text", partImageURL: "image_url", partRefusal: "refusal"}
 )
 
@@ -257,6 +258,11 @@ const (
 	msgName
 	msgToolCallID
 	msgToolCalls
+	// An assistant turn's earlier reasoning, sent back: "reasoning" as the
+	// edge renders it (and vLLM and Ollama read it), "reasoning_content" as
+	// DeepSeek and older vLLM versions name it.
+	msgReasoning
+	msgReasoningContent
 )
 
 const (
@@ -305,6 +311,20 @@ func validateMessage(m *messageFields, p pname) (int, *Error) {
 	if _, _, e := optStringRaw(m[msgToolCallID], p.dot(".tool_call_id")); e != nil {
 		return 0, e
 	}
+	// Reasoning sent back is type-checked on every role, as name is: a
+	// backend that reads it (vLLM, Ollama) takes a string or refuses the
+	// request. It does not count toward the prompt estimate: templates
+	// render earlier reasoning only in part, if at all (Qwen 3 keeps it
+	// after the last user message only), and Anthropic counts none.
+	for _, at := range [...]int{msgReasoning, msgReasoningContent} {
+		if raw := m[at]; raw != nil && !isNull(raw) {
+			// Measured, not decoded: reasoning can be long, and
+			// validation only needs its type.
+			if _, ok := stringLen(raw); !ok {
+				return 0, typeError(p.dot("."+messageNames[at]).String(), "a string", raw)
+			}
+		}
+	}
 	if role == "assistant" {
 		calls, _, e := optArrayRaw(m[msgToolCalls], p.dot(".tool_calls"))
 		if e != nil {
@@ -323,6 +343,26 @@ func validateMessage(m *messageFields, p pname) (int, *Error) {
 		}
 	}
 	return size, nil
+}
+
+// messageReasoning is the reasoning of message m (p names it), for the run
+// input: its "reasoning" when that is a non-empty string, else its
+// "reasoning_content", as the edge reads an answer's reasoning under the
+// two names; "" when neither is given. Either member, when present and not
+// null, must be a string (validateMessage checks the same).
+func messageReasoning(m *messageFields, p pname) (string, *Error) {
+	r, _, e := optStringRaw(m[msgReasoning], p.dot(".reasoning"))
+	if e != nil {
+		return "", e
+	}
+	rc, _, e := optStringRaw(m[msgReasoningContent], p.dot(".reasoning_content"))
+	if e != nil {
+		return "", e
+	}
+	if r != "" {
+		return r, nil
+	}
+	return rc, nil
 }
 
 // validateContent accepts a string or a non-empty array of typed parts and
