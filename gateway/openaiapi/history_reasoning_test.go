@@ -1,6 +1,8 @@
 package openaiapi
 
 import (
+	"runtime"
+	"strings"
 	"testing"
 
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
@@ -146,5 +148,61 @@ func TestHistoryReasoningNotEstimated(t *testing.T) {
 	without, with := parse(""), parse(`,"reasoning":"a long thought that is not prompt text"`)
 	if with.PromptBytes != without.PromptBytes || with.EstimatePromptTokens() != without.EstimatePromptTokens() {
 		t.Fatalf("PromptBytes %d with reasoning, %d without", with.PromptBytes, without.PromptBytes)
+	}
+}
+
+// historyAllocated is the bytes f allocates per call, over 10 calls.
+func historyAllocated(t *testing.T, f func() error) uint64 {
+	t.Helper()
+	const runs = 10
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	return (after.TotalAlloc - before.TotalAlloc) / runs
+}
+
+// historyLongReasoning is a 240 KB reasoning with escapes, as JSON text.
+var historyLongReasoning = strings.Repeat(`step \"a\"\n`, 20000)
+
+// Validation measures reasoning without decoding it: a long reasoning
+// sent back costs ParseChat no more memory than a two-byte one.
+func TestHistoryReasoningValidationDecodesNothing(t *testing.T) {
+	body := func(r string) []byte {
+		return []byte(`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"x","reasoning":"` + r + `","reasoning_content":"` + r + `"}]}`)
+	}
+	parse := func(b []byte) func() error { return func() error { _, err := ParseChat(b); return err } }
+	long, short := historyAllocated(t, parse(body(historyLongReasoning))), historyAllocated(t, parse(body("ab")))
+	if long > short+16<<10 {
+		t.Fatalf("ParseChat allocates %d bytes with a long reasoning, %d with a short one", long, short)
+	}
+}
+
+// The run input decodes only the reasoning it carries: the one of the two
+// names that wins, and none on a role that does not carry it (each used to
+// be decoded, ~200 KB apiece here, and dropped).
+func TestHistoryReasoningRunInputDecodesOnlyWhatItCarries(t *testing.T) {
+	for _, c := range []struct{ name, msg string }{
+		{"user", `{"role":"user","content":"more","reasoning":"%s","reasoning_content":"%s"}`},
+		{"assistant", `{"role":"assistant","content":"y","reasoning":"ab","reasoning_content":"%s"}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := func(r string) *ChatRequest {
+				req, err := ParseChat([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"},` + strings.ReplaceAll(c.msg, "%s", r) + `]}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return req
+			}
+			run := func(req *ChatRequest) func() error { return func() error { _, err := req.RunInput(); return err } }
+			long, short := historyAllocated(t, run(body(historyLongReasoning))), historyAllocated(t, run(body("cd")))
+			if long > short+16<<10 {
+				t.Fatalf("RunInput allocates %d bytes with a long reasoning it drops, %d with a short one", long, short)
+			}
+		})
 	}
 }

@@ -147,12 +147,8 @@ func normalizeMessage(raw json.RawMessage, p pname) (*iop.ChatMessage, *Error) {
 	// Earlier reasoning is an assistant's: on another role it is checked
 	// (validation did) but not carried, as vLLM reads it on assistant
 	// messages only and no template renders it elsewhere.
-	reasoning, e := messageReasoning(&m, p)
-	if e != nil {
+	if cm.Reasoning, e = messageReasoning(&m, p, r == iop.ChatRole_CHAT_ROLE_ASSISTANT); e != nil {
 		return nil, e
-	}
-	if r == iop.ChatRole_CHAT_ROLE_ASSISTANT {
-		cm.Reasoning = reasoning
 	}
 	calls, _, e := optArrayRaw(m[msgToolCalls], p.dot(".tool_calls"))
 	if e != nil {

@@ -316,14 +316,8 @@ func validateMessage(m *messageFields, p pname) (int, *Error) {
 	// request. It does not count toward the prompt estimate: templates
 	// render earlier reasoning only in part, if at all (Qwen 3 keeps it
 	// after the last user message only), and Anthropic counts none.
-	for _, at := range [...]int{msgReasoning, msgReasoningContent} {
-		if raw := m[at]; raw != nil && !isNull(raw) {
-			// Measured, not decoded: reasoning can be long, and
-			// validation only needs its type.
-			if _, ok := stringLen(raw); !ok {
-				return 0, typeError(p.dot("."+messageNames[at]).String(), "a string", raw)
-			}
-		}
+	if _, e := messageReasoning(m, p, false); e != nil {
+		return 0, e
 	}
 	if role == "assistant" {
 		calls, _, e := optArrayRaw(m[msgToolCalls], p.dot(".tool_calls"))
@@ -345,24 +339,35 @@ func validateMessage(m *messageFields, p pname) (int, *Error) {
 	return size, nil
 }
 
-// messageReasoning is the reasoning of message m (p names it), for the run
-// input: its "reasoning" when that is a non-empty string, else its
-// "reasoning_content", as the edge reads an answer's reasoning under the
-// two names; "" when neither is given. Either member, when present and not
-// null, must be a string (validateMessage checks the same).
-func messageReasoning(m *messageFields, p pname) (string, *Error) {
-	r, _, e := optStringRaw(m[msgReasoning], p.dot(".reasoning"))
-	if e != nil {
-		return "", e
+// messageReasoning checks that message m's "reasoning" and
+// "reasoning_content" (p names m) are strings when present and not null,
+// measuring them without decoding (reasoning can be long). With carry it
+// returns the reasoning for the run input: "reasoning" when it holds text,
+// else "reasoning_content", as the edge reads an answer's reasoning under
+// the two names; only that one is decoded.
+func messageReasoning(m *messageFields, p pname, carry bool) (string, *Error) {
+	var n [2]int
+	for i, at := range [...]int{msgReasoning, msgReasoningContent} {
+		raw := m[at]
+		if raw == nil || isNull(raw) {
+			continue
+		}
+		var ok bool
+		if n[i], ok = stringLen(raw); !ok {
+			return "", typeError(p.dot("."+messageNames[at]).String(), "a string", raw)
+		}
 	}
-	rc, _, e := optStringRaw(m[msgReasoningContent], p.dot(".reasoning_content"))
-	if e != nil {
-		return "", e
+	switch {
+	case !carry:
+		return "", nil
+	case n[0] > 0:
+		s, _ := asString(m[msgReasoning])
+		return s, nil
+	case n[1] > 0:
+		s, _ := asString(m[msgReasoningContent])
+		return s, nil
 	}
-	if r != "" {
-		return r, nil
-	}
-	return rc, nil
+	return "", nil
 }
 
 // validateContent accepts a string or a non-empty array of typed parts and
