@@ -22,7 +22,9 @@
 //	assistant text blocks       assistant content, concatenated
 //	assistant tool_use blocks   assistant tool_calls (arguments = compact JSON
 //	                            of input)
-//	thinking blocks (assistant) dropped
+//	assistant thinking blocks   assistant reasoning (their thinking text,
+//	                            concatenated), on a turn with text or
+//	                            tool_use; redacted_thinking dropped
 //	tools                       {"type":"function","function":{name,
 //	                            description,parameters:input_schema}}
 //	tool_choice auto|any|tool|none

@@ -30,8 +30,13 @@ type oaStreamOptions struct {
 // oaMessage.Content is a string, a []oaPart, or nil (null: an assistant
 // message with only tool calls).
 type oaMessage struct {
-	Role       string       `json:"role"`
-	Content    any          `json:"content"`
+	Role    string `json:"role"`
+	Content any    `json:"content"`
+	// Reasoning is an assistant turn's thinking, under the name the edge
+	// renders it by and vLLM's chat messages take it by (vLLM hands it to
+	// the template as reasoning and reasoning_content); omitted when empty,
+	// so a conversation without thinking is the body it always was.
+	Reasoning  string       `json:"reasoning,omitempty"`
 	ToolCalls  []oaToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string       `json:"tool_call_id,omitempty"`
 }
@@ -140,15 +145,21 @@ func (r *Request) OpenAIChat() ([]byte, error) {
 }
 
 // appendAssistant renders an assistant turn: its text blocks joined into the
-// content string, its tool_use blocks as tool_calls. A turn with neither
-// (only dropped thinking, or an empty final prefill) adds nothing.
+// content string, its thinking blocks joined into its reasoning (in order,
+// as the edge's chat answer holds the reasoning of a stream that had two
+// thinking blocks), its tool_use blocks as tool_calls. A turn with neither
+// text nor calls (only thinking, or an empty final prefill) adds nothing:
+// an assistant message without content or calls is refused by OpenAI's
+// API, and thinking cut short before an answer has nothing to go with.
 func appendAssistant(msgs []oaMessage, blocks []block) []oaMessage {
-	var text strings.Builder
+	var text, thinking strings.Builder
 	var calls []oaToolCall
 	for _, b := range blocks {
 		switch b.typ {
 		case blockText:
 			text.WriteString(b.text)
+		case blockThinking:
+			thinking.WriteString(b.text)
 		case blockToolUse:
 			calls = append(calls, oaToolCall{ID: b.id, Type: "function", Function: oaFunctionCall{Name: b.name, Arguments: string(b.input)}})
 		}
@@ -156,7 +167,7 @@ func appendAssistant(msgs []oaMessage, blocks []block) []oaMessage {
 	if text.Len() == 0 && len(calls) == 0 {
 		return msgs
 	}
-	m := oaMessage{Role: "assistant", ToolCalls: calls}
+	m := oaMessage{Role: "assistant", Reasoning: thinking.String(), ToolCalls: calls}
 	if text.Len() > 0 {
 		m.Content = text.String()
 	}

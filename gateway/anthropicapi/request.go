@@ -63,18 +63,21 @@ type message struct {
 	blocks []block
 }
 
-// Block types the request may carry. Thinking blocks in assistant turns are
-// accepted and dropped at parse time, so they never appear in a block.
+// Block types the request may carry. A thinking block (assistant turns
+// only) keeps its text, which goes back as the turn's reasoning; redacted
+// thinking is accepted and dropped at parse time, so it never appears in a
+// block.
 const (
 	blockText       = "text"
 	blockImage      = "image"
 	blockToolUse    = "tool_use"
 	blockToolResult = "tool_result"
+	blockThinking   = "thinking"
 )
 
 type block struct {
 	typ  string
-	text string // text
+	text string // text; thinking: the thinking text
 	// image: url for a URL source, else mediaType and data (base64)
 	url, mediaType, data string
 	// tool_use
@@ -321,13 +324,24 @@ func (p *parser) messages(raw json.RawMessage) ([]message, *Error) {
 			return nil, e
 		}
 		// Anthropic requires content everywhere but in a final assistant
-		// message (a prefill).
-		if len(blocks) == 0 && (role != "assistant" || i != len(elems)-1) {
+		// message (a prefill). Thinking alone is no content: the turn has
+		// no answer to send on (appendAssistant leaves it out).
+		if !hasAnswer(blocks) && (role != "assistant" || i != len(elems)-1) {
 			return nil, invalid("%s.content: must not be empty", path)
 		}
 		msgs[i] = message{role: role, blocks: blocks}
 	}
 	return msgs, nil
+}
+
+// hasAnswer reports whether blocks hold more than thinking.
+func hasAnswer(blocks []block) bool {
+	for _, b := range blocks {
+		if b.typ != blockThinking {
+			return true
+		}
+	}
+	return false
 }
 
 // content parses a message's content: a string (one text block) or an array
@@ -376,7 +390,7 @@ func (p *parser) count(path string) *Error {
 }
 
 // block parses one content block; keep is false for blocks accepted but
-// dropped (thinking).
+// dropped (redacted thinking, and thinking without text).
 func (p *parser) block(raw json.RawMessage, role, path string) (b block, keep bool, e *Error) {
 	obj, e := object(raw, path)
 	if e != nil {
@@ -404,14 +418,21 @@ func (p *parser) block(raw json.RawMessage, role, path string) (b block, keep bo
 			return b, false, invalid("%s: tool_result blocks are only allowed in user messages", path)
 		}
 		b, e = p.toolResultBlock(obj, path)
-	case "thinking", "redacted_thinking":
-		// A client may replay thinking from an earlier turn (e.g. after
-		// switching models). Anthropic itself ignores prior-turn thinking,
-		// so dropping it changes nothing the model would have seen.
+	case blockThinking, "redacted_thinking":
+		// Clients replay the thinking of earlier turns (Anthropic's SDKs
+		// send the assistant content back as it came). Its text goes back
+		// as the turn's reasoning: the templates of models that think
+		// between tool calls (Qwen 3, gpt-oss, DeepSeek) want it there.
+		// Redacted thinking is Anthropic's ciphertext, of use to no other
+		// model; the signature is Anthropic's proof, and is not checked.
 		if role != "assistant" {
 			return b, false, invalid("%s: %s blocks are only allowed in assistant messages", path, typ)
 		}
-		return b, false, nil
+		if typ != blockThinking {
+			return b, false, nil
+		}
+		b, e = thinkingBlock(obj, path)
+		return b, e == nil && b.text != "", e
 	default:
 		return b, false, invalid("%s.type: content block type %q is not supported (supported: text, image, tool_use, tool_result)", path, truncate(typ, 64))
 	}
@@ -433,6 +454,18 @@ func textBlock(obj map[string]json.RawMessage, path string) (block, *Error) {
 	}
 	s, e := str(raw, path+".text")
 	return block{typ: blockText, text: s}, e
+}
+
+// thinkingBlock parses a thinking block: its thinking must be a string
+// when present (Anthropic requires it; a client that leaves it out has no
+// text to send back).
+func thinkingBlock(obj map[string]json.RawMessage, path string) (block, *Error) {
+	raw, ok := field(obj, "thinking")
+	if !ok {
+		return block{typ: blockThinking}, nil
+	}
+	s, e := str(raw, path+".thinking")
+	return block{typ: blockThinking, text: s}, e
 }
 
 func imageBlock(obj map[string]json.RawMessage, path string) (block, *Error) {

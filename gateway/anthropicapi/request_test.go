@@ -61,7 +61,7 @@ func TestOpenAIChatMapping(t *testing.T) {
 					{"type":"text","text":"thanks"}]}]}`,
 			want: `{"model":"m","messages":[
 				{"role":"user","content":"weather?"},
-				{"role":"assistant","content":"Checking.","tool_calls":[
+				{"role":"assistant","content":"Checking.","reasoning":"hmm","tool_calls":[
 					{"id":"toolu_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}},
 					{"id":"toolu_2","type":"function","function":{"name":"t2","arguments":"{}"}}]},
 				{"role":"tool","content":"18C","tool_call_id":"toolu_1"},

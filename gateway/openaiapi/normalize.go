@@ -144,6 +144,12 @@ func normalizeMessage(raw json.RawMessage, p pname) (*iop.ChatMessage, *Error) {
 	if cm.Content, e = normalizeContent(m[msgContent], cp); e != nil {
 		return nil, e
 	}
+	// Earlier reasoning is an assistant's: on another role it is checked
+	// (validation did) but not carried, as vLLM reads it on assistant
+	// messages only and no template renders it elsewhere.
+	if cm.Reasoning, e = messageReasoning(&m, p, r == iop.ChatRole_CHAT_ROLE_ASSISTANT); e != nil {
+		return nil, e
+	}
 	calls, _, e := optArrayRaw(m[msgToolCalls], p.dot(".tool_calls"))
 	if e != nil {
 		return nil, e

@@ -247,7 +247,8 @@ type messageFields [len(messageNames)]json.RawMessage
 // The names of messageMembers and contentPartMembers, and their positions.
 var (
 	messageNames = [...]string{msgRole: "role", msgContent: "content", msgName: "name",
-		msgToolCallID: "tool_call_id", msgToolCalls: "tool_calls"}
+		msgToolCallID: "tool_call_id", msgToolCalls: "tool_calls",
+		msgReasoning: "reasoning", msgReasoningContent: "reasoning_content"}
 	partNames = [...]string{partType: "type", partText: "text", partImageURL: "image_url", partRefusal: "refusal"}
 )
 
@@ -257,6 +258,11 @@ const (
 	msgName
 	msgToolCallID
 	msgToolCalls
+	// An assistant turn's earlier reasoning, sent back: "reasoning" as the
+	// edge renders it (and vLLM and Ollama read it), "reasoning_content" as
+	// DeepSeek and older vLLM versions name it.
+	msgReasoning
+	msgReasoningContent
 )
 
 const (
@@ -305,6 +311,14 @@ func validateMessage(m *messageFields, p pname) (int, *Error) {
 	if _, _, e := optStringRaw(m[msgToolCallID], p.dot(".tool_call_id")); e != nil {
 		return 0, e
 	}
+	// Reasoning sent back is type-checked on every role, as name is: a
+	// backend that reads it (vLLM, Ollama) takes a string or refuses the
+	// request. It does not count toward the prompt estimate: templates
+	// render earlier reasoning only in part, if at all (Qwen 3 keeps it
+	// after the last user message only), and Anthropic counts none.
+	if _, e := messageReasoning(m, p, false); e != nil {
+		return 0, e
+	}
 	if role == "assistant" {
 		calls, _, e := optArrayRaw(m[msgToolCalls], p.dot(".tool_calls"))
 		if e != nil {
@@ -323,6 +337,37 @@ func validateMessage(m *messageFields, p pname) (int, *Error) {
 		}
 	}
 	return size, nil
+}
+
+// messageReasoning checks that message m's "reasoning" and
+// "reasoning_content" (p names m) are strings when present and not null,
+// measuring them without decoding (reasoning can be long). With carry it
+// returns the reasoning for the run input: "reasoning" when it holds text,
+// else "reasoning_content", as the edge reads an answer's reasoning under
+// the two names; only that one is decoded.
+func messageReasoning(m *messageFields, p pname, carry bool) (string, *Error) {
+	var n [2]int
+	for i, at := range [...]int{msgReasoning, msgReasoningContent} {
+		raw := m[at]
+		if raw == nil || isNull(raw) {
+			continue
+		}
+		var ok bool
+		if n[i], ok = stringLen(raw); !ok {
+			return "", typeError(p.dot("."+messageNames[at]).String(), "a string", raw)
+		}
+	}
+	switch {
+	case !carry:
+		return "", nil
+	case n[0] > 0:
+		s, _ := asString(m[msgReasoning])
+		return s, nil
+	case n[1] > 0:
+		s, _ := asString(m[msgReasoningContent])
+		return s, nil
+	}
+	return "", nil
 }
 
 // validateContent accepts a string or a non-empty array of typed parts and

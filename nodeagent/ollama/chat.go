@@ -30,8 +30,12 @@ type ollamaChat struct {
 }
 
 type ollamaMessage struct {
-	Role      string           `json:"role"`
-	Content   string           `json:"content"`
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	// Thinking is an assistant turn's earlier reasoning, sent back: the
+	// model's template decides whether it is rendered (Qwen 3 keeps it for
+	// the turns after the last user message, gpt-oss for tool calls).
+	Thinking  string           `json:"thinking,omitempty"`
 	Images    []string         `json:"images,omitempty"`
 	ToolCalls []ollamaToolCall `json:"tool_calls,omitempty"`
 	ToolName  string           `json:"tool_name,omitempty"`
@@ -58,6 +62,8 @@ type ollamaFunction struct {
 //     through this adapter, so those are rejected);
 //   - role developer is sent as system (Ollama templates know no developer
 //     role);
+//   - an assistant message's reasoning (its earlier thinking, sent back)
+//     becomes its thinking, as Ollama's own OpenAI layer maps reasoning;
 //   - assistant tool calls get object arguments and keep their ids; a tool
 //     message keeps its tool_call_id and gets tool_name from its name or
 //     from the call its tool_call_id answers;
@@ -149,6 +155,7 @@ func convertMessages(msgs []*iop.ChatMessage) ([]ollamaMessage, error) {
 			om.Role = "user"
 		case iop.ChatRole_CHAT_ROLE_ASSISTANT:
 			om.Role = "assistant"
+			om.Thinking = m.GetReasoning()
 			for j, tc := range m.GetToolCalls() {
 				args, err := objectArguments(tc.GetArguments())
 				if err != nil {

@@ -16,9 +16,10 @@ import (
 // used as Ollama's own OpenAI layer uses it (gin's binding), so the same
 // bodies are accepted and refused.
 
-// chatExtra is what a chat reads from extra: OpenAI's reasoning effort, as
-// reasoning_effort (Chat Completions) or reasoning.effort (the Responses
-// shape, which some clients send to chat completions too).
+// chatExtra is what a chat or a completion reads from extra: OpenAI's
+// reasoning effort, as reasoning_effort (Chat Completions) or
+// reasoning.effort (the Responses shape, which some clients send to chat
+// completions too).
 type chatExtra struct {
 	Reasoning *struct {
 		Effort string `json:"effort"`
@@ -46,8 +47,9 @@ func decodeExtra(in *iop.RunInput, v any, what string) error {
 	return nil
 }
 
-// think is the /api/chat think value for the caller's reasoning effort, or
-// nil (Ollama's default: a model that can think does) when none was given.
+// think is the think value (/api/chat, /api/generate) for the caller's
+// reasoning effort, or nil (Ollama's default: a model that can think does)
+// when none was given.
 // reasoning.effort wins over reasoning_effort, as in Ollama.
 func (e *chatExtra) think() (json.RawMessage, error) {
 	var effort string

@@ -16,10 +16,24 @@ type ollamaGenerate struct {
 	Stream    bool            `json:"stream"`
 	Options   map[string]any  `json:"options,omitempty"`
 	KeepAlive json.RawMessage `json:"keep_alive,omitempty"`
+	// Think is as in ollamaChat: /api/generate takes the same values and
+	// refuses them the same way for a model that cannot think.
+	Think json.RawMessage `json:"think,omitempty"`
 }
 
-// buildGenerate translates a completion input (one prompt).
-func buildGenerate(in *iop.RunInput, model string, cfg *config) *ollamaGenerate {
+// buildGenerate translates a completion input (one prompt). The caller's
+// reasoning_effort (or reasoning.effort) sets think as it does for a chat
+// (chatExtra.think): Ollama's own /v1/completions drops it, which would
+// leave a thinking model thinking however the caller asked.
+func buildGenerate(in *iop.RunInput, model string, cfg *config) (*ollamaGenerate, error) {
+	var extra chatExtra
+	if err := decodeExtra(in, &extra, "reasoning_effort must be a string and reasoning an object with a string effort"); err != nil {
+		return nil, err
+	}
+	think, err := extra.think()
+	if err != nil {
+		return nil, err
+	}
 	return &ollamaGenerate{
 		Model:     model,
 		Prompt:    in.GetPrompt(),
@@ -27,5 +41,6 @@ func buildGenerate(in *iop.RunInput, model string, cfg *config) *ollamaGenerate 
 		Stream:    true,
 		Options:   options(in.GetSampling(), cfg),
 		KeepAlive: cfg.keepAlive,
-	}
+		Think:     think,
+	}, nil
 }

@@ -12,8 +12,10 @@
 // SettingOptions.
 //
 // Thinking models' reasoning (message.thinking, thinking) is relayed as
-// reasoning, apart from the answer; the caller's reasoning_effort sets
-// Ollama's think as Ollama's own OpenAI layer does. Not forwarded:
+// reasoning, apart from the answer; an assistant message's earlier
+// reasoning goes back as its thinking; the caller's reasoning_effort sets
+// Ollama's think, for chats and completions, as Ollama's own OpenAI layer
+// does for chats. Not forwarded:
 // logprobs, n > 1. Tunnel is not supported: the Edge routes Ollama through
 // normalized runs.
 package ollama
@@ -124,7 +126,11 @@ func (o *Instance) run(ctx context.Context, cfg *config, req *iop.RunRequest, si
 		}
 		return o.runStream(ctx, cfg, "/api/chat", body, chatText, sink)
 	case adapter.OpCompletion:
-		return o.runStream(ctx, cfg, "/api/generate", buildGenerate(req.GetInput(), req.GetTarget(), cfg), generateText, sink)
+		body, err := buildGenerate(req.GetInput(), req.GetTarget(), cfg)
+		if err != nil {
+			return nil, err
+		}
+		return o.runStream(ctx, cfg, "/api/generate", body, generateText, sink)
 	case adapter.OpEmbedding:
 		return o.runEmbed(ctx, cfg, req)
 	default:
