@@ -378,22 +378,40 @@ func (d *Dispatcher) activateLocked(n *node) {
 // liveLocked makes n's resources that are not live yet and that the
 // config n runs has live for its current generation, without pumping.
 func (d *Dispatcher) liveLocked(n *node) {
+	draining := drainingLocked(n)
 	for _, r := range n.resources {
 		if !r.onNode || r.live {
 			continue // not in the config the node runs, or already live
 		}
 		r.live, r.gen, r.conn = true, n.gen, n.owner
 		r.inFlight, r.longInFlight, r.health = 0, 0, iop.HealthState_HEALTH_STATE_UNSPECIFIED
-		if n.draining {
-			// The session said in its ready that the node drains: nothing
-			// is granted here from the first moment (no pump hands it a
-			// waiter), and the status shows it draining.
+		if draining {
+			// The node drains: nothing is granted here from the first
+			// moment (no pump hands it a waiter), and the status shows it
+			// draining.
 			r.health = iop.HealthState_HEALTH_STATE_DRAINING
 		}
 		// Figures reported before it was live (another session's, or from
 		// before it went offline) describe no backend this session runs.
 		r.load, r.loadAt = route.Load{}, time.Time{}
 	}
+}
+
+// drainingLocked reports whether n's session drains: its ready said so,
+// or it reported a live provider draining. A drain is the whole node's
+// (a node reports every provider draining or none), so a provider a
+// refresh adds, or a reload restores, while the others drain goes live
+// draining rather than taking work until the node's next report.
+func drainingLocked(n *node) bool {
+	if n.draining {
+		return true
+	}
+	for _, r := range n.resources {
+		if r.live && r.health == iop.HealthState_HEALTH_STATE_DRAINING {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeConn returns the ready owner of node id.
