@@ -62,3 +62,19 @@ func TestProviderRestoredOnDrainingNodeGoesLiveDraining(t *testing.T) {
 		t.Fatalf("granted on %s/%s of a node that drains", l.NodeID, l.ProviderID)
 	}
 }
+
+// A repeated ready that says the node drains is remembered for the
+// session, not only as its providers' health: a provider that replaces
+// every one the node had (a reload, applied) goes live draining too.
+func TestProviderReplacingAllAfterDrainingReadyGoesLiveDraining(t *testing.T) {
+	f := newFixture(t, buildCfg(t, []tNode{{id: "a", provs: []tProv{{name: "p", cap: 1}}}}, []tModel{{name: "m", cands: []string{"a/p"}}}), nil)
+	ca := f.up("a")
+	if resp := f.d.Ready(ca, &iop.NodeReadyRequest{NodeId: "a", Draining: true}); !resp.GetReady() {
+		t.Fatalf("repeated ready refused: %s", resp.GetReason())
+	}
+	f.d.Reload(buildCfg(t, []tNode{{id: "a", provs: []tProv{{name: "q", cap: 1}}}}, []tModel{{name: "m", cands: []string{"a/q"}}}))
+	f.d.applied("a", ca, f.d.cfg.Node("a"), f.caps("a"))
+	if q := provOf(f.d.Status(), "a", "q"); q.Health != "draining" {
+		t.Fatalf("a/q replacing a draining node's providers = %q, want draining", q.Health)
+	}
+}
