@@ -78,3 +78,23 @@ func TestProviderReplacingAllAfterDrainingReadyGoesLiveDraining(t *testing.T) {
 		t.Fatalf("a/q replacing a draining node's providers = %q, want draining", q.Health)
 	}
 }
+
+// The same when the edge learnt of the drain from a load report: a
+// reload that drops every provider the node had still leaves the session
+// known to drain, and the provider it adds goes live draining.
+func TestProviderReplacingAllAfterDrainingReportGoesLiveDraining(t *testing.T) {
+	f := newFixture(t, buildCfg(t, []tNode{{id: "a", provs: []tProv{{name: "p", cap: 1}}}}, []tModel{{name: "m", cands: []string{"a/p"}}}), nil)
+	ca := f.up("a")
+	f.d.Load(ca, drainingReport("p"))
+	f.d.Reload(buildCfg(t, []tNode{{id: "a", provs: []tProv{{name: "q", cap: 1}}}}, []tModel{{name: "m", cands: []string{"a/q"}}}))
+	f.d.applied("a", ca, f.d.cfg.Node("a"), f.caps("a"))
+	if q := provOf(f.d.Status(), "a", "q"); q.Health != "draining" {
+		t.Fatalf("a/q replacing a draining node's providers = %q, want draining", q.Health)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if l, err := f.d.Acquire(ctx, Request{Model: "m"}); err == nil {
+		l.Release(ReasonCompleted)
+		t.Fatalf("granted on %s/%s of a node that drains", l.NodeID, l.ProviderID)
+	}
+}

@@ -90,8 +90,10 @@ type node struct {
 	// draining is set when the owner's ready request said the node was
 	// already draining (NodeReadyRequest.draining): its providers go live
 	// as draining, so nothing is granted there even before its first load
-	// report. Cleared when a new registration takes the id or the session
-	// ends; a later session says again.
+	// report. Also set when a reload removes providers while the live
+	// ones are reported draining, so that the drain is not forgotten with
+	// them (drainingLocked). Cleared when a new registration takes the id
+	// or the session ends; a later session says again.
 	draining bool
 }
 
@@ -182,6 +184,9 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 		// a node it no longer lists) goes offline and leaves: its leases
 		// return (node_lost: the exchange cannot be trusted to end well on
 		// a provider the node is about to drop) and nothing waits for it.
+		// A drain its providers reported outlives them: providers added
+		// later go live draining (liveLocked).
+		n.draining = drainingLocked(n)
 		spec := d.cfg.Node(n.id)
 		for name, r := range n.resources {
 			if spec != nil && spec.Provider(name) != nil {
