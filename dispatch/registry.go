@@ -90,8 +90,10 @@ type node struct {
 	// draining is set when the owner's ready request said the node was
 	// already draining (NodeReadyRequest.draining): its providers go live
 	// as draining, so nothing is granted there even before its first load
-	// report. Cleared when a new registration takes the id or the session
-	// ends; a later session says again.
+	// report. Also set when a reload removes providers while the live
+	// ones are reported draining, so that the drain is not forgotten with
+	// them (drainingLocked). Cleared when a new registration takes the id
+	// or the session ends; a later session says again.
 	draining bool
 }
 
@@ -182,6 +184,9 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 		// a node it no longer lists) goes offline and leaves: its leases
 		// return (node_lost: the exchange cannot be trusted to end well on
 		// a provider the node is about to drop) and nothing waits for it.
+		// A drain its providers reported outlives them: providers added
+		// later go live draining (liveLocked).
+		n.draining = drainingLocked(n)
 		spec := d.cfg.Node(n.id)
 		for name, r := range n.resources {
 			if spec != nil && spec.Provider(name) != nil {
@@ -378,22 +383,40 @@ func (d *Dispatcher) activateLocked(n *node) {
 // liveLocked makes n's resources that are not live yet and that the
 // config n runs has live for its current generation, without pumping.
 func (d *Dispatcher) liveLocked(n *node) {
+	draining := drainingLocked(n)
 	for _, r := range n.resources {
 		if !r.onNode || r.live {
 			continue // not in the config the node runs, or already live
 		}
 		r.live, r.gen, r.conn = true, n.gen, n.owner
 		r.inFlight, r.longInFlight, r.health = 0, 0, iop.HealthState_HEALTH_STATE_UNSPECIFIED
-		if n.draining {
-			// The session said in its ready that the node drains: nothing
-			// is granted here from the first moment (no pump hands it a
-			// waiter), and the status shows it draining.
+		if draining {
+			// The node drains: nothing is granted here from the first
+			// moment (no pump hands it a waiter), and the status shows it
+			// draining.
 			r.health = iop.HealthState_HEALTH_STATE_DRAINING
 		}
 		// Figures reported before it was live (another session's, or from
 		// before it went offline) describe no backend this session runs.
 		r.load, r.loadAt = route.Load{}, time.Time{}
 	}
+}
+
+// drainingLocked reports whether n's session drains: its ready said so,
+// or it reported a live provider draining. A drain is the whole node's
+// (a node reports every provider draining or none), so a provider a
+// refresh adds, or a reload restores, while the others drain goes live
+// draining rather than taking work until the node's next report.
+func drainingLocked(n *node) bool {
+	if n.draining {
+		return true
+	}
+	for _, r := range n.resources {
+		if r.live && r.health == iop.HealthState_HEALTH_STATE_DRAINING {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeConn returns the ready owner of node id.

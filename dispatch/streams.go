@@ -415,8 +415,9 @@ func (s *Stream[T]) Drain(timeout time.Duration) bool {
 func (s *Stream[T]) Close() { s.x.Close() }
 
 // afterFinishClose, set only by tests (nil in production), runs in Finish
-// between closing a finished exchange and releasing its lease: the moment
-// in which the node may act on the close.
+// between closing an exchange (finished, or drained in the background)
+// and releasing its lease: the moment in which the node may act on the
+// close.
 var afterFinishClose func(l *Lease)
 
 // CancelAbandoned is the CancelRequest reason of an exchange the Edge
@@ -468,6 +469,9 @@ func (s *Stream[T]) Finish(l *Lease, reason ReleaseReason, cancelled string, gra
 			l.settle(reason)
 		}
 		x.Close()
+		if afterFinishClose != nil {
+			afterFinishClose(l)
+		}
 		l.Release(reason)
 	}()
 }
