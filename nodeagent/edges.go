@@ -150,6 +150,10 @@ type edgeEntry struct {
 func (c *edgeClaims) claim(key string, entry edgeEntry) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.claimLocked(key, entry)
+}
+
+func (c *edgeClaims) claimLocked(key string, entry edgeEntry) (string, bool) {
 	if holder, ok := c.owner[key]; ok && holder != entry {
 		return holder.text, false
 	}
@@ -159,13 +163,15 @@ func (c *edgeClaims) claim(key string, entry edgeEntry) (string, bool) {
 
 // claimOrWait is claim for a name: refused, it has retry called once an
 // address is released. retry must not block (nor take a follower's mu:
-// release is called under one).
+// release is called under one). The refusal and the recording of retry
+// are one step under mu: a release between them would find no retry to
+// call, and a name whose other session is up would never look again.
 func (c *edgeClaims) claimOrWait(key string, entry edgeEntry, retry func()) (string, bool) {
-	holder, ok := c.claim(key, entry)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	holder, ok := c.claimLocked(key, entry)
 	if !ok {
-		c.mu.Lock()
 		c.refused[entry] = retry
-		c.mu.Unlock()
 	}
 	return holder, ok
 }
