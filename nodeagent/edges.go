@@ -90,7 +90,7 @@ func RunEdges(ctx context.Context, base SupervisorConfig, addresses []string, re
 	var names []edgeEntry
 	for i, a := range addresses {
 		host, _, err := net.SplitHostPort(a)
-		if err == nil && resolve && net.ParseIP(host) == nil {
+		if err == nil && resolve && isEdgeName(host) {
 			names = append(names, edgeEntry{index: i, text: a})
 			continue
 		}
@@ -607,4 +607,13 @@ func (f *nameFollower) kickLookup() {
 	case f.kick <- struct{}{}:
 	default:
 	}
+}
+
+// isEdgeName reports whether an edge address's host is a DNS name to
+// follow rather than an IP address literal. netip, not net.ParseIP: a
+// link-local literal with its zone (fe80::1%eth0) is an address, not a
+// name to look up (and to verify the edge's certificate against).
+func isEdgeName(host string) bool {
+	_, err := netip.ParseAddr(host)
+	return err != nil
 }
