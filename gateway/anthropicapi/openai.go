@@ -174,6 +174,29 @@ func appendAssistant(msgs []oaMessage, blocks []block) []oaMessage {
 	return append(msgs, m)
 }
 
+// hasTurn reports whether the conversation renders at least one message:
+// a user turn always does (the parser refuses empty ones), an assistant
+// turn when appendAssistant keeps it.
+func (r *Request) hasTurn() bool {
+	for _, m := range r.messages {
+		if m.role != "assistant" || assistantRenders(m.blocks) {
+			return true
+		}
+	}
+	return false
+}
+
+// assistantRenders reports whether appendAssistant renders an assistant
+// turn of blocks: it has text or a tool call.
+func assistantRenders(blocks []block) bool {
+	for _, b := range blocks {
+		if b.typ == blockToolUse || (b.typ == blockText && b.text != "") {
+			return true
+		}
+	}
+	return false
+}
+
 // appendUser renders a user turn: one tool message per tool_result first
 // (OpenAI requires them right after the assistant's tool calls), then a user
 // message with the remaining text and image parts. Images inside tool

@@ -162,6 +162,12 @@ func parse(body []byte, needMaxTokens bool) (*Request, *Error) {
 			return nil, e
 		}
 	}
+	// A lone assistant turn with nothing to send on (an empty prefill,
+	// or thinking alone) and no system prompt would convert to a chat body
+	// without messages, refused downstream in OpenAI's words.
+	if len(r.system) == 0 && !r.hasTurn() {
+		return nil, invalid("messages: at least one message with content is required (an empty final assistant message is a prefill, not a turn)")
+	}
 	if raw, ok = field(obj, "stream"); ok {
 		if r.Stream, e = boolean(raw, "stream"); e != nil {
 			return nil, e

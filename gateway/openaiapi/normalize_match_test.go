@@ -35,7 +35,7 @@ var modelFields = []string{
 	"temperature", "top_p", "top_k", "max_tokens", "max_completion_tokens",
 	"stop", "seed", "presence_penalty", "frequency_penalty", "text",
 	"image_url", "url", "detail", "prompt", "suffix", "input", "dimensions",
-	"refusal",
+	"refusal", "reasoning", "reasoning_content",
 }
 
 // jsonFold is encoding/json's key folding (appendFoldedName): two keys
@@ -386,6 +386,12 @@ func (g *bodyGen) str() string {
 }
 
 func (g *bodyGen) stringish() string { return g.mostly(g.str) }
+
+// reasoningText is an earlier turn's reasoning: mostly a string, empty or
+// not, sometimes null (as absent).
+func (g *bodyGen) reasoningText() string {
+	return g.mostly(func() string { return g.pick(g.str, g.str, func() string { return "null" }) })
+}
 func (g *bodyGen) boolish() string {
 	return g.mostly(func() string { return g.pick(func() string { return "true" }, func() string { return "false" }) })
 }
@@ -445,6 +451,8 @@ func (g *bodyGen) message() string {
 	}
 	m = g.maybe(m, "name", g.stringish)
 	m = g.maybe(m, "tool_call_id", g.stringish)
+	m = g.maybe(m, "reasoning", g.reasoningText)
+	m = g.maybe(m, "reasoning_content", g.reasoningText)
 	if g.rng.IntN(3) == 0 {
 		m = append(m, `"tool_calls":`+g.mostly(func() string {
 			calls := make([]string, 1+g.rng.IntN(2))

@@ -22,7 +22,10 @@ type chatDoc struct {
 		Content    json.RawMessage `json:"content"`
 		Name       string          `json:"name"`
 		ToolCallID string          `json:"tool_call_id"`
-		ToolCalls  []struct {
+		// An assistant turn's earlier reasoning, under either name.
+		Reasoning        string `json:"reasoning"`
+		ReasoningContent string `json:"reasoning_content"`
+		ToolCalls        []struct {
 			ID       string `json:"id"`
 			Function struct {
 				Name      string          `json:"name"`
@@ -86,6 +89,14 @@ func modelNormalizeChat(body []byte) (*iop.RunInput, *Error) {
 			return nil, e
 		}
 		cm.Content = parts
+		// Carried on assistant messages only: "reasoning" when it holds
+		// text, else "reasoning_content".
+		if role == iop.ChatRole_CHAT_ROLE_ASSISTANT {
+			cm.Reasoning = m.Reasoning
+			if cm.Reasoning == "" {
+				cm.Reasoning = m.ReasoningContent
+			}
+		}
 		for _, c := range m.ToolCalls {
 			cm.ToolCalls = append(cm.ToolCalls, &iop.ToolCall{Id: c.ID, Name: c.Function.Name, Arguments: argumentsText(c.Function.Arguments)})
 		}
