@@ -82,6 +82,12 @@ func (s *Server) messagesCall(c *gin.Context) *call {
 		writeError(c, apiError(err, "")) // converted to Anthropic's shape by the writer
 		return nil
 	}
+	// The run path reads req (earlier thinking included); a tunnel sends
+	// the body without it (anthropicapi.Request.TunnelChat).
+	if chat, err = areq.TunnelChat(chat); err != nil {
+		writeAnthropicError(c, anthropicapi.NewError(http.StatusBadRequest, "The request could not be converted."))
+		return nil
+	}
 	if mw, ok := c.Writer.(*messagesWriter); ok {
 		mw.start(areq, req.EstimatePromptTokens())
 	}

@@ -24,7 +24,8 @@
 //	                            of input)
 //	assistant thinking blocks   assistant reasoning (their thinking text,
 //	                            concatenated), on a turn with text or
-//	                            tool_use; redacted_thinking dropped
+//	                            tool_use; redacted_thinking dropped;
+//	                            the run path only (TunnelChat leaves it out)
 //	tools                       {"type":"function","function":{name,
 //	                            description,parameters:input_schema}}
 //	tool_choice auto|any|tool|none

@@ -39,9 +39,8 @@ const historyThinkingBody = `{"model":"m","max_tokens":64,"tools":[{"name":"get_
 
 // Thinking blocks an agent sends back become the assistant turn's
 // reasoning, in order (redacted thinking, Anthropic's ciphertext, is
-// dropped), under "reasoning" only: the name vLLM's chat messages take
-// (its template gets it as reasoning and reasoning_content), so the body
-// stays one a tunnelled vLLM accepts.
+// dropped), under "reasoning" only: the name the run path reads (and
+// vLLM's chat messages take). The tunnel's body (TunnelChat) leaves it out.
 func TestHistoryThinkingBecomesReasoning(t *testing.T) {
 	chat, msgs := historyChat(t, historyThinkingBody)
 	if len(msgs) != 5 {
@@ -152,4 +151,49 @@ func TestHistoryThinkingNotCounted(t *testing.T) {
 	if ra.EstimatePromptTokens() != rb.EstimatePromptTokens() {
 		t.Errorf("chat estimate %d with thinking, %d without", ra.EstimatePromptTokens(), rb.EstimatePromptTokens())
 	}
+}
+
+// The body a tunnel sends (TunnelChat) is the run body without reasoning
+// when a turn carries thinking, and the run body itself when none does.
+func TestTunnelChatLeavesReasoningOut(t *testing.T) {
+	r := mustParse(t, historyThinkingBody)
+	run, err := r.OpenAIChat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tunnel, err := r.TunnelChat(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(tunnel), "reasoning") || strings.Contains(string(tunnel), "Report it.") {
+		t.Errorf("tunnel body carries reasoning: %s", tunnel)
+	}
+	var a, b map[string]any
+	if json.Unmarshal(run, &a) != nil || json.Unmarshal(tunnel, &b) != nil {
+		t.Fatalf("bodies %s / %s", run, tunnel)
+	}
+	for _, m := range a["messages"].([]any) {
+		delete(m.(map[string]any), "reasoning")
+	}
+	if ra, rb := mustJSON(t, a), mustJSON(t, b); ra != rb {
+		t.Errorf("tunnel body differs beyond reasoning:\n%s\n%s", ra, rb)
+	}
+
+	plain := mustParse(t, `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"thinking","thinking":""},{"type":"text","text":"yo"}]},{"role":"user","content":"bye"}]}`)
+	run, err = plain.OpenAIChat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tunnel, err = plain.TunnelChat(run); err != nil || &tunnel[0] != &run[0] {
+		t.Errorf("a body without reasoning was rendered again (%v)", err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

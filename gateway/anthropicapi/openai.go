@@ -86,9 +86,41 @@ type oaNamedToolChoice struct {
 const toolErrorPrefix = "Error: "
 
 // OpenAIChat renders the request as an OpenAI chat completions body (see the
-// package documentation for the mapping). It fails only if the request was
-// not produced by ParseRequest.
-func (r *Request) OpenAIChat() ([]byte, error) {
+// package documentation for the mapping), assistant thinking included as
+// reasoning: the body a normalized run is parsed from. It fails only if the
+// request was not produced by ParseRequest.
+func (r *Request) OpenAIChat() ([]byte, error) { return r.openAIChat(true) }
+
+// TunnelChat is the body a tunnelled provider receives: OpenAIChat's, or,
+// when an assistant turn carries thinking, the same without reasoning. A
+// tunnel target is any OpenAI-compatible server, and strict ones refuse a
+// message member they do not know (Groq: "property 'reasoning' is
+// unsupported"), which would fail every later turn of a thinking
+// conversation; vLLM's chat templates drop earlier turns' reasoning anyway.
+func (r *Request) TunnelChat(chat []byte) ([]byte, error) {
+	if !r.carriesThinking() {
+		return chat, nil
+	}
+	return r.openAIChat(false)
+}
+
+// carriesThinking reports whether OpenAIChat sends reasoning: an assistant
+// turn it renders holds thinking text.
+func (r *Request) carriesThinking() bool {
+	for _, m := range r.messages {
+		if m.role != "assistant" || !assistantRenders(m.blocks) {
+			continue
+		}
+		for _, b := range m.blocks {
+			if b.typ == blockThinking && b.text != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (r *Request) openAIChat(reasoning bool) ([]byte, error) {
 	out := oaRequest{
 		Model:       r.Model,
 		MaxTokens:   r.MaxTokens,
@@ -108,7 +140,7 @@ func (r *Request) OpenAIChat() ([]byte, error) {
 	}
 	for _, m := range r.messages {
 		if m.role == "assistant" {
-			out.Messages = appendAssistant(out.Messages, m.blocks)
+			out.Messages = appendAssistant(out.Messages, m.blocks, reasoning)
 		} else {
 			out.Messages = appendUser(out.Messages, m.blocks)
 		}
@@ -151,7 +183,7 @@ func (r *Request) OpenAIChat() ([]byte, error) {
 // text nor calls (only thinking, or an empty final prefill) adds nothing:
 // an assistant message without content or calls is refused by OpenAI's
 // API, and thinking cut short before an answer has nothing to go with.
-func appendAssistant(msgs []oaMessage, blocks []block) []oaMessage {
+func appendAssistant(msgs []oaMessage, blocks []block, reasoning bool) []oaMessage {
 	var text, thinking strings.Builder
 	var calls []oaToolCall
 	for _, b := range blocks {
@@ -159,7 +191,9 @@ func appendAssistant(msgs []oaMessage, blocks []block) []oaMessage {
 		case blockText:
 			text.WriteString(b.text)
 		case blockThinking:
-			thinking.WriteString(b.text)
+			if reasoning {
+				thinking.WriteString(b.text)
+			}
 		case blockToolUse:
 			calls = append(calls, oaToolCall{ID: b.id, Type: "function", Function: oaFunctionCall{Name: b.name, Arguments: string(b.input)}})
 		}
