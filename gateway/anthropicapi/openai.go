@@ -96,7 +96,8 @@ func (r *Request) OpenAIChat() ([]byte, error) { return r.openAIChat(true) }
 // tunnel target is any OpenAI-compatible server, and strict ones refuse a
 // message member they do not know (Groq: "property 'reasoning' is
 // unsupported"), which would fail every later turn of a thinking
-// conversation; vLLM's chat templates drop earlier turns' reasoning anyway.
+// conversation. (Many chat templates drop earlier turns' reasoning too;
+// those that keep it for a tool loop lose it only on a tunnel.)
 func (r *Request) TunnelChat(chat []byte) ([]byte, error) {
 	if !r.carriesThinking() {
 		return chat, nil
