@@ -181,10 +181,7 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 	// tried on the retry tick from then on, so that leases the ledger
 	// lost during an outage are put back soon after Redis answers again,
 	// not up to TTL/3 later (other edges over-grant meanwhile).
-	// renewFailed is set while the renewal itself fails (an outage is
-	// logged once, see renewLeases).
 	var renewAgain time.Time
-	renewFailed := false
 	for {
 		select {
 		case <-d.ctx.Done():
@@ -201,10 +198,10 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 				return (r.remoteFull && !now.Before(r.remoteFullUntil)) || (r.ledgerRetry && !now.Before(d.ledgerDownUntil))
 			})
 			if !renewAgain.IsZero() && !now.Before(renewAgain) {
-				renewAgain, renewFailed = d.renewLeases(renewFailed)
+				renewAgain = d.renewLeases(true)
 			}
 		case <-renew.C:
-			renewAgain, renewFailed = d.renewLeases(renewFailed)
+			renewAgain = d.renewLeases(!renewAgain.IsZero())
 		}
 	}
 }
@@ -212,15 +209,20 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 // renewLeases renews this edge's leases, puts back (through the returner)
 // those the ledger lost, marks the edge live and publishes its waiting
 // requests. It returns when to try again sooner than the next TTL/3 tick:
-// after ledgerBackoff when Redis did not answer, zero when it did; and
-// whether the renewal failed. failing says the last renewal failed: an
+// after ledgerBackoff when Redis did not answer the renewal or the
+// liveness mark, zero when it did. failing says the last one did not: an
 // outage is one warning, not one per retry (two a second for as long as
 // Redis is down).
-func (d *Dispatcher) renewLeases(failing bool) (again time.Time, failed bool) {
+func (d *Dispatcher) renewLeases(failing bool) time.Time {
 	held, leases := d.heldLeases()
 	missing, err := d.ledger.Renew(d.ctx, held)
 	if len(missing) > 0 {
 		d.readd(missing, leases)
+	}
+	if err == nil {
+		// Also when there was nothing to renew (no round trip): Redis
+		// answering is told by this call then.
+		err = d.ledger.Alive(d.ctx)
 	}
 	if err != nil {
 		switch {
@@ -232,18 +234,15 @@ func (d *Dispatcher) renewLeases(failing bool) (again time.Time, failed bool) {
 		}
 		// The other calls would wait out the timeout as well, holding the
 		// loop (and its wakes) up for longer.
-		return time.Now().Add(ledgerBackoff), true
+		return time.Now().Add(ledgerBackoff)
 	}
 	if failing {
 		d.log.Info("cluster lease renewal answers again")
 	}
-	if err := d.ledger.Alive(d.ctx); err != nil {
-		return time.Now().Add(ledgerBackoff), false
-	}
 	if err := d.ledger.SetPending(d.ctx, d.pendingByModel()); err != nil && d.ctx.Err() == nil {
 		d.log.Debug("cluster pending not published", zap.Error(err))
 	}
-	return time.Time{}, false
+	return time.Time{}
 }
 
 // readd queues OpReadd for the leases the ledger lost (by key, as Renew
