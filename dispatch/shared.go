@@ -198,10 +198,10 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 				return (r.remoteFull && !now.Before(r.remoteFullUntil)) || (r.ledgerRetry && !now.Before(d.ledgerDownUntil))
 			})
 			if !renewAgain.IsZero() && !now.Before(renewAgain) {
-				renewAgain = d.renewLeases()
+				renewAgain = d.renewLeases(true)
 			}
 		case <-renew.C:
-			renewAgain = d.renewLeases()
+			renewAgain = d.renewLeases(!renewAgain.IsZero())
 		}
 	}
 }
@@ -209,23 +209,35 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 // renewLeases renews this edge's leases, puts back (through the returner)
 // those the ledger lost, marks the edge live and publishes its waiting
 // requests. It returns when to try again sooner than the next TTL/3 tick:
-// after ledgerBackoff when Redis did not answer, zero when it did.
-func (d *Dispatcher) renewLeases() time.Time {
+// after ledgerBackoff when Redis did not answer the renewal or the
+// liveness mark, zero when it did. failing says the last one did not: an
+// outage is one warning, not one per retry (two a second for as long as
+// Redis is down).
+func (d *Dispatcher) renewLeases(failing bool) time.Time {
 	held, leases := d.heldLeases()
 	missing, err := d.ledger.Renew(d.ctx, held)
 	if len(missing) > 0 {
 		d.readd(missing, leases)
 	}
+	if err == nil {
+		// Also when there was nothing to renew (no round trip): Redis
+		// answering is told by this call then.
+		err = d.ledger.Alive(d.ctx)
+	}
 	if err != nil {
-		if d.ctx.Err() == nil {
+		switch {
+		case d.ctx.Err() != nil:
+		case failing:
+			d.log.Debug("cluster lease renewal failed", zap.Error(err))
+		default:
 			d.log.Warn("cluster lease renewal failed", zap.Error(err))
 		}
 		// The other calls would wait out the timeout as well, holding the
 		// loop (and its wakes) up for longer.
 		return time.Now().Add(ledgerBackoff)
 	}
-	if err := d.ledger.Alive(d.ctx); err != nil {
-		return time.Now().Add(ledgerBackoff)
+	if failing {
+		d.log.Info("cluster lease renewal answers again")
 	}
 	if err := d.ledger.SetPending(d.ctx, d.pendingByModel()); err != nil && d.ctx.Err() == nil {
 		d.log.Debug("cluster pending not published", zap.Error(err))

@@ -28,6 +28,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // ErrUnavailable wraps every failure to reach Redis: the caller must not
@@ -575,10 +576,21 @@ func (l *Ledger) Pending(ctx context.Context) (map[string]int, error) {
 	return out, nil
 }
 
+// redisLogEvery: the Redis client's own messages are logged once per
+// distinct text in this long. While Redis does not answer the client
+// repeats one ("failed to dial") on every call: each renewal retry, take
+// and return.
+const redisLogEvery = 10 * time.Second
+
 // UseLogger sends the Redis client's own messages (reconnects, pool
-// errors) to log at warn level instead of stderr. The client's logger is
-// process-wide.
-func UseLogger(log *zap.Logger) { redis.SetLogger(zapPrintf{log.Named("redis")}) }
+// errors) to log at warn level instead of stderr, each text at most once
+// per redisLogEvery. The client's logger is process-wide.
+func UseLogger(log *zap.Logger) {
+	sampled := log.Named("redis").WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, redisLogEvery, 1, 0)
+	}))
+	redis.SetLogger(zapPrintf{sampled})
+}
 
 type zapPrintf struct{ log *zap.Logger }
 
