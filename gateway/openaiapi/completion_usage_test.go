@@ -31,6 +31,9 @@ func TestCompletionEstimateCountsReasoning(t *testing.T) {
 		ca.Add(ev)
 		pa.Add(ev)
 	}
+	// After the terminal event nothing counts (the wire sends nothing
+	// there; a broken node's extra event is not the run's).
+	pa.Add(evThought(thought))
 	if _, e := ca.Result(); e != nil {
 		t.Fatal(e)
 	}
