@@ -29,12 +29,26 @@ type textChoice struct {
 
 // CompletionAggregator renders a non-stream legacy completion run as one
 // text_completion. Use like ChatAggregator. Not safe for concurrent use.
-type CompletionAggregator struct{ aggregation }
+type CompletionAggregator struct {
+	aggregation
+	// thought is the reasoning bytes the run generated: not shown, but
+	// counted in an estimated usage, as chat's (OpenAI counts reasoning
+	// tokens in completion_tokens).
+	thought int
+}
 
 // NewCompletionAggregator starts the rendering of one run.
 func NewCompletionAggregator(opts RenderOptions) *CompletionAggregator {
 	opts.fill("cmpl-")
-	return &CompletionAggregator{aggregation{opts: opts}}
+	return &CompletionAggregator{aggregation: aggregation{opts: opts}}
+}
+
+// Add consumes one event and reports whether it was the terminal one.
+func (a *CompletionAggregator) Add(ev *iop.RunEvent) (done bool) {
+	if !a.st.done() && ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
+		a.thought += len(ev.GetReasoning())
+	}
+	return a.aggregation.Add(ev)
 }
 
 // Result returns the text_completion JSON or the *Error to answer with (see
@@ -44,7 +58,7 @@ func (a *CompletionAggregator) Result() ([]byte, *Error) {
 		return a.body, a.err
 	}
 	a.rendered = true
-	a.usage, a.reported = a.st.finalUsage(a.opts.PromptTokens, a.text.Len())
+	a.usage, a.reported = a.st.finalUsage(a.opts.PromptTokens, a.text.Len()+a.thought)
 	if a.err = a.st.failure(); a.err != nil {
 		return nil, a.err
 	}
@@ -71,7 +85,7 @@ type CompletionStreamWriter struct {
 	opts     RenderOptions
 	st       runState
 	sse      sseWriter
-	outBytes int
+	outBytes int        // text and reasoning bytes generated, for usage estimates
 	hidden   int        // reasoning bytes dropped since the stream last wrote
 	text     textSplice // the text chunk, made for the first delta or reasoning
 	failure  *Error
@@ -172,8 +186,11 @@ func (s *CompletionStreamWriter) Usage() (Usage, bool) { return s.usage, s.repor
 // with the comments before it, losing the error.
 const HiddenReasoningKeepAliveBytes = 2048
 
-// think handles n bytes of reasoning, which a completion does not show.
+// think handles n bytes of reasoning, which a completion does not show
+// but counts in an estimated usage, as chat does (OpenAI counts reasoning
+// tokens in completion_tokens).
 func (s *CompletionStreamWriter) think(n int) {
+	s.outBytes += n
 	if s.hidden += n; s.sse.started && s.hidden < HiddenReasoningKeepAliveBytes {
 		return
 	}
