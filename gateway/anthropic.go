@@ -138,7 +138,7 @@ func writeAnthropicError(c *gin.Context, e *anthropicapi.Error) {
 // (event by event, as it arrives).
 type messagesWriter struct {
 	gin.ResponseWriter             // the real writer
-	header             http.Header // what the pipeline sets; only Retry-After goes out
+	header             http.Header // what the pipeline sets; only errorHeaders go out
 	requestID          string
 	status             int  // as the pipeline wrote it; 0 until then
 	direct             bool // the answer went to the real writer already
