@@ -323,7 +323,7 @@ type nameFollower struct {
 	agent      *Agent
 	log        *zap.Logger
 	kick       chan struct{} // cap 1: a session was lost or an attempt failed
-	done       chan struct{} // closed once no supervisor of the name runs
+	done       chan struct{} // closed once no supervisor of the name runs or is to run again (endIfIdleLocked)
 	wg         sync.WaitGroup
 
 	mu       sync.Mutex

@@ -274,8 +274,8 @@ func (a *instance) sessionInfos() []adapter.SessionInfo {
 
 // loadSessions registers the sessions persisted by an earlier Node process,
 // so they are listed and can be terminated. Session directories without a
-// state file are removed (removeStateless); other unreadable entries are
-// skipped.
+// state file, holding at most leftovers of a state write, are removed
+// (removeStateless); other unreadable entries are skipped.
 // Those over max_sessions (the store may have been filled under a higher
 // bound) are removed, least recently used first. Run once
 // (instance.loaded), before any other use of the sessions.

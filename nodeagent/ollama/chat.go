@@ -76,12 +76,8 @@ type ollamaFunction struct {
 //     as Ollama's own OpenAI layer maps it (thinkFromReasoningEffort).
 func buildChat(in *iop.RunInput, model string, cfg *config) (*ollamaChat, error) {
 	out := &ollamaChat{Model: model, Stream: true, KeepAlive: cfg.keepAlive}
-	var extra chatExtra
-	if err := decodeExtra(in, &extra, "reasoning_effort must be a string and reasoning an object with a string effort"); err != nil {
-		return nil, err
-	}
 	var err error
-	if out.Think, err = extra.think(); err != nil {
+	if out.Think, err = thinkOf(in); err != nil {
 		return nil, err
 	}
 	if out.Messages, err = convertMessages(in.GetMessages()); err != nil {

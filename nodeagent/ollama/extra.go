@@ -47,9 +47,18 @@ func decodeExtra(in *iop.RunInput, v any, what string) error {
 	return nil
 }
 
-// think is the think value (/api/chat, /api/generate) for the caller's
-// reasoning effort, or nil (Ollama's default: a model that can think does)
-// when none was given.
+// thinkOf is the think value (/api/chat, /api/generate) for the reasoning
+// effort among in's extra members (chatExtra.think).
+func thinkOf(in *iop.RunInput) (json.RawMessage, error) {
+	var extra chatExtra
+	if err := decodeExtra(in, &extra, "reasoning_effort must be a string and reasoning an object with a string effort"); err != nil {
+		return nil, err
+	}
+	return extra.think()
+}
+
+// think is the think value for the caller's reasoning effort, or nil
+// (Ollama's default: a model that can think does) when none was given.
 // reasoning.effort wins over reasoning_effort, as in Ollama.
 func (e *chatExtra) think() (json.RawMessage, error) {
 	var effort string

@@ -23,14 +23,10 @@ type ollamaGenerate struct {
 
 // buildGenerate translates a completion input (one prompt). The caller's
 // reasoning_effort (or reasoning.effort) sets think as it does for a chat
-// (chatExtra.think): Ollama's own /v1/completions drops it, which would
-// leave a thinking model thinking however the caller asked.
+// (thinkOf): Ollama's own /v1/completions drops it, which would leave a
+// thinking model thinking however the caller asked.
 func buildGenerate(in *iop.RunInput, model string, cfg *config) (*ollamaGenerate, error) {
-	var extra chatExtra
-	if err := decodeExtra(in, &extra, "reasoning_effort must be a string and reasoning an object with a string effort"); err != nil {
-		return nil, err
-	}
-	think, err := extra.think()
+	think, err := thinkOf(in)
 	if err != nil {
 		return nil, err
 	}
