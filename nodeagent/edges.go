@@ -410,10 +410,15 @@ func (f *nameFollower) run(ctx context.Context) error {
 		if !pending && f.readyCount() > 0 {
 			continue // a session got ready meanwhile
 		}
+		asked := pending
 		pending = false
 		last = time.Now()
 		ips, err := lookupEdge(ctx, f.base, f.host)
 		if err != nil {
+			// A lookup asked for (a freed address, a lost session) is
+			// asked again at the next interval: with another of the
+			// name's sessions up nothing else would ask.
+			pending = asked
 			if ctx.Err() == nil {
 				f.log.Warn("edge name does not resolve; keeping its known addresses", zap.Error(err))
 			}
