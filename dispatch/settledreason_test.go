@@ -42,6 +42,36 @@ func stopAfterEdgeClose(n *wireNode, st *nodewire.Stream) {
 	_ = n.cc.Close()
 }
 
+// finishCompleteRunFenced opens a run on a node that answers COMPLETE and
+// stops once the edge closes the exchange, reads the terminal and
+// finishes the run with reason; it fails unless the fence came before the
+// holder's Release. It returns the run's lease.
+func finishCompleteRunFenced(t *testing.T, reason ReleaseReason) *Lease {
+	t.Helper()
+	f := newFixture(t, buildCfg(t, oneNodeCfg(t, 2), oneNodeModels), nil)
+	var n *wireNode
+	n = startWireNode(t, f, func(_ *wireNode, _ context.Context, st *nodewire.Stream, _ *iop.Envelope) {
+		_ = st.Send(runEnv(iop.RunEventType_RUN_EVENT_TYPE_COMPLETE))
+		stopAfterEdgeClose(n, st)
+	})
+	fenced := holdReleaseUntilFenced(t)
+	l := mustAcquire(t, f.d, Request{Model: "m"})
+	rs, err := l.OpenRun(context.Background(), time.Time{}, runReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := rs.Recv(); err != nil || ev.GetType() != iop.RunEventType_RUN_EVENT_TYPE_COMPLETE {
+		t.Fatalf("terminal %v %v", ev, err)
+	}
+	rs.Finish(l, reason, "", time.Second)
+	select {
+	case <-fenced:
+	default:
+		t.Fatal("the node was not fenced before the holder's release")
+	}
+	return l
+}
+
 // A tunnel's terminal says how the exchange ended, as the relay reads it
 // (by its kind): an ERROR frame whose code says the node cancelled the
 // run ends it as cancelled, an END frame as completed even if it carries
@@ -97,27 +127,7 @@ func TestFenceAfterTunnelTerminalTakesItsKind(t *testing.T) {
 // away is released as cancelled, even when the node stops at the close
 // and its fence comes before the holder's Release.
 func TestFenceDuringFinishTakesHoldersReasonOverTerminals(t *testing.T) {
-	f := newFixture(t, buildCfg(t, oneNodeCfg(t, 2), oneNodeModels), nil)
-	var n *wireNode
-	n = startWireNode(t, f, func(_ *wireNode, _ context.Context, st *nodewire.Stream, _ *iop.Envelope) {
-		_ = st.Send(runEnv(iop.RunEventType_RUN_EVENT_TYPE_COMPLETE))
-		stopAfterEdgeClose(n, st)
-	})
-	fenced := holdReleaseUntilFenced(t)
-	l := mustAcquire(t, f.d, Request{Model: "m"})
-	rs, err := l.OpenRun(context.Background(), time.Time{}, runReq())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ev, err := rs.Recv(); err != nil || ev.GetType() != iop.RunEventType_RUN_EVENT_TYPE_COMPLETE {
-		t.Fatalf("terminal %v %v", ev, err)
-	}
-	rs.Finish(l, ReasonCancelled, "", time.Second)
-	select {
-	case <-fenced:
-	default:
-		t.Fatal("the node was not fenced before the holder's release")
-	}
+	l := finishCompleteRunFenced(t, ReasonCancelled)
 	if _, reason := l.Released(); reason != ReasonCancelled {
 		t.Fatalf("released as %q by the fence, want the holder's %q", reason, ReasonCancelled)
 	}

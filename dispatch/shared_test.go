@@ -16,13 +16,23 @@ import (
 	"github.com/iop-gateway/iop/internal/testredis"
 )
 
-// newClusterFixture is newFixture with a ledger on rs (a real
-// redis-server); the ledger is closed after the dispatcher.
-func newClusterFixture(t *testing.T, cfg *config.Edge, rs *testredis.Server) *fixture {
+// ledgerFixture is a fixture whose dispatcher of cfg (with opts) keeps its
+// leases, of lc's TTL, in a ledger opened with lc. Nothing is closed at
+// cleanup: the caller closes the dispatcher, then the ledger.
+func ledgerFixture(t *testing.T, cfg *config.Edge, lc cluster.Config, opts Options) (*fixture, *cluster.Ledger) {
 	t.Helper()
-	led := cluster.Open(cluster.Config{Address: rs.Addr, TTL: 3 * time.Second, Timeout: 2 * time.Second, EdgeID: "e1"})
+	led := cluster.Open(lc)
 	f := &fixture{t: t, reg: prometheus.NewRegistry(), bus: &recBus{}}
-	f.d = New(cfg, Options{Bus: f.bus, Metrics: NewMetrics(f.reg), Ledger: led, LedgerTTL: 3 * time.Second})
+	opts.Bus, opts.Metrics, opts.Ledger, opts.LedgerTTL = f.bus, NewMetrics(f.reg), led, lc.TTL
+	f.d = New(cfg, opts)
+	return f, led
+}
+
+// closedLedgerFixture is ledgerFixture whose dispatcher is closed at
+// cleanup, then the ledger.
+func closedLedgerFixture(t *testing.T, cfg *config.Edge, lc cluster.Config, opts Options) *fixture {
+	t.Helper()
+	f, led := ledgerFixture(t, cfg, lc, opts)
 	t.Cleanup(func() {
 		f.d.Close()
 		f.wg.Wait()
@@ -31,14 +41,27 @@ func newClusterFixture(t *testing.T, cfg *config.Edge, rs *testredis.Server) *fi
 	return f
 }
 
+// newClusterFixture is newFixture with a ledger on rs (a real
+// redis-server); the ledger is closed after the dispatcher.
+func newClusterFixture(t *testing.T, cfg *config.Edge, rs *testredis.Server) *fixture {
+	t.Helper()
+	return closedLedgerFixture(t, cfg, cluster.Config{Address: rs.Addr, TTL: 3 * time.Second, Timeout: 2 * time.Second, EdgeID: "e1"}, Options{})
+}
+
+// oneProviderCfg is node n with provider p of capacity cap, model m on it
+// queueing up to 30 s.
+func oneProviderCfg(t *testing.T, cap int) *config.Edge {
+	t.Helper()
+	return buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: cap}}}},
+		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}})
+}
+
 // oneSlotCluster is a cluster fixture on its own redis-server: node n
 // (ready) with provider p of capacity 1, model m on it queueing up to 30 s.
 func oneSlotCluster(t *testing.T) (*fixture, *testredis.Server) {
 	t.Helper()
 	rs := testredis.Start(t)
-	cfg := buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 1}}}},
-		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}})
-	f := newClusterFixture(t, cfg, rs)
+	f := newClusterFixture(t, oneProviderCfg(t, 1), rs)
 	f.up("n")
 	return f, rs
 }
@@ -353,8 +376,7 @@ func TestClusterAnnouncementDuringHandOnIsNotLost(t *testing.T) {
 func TestClusterHandOnAcrossNewGeneration(t *testing.T) {
 	onlyAnnouncementsWake(t)
 	rs := testredis.Start(t)
-	f := newClusterFixture(t, buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 1}}}},
-		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}}), rs)
+	f := newClusterFixture(t, oneProviderCfg(t, 1), rs)
 	old := f.up("n")
 	ctx := context.Background()
 	key := cluster.Key("n", "p")

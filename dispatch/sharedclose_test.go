@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/iop-gateway/iop/dispatch/cluster"
 	"github.com/iop-gateway/iop/internal/testredis"
 )
@@ -18,15 +16,12 @@ import (
 // return.
 func TestClusterReturnQueuedAtCloseIsSent(t *testing.T) {
 	rs := testredis.Start(t)
-	cfg := buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 1}}}},
-		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}})
+	cfg := oneProviderCfg(t, 1)
 	probe := cluster.Open(cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: 2 * time.Second, EdgeID: "probe"})
 	defer probe.Close()
 	key := cluster.Key("n", "p")
 	for round := range 12 {
-		led := cluster.Open(cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: 2 * time.Second, EdgeID: "e1"})
-		f := &fixture{t: t, reg: prometheus.NewRegistry(), bus: &recBus{}}
-		f.d = New(cfg, Options{Bus: f.bus, Metrics: NewMetrics(f.reg), Ledger: led, LedgerTTL: time.Minute})
+		f, led := ledgerFixture(t, cfg, cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: 2 * time.Second, EdgeID: "e1"}, Options{})
 		f.up("n")
 		l := mustAcquire(t, f.d, Request{Model: "m"})
 		l.Release(ReasonCompleted)

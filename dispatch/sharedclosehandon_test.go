@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/iop-gateway/iop/dispatch/cluster"
@@ -24,14 +23,11 @@ import (
 func TestClusterHandOnInFlightAtCloseReturnsItsSlot(t *testing.T) {
 	onlyAnnouncementsWake(t)
 	rs := testredis.Start(t)
-	cfg := buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 1}}}},
-		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}})
+	cfg := oneProviderCfg(t, 1)
 	key := cluster.Key("n", "p")
 	ctx := context.Background()
 	for round := range 16 {
-		led := cluster.Open(cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: 2 * waitDeadline, EdgeID: "e1"})
-		f := &fixture{t: t, reg: prometheus.NewRegistry(), bus: &recBus{}}
-		f.d = New(cfg, Options{Bus: f.bus, Metrics: NewMetrics(f.reg), Ledger: led, LedgerTTL: time.Minute})
+		f, led := ledgerFixture(t, cfg, cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: 2 * waitDeadline, EdgeID: "e1"}, Options{})
 		f.up("n")
 		r := f.res("n", "p")
 		rdb := otherEdgeHolds(t, rs, key, "other/1")
@@ -78,8 +74,7 @@ func TestClusterHandOnInFlightAtCloseReturnsItsSlot(t *testing.T) {
 // nothing wrong), and the slot the take may have taken goes back.
 func TestClusterFreshTakeInFlightAtCloseReturnsItsSlot(t *testing.T) {
 	rs := testredis.Start(t)
-	cfg := buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 1}}}},
-		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}})
+	cfg := oneProviderCfg(t, 1)
 	f := patientClusterFixture(t, cfg, rs)
 	f.up("n")
 	key := cluster.Key("n", "p")

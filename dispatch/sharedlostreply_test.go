@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/iop-gateway/iop/dispatch/cluster"
@@ -87,16 +86,7 @@ func lostReplyCluster(t *testing.T) (*fixture, *testredis.Server, *replyDropper)
 	t.Helper()
 	rs := testredis.Start(t)
 	p := newReplyDropper(t, rs.Addr)
-	cfg := buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 1}}}},
-		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}})
-	led := cluster.Open(cluster.Config{Address: p.addr, TTL: time.Minute, Timeout: time.Second, EdgeID: "e1"})
-	f := &fixture{t: t, reg: prometheus.NewRegistry(), bus: &recBus{}}
-	f.d = New(cfg, Options{Bus: f.bus, Metrics: NewMetrics(f.reg), Ledger: led, LedgerTTL: time.Minute})
-	t.Cleanup(func() {
-		f.d.Close()
-		f.wg.Wait()
-		_ = led.Close()
-	})
+	f := closedLedgerFixture(t, oneProviderCfg(t, 1), cluster.Config{Address: p.addr, TTL: time.Minute, Timeout: time.Second, EdgeID: "e1"}, Options{})
 	f.up("n")
 	// One lease taken and returned: the take script is loaded, so the
 	// next take is one EVALSHA that runs.

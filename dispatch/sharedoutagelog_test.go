@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -31,16 +30,7 @@ func renewalFailures(logs *observer.ObservedLogs) (all, warned int) {
 func observedCluster(t *testing.T, rs *testredis.Server) (*fixture, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
-	cfg := buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 1}}}},
-		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}})
-	led := cluster.Open(cluster.Config{Address: rs.Addr, TTL: 3 * time.Second, Timeout: 2 * time.Second, EdgeID: "e1"})
-	f := &fixture{t: t, reg: prometheus.NewRegistry(), bus: &recBus{}}
-	f.d = New(cfg, Options{Bus: f.bus, Metrics: NewMetrics(f.reg), Ledger: led, LedgerTTL: 3 * time.Second, Logger: zap.New(core)})
-	t.Cleanup(func() {
-		f.d.Close()
-		f.wg.Wait()
-		_ = led.Close()
-	})
+	f := closedLedgerFixture(t, oneProviderCfg(t, 1), cluster.Config{Address: rs.Addr, TTL: 3 * time.Second, Timeout: 2 * time.Second, EdgeID: "e1"}, Options{Logger: zap.New(core)})
 	f.up("n")
 	return f, logs
 }

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/iop-gateway/iop/dispatch/cluster"
 	"github.com/iop-gateway/iop/internal/testredis"
 )
@@ -15,16 +13,7 @@ import (
 // (ready) serving provider p of capacity 1 to model m.
 func prefixedEdge(t *testing.T, rs *testredis.Server, edge, prefix string) *fixture {
 	t.Helper()
-	cfg := buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 1}}}},
-		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}})
-	led := cluster.Open(cluster.Config{Address: rs.Addr, TTL: 3 * time.Second, Timeout: 2 * time.Second, EdgeID: edge, KeyPrefix: prefix})
-	f := &fixture{t: t, reg: prometheus.NewRegistry(), bus: &recBus{}}
-	f.d = New(cfg, Options{Bus: f.bus, Metrics: NewMetrics(f.reg), Ledger: led, LedgerTTL: 3 * time.Second})
-	t.Cleanup(func() {
-		f.d.Close()
-		f.wg.Wait()
-		_ = led.Close()
-	})
+	f := closedLedgerFixture(t, oneProviderCfg(t, 1), cluster.Config{Address: rs.Addr, TTL: 3 * time.Second, Timeout: 2 * time.Second, EdgeID: edge, KeyPrefix: prefix}, Options{})
 	f.up("n")
 	return f
 }

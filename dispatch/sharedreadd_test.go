@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/iop-gateway/iop/dispatch/cluster"
@@ -21,16 +20,7 @@ import (
 // queues up to 30 s.
 func fastRenewCluster(t *testing.T, rs *testredis.Server) *fixture {
 	t.Helper()
-	cfg := buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 2}}}},
-		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}})
-	led := cluster.Open(cluster.Config{Address: rs.Addr, TTL: 3 * time.Second, Timeout: 2 * time.Second, EdgeID: "e1"})
-	f := &fixture{t: t, reg: prometheus.NewRegistry(), bus: &recBus{}}
-	f.d = New(cfg, Options{Bus: f.bus, Metrics: NewMetrics(f.reg), Ledger: led, LedgerTTL: 3 * time.Second})
-	t.Cleanup(func() {
-		f.d.Close()
-		f.wg.Wait()
-		_ = led.Close()
-	})
+	f := newClusterFixture(t, oneProviderCfg(t, 2), rs)
 	f.up("n")
 	return f
 }

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/iop-gateway/iop/dispatch/cluster"
 	"github.com/iop-gateway/iop/internal/testredis"
 )
@@ -19,11 +17,7 @@ import (
 // Close itself does not wait for the lease.
 func TestClusterReleaseAfterCloseReturnsItsSlot(t *testing.T) {
 	rs := testredis.Start(t)
-	cfg := buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 2}}}},
-		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p"}}})
-	led := cluster.Open(cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: 2 * time.Second, EdgeID: "e1"})
-	f := &fixture{t: t, reg: prometheus.NewRegistry(), bus: &recBus{}}
-	f.d = New(cfg, Options{Bus: f.bus, Metrics: NewMetrics(f.reg), Ledger: led, LedgerTTL: time.Minute})
+	f, led := ledgerFixture(t, oneProviderCfg(t, 2), cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: 2 * time.Second, EdgeID: "e1"}, Options{})
 	f.up("n")
 	a := mustAcquire(t, f.d, Request{Model: "m"})
 	b := mustAcquire(t, f.d, Request{Model: "m"})

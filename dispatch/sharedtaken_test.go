@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/iop-gateway/iop/config"
@@ -51,15 +50,7 @@ func TestClusterTakenSlotKeptWhenAConcurrentFullMarkedTheProvider(t *testing.T) 
 // than the pauses of pauseWrites (and a TTL of a minute).
 func patientClusterFixture(t *testing.T, cfg *config.Edge, rs *testredis.Server) *fixture {
 	t.Helper()
-	led := cluster.Open(cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: 2 * waitDeadline, EdgeID: "e1"})
-	f := &fixture{t: t, reg: prometheus.NewRegistry(), bus: &recBus{}}
-	f.d = New(cfg, Options{Bus: f.bus, Metrics: NewMetrics(f.reg), Ledger: led, LedgerTTL: time.Minute})
-	t.Cleanup(func() {
-		f.d.Close()
-		f.wg.Wait()
-		_ = led.Close()
-	})
-	return f
+	return closedLedgerFixture(t, cfg, cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: 2 * waitDeadline, EdgeID: "e1"}, Options{})
 }
 
 // res is the dispatcher's resource of node's provider.

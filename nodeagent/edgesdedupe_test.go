@@ -1,9 +1,7 @@
 package nodeagent
 
 import (
-	"context"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,33 +36,27 @@ func TestEdgeReachedByTwoEntriesGetsOneSession(t *testing.T) {
 			return []string{net.JoinHostPort("edge.test", port), net.JoinHostPort("edge.test", port)}
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			edges, port := edgesOnOnePort(t, "127.0.0.2")
-			fe := edges[0]
-			newMovableDNS(t, "127.0.0.2")
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			// Owner: the test; stops at cancel.
-			go func() {
-				done <- RunEdges(ctx, dnsPolicy(0), tc.entries(port), true, newTestAgent(t), zap.NewNop())
-			}()
-			var once sync.Once
-			stop := func() error {
-				var err error
-				once.Do(func() { cancel(); err = <-done })
-				return err
-			}
-			t.Cleanup(func() { _ = stop() })
-			readyOrStopped(t, fe, done)
-			// A second session would register at once and again every
-			// reconnect interval as each supersedes the other.
-			time.Sleep(50 * dnsPolicy(0).Interval)
-			if got := fe.registrations(); got != 1 {
-				t.Fatalf("%d registrations with the edge, want 1 (one session)", got)
-			}
-			if err := stop(); err != nil {
-				t.Fatalf("RunEdges after shutdown = %v, want nil", err)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { oneSessionForEntries(t, tc.entries) })
+	}
+}
+
+// oneSessionForEntries runs RunEdges for the entries made of an edge's
+// port (the edge listens on 127.0.0.2; edge.test and edge-alias.test
+// resolve to it) and fails unless the node keeps one session with it.
+func oneSessionForEntries(t *testing.T, entries func(port string) []string) {
+	t.Helper()
+	edges, port := edgesOnOnePort(t, "127.0.0.2")
+	fe := edges[0]
+	newMovableDNS(t, "127.0.0.2")
+	done, stop := runEntries(t, dnsPolicy(0), entries(port), newTestAgent(t), zap.NewNop())
+	readyOrStopped(t, fe, done)
+	// A second session would register at once and again every
+	// reconnect interval as each supersedes the other.
+	time.Sleep(50 * dnsPolicy(0).Interval)
+	if got := fe.registrations(); got != 1 {
+		t.Fatalf("%d registrations with the edge, want 1 (one session)", got)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("RunEdges after shutdown = %v, want nil", err)
 	}
 }

@@ -56,20 +56,7 @@ func scriptedEdgesOnOnePort(t *testing.T, script func(n int) iop.RejectCode, ips
 // and returns what it returned.
 func runNamed(t *testing.T, policy SupervisorConfig, port string, log *zap.Logger) (done chan error, stop func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done = make(chan error, 1)
-	// Owner: the test; stops at cancel (stop, or Cleanup).
-	go func() {
-		done <- RunEdges(ctx, policy, []string{net.JoinHostPort("edge.test", port)}, true, newTestAgent(t), log)
-	}()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() { cancel(); err = <-done })
-		return err
-	}
-	t.Cleanup(func() { _ = stop() })
-	return done, stop
+	return runEntries(t, policy, []string{net.JoinHostPort("edge.test", port)}, newTestAgent(t), log)
 }
 
 // readyOrStopped waits for fe's next ready session, failing if RunEdges

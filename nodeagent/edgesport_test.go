@@ -1,13 +1,8 @@
 package nodeagent
 
 import (
-	"context"
 	"net"
-	"sync"
 	"testing"
-	"time"
-
-	"go.uber.org/zap"
 )
 
 // A port is one number however it is written (07000 and +7000 dial
@@ -32,34 +27,7 @@ func TestEdgePortSpeltTwoWaysGetsOneSession(t *testing.T) {
 			return []string{net.JoinHostPort("edge.test", port), net.JoinHostPort("edge-alias.test", "0"+port)}
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			edges, port := edgesOnOnePort(t, "127.0.0.2")
-			fe := edges[0]
-			newMovableDNS(t, "127.0.0.2")
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			// Owner: the test; stops at cancel.
-			go func() {
-				done <- RunEdges(ctx, dnsPolicy(0), tc.entries(port), true, newTestAgent(t), zap.NewNop())
-			}()
-			var once sync.Once
-			stop := func() error {
-				var err error
-				once.Do(func() { cancel(); err = <-done })
-				return err
-			}
-			t.Cleanup(func() { _ = stop() })
-			readyOrStopped(t, fe, done)
-			// A second session would register at once and again every
-			// reconnect interval as each supersedes the other.
-			time.Sleep(50 * dnsPolicy(0).Interval)
-			if got := fe.registrations(); got != 1 {
-				t.Fatalf("%d registrations with the edge, want 1 (one session)", got)
-			}
-			if err := stop(); err != nil {
-				t.Fatalf("RunEdges after shutdown = %v, want nil", err)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { oneSessionForEntries(t, tc.entries) })
 	}
 }
 

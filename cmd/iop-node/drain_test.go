@@ -31,13 +31,20 @@ func (s *drainSetup) free() { s.up.Free() }
 
 func startDrainSetup(t *testing.T, drain string) *drainSetup {
 	t.Helper()
+	return startNodeWith(t, "reconnect:\n  interval_sec: 0.05\n  max_attempts: 0\nshutdown:\n  drain_sec: "+drain+"\n")
+}
+
+// startNodeWith is drainSetup's edge and node, the node configured with
+// yaml (its sections after the edge's address and token).
+func startNodeWith(t *testing.T, yaml string) *drainSetup {
+	t.Helper()
 	s := &drainSetup{up: testhttp.StartHeldVLLM(t), done: make(chan error, 1), out: &safeBuffer{}}
 	up := s.up
 	s.edge = stack.StartEdge(t, &config.Edge{
 		Nodes:  []config.NodeSpec{{ID: "n1", Token: "tok", Providers: []config.ProviderSpec{{Name: "v", Type: "vllm", BaseURL: up.URL + "/v1", Capacity: 2}}}},
 		Models: []config.ModelSpec{{Name: "m", Providers: []config.ModelProvider{{Node: "n1", Provider: "v", Target: "t"}}}},
 	}, stack.EdgeOptions{})
-	cfg := nodeConfig(t, s.edge.NodeAddr, "tok", "reconnect:\n  interval_sec: 0.05\n  max_attempts: 0\nshutdown:\n  drain_sec: "+drain+"\n")
+	cfg := nodeConfig(t, s.edge.NodeAddr, "tok", yaml)
 	s.cmd = exec.Command(binary, "--config", cfg)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {

@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/internal/stack"
-	"github.com/iop-gateway/iop/internal/testhttp"
 )
 
 // stuckCollector is an OTLP/HTTP collector that never answers: a node
@@ -52,23 +50,7 @@ func startStuckCollector(t *testing.T) *stuckCollector {
 // its spans to collector, with yaml (reconnect and shutdown sections).
 func startTracedNode(t *testing.T, collector *stuckCollector, yaml string) *drainSetup {
 	t.Helper()
-	s := &drainSetup{up: testhttp.StartHeldVLLM(t), done: make(chan error, 1), out: &safeBuffer{}}
-	s.edge = stack.StartEdge(t, &config.Edge{
-		Nodes:  []config.NodeSpec{{ID: "n1", Token: "tok", Providers: []config.ProviderSpec{{Name: "v", Type: "vllm", BaseURL: s.up.URL + "/v1", Capacity: 2}}}},
-		Models: []config.ModelSpec{{Name: "m", Providers: []config.ModelProvider{{Node: "n1", Provider: "v", Target: "t"}}}},
-	}, stack.EdgeOptions{})
-	cfg := nodeConfig(t, s.edge.NodeAddr, "tok", yaml+"tracing:\n  enabled: true\n  insecure: true\n  endpoint: "+collector.addr+"\n")
-	s.cmd = exec.Command(binary, "--config", cfg)
-	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Owner: the test; ends when the process exits (killed at cleanup at
-	// the latest).
-	go func() { s.done <- s.cmd.Wait() }()
-	t.Cleanup(func() { _ = s.cmd.Process.Kill() })
-	s.edge.WaitReady(t, "n1", 20*time.Second)
-	return s
+	return startNodeWith(t, yaml+"tracing:\n  enabled: true\n  insecure: true\n  endpoint: "+collector.addr+"\n")
 }
 
 // stuckInStop waits until the node has logged line (said once it is

@@ -147,21 +147,7 @@ func TestCloseReturnsWhenTheWorkOfGoEnds(t *testing.T) {
 	if !l.Go(func() { <-proceed }) {
 		t.Fatal("Go refused before Close")
 	}
-	closed := make(chan struct{})
-	// Owner: the test; Close returns once the work of Go has ended.
-	go func() {
-		_ = l.Close()
-		close(closed)
-	}()
-	for {
-		l.mu.Lock()
-		closing := l.closing
-		l.mu.Unlock()
-		if closing {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	closed := closeBegun(t, l)
 	close(proceed)
 	select {
 	case <-closed:

@@ -53,6 +53,32 @@ func TestRenewReportsLostLeasesAndReaddPutsThemBack(t *testing.T) {
 	}
 }
 
+// closeBegun calls l.Close in the background and returns once Close has
+// begun; the channel is closed when Close returns.
+func closeBegun(t *testing.T, l *Ledger) <-chan struct{} {
+	t.Helper()
+	closed := make(chan struct{})
+	// Owner: the test; Close returns once the work of Go has ended.
+	go func() {
+		_ = l.Close()
+		close(closed)
+	}()
+	waitClosing := time.Now().Add(10 * time.Second)
+	for {
+		l.mu.Lock()
+		closing := l.closing
+		l.mu.Unlock()
+		if closing {
+			break
+		}
+		if time.Now().After(waitClosing) {
+			t.Fatal("Close never began")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return closed
+}
+
 // Close waits for work begun with Go (a return sent after its dispatcher
 // closed), and once it has begun Go runs nothing.
 func TestCloseWaitsForWorkOfGo(t *testing.T) {
@@ -74,25 +100,7 @@ func TestCloseWaitsForWorkOfGo(t *testing.T) {
 		t.Fatal("Go refused before Close")
 	}
 	<-started
-	closed := make(chan struct{})
-	// Owner: the test; Close returns once the work of Go has ended.
-	go func() {
-		_ = l.Close()
-		close(closed)
-	}()
-	waitClosing := time.Now().Add(10 * time.Second)
-	for {
-		l.mu.Lock()
-		closing := l.closing
-		l.mu.Unlock()
-		if closing {
-			break
-		}
-		if time.Now().After(waitClosing) {
-			t.Fatal("Close never began")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	closed := closeBegun(t, l)
 	if l.Go(func() { t.Error("Go ran work after Close began") }) {
 		t.Error("Go accepted work after Close began")
 	}

@@ -124,7 +124,11 @@ func BenchmarkChatStreamDelta(b *testing.B) {
 // benchChatStreamDelta is BenchmarkChatStreamDelta's body for opts.
 func benchChatStreamDelta(b *testing.B, opts RenderOptions) {
 	w := NewChatStreamWriter(io.Discard, nil, opts)
-	ev := &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: " gateway"}
+	benchAdd(b, w, &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: " gateway"})
+}
+
+// benchAdd measures w.Add(ev), once added before the timing.
+func benchAdd(b *testing.B, w interface{ Add(*iop.RunEvent) error }, ev *iop.RunEvent) {
 	if err := w.Add(ev); err != nil {
 		b.Fatal(err)
 	}

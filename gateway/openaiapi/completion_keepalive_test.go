@@ -145,14 +145,5 @@ func TestCompletionStreamFailureBeforeThinking(t *testing.T) {
 // cost: one text chunk written.
 func BenchmarkCompletionStreamDelta(b *testing.B) {
 	w := NewCompletionStreamWriter(io.Discard, nil, RenderOptions{Model: "qwen-7b", IncludeUsage: true})
-	ev := evDelta(" gateway")
-	if err := w.Add(ev); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := w.Add(ev); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchAdd(b, w, evDelta(" gateway"))
 }

@@ -29,25 +29,8 @@ func runGenerateBody(t *testing.T, f *fakeOllama, body string) ([]string, error)
 // /api/generate's think exactly as a chat's becomes /api/chat's; without
 // one no think is sent, and the rest of the body is unchanged.
 func TestCompletionReasoningEffortMapsToThink(t *testing.T) {
-	cases := []struct {
-		extra string // members added to the completion body
-		think string // "" means absent
-	}{
-		{``, ``},
-		{`,"reasoning_effort":null`, ``},
-		{`,"reasoning_effort":"none"`, `false`},
-		{`,"reasoning_effort":"minimal"`, `"low"`},
-		{`,"reasoning_effort":"low"`, `"low"`},
-		{`,"reasoning_effort":"medium"`, `"medium"`},
-		{`,"reasoning_effort":"high"`, `"high"`},
-		{`,"reasoning_effort":"max"`, `"max"`},
-		{`,"reasoning_effort":"xhigh"`, `"max"`},
-		{`,"reasoning_effort":"ultra"`, `"max"`},
-		{`,"reasoning":{"effort":"high"}`, `"high"`},
-		{`,"reasoning":{"effort":"low"},"reasoning_effort":"high"`, `"low"`},
-		{`,"reasoning":{},"reasoning_effort":"high"`, ``},
-		{`,"user":"u-1","echo":false`, ``},
-	}
+	cases := append(effortThinkCases(),
+		effortThink{`,"user":"u-1","echo":false`, ``})
 	for _, c := range cases {
 		t.Run(c.extra, func(t *testing.T) {
 			f := newFake(t)
@@ -59,13 +42,7 @@ func TestCompletionReasoningEffortMapsToThink(t *testing.T) {
 			think, ok := body["think"]
 			delete(body, "think")
 			wantJSON(t, "body", body, `{"model":"qwen3","prompt":"a haiku","stream":true,"options":{"num_predict":9}}`)
-			if c.think == "" {
-				if ok {
-					t.Fatalf("think = %v, want none", think)
-				}
-				return
-			}
-			wantJSON(t, "think", think, c.think)
+			wantThink(t, think, ok, c.think)
 		})
 	}
 }

@@ -138,14 +138,17 @@ func TestReasoningSinkErrorStopsRun(t *testing.T) {
 	}
 }
 
-// reasoning_effort (or reasoning.effort) becomes /api/chat's think exactly
-// as Ollama's own /v1/chat/completions maps it (openai/openai.go,
-// thinkFromReasoningEffort); without one no think is sent.
-func TestReasoningEffortMapsToThink(t *testing.T) {
-	cases := []struct {
-		extra string // members added to the chat body
-		think string // "" means absent
-	}{
+// effortThink is a request body's reasoning members and the think they
+// become.
+type effortThink struct {
+	extra string // members added to the request body
+	think string // "" means absent
+}
+
+// effortThinkCases are the reasoning members every request maps to think
+// alike (a new slice each call).
+func effortThinkCases() []effortThink {
+	return []effortThink{
 		{``, ``},
 		{`,"reasoning_effort":null`, ``},
 		{`,"reasoning_effort":"none"`, `false`},
@@ -160,8 +163,28 @@ func TestReasoningEffortMapsToThink(t *testing.T) {
 		{`,"reasoning":{"effort":"low"},"reasoning_effort":"high"`, `"low"`},
 		// As in Ollama: a reasoning object wins even without an effort.
 		{`,"reasoning":{},"reasoning_effort":"high"`, ``},
-		{`,"user":"u-1","logprobs":true`, ``},
 	}
+}
+
+// wantThink fails unless think (ok: present in the body sent) is want as
+// JSON, or absent when want is "".
+func wantThink(t *testing.T, think any, ok bool, want string) {
+	t.Helper()
+	if want == "" {
+		if ok {
+			t.Fatalf("think = %v, want none", think)
+		}
+		return
+	}
+	wantJSON(t, "think", think, want)
+}
+
+// reasoning_effort (or reasoning.effort) becomes /api/chat's think exactly
+// as Ollama's own /v1/chat/completions maps it (openai/openai.go,
+// thinkFromReasoningEffort); without one no think is sent.
+func TestReasoningEffortMapsToThink(t *testing.T) {
+	cases := append(effortThinkCases(),
+		effortThink{`,"user":"u-1","logprobs":true`, ``})
 	for _, c := range cases {
 		t.Run(c.extra, func(t *testing.T) {
 			f := newFake(t)
@@ -172,13 +195,7 @@ func TestReasoningEffortMapsToThink(t *testing.T) {
 			}
 			body := decodeBody(t, f.request(t).body)
 			think, ok := body["think"]
-			if c.think == "" {
-				if ok {
-					t.Fatalf("think = %v, want none", think)
-				}
-				return
-			}
-			wantJSON(t, "think", think, c.think)
+			wantThink(t, think, ok, c.think)
 		})
 	}
 }
