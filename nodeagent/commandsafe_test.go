@@ -87,7 +87,10 @@ func TestCommandAnswersAreBounded(t *testing.T) {
 	t.Cleanup(a.Close)
 	payload := &iop.NodeConfigPayload{
 		Adapters:  []*iop.AdapterConfig{{Name: "c", Type: "crowded", Category: "cli", Capacity: 1}},
-		Heartbeat: &iop.HeartbeatConfig{IntervalMs: 50, TimeoutMs: 2000},
+		// A generous timeout: building two answers from 100,000 entries
+		// under -race on a loaded 2-core machine has kept both ends from
+		// their heartbeats for over 2 s, losing the session.
+		Heartbeat: &iop.HeartbeatConfig{IntervalMs: 50, TimeoutMs: 30000},
 	}
 	c := startNode(t, startFakeEdge(t, payload, nil), a)
 
