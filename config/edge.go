@@ -104,7 +104,7 @@ func checkKeyPrefix(p string) string {
 		switch {
 		case c == ':':
 			return "must not contain ':' (the edges add it after the prefix)"
-		case unicode.IsSpace(c) || unicode.IsControl(c) || !unicode.IsPrint(c):
+		case unicode.IsSpace(c) || !unicode.IsPrint(c): // !IsPrint: controls too
 			return fmt.Sprintf("must not contain whitespace or control characters (%U)", c)
 		}
 	}

@@ -108,11 +108,13 @@ func (s *CompletionStreamWriter) Add(ev *iop.RunEvent) error {
 	}
 	terminal := s.st.observe(ev)
 	if ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
-		if d := ev.GetDelta(); d != "" {
-			s.outBytes += len(d)
+		d, r := ev.GetDelta(), ev.GetReasoning()
+		// Reasoning is generated output too, shown or not.
+		s.outBytes += len(d) + len(r)
+		if d != "" {
 			s.hidden = 0
 			s.textChunk(d)
-		} else if r := ev.GetReasoning(); r != "" {
+		} else if r != "" {
 			s.think(len(r))
 		}
 	}
@@ -187,10 +189,9 @@ func (s *CompletionStreamWriter) Usage() (Usage, bool) { return s.usage, s.repor
 const HiddenReasoningKeepAliveBytes = 2048
 
 // think handles n bytes of reasoning, which a completion does not show
-// but counts in an estimated usage, as chat does (OpenAI counts reasoning
-// tokens in completion_tokens).
+// (Add counts them in an estimated usage, as chat does: OpenAI counts
+// reasoning tokens in completion_tokens), on a delta without text.
 func (s *CompletionStreamWriter) think(n int) {
-	s.outBytes += n
 	if s.hidden += n; s.sse.started && s.hidden < HiddenReasoningKeepAliveBytes {
 		return
 	}

@@ -73,3 +73,32 @@ func TestCompletionEstimateCountsReasoning(t *testing.T) {
 		t.Errorf("aborted completion stream: usage %+v (reported %v), want %d completion tokens", u, rep, EstimateTokens(len(thought), 0))
 	}
 }
+
+// TestCompletionStreamEstimateCountsReasoningBesideText: a delta that
+// carries reasoning and text together counts both in the stream's
+// estimate, as the aggregator's does.
+func TestCompletionStreamEstimateCountsReasoningBesideText(t *testing.T) {
+	ev := evDelta("ok")
+	ev.Reasoning = strings.Repeat("hmm ", 100)
+	events := []*iop.RunEvent{evStart(nil), ev, evComplete("stop", nil, nil)}
+	opts := RenderOptions{Model: "m", PromptTokens: 5}
+	want := int64(EstimateTokens(len(ev.Reasoning)+len("ok"), 0))
+
+	pa := NewCompletionAggregator(opts)
+	pw := NewCompletionStreamWriter(io.Discard, nil, opts)
+	for _, ev := range events {
+		pa.Add(ev)
+		if err := pw.Add(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, e := pa.Result(); e != nil {
+		t.Fatal(e)
+	}
+	if u, _ := pa.Usage(); u.CompletionTokens != want {
+		t.Errorf("completion aggregator: %d completion tokens, want %d", u.CompletionTokens, want)
+	}
+	if u, _ := pw.Usage(); u.CompletionTokens != want {
+		t.Errorf("completion stream: %d completion tokens, want %d", u.CompletionTokens, want)
+	}
+}
