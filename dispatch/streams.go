@@ -61,6 +61,9 @@ type exchange struct {
 const maxRecvSlack = 250 * time.Millisecond
 
 func (d *Dispatcher) openExchange(ctx context.Context, deadline time.Time, l *Lease, runID string, first *iop.Envelope) (*exchange, error) {
+	// Whatever an earlier exchange on the lease settled does not describe
+	// this one, even one that fails to open.
+	l.settled.Store(settledNone)
 	d.mu.Lock()
 	released, conn := l.released, l.conn
 	d.mu.Unlock()
@@ -70,9 +73,6 @@ func (d *Dispatcher) openExchange(ctx context.Context, deadline time.Time, l *Le
 	if conn == nil {
 		return nil, ErrNodeLost
 	}
-	// Whatever an earlier exchange on the lease settled does not describe
-	// this one.
-	l.settled.Store(settledNone)
 	st, err := conn.OpenStream(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNodeLost, err)
