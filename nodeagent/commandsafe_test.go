@@ -86,7 +86,7 @@ func TestCommandAnswersAreBounded(t *testing.T) {
 	}, adapter.Env{StoreDir: t.TempDir(), WorkspaceRoot: t.TempDir()})
 	t.Cleanup(a.Close)
 	payload := &iop.NodeConfigPayload{
-		Adapters:  []*iop.AdapterConfig{{Name: "c", Type: "crowded", Category: "cli", Capacity: 1}},
+		Adapters: []*iop.AdapterConfig{{Name: "c", Type: "crowded", Category: "cli", Capacity: 1}},
 		// A generous timeout: building two answers from 100,000 entries
 		// under -race on a loaded 2-core machine has kept both ends from
 		// their heartbeats for over 2 s, losing the session.
