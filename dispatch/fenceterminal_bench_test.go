@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -88,14 +89,7 @@ func BenchmarkRunExchange(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for {
-			if _, err := rs.Recv(); err != nil {
-				if err != ErrStreamEnded {
-					b.Fatal(err)
-				}
-				break
-			}
-		}
+		readToEnd(b, rs.Recv)
 		rs.Finish(l, ReasonCompleted, "", time.Second)
 	}
 }
@@ -115,14 +109,19 @@ func BenchmarkTunnelExchange(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for {
-			if _, err := ts.Recv(); err != nil {
-				if err != ErrStreamEnded {
-					b.Fatal(err)
-				}
-				break
-			}
-		}
+		readToEnd(b, ts.Recv)
 		ts.Finish(l, ReasonCompleted, "", time.Second)
+	}
+}
+
+// readToEnd reads a stream until it ends, failing on any other error.
+func readToEnd[T any](b *testing.B, recv func() (T, error)) {
+	for {
+		if _, err := recv(); err != nil {
+			if !errors.Is(err, ErrStreamEnded) {
+				b.Fatal(err)
+			}
+			return
+		}
 	}
 }

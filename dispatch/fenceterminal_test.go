@@ -55,10 +55,7 @@ func TestFenceBetweenTerminalAndFinishKeepsTerminalsReason(t *testing.T) {
 				recv = func() error { _, err := ts.Recv(); return err }
 				finish = func() { ts.Finish(l, ReasonCompleted, "", time.Second) }
 			} else {
-				rs, err := l.OpenRun(context.Background(), time.Time{}, runReq())
-				if err != nil {
-					t.Fatal(err)
-				}
+				rs := mustOpenRun(t, l)
 				recv = func() error { _, err := rs.Recv(); return err }
 				finish = func() { rs.Finish(l, ReasonCompleted, "", time.Second) }
 			}

@@ -187,6 +187,16 @@ func mustAcquire(t tb, d *Dispatcher, req Request) *Lease {
 	return l
 }
 
+// mustOpenRun opens runReq's run on l, with no deadline.
+func mustOpenRun(t *testing.T, l *Lease) *RunStream {
+	t.Helper()
+	rs, err := l.OpenRun(context.Background(), time.Time{}, runReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
 type acqResult struct {
 	l   *Lease
 	err error

@@ -56,10 +56,7 @@ func finishCompleteRunFenced(t *testing.T, reason ReleaseReason) *Lease {
 	})
 	fenced := holdReleaseUntilFenced(t)
 	l := mustAcquire(t, f.d, Request{Model: "m"})
-	rs, err := l.OpenRun(context.Background(), time.Time{}, runReq())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustOpenRun(t, l)
 	if ev, err := rs.Recv(); err != nil || ev.GetType() != iop.RunEventType_RUN_EVENT_TYPE_COMPLETE {
 		t.Fatalf("terminal %v %v", ev, err)
 	}
@@ -149,10 +146,7 @@ func TestFenceAfterBackgroundDrainTakesHoldersReason(t *testing.T) {
 	})
 	fenced := holdReleaseUntilFenced(t)
 	l := mustAcquire(t, f.d, Request{Model: "m"})
-	rs, err := l.OpenRun(context.Background(), time.Time{}, runReq())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustOpenRun(t, l)
 	rs.Finish(l, ReasonError, "", waitDeadline)
 	select {
 	case <-fenced:
@@ -184,10 +178,7 @@ func TestFenceAfterDrainTakesCancelled(t *testing.T) {
 		}
 	})
 	l := mustAcquire(t, f.d, Request{Model: "m"})
-	rs, err := l.OpenRun(context.Background(), time.Time{}, runReq())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustOpenRun(t, l)
 	rs.Cancel("client_disconnect")
 	if !rs.Drain(waitDeadline) {
 		t.Fatal("the node's CANCELLED answer was not drained")
@@ -222,10 +213,7 @@ func TestSecondExchangeOnLeaseStartsUnsettled(t *testing.T) {
 		}
 	})
 	l := mustAcquire(t, f.d, Request{Model: "m"})
-	rs, err := l.OpenRun(context.Background(), time.Time{}, runReq())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustOpenRun(t, l)
 	if ev, err := rs.Recv(); err != nil || ev.GetType() != iop.RunEventType_RUN_EVENT_TYPE_ERROR {
 		t.Fatalf("first exchange's terminal %v %v", ev, err)
 	}

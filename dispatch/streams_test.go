@@ -89,10 +89,7 @@ func TestRecvDeadlineAndCancelNeedNoNode(t *testing.T) {
 	f := newFixture(t, buildCfg(t, oneNodeCfg(t, 2), oneNodeModels), nil)
 	n := startWireNode(t, f, silentNode)
 	l := mustAcquire(t, f.d, Request{Model: "m"})
-	rs, err := l.OpenRun(context.Background(), time.Time{}, runReq())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustOpenRun(t, l)
 	n.next(t) // the request
 
 	start := time.Now()
@@ -160,10 +157,7 @@ func TestFinishReleasesAtTheTerminal(t *testing.T) {
 		_ = st.CloseWrite()
 	})
 	l := mustAcquire(t, f.d, Request{Model: "m"})
-	rs, err := l.OpenRun(context.Background(), time.Time{}, runReq())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := mustOpenRun(t, l)
 	if ev, err := rs.Recv(); err != nil || ev.GetType() != iop.RunEventType_RUN_EVENT_TYPE_DELTA {
 		t.Fatalf("first event %v %v", ev, err)
 	}
@@ -236,10 +230,7 @@ func TestFinishedExchangeFreesStreamWithoutPeerFIN(t *testing.T) {
 	const runs = 3
 	for i := 0; i < runs; i++ {
 		l := mustAcquire(t, f.d, Request{Model: "m"})
-		rs, err := l.OpenRun(context.Background(), time.Time{}, runReq())
-		if err != nil {
-			t.Fatal(err)
-		}
+		rs := mustOpenRun(t, l)
 		if ev, err := rs.Recv(); err != nil || ev.GetType() != iop.RunEventType_RUN_EVENT_TYPE_COMPLETE {
 			t.Fatalf("terminal %v %v", ev, err)
 		}
