@@ -27,12 +27,7 @@ func TestProviderAddedToDrainingNodeGoesLiveDraining(t *testing.T) {
 	}
 	// A cancelled context probes the fast path alone: a free slot is
 	// granted at once whatever the context, anything else fails.
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if l, err := f.d.Acquire(ctx, Request{Model: "m"}); err == nil {
-		l.Release(ReasonCompleted)
-		t.Fatalf("granted on %s/%s of a node that drains", l.NodeID, l.ProviderID)
-	}
+	grantsNothing(t, f.d)
 	if f.d.Dispatchable() {
 		t.Fatal("Dispatchable with every provider on a draining node")
 	}
@@ -46,21 +41,13 @@ func TestProviderRestoredOnDrainingNodeGoesLiveDraining(t *testing.T) {
 	models := []tModel{{name: "m", cands: []string{"a/p", "a/q"}}}
 	f := newFixture(t, buildCfg(t, two, models), nil)
 	ca := f.up("a")
-	f.d.Load(ca, &iop.LoadReport{Providers: []*iop.ProviderLoad{
-		{ProviderId: "p", Health: iop.HealthState_HEALTH_STATE_DRAINING},
-		{ProviderId: "q", Health: iop.HealthState_HEALTH_STATE_DRAINING},
-	}})
+	f.d.Load(ca, drainingReport("p", "q"))
 	f.d.Reload(buildCfg(t, one, []tModel{{name: "m", cands: []string{"a/p"}}}))
 	f.d.Reload(buildCfg(t, two, models))
 	if q := provOf(f.d.Status(), "a", "q"); q.Health != "draining" {
 		t.Fatalf("a/q restored on a draining node = %q, want draining", q.Health)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if l, err := f.d.Acquire(ctx, Request{Model: "m"}); err == nil {
-		l.Release(ReasonCompleted)
-		t.Fatalf("granted on %s/%s of a node that drains", l.NodeID, l.ProviderID)
-	}
+	grantsNothing(t, f.d)
 }
 
 // A repeated ready that says the node drains is remembered for the
@@ -91,9 +78,16 @@ func TestProviderReplacingAllAfterDrainingReportGoesLiveDraining(t *testing.T) {
 	if q := provOf(f.d.Status(), "a", "q"); q.Health != "draining" {
 		t.Fatalf("a/q replacing a draining node's providers = %q, want draining", q.Health)
 	}
+	grantsNothing(t, f.d)
+}
+
+// grantsNothing fails if model "m" can be granted at once: its only live
+// candidates drain.
+func grantsNothing(t *testing.T, d *Dispatcher) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if l, err := f.d.Acquire(ctx, Request{Model: "m"}); err == nil {
+	if l, err := d.Acquire(ctx, Request{Model: "m"}); err == nil {
 		l.Release(ReasonCompleted)
 		t.Fatalf("granted on %s/%s of a node that drains", l.NodeID, l.ProviderID)
 	}
