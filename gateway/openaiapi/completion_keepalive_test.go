@@ -11,10 +11,6 @@ import (
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
-func evThought(r string) *iop.RunEvent {
-	return &iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Reasoning: r}
-}
-
 // completionTexts decodes a completion stream's data events: the text of
 // each chunk with choices, in order ("[DONE]" and error events as they
 // are).
@@ -57,21 +53,21 @@ func TestCompletionStreamKeepAliveWhileThinking(t *testing.T) {
 	if commits != 0 || buf.Len() != 0 {
 		t.Fatalf("START wrote %q", buf.String())
 	}
-	add(evThought("Let me think"))
+	add(evReasoning("Let me think"))
 	if commits != 1 || writes != 1 || !w.Started() {
 		t.Fatalf("first reasoning: %d commits, %d writes, started %v", commits, writes, w.Started())
 	}
 	piece := strings.Repeat("r", 512)
 	for range 4 * HiddenReasoningKeepAliveBytes / 512 { // 8 KiB
-		add(evThought(piece))
+		add(evReasoning(piece))
 	}
 	if writes != 1+4 {
 		t.Errorf("%d writes after 8 KiB of reasoning, want 5 (the first and one per %d bytes)", writes, HiddenReasoningKeepAliveBytes)
 	}
-	add(evThought(piece))
+	add(evReasoning(piece))
 	add(evDelta("Hello")) // text resets the count: the stream just wrote
 	for range HiddenReasoningKeepAliveBytes/512 - 1 {
-		add(evThought(piece))
+		add(evReasoning(piece))
 	}
 	// Reasoning and text in one event: the text is written, no keep-alive.
 	add(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Reasoning: strings.Repeat("r", 4096), Delta: " world"})
@@ -102,7 +98,7 @@ func TestCompletionStreamThinkingThenFailure(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var buf bytes.Buffer
 			w := NewCompletionStreamWriter(&buf, nil, RenderOptions{Model: "m"})
-			if err := w.Add(evThought("hmm")); err != nil {
+			if err := w.Add(evReasoning("hmm")); err != nil {
 				t.Fatal(err)
 			}
 			if err := w.Add(last); err != nil {
@@ -120,7 +116,7 @@ func TestCompletionStreamThinkingThenFailure(t *testing.T) {
 	// Abort (a timeout, the node lost) after the start: the error event.
 	var buf bytes.Buffer
 	w := NewCompletionStreamWriter(&buf, nil, RenderOptions{Model: "m"})
-	_ = w.Add(evThought("hmm"))
+	_ = w.Add(evReasoning("hmm"))
 	if err := w.Abort(UpstreamError("The provider did not answer in time.")); err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // does: the same run is the same work whichever route asked for it.
 func TestCompletionEstimateCountsReasoning(t *testing.T) {
 	thought := strings.Repeat("hmm ", 1000) // 4000 bytes
-	events := []*iop.RunEvent{evStart(nil), evThought(thought), evDelta("ok"), evComplete("stop", nil, nil)}
+	events := []*iop.RunEvent{evStart(nil), evReasoning(thought), evDelta("ok"), evComplete("stop", nil, nil)}
 	want := int64(EstimateTokens(len(thought)+len("ok"), 0))
 	opts := RenderOptions{Model: "m", PromptTokens: 5}
 	check := func(what string, u Usage, reported bool) {
@@ -33,7 +33,7 @@ func TestCompletionEstimateCountsReasoning(t *testing.T) {
 	}
 	// After the terminal event nothing counts (the wire sends nothing
 	// there; a broken node's extra event is not the run's).
-	pa.Add(evThought(thought))
+	pa.Add(evReasoning(thought))
 	if _, e := ca.Result(); e != nil {
 		t.Fatal(e)
 	}
