@@ -54,8 +54,10 @@ type NodeEdge struct {
 	// up again every reconnect interval, each lookup counting as an
 	// attempt; once resolved, the name is looked up again whenever none of
 	// its sessions is ready (a lost session, a failed attempt), so an edge
-	// that moves to a new address is followed. Ports are compared as
-	// numbers. Set address or addresses, not both.
+	// that moves to a new address is followed. Entries are compared as
+	// EdgeAddressKey spells them (ports as numbers, names without case or
+	// trailing dot): one listed twice is a config error. Set address or
+	// addresses, not both.
 	Addresses []string  `mapstructure:"addresses"`
 	TLS       ClientTLS `mapstructure:"tls"`
 }
@@ -115,13 +117,18 @@ func (c *Node) Normalize() error {
 	case c.Edge.Address != "":
 		checkHostPort(&p, "edge.address", c.Edge.Address)
 	}
-	seen := map[string]bool{}
+	// Entries are compared as the node compares them (EdgeAddressKey):
+	// 10.0.0.1:07000, EDGE.:7000 and edge:7000 each repeat an earlier
+	// 10.0.0.1:7000 or edge:7000, which the node would serve once.
+	seen := map[string]int{}
 	for i, a := range c.Edge.Addresses {
 		checkHostPort(&p, fmt.Sprintf("edge.addresses[%d]", i), a)
-		if seen[a] {
-			p.add("edge.addresses[%d] %q is listed twice", i, a)
+		key := EdgeAddressKey(a)
+		if first, ok := seen[key]; ok {
+			p.add("edge.addresses[%d] %s is listed twice (as edge.addresses[%d] %s)", i, quoteSafe(a), first, quoteSafe(c.Edge.Addresses[first]))
+			continue
 		}
-		seen[a] = true
+		seen[key] = i
 	}
 	if (c.Edge.TLS.CertFile == "") != (c.Edge.TLS.KeyFile == "") {
 		p.add("edge.tls: cert_file and key_file must be set together")

@@ -7,13 +7,13 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/nodewire"
 )
 
@@ -83,28 +83,41 @@ func RunEdges(ctx context.Context, base SupervisorConfig, addresses []string, re
 			}
 		}()
 	}
+	// An entry listed twice in any spelling (edgeKey: edge. and EDGE are
+	// edge, 07000 is 7000) is one entry: one session, one attempt budget.
+	// Config validation refuses such a list; a caller that passes one
+	// anyway gets the first. Nothing takes over when it gives up, as
+	// nothing would for an entry listed once: a second budget spent on
+	// the same address (or name) would only delay the node's exit.
+	var entries []edgeEntry
+	first := make(map[string]string, len(addresses))
+	for i, a := range addresses {
+		key := edgeKey(a)
+		if was, ok := first[key]; ok {
+			log.Warn("edge address listed twice; one session", zap.String("edge", a), zap.String("served_as", was))
+			continue
+		}
+		first[key] = a
+		entries = append(entries, edgeEntry{index: i, text: a})
+	}
 	// Addresses dialled as given first: they are the edge's for good, so a
 	// name that resolves to one of them leaves it to them (two sessions of
 	// one node with one edge would supersede each other every reconnect
 	// interval).
 	var names []edgeEntry
-	for i, a := range addresses {
-		host, _, err := net.SplitHostPort(a)
+	for _, e := range entries {
+		host, _, err := net.SplitHostPort(e.text)
 		if err == nil && resolve && isEdgeName(host) {
-			names = append(names, edgeEntry{index: i, text: a})
+			names = append(names, e)
 			continue
 		}
-		e := edgeEntry{index: i, text: a}
-		if holder, ok := claims.claim(edgeKey(a), e); !ok {
-			log.Warn("edge address listed twice; one session", zap.String("edge", a), zap.String("served_as", holder))
-			continue
-		}
+		claims.claim(edgeKey(e.text), e) // the first claim of its key: entries are distinct, names come later
 		start(e)
 	}
 	for _, e := range names {
 		a := e.text
 		host, port, _ := net.SplitHostPort(a)
-		f := &nameFollower{base: base, host: host, port: portNumber(port), entry: e, claims: claims, agent: agent,
+		f := &nameFollower{base: base, host: host, port: config.EdgePort(port), entry: e, claims: claims, agent: agent,
 			log: log.With(zap.String("edge_name", a)), members: map[string]*edgeMember{},
 			kick: make(chan struct{}, 1), done: make(chan struct{})}
 		wg.Add(1)
@@ -193,32 +206,10 @@ func (c *edgeClaims) release(key string, entry edgeEntry) {
 	}
 }
 
-// edgeKey is addr in one spelling for one socket: an IP address unmapped
-// (::ffff:10.0.0.1 and 10.0.0.1), a name in lower case (DNS ignores
-// case), the port as a number (portNumber).
-func edgeKey(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		host = ip.Unmap().String()
-	} else {
-		host = strings.ToLower(host)
-	}
-	return net.JoinHostPort(host, portNumber(port))
-}
-
-// portNumber spells a numeric port as the dialer reads it: 07000 and
-// +7000 are 7000. Anything else (a service name, which config validation
-// refuses) is kept as written.
-func portNumber(port string) string {
-	n, err := strconv.ParseUint(strings.TrimPrefix(port, "+"), 10, 16)
-	if err != nil {
-		return port
-	}
-	return strconv.FormatUint(n, 10)
-}
+// edgeKey is addr in one spelling for one socket, as config validation
+// spells it (config.EdgeAddressKey): an IP address unmapped, a name in
+// lower case without its trailing dot, the port as a number.
+func edgeKey(addr string) string { return config.EdgeAddressKey(addr) }
 
 // oneFamily keeps the IPv4 addresses of ips when there are any, else all
 // of them (IPv6). A dual-stack edge has an A and an AAAA record: a session

@@ -100,7 +100,7 @@ func run() int {
 	quit, hupDone := make(chan struct{}), make(chan struct{})
 	defer func() { close(quit); <-hupDone }()
 	// Owner: run. Logs each SIGHUP until run returns (quit), then run
-	// waits for it.
+	// waits for it. From the final stop (finalStop) no more come.
 	go func() {
 		defer close(hupDone)
 		for {
@@ -123,6 +123,15 @@ func run() int {
 		return 0
 	}
 	late := sigs.ch
+	// finalStop begins the final stop: from here SIGINT, SIGTERM and
+	// SIGHUP have their default action, so a stop that hangs can still be
+	// killed, whatever signal its operator (or a closing terminal) sends;
+	// there are no runs left that ignoring SIGHUP would keep. A signal
+	// that came just before is not lost (startSignals.final).
+	finalStop := func() {
+		signal.Stop(hup)
+		sigs.final()
+	}
 
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	drainDone := make(chan struct{})
@@ -138,7 +147,7 @@ func run() int {
 			drainThenStop(runCtx, agent, cfg.Shutdown.Drain(), late, sig, log)
 			// A signal from here on has its default action: a stop that
 			// hangs can still be killed.
-			sigs.stop()
+			finalStop()
 			cancelRun()
 		}
 	}()
@@ -147,12 +156,12 @@ func run() int {
 	err = nodeagent.RunEdges(runCtx, policy, cfg.Edge.Targets(), len(cfg.Edge.Addresses) > 0, agent, log)
 	// The node is stopping, whether a signal or its sessions ended it
 	// (their reconnect budget ran out, a fatal refusal, the last session
-	// of a drain lost): from here SIGINT and SIGTERM have their default
-	// action, so a stop that hangs (spans flushed to a collector that does
+	// of a drain lost): from here SIGINT, SIGTERM and SIGHUP have their
+	// default action, so a stop that hangs (spans flushed to a collector that does
 	// not answer, an adapter slow to close) can still be killed. Without
 	// this, a signal after sessions that gave up on their own would go to
 	// late, which nothing reads any more.
-	sigs.stop()
+	finalStop()
 	if err != nil {
 		switch {
 		case errors.Is(err, nodeagent.ErrFatal):

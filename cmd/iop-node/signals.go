@@ -19,6 +19,9 @@ type startSignals struct {
 	handover chan struct{} // closed by handOver
 	done     chan struct{} // closed by the watcher as it exits
 	got      os.Signal     // written by the watcher before it closes done
+	// raise gives a signal its default action (raiseSelf; a test
+	// records it instead).
+	raise func(os.Signal)
 }
 
 // takeStartSignals starts holding sigs (signal.Notify with them).
@@ -30,7 +33,7 @@ func takeStartSignals(sigs ...os.Signal) *startSignals {
 
 // newStartSignals watches ch, a channel signal.Notify feeds (or a test).
 func newStartSignals(ch chan os.Signal) *startSignals {
-	s := &startSignals{ch: ch, handover: make(chan struct{}), done: make(chan struct{})}
+	s := &startSignals{ch: ch, handover: make(chan struct{}), done: make(chan struct{}), raise: raiseSelf}
 	// Owner: the startSignals; stops at the first signal or at handOver,
 	// which waits for it.
 	go func() {
@@ -71,3 +74,28 @@ func (s *startSignals) handOver() os.Signal {
 
 // stop lets the signals have their default action again.
 func (s *startSignals) stop() { signal.Stop(s.ch) }
+
+// final is stop for the node's final stop (the drain is over, or the
+// sessions ended): from here a signal has its default action, including
+// one that came just before, which nothing would read any more: it waits
+// in s.ch (once signal.Stop returns no more arrive), and is raised again.
+// Without that, a signal sent in the moment between a drain's cut and the
+// stop would be lost, and a stop that then hangs would not be killed by
+// it. It may be called more than once, from more than one goroutine: the
+// signal waiting goes to one of them.
+func (s *startSignals) final() {
+	signal.Stop(s.ch)
+	select {
+	case sig := <-s.ch:
+		s.raise(sig)
+	default:
+	}
+}
+
+// raiseSelf sends sig to the process itself: after signal.Stop, its
+// default action (for SIGINT and SIGTERM: the process ends, killed by it).
+func raiseSelf(sig os.Signal) {
+	if p, err := os.FindProcess(os.Getpid()); err == nil {
+		_ = p.Signal(sig)
+	}
+}

@@ -68,7 +68,12 @@ type session struct {
 	gone chan struct{}
 
 	terminated bool
-	persisted  bool          // state was written at least once
+	persisted  bool // state was written at least once, or found at load
+	// unreadable: found at load with a state file that could not be read
+	// (torn by a disk fault, edited, another id's). Its directory counts
+	// against max_sessions and is evicted like any other, but it is not
+	// listed until a run of its id writes its state afresh.
+	unreadable bool
 	stopRun    chan struct{} // non-nil while a process runs; closed to terminate it
 	lastUsed   int64
 	// Runs that hold the slot or wait for it; eviction passes a session
@@ -198,6 +203,7 @@ func (a *instance) unregisterRun(s *session, persisted bool) {
 	s.stopRun = nil
 	s.lastUsed = time.Now().Unix()
 	s.persisted = s.persisted || persisted
+	s.unreadable = s.unreadable && !persisted
 }
 
 // TerminateSession stops the session's running process (SIGTERM to its
@@ -260,7 +266,7 @@ func (a *instance) sessionInfos() []adapter.SessionInfo {
 	defer a.mu.Unlock()
 	out := make([]adapter.SessionInfo, 0, len(a.sessions))
 	for _, s := range a.sessions {
-		if s.terminated || (!s.persisted && s.stopRun == nil) {
+		if s.terminated || (!s.persisted && s.stopRun == nil) || (s.unreadable && s.stopRun == nil) {
 			continue
 		}
 		info := adapter.SessionInfo{ID: s.id, Adapter: a.name, LastUsedUnix: s.lastUsed}
@@ -275,7 +281,12 @@ func (a *instance) sessionInfos() []adapter.SessionInfo {
 // loadSessions registers the sessions persisted by an earlier Node process,
 // so they are listed and can be terminated. Session directories without a
 // state file, holding at most leftovers of a state write, are removed
-// (removeStateless); other unreadable entries are skipped.
+// (removeStateless). One whose state file cannot be read is kept (the
+// warning names something to look at), unlisted but counted against
+// max_sessions as the least recently used: it takes room on disk as any
+// session does, and is the first evicted when a new session needs room
+// (nothing of it could be resumed: a run of its id starts it afresh,
+// loadState). Other entries (not a session's name) are skipped.
 // Those over max_sessions (the store may have been filled under a higher
 // bound) are removed, least recently used first. Run once
 // (instance.loaded), before any other use of the sessions.
@@ -287,7 +298,7 @@ func (a *instance) loadSessions() {
 		}
 		return
 	}
-	var loaded []*session
+	var loaded, unreadable []*session
 	var stateless, strayFailed int
 	var strayErr error
 	for _, e := range entries {
@@ -311,12 +322,19 @@ func (a *instance) loadSessions() {
 				strayErr = rerr
 				continue
 			}
-		}
-		if err != nil {
+			// It holds more than leftovers of a write (removeStateless):
+			// left alone, and no session.
 			a.log.Warn("cli: skip persisted session", zap.String("dir", e.Name()), zap.Error(err))
 			continue
 		}
 		s.persisted = true
+		if err != nil {
+			a.log.Warn("cli: skip persisted session", zap.String("dir", e.Name()), zap.Error(err),
+				zap.Bool("counts_against_max_sessions", true))
+			s.unreadable = true
+			unreadable = append(unreadable, s)
+			continue
+		}
 		s.lastUsed = st.LastUsedUnix
 		loaded = append(loaded, s)
 	}
@@ -337,7 +355,10 @@ func (a *instance) loadSessions() {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, s := range loaded {
+	// The unreadable first: at the back of idle, the first evicted.
+	// They are not trimmed here, so the store may hold more than
+	// max_sessions until the next new session makes room.
+	for _, s := range append(unreadable, loaded...) {
 		a.sessions[s.id] = s
 		a.live++
 		a.idlePushLocked(s)
