@@ -79,6 +79,11 @@ type Lease struct {
 	// a pointer, so that recording it allocates nothing: it runs once
 	// per request.
 	settled atomic.Uint32
+	// exch is the lease's latest exchange (nil before the first opens):
+	// a fence that finds nothing settled looks at what its stream holds
+	// unread (exchange.queuedTerminal). Atomic so that recording it costs
+	// the request path no lock.
+	exch atomic.Pointer[exchange]
 }
 
 // settledReasons are the reasons Lease.settled can hold; its values are
@@ -105,9 +110,24 @@ func (l *Lease) settle(reason ReleaseReason) {
 }
 
 // fenceReason is the reason a fence returns the lease with: the one
-// recorded once the exchange ended (Lease.settled), else node_lost.
+// recorded once the exchange ended (Lease.settled); else the reason of a
+// terminal that has arrived but that the holder has not read yet (the
+// node answered whole before it went; the holder, still relaying what
+// came before it, will end the request as that terminal says); else
+// node_lost. d.mu is held: looking at the queue never waits (see
+// exchange.queuedTerminal) and runs only at a fence, never per frame.
 func (l *Lease) fenceReason() ReleaseReason {
-	if i := l.settled.Load(); i > settledNone {
+	i := l.settled.Load()
+	if i == settledNone {
+		if x := l.exch.Load(); x != nil {
+			// Recorded as the holder's read of it would: releaseLocked
+			// then takes an error terminal for the node's own answer.
+			if i = x.queuedTerminal(); i > settledNone {
+				l.settled.CompareAndSwap(settledNone, i)
+			}
+		}
+	}
+	if i > settledNone {
 		return settledReasons[i-1]
 	}
 	return ReasonNodeLost

@@ -64,6 +64,7 @@ func (d *Dispatcher) openExchange(ctx context.Context, deadline time.Time, l *Le
 	// Whatever an earlier exchange on the lease settled does not describe
 	// this one, even one that fails to open.
 	l.settled.Store(settledNone)
+	l.exch.Store(nil)
 	d.mu.Lock()
 	released, conn := l.released, l.conn
 	d.mu.Unlock()
@@ -105,7 +106,28 @@ func (d *Dispatcher) openExchange(ctx context.Context, deadline time.Time, l *Le
 	// The Edge sends nothing more than an optional CancelRequest, so the
 	// write side stays open for it; the Node closes its side after the
 	// terminal message.
-	return &exchange{st: st, runID: runID, lease: l}, nil
+	x := &exchange{st: st, runID: runID, lease: l}
+	l.exch.Store(x)
+	return x, nil
+}
+
+// queuedTerminal is the Lease.settled value of the terminal among the
+// frames that have arrived on the exchange and that its holder has not
+// read, settledNone when there is none (or the holder is reading just
+// now: nodewire.Stream.LastQueued does not wait for it). The node sends
+// nothing after its terminal, so only the last frame queued can be one.
+func (x *exchange) queuedTerminal() uint32 {
+	env, ok := x.st.LastQueued()
+	if !ok {
+		return settledNone
+	}
+	if ev, ok := runEvent(env); ok {
+		return runTerminal(ev)
+	}
+	if f, ok := tunnelFrame(env); ok {
+		return tunnelTerminal(f)
+	}
+	return settledNone
 }
 
 // earliest is the earlier of deadline and ctx's deadline (zero: neither

@@ -450,3 +450,40 @@ func (st *Stream) Abort() {
 
 // SetDeadline bounds both Send and Recv; zero clears it.
 func (st *Stream) SetDeadline(t time.Time) error { return st.s.SetDeadline(t) }
+
+// LastQueued returns the last whole frame among those that have arrived
+// and are unread, decoded from a copy of its own, and consumes nothing.
+// A peer's last frame on a stream is the one that ends its work, so a
+// caller that must decide how an exchange ended without reading it (its
+// reader is elsewhere) looks here. ok is false when no whole frame is
+// queued, when a Recv is under way (it holds the frames' boundaries; the
+// call never waits for it), when the frame begun by a Recv that timed out
+// has not all been read, or when the last frame does not decode. Frames
+// are only walked by their length prefixes: one is decoded, whatever the
+// backlog.
+func (st *Stream) LastQueued() (env *iop.Envelope, ok bool) {
+	if !st.rmu.TryLock() {
+		return nil, false
+	}
+	defer st.rmu.Unlock()
+	if st.rerr != nil || st.part.active() {
+		return nil, false
+	}
+	s := st.s
+	s.mu.Lock()
+	var last []byte
+	for unread := s.rbuf[s.roff:]; len(unread) >= frameHeaderLen; {
+		size := binary.BigEndian.Uint32(unread)
+		if uint64(size) > uint64(maxFrame(st.maxFrame)) || uint64(len(unread)-frameHeaderLen) < uint64(size) {
+			break
+		}
+		last, unread = unread[frameHeaderLen:frameHeaderLen+int(size)], unread[frameHeaderLen+int(size):]
+	}
+	last = bytes.Clone(last)
+	s.mu.Unlock()
+	if last == nil {
+		return nil, false
+	}
+	env, err := DecodeEnvelope(last)
+	return env, err == nil
+}
