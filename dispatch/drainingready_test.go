@@ -54,16 +54,16 @@ func TestLongDrainingCandidateNotWaitedFor(t *testing.T) {
 	}
 }
 
-// A provider reported draining and later healthy again (a node that
-// stopped draining, or a report out of order) hands its free slot to the
-// request waiting for it at once.
-func TestDrainingProviderBackServesWaiter(t *testing.T) {
+// A provider reported down and later healthy again hands its free slot to
+// the request waiting for it at once. (A draining one never comes back
+// within its session: TestDrainOutlivesReportsAnsweredBefore.)
+func TestDownProviderBackServesWaiter(t *testing.T) {
 	every := 60.0
 	cfg := buildCfg(t, []tNode{{id: "a", provs: []tProv{{name: "p", cap: 1}}}}, []tModel{{name: "m", timeout: 60, cands: []string{"a/p"}}})
 	cfg.Nodes[0].LoadReportIntervalSec = &every
 	f := newFixture(t, cfg, nil)
 	ca := f.up("a")
-	f.d.Load(ca, drainingReport("p"))
+	f.d.Load(ca, &iop.LoadReport{Providers: []*iop.ProviderLoad{{ProviderId: "p", Health: iop.HealthState_HEALTH_STATE_OFFLINE}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	waiter := f.enqueue(ctx, Request{Model: "m"})

@@ -178,6 +178,16 @@ func (d *Dispatcher) observeLocked(n *node, loads []*iop.ProviderLoad, now time.
 		if r == nil || !r.live {
 			continue
 		}
+		// A drain is one-way for a session: once it said so (its ready,
+		// or any report), every later report reads as draining, so that
+		// an answer the node gave before it began to drain, arriving
+		// after, sets nothing healthy again. A backend reported down
+		// stays down.
+		if h == iop.HealthState_HEALTH_STATE_DRAINING {
+			n.draining = true
+		} else if n.draining && h != iop.HealthState_HEALTH_STATE_OFFLINE {
+			h = iop.HealthState_HEALTH_STATE_DRAINING
+		}
 		r.load = route.Load{Known: true, Running: figure(l.GetRunning()), Waiting: figure(l.GetWaiting()), KVUsage: min(figure(l.GetKvCacheUsage()), 1)}
 		r.loadAt = now
 		if r.health == h {

@@ -92,8 +92,11 @@ type node struct {
 	// as draining, so nothing is granted there even before its first load
 	// report. Also set when a reload removes providers while the live
 	// ones are reported draining, so that the drain is not forgotten with
-	// them (drainingLocked). Cleared when a new registration takes the id
-	// or the session ends; a later session says again.
+	// them (drainingLocked), and by any report that says draining: a
+	// drain is one-way for a session (the node never stops draining), so
+	// a later report reads as draining (observeLocked). Cleared when a new
+	// registration takes the id or the session ends; a later session says
+	// again.
 	draining bool
 }
 
