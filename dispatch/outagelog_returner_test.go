@@ -75,3 +75,24 @@ func TestClusterReturnerOutageWarnsOnce(t *testing.T) {
 		t.Fatalf("outage summary counts %v batches, %v updates; want 2 and 2", fields["batches"], fields["updates"])
 	}
 }
+
+// An outage still on at Close is summarised then: its warning is not lost
+// with the returner.
+func TestClusterReturnerOutageSummarisedAtClose(t *testing.T) {
+	rs := testredis.Start(t)
+	core, logs := observer.New(zapcore.DebugLevel)
+	f, led := ledgerFixture(t, oneProviderCfg(t, 1),
+		cluster.Config{Address: rs.Addr, TTL: 3 * time.Second, Timeout: 2 * time.Second, EdgeID: "e1"},
+		Options{Logger: zap.New(core)})
+	defer led.Close()
+	f.up("n")
+	l := mustAcquire(t, f.d, Request{Model: "m"})
+	rs.Stop()
+	l.Release(ReasonCompleted)
+	waitFor(t, "the return failed", func() bool { all, _ := applyFailures(logs); return all == 1 })
+	f.d.Close()
+	got := logs.FilterMessageSnippet("cluster ledger updates not applied until shutdown").All()
+	if len(got) != 1 || got[0].Level != zapcore.WarnLevel || got[0].ContextMap()["updates"] != int64(1) {
+		t.Fatalf("outage summaries at Close: %v, want one warning of 1 update", got)
+	}
+}

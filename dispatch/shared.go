@@ -113,7 +113,7 @@ func (d *Dispatcher) returner(ttl time.Duration) {
 			d.mu.Lock()
 			d.mu.Unlock()
 			d.takes.Wait()
-			outage.end(d.log, "at shutdown")
+			outage.end(d.log, "until shutdown")
 			d.flushReturns(batch, unsure, ttl)
 			return
 		case u := <-d.returns:
