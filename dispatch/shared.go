@@ -81,7 +81,7 @@ func (d *Dispatcher) startCluster(ttl time.Duration) {
 	// Owner: the Dispatcher. Stops when Close cancels d.ctx.
 	go func() {
 		defer d.wg.Done()
-		d.returner()
+		d.returner(ttl)
 	}()
 	// Owner: the Dispatcher. Stops when Close cancels d.ctx.
 	go func() {
@@ -95,8 +95,15 @@ func (d *Dispatcher) startCluster(ttl time.Duration) {
 // queued, what has gathered since its last round trip in one pipeline
 // (cluster.Ledger.Apply): a burst of releases costs a few round trips, not
 // one each, so the ledger does not fall behind the edge's own counts.
-func (d *Dispatcher) returner() {
+//
+// A failed batch is logged at debug level only: while Redis does not
+// answer every batch fails, and the renewals already warn that it is down.
+// The outage's one warning, with what it cost, comes at the next batch
+// that is applied (or at Close).
+func (d *Dispatcher) returner(ttl time.Duration) {
 	batch := make([]cluster.Update, 0, ledgerBatch)
+	var outage applyOutage
+	unsure := unsureReadds{}
 	for {
 		select {
 		case <-d.ctx.Done():
@@ -106,7 +113,8 @@ func (d *Dispatcher) returner() {
 			d.mu.Lock()
 			d.mu.Unlock()
 			d.takes.Wait()
-			d.flushReturns(batch)
+			outage.end(d.log, "until shutdown")
+			d.flushReturns(batch, unsure, ttl)
 			return
 		case u := <-d.returns:
 			batch = append(batch[:0], u)
@@ -120,11 +128,102 @@ func (d *Dispatcher) returner() {
 				break more
 			}
 		}
+		now := time.Now()
+		unsure.fence(batch, now, ttl)
 		// Not cancelled by Close (Apply is bounded by the ledger's own
 		// timeout): a batch cut off mid-send would lose its returns.
-		if err := d.ledger.Apply(context.WithoutCancel(d.ctx), batch); err != nil {
-			d.log.Warn("cluster ledger updates not applied; their leases expire within the TTL, their waiters age out",
-				zap.Int("updates", len(batch)), zap.Error(err))
+		err := d.ledger.Apply(context.WithoutCancel(d.ctx), batch)
+		if err != nil {
+			unsure.add(batch, now, ttl)
+		}
+		outage.record(d.log, len(batch), err)
+	}
+}
+
+// applyOutage is the returner's record of the batches that failed since
+// the last one applied (owned by the returner goroutine).
+type applyOutage struct {
+	batches, updates int
+	since            time.Time
+	first            error
+}
+
+// record notes one batch of n updates sent, err its outcome: a failure
+// is counted (and logged at debug level); a success after failures ends
+// the outage.
+func (o *applyOutage) record(log *zap.Logger, n int, err error) {
+	if err == nil {
+		o.end(log, "until Redis answered again")
+		return
+	}
+	if o.batches == 0 {
+		o.since, o.first = time.Now(), err
+	}
+	o.batches++
+	o.updates += n
+	log.Debug("cluster ledger updates not applied", zap.Int("updates", n), zap.Error(err))
+}
+
+// end logs the outage's one warning, if batches failed since the last one
+// applied, and forgets them. until says how the outage ended.
+func (o *applyOutage) end(log *zap.Logger, until string) {
+	if o.batches == 0 {
+		return
+	}
+	log.Warn("cluster ledger updates not applied "+until+"; their leases expire within the TTL, their waiters age out",
+		zap.Int("batches", o.batches), zap.Int("updates", o.updates),
+		zap.Duration("outage", time.Since(o.since)), zap.Error(o.first))
+	*o = applyOutage{}
+}
+
+// maxUnsure bounds the leases whose re-add the returner is unsure of.
+const maxUnsure = returnQueue
+
+// unsureReadds is the leases whose OpReadd was in a batch that failed
+// without an answer, by ledger id, with when it was sent (owned by the
+// returner goroutine). Such a re-add may still run in Redis after the
+// lease's return, which the returner sends in a later batch, possibly on
+// another connection: that return is fenced (cluster.Update.Fence), or
+// the re-add would hold the slot, for nobody, for the TTL. An entry ends
+// with its lease's return, or once a TTL has passed (a command lost that
+// long is not run any more).
+type unsureReadds map[string]time.Time
+
+// add records the re-adds of a failed batch (while fewer than maxUnsure
+// are recorded after dropping the stale ones: past that, a late re-add
+// holds its slot for a TTL, as before fencing).
+func (u unsureReadds) add(batch []cluster.Update, now time.Time, ttl time.Duration) {
+	for _, op := range batch {
+		if op.Kind != cluster.OpReadd {
+			continue
+		}
+		if len(u) >= maxUnsure {
+			for id, at := range u {
+				if now.Sub(at) >= ttl {
+					delete(u, id)
+				}
+			}
+			if len(u) >= maxUnsure {
+				return
+			}
+		}
+		u[op.ID] = now
+	}
+}
+
+// fence marks the returns in batch of leases whose re-add is unsure. A
+// nil or empty u costs one length check per batch.
+func (u unsureReadds) fence(batch []cluster.Update, now time.Time, ttl time.Duration) {
+	if len(u) == 0 {
+		return
+	}
+	for i := range batch {
+		if batch[i].Kind != cluster.OpReturn {
+			continue
+		}
+		if at, ok := u[batch[i].ID]; ok {
+			delete(u, batch[i].ID)
+			batch[i].Fence = now.Sub(at) < ttl
 		}
 	}
 }
@@ -139,7 +238,8 @@ const closeFlush = 2 * time.Second
 // dropped. batch is scratch space. Registrations of waiters (Close fails
 // them) and leases put back (no longer renewed; see readd) are
 // dropped: sent now, they could only race the returns that follow.
-func (d *Dispatcher) flushReturns(batch []cluster.Update) {
+// unsure is the returner's (nil from sendLate).
+func (d *Dispatcher) flushReturns(batch []cluster.Update, unsure unsureReadds, ttl time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeFlush)
 	defer cancel()
 	for ctx.Err() == nil {
@@ -158,6 +258,7 @@ func (d *Dispatcher) flushReturns(batch []cluster.Update) {
 		if len(batch) == 0 {
 			return
 		}
+		unsure.fence(batch, time.Now(), ttl)
 		if err := d.ledger.Apply(ctx, batch); err != nil {
 			d.log.Warn("cluster ledger updates not applied at shutdown; their leases expire within the TTL",
 				zap.Int("updates", len(batch)), zap.Error(err))
@@ -594,7 +695,7 @@ func (d *Dispatcher) returnLocked(r *resource, id string) {
 // most) fails them at once.
 func (d *Dispatcher) sendLate() {
 	d.wg.Wait()
-	d.flushReturns(nil)
+	d.flushReturns(nil, nil, 0)
 }
 
 // wrongTypeLocked passes r over as if the cluster held its slots (until

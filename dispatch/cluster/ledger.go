@@ -357,18 +357,31 @@ const (
 	// OpReadd puts back a lease this edge still holds that the ledger
 	// lost (see Renew), live for the TTL, whatever the count: the work is
 	// running, and the other edges must count it. Sent in order with
-	// returns, so that a lease returned meanwhile is never put back.
+	// returns, so that a lease returned meanwhile is never put back;
+	// refused for a lease whose return was fenced (see Update.Fence).
 	OpReadd
 )
 
 // Update is one of the updates Apply sends: Key is the lease key (OpReturn,
 // OpReadd) or the wait set (OpWait, OpUnwait), ID the lease id or waiter
 // member; Long marks a long lease (OpReadd).
+//
+// Fence (OpReturn) also marks the lease returned for the TTL, so that an
+// OpReadd of it that Redis runs after the return is refused: one sent in
+// a batch that failed without an answer may still be on its way (held in
+// a socket buffer, a Redis slower than the timeout), and would otherwise
+// take the slot again, held by nobody, for the TTL. Only such returns
+// need it: an OpReadd that was answered, or one sent in the same batch
+// as the return, runs before the return does.
 type Update struct {
 	Kind    OpKind
 	Key, ID string
 	Long    bool
+	Fence   bool
 }
+
+// returnedKey is where a fenced return marks lease id returned.
+func (l *Ledger) returnedKey(id string) string { return l.prefix + ":returned:" + id }
 
 // Apply sends updates in one round trip, in their order (one pipeline, on
 // one connection: a waiter's removal never overtakes its registration).
@@ -396,8 +409,13 @@ func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
 			if u.Long {
 				isLong = "1"
 			}
-			readdScript.Eval(ctx, pipe, []string{key, key + ":long"}, l.cfg.TTL.Milliseconds(), u.ID, isLong)
+			readdScript.Eval(ctx, pipe, []string{key, key + ":long", l.returnedKey(u.ID)}, l.cfg.TTL.Milliseconds(), u.ID, isLong)
 		default:
+			if u.Fence {
+				// Before the removal: an OpReadd run between the two
+				// would otherwise put the lease back after it.
+				pipe.Set(ctx, l.returnedKey(u.ID), 1, l.cfg.TTL)
+			}
 			pipe.ZRem(ctx, key, u.ID)
 			pipe.ZRem(ctx, key+":long", u.ID)
 			if !slices.Contains(freed, key) {

@@ -1,10 +1,15 @@
--- KEYS[1] the resource's leases, KEYS[2] its long leases. ARGV: ttl_ms,
--- the lease id, "1" for a long lease. Puts back a lease its edge still
--- holds that the ledger lost (see renew.lua), live for the TTL whatever
--- the count: the work is running, and every edge must count it. A key of
--- another type (see take.lua) is left alone.
-for _, key in ipairs(KEYS) do
-  local kind = redis.call('TYPE', key)['ok']
+-- KEYS[1] the resource's leases, KEYS[2] its long leases, KEYS[3] the
+-- lease's returned mark. ARGV: ttl_ms, the lease id, "1" for a long
+-- lease. Puts back a lease its edge still holds that the ledger lost (see
+-- renew.lua), live for the TTL whatever the count: the work is running,
+-- and every edge must count it. A lease marked returned (its fenced
+-- return ran before this script, which came late) is not put back. A key
+-- of another type (see take.lua) is left alone.
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return 0
+end
+for i = 1, 2 do
+  local kind = redis.call('TYPE', KEYS[i])['ok']
   if kind ~= 'zset' and kind ~= 'none' then
     return 0
   end
