@@ -24,8 +24,10 @@
 //	                            of input)
 //	assistant thinking blocks   assistant reasoning (their thinking text,
 //	                            concatenated), on a turn with text or
-//	                            tool_use; redacted_thinking dropped;
-//	                            the run path only (TunnelChat leaves it out)
+//	                            tool_use, or on a middle turn whose text is
+//	                            empty (then with content ""); redacted_thinking
+//	                            dropped; the run path only (TunnelChat leaves
+//	                            it out, and the empty turn with it)
 //	tools                       {"type":"function","function":{name,
 //	                            description,parameters:input_schema}}
 //	tool_choice auto|any|tool|none
