@@ -82,17 +82,14 @@ func (s *Server) messagesCall(c *gin.Context) *call {
 		writeError(c, apiError(err, "")) // converted to Anthropic's shape by the writer
 		return nil
 	}
-	// The run path reads req (earlier thinking included); a tunnel sends
-	// the body without it (anthropicapi.Request.TunnelChat).
-	if chat, err = areq.TunnelChat(chat); err != nil {
-		writeAnthropicError(c, anthropicapi.NewError(http.StatusBadRequest, "The request could not be converted."))
-		return nil
-	}
 	if mw, ok := c.Writer.(*messagesWriter); ok {
 		mw.start(areq, req.EstimatePromptTokens())
 	}
-	return &call{op: opChat, path: "/chat/completions", model: req.Model, body: chat, stream: req.Stream,
-		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), parsed: req}
+	// The run path reads req (earlier thinking included); a tunnel sends
+	// the body without it, rendered when a tunnel is chosen (tunnelBody).
+	k := &call{op: opChat, path: "/chat/completions", model: req.Model, body: chat, stream: req.Stream,
+		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), parsed: req, messages: areq}
+	return k
 }
 
 // countTokens serves POST /v1/messages/count_tokens: an estimate (the
