@@ -50,6 +50,9 @@ type call struct {
 	// tunnel renders its own once it is chosen (tunnelBody), which a run
 	// never needs. Nil for every other call.
 	messages *anthropicapi.Request
+	// tunnelProvider: the current attempt's provider is OpenAI-compatible
+	// (its lease is Tunnel), whichever route serves it; see messagesChat.
+	tunnelProvider bool
 	// Failover state: attempts made, the providers failed on, and the
 	// lease failover took for the next attempt (nil: none).
 	attempt int
@@ -217,6 +220,7 @@ func (s *Server) dispatch(c *gin.Context, k *call) {
 	lease, route := s.acquire(c, k)
 	for lease != nil {
 		k.attempt++
+		k.tunnelProvider = lease.Tunnel
 		if route == routeTunnel {
 			s.tunnel(c, lease, k)
 		} else {

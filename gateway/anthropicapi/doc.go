@@ -40,10 +40,13 @@
 //	top_k                       top_k (vLLM extension; omitted when 0)
 //	metadata.user_id            user
 //	stream                      stream: true, stream_options.include_usage
-//	thinking                    not sent upstream; type "enabled" or
+//	thinking                    not in the chat body; type "enabled" or
 //	                            "adaptive" turns the answer's reasoning into
 //	                            thinking blocks (budget_tokens is checked for
-//	                            its type only)
+//	                            its type only); type "disabled" is
+//	                            Request.ThinkingOff, which the edge sends to
+//	                            a run on a provider that is not
+//	                            OpenAI-compatible as reasoning_effort "none"
 //
 // Response mapping (OpenAI → Messages):
 //
