@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/gateway/anthropicapi"
 	"github.com/iop-gateway/iop/gateway/openaiapi"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // The Anthropic Messages surface (POST /v1/messages) is a translating front
@@ -82,17 +85,55 @@ func (s *Server) messagesCall(c *gin.Context) *call {
 		writeError(c, apiError(err, "")) // converted to Anthropic's shape by the writer
 		return nil
 	}
-	// The run path reads req (earlier thinking included); a tunnel sends
-	// the body without it (anthropicapi.Request.TunnelChat).
-	if chat, err = areq.TunnelChat(chat); err != nil {
-		writeAnthropicError(c, anthropicapi.NewError(http.StatusBadRequest, "The request could not be converted."))
-		return nil
-	}
 	if mw, ok := c.Writer.(*messagesWriter); ok {
 		mw.start(areq, req.EstimatePromptTokens())
 	}
-	return &call{op: opChat, path: "/chat/completions", model: req.Model, body: chat, stream: req.Stream,
-		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), parsed: req}
+	// The run path reads req (earlier thinking included); a tunnel sends
+	// the body without it, rendered when a tunnel is chosen (tunnelBody).
+	k := &call{op: opChat, path: "/chat/completions", model: req.Model, body: chat, stream: req.Stream,
+		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), messages: areq}
+	k.parsed = &messagesChat{ChatRequest: req, k: k, thinkingOff: areq.ThinkingOff}
+	return k
+}
+
+// messagesChat is the parsed chat of a Messages call, with what its chat
+// body cannot carry to every backend added to a run's input: thinking
+// turned off becomes reasoning_effort "none" in the run's extra members,
+// which the ollama adapter maps to think: false as Ollama's own OpenAI
+// layer does, on a provider that is not OpenAI-compatible (whose adapters
+// ignore extra members they do not read). An OpenAI-compatible provider
+// gets nothing new, even on a run (its adapter passes extra members
+// upstream as they are), as the tunnel does not: strict servers refuse an
+// effort they do not know, and models that do not reason refuse the
+// member.
+type messagesChat struct {
+	*openaiapi.ChatRequest
+	k           *call // for the current attempt's provider (tunnelProvider)
+	thinkingOff bool  // anthropicapi.Request.ThinkingOff
+}
+
+// reasoningOff is the reasoning effort that turns thinking off.
+var reasoningOff = json.RawMessage(`"none"`)
+
+// RunInput is the chat's run input, reasoning_effort "none" added when
+// thinking is off and the provider can take it (see messagesChat).
+func (m *messagesChat) RunInput() (*iop.RunInput, error) {
+	in, err := m.ChatRequest.RunInput()
+	if err != nil || !m.thinkingOff || m.k.tunnelProvider {
+		return in, err
+	}
+	members := map[string]json.RawMessage{}
+	if len(in.Extra) > 0 {
+		// The edge's own encoding of an object (extraMembers).
+		if err := json.Unmarshal(in.Extra, &members); err != nil {
+			return nil, fmt.Errorf("gateway: run extra members: %w", err)
+		}
+	}
+	members["reasoning_effort"] = reasoningOff
+	if in.Extra, err = json.Marshal(members); err != nil {
+		return nil, fmt.Errorf("gateway: run extra members: %w", err)
+	}
+	return in, nil
 }
 
 // countTokens serves POST /v1/messages/count_tokens: an estimate (the

@@ -45,6 +45,14 @@ type call struct {
 	render   openaiapi.RenderOptions
 	parsed   parsedRequest // nil for /v1/responses (passthrough only)
 	embed    openaiapi.EmbeddingOptions
+	// messages is set while body is a Messages call's run rendering with
+	// earlier thinking as reasoning (anthropicapi.Request.OpenAIChat): a
+	// tunnel renders its own once it is chosen (tunnelBody), which a run
+	// never needs. Nil for every other call.
+	messages *anthropicapi.Request
+	// tunnelProvider: the current attempt's provider is OpenAI-compatible
+	// (its lease is Tunnel), whichever route serves it; see messagesChat.
+	tunnelProvider bool
 	// Failover state: attempts made, the providers failed on, and the
 	// lease failover took for the next attempt (nil: none).
 	attempt int
@@ -56,7 +64,21 @@ type call struct {
 // body (a whole prompt) and the parsed request — once the answer has begun
 // to reach the client: failover can no longer happen, and a stream may
 // hold its handler for minutes.
-func (k *call) answered() { k.body, k.parsed = nil, nil }
+func (k *call) answered() { k.body, k.parsed, k.messages = nil, nil, nil }
+
+// tunnelBody is the body a tunnel sends: k.body, rendered for a tunnel
+// first when it carries earlier thinking (anthropicapi.Request.TunnelChat),
+// once, so that a later tunnel attempt (failover) reuses it.
+func (k *call) tunnelBody() ([]byte, error) {
+	if k.messages != nil {
+		b, err := k.messages.TunnelChat(k.body)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: tunnel body: %w", err)
+		}
+		k.body, k.messages = b, nil
+	}
+	return k.body, nil
+}
 
 // parsedRequest is the validated request of a call that a normalized run
 // may serve (openaiapi's ChatRequest, CompletionRequest, EmbeddingRequest).
@@ -198,6 +220,7 @@ func (s *Server) dispatch(c *gin.Context, k *call) {
 	lease, route := s.acquire(c, k)
 	for lease != nil {
 		k.attempt++
+		k.tunnelProvider = lease.Tunnel
 		if route == routeTunnel {
 			s.tunnel(c, lease, k)
 		} else {
@@ -240,7 +263,11 @@ func (s *Server) acquire(c *gin.Context, k *call) (*dispatch.Lease, string) {
 	ctx := c.Request.Context()
 	var prompt []byte
 	if k.op == opChat || k.op == opCompletion {
-		prompt = k.body // the prefix_affinity rendering (dispatch.Request.Prompt)
+		// The prefix_affinity rendering (dispatch.Request.Prompt): the body
+		// as sent, or a Messages call's run rendering (earlier thinking
+		// included), one canonical form of its conversation whichever
+		// route serves it.
+		prompt = k.body
 	}
 	lease, err := s.d.Acquire(ctx, dispatch.Request{Model: k.model, PromptTokens: k.tokens, SessionID: session, NeedsTunnel: needsTunnel(k), Prompt: prompt,
 		Priority: prio, Deadline: deadline})

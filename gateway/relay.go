@@ -270,7 +270,12 @@ func (t *tunnelExchange) open(k *call) bool {
 	t.idle = limits.StreamIdleTimeout()
 	t.w = deadlineWriter{w: c.Writer, rc: *http.NewResponseController(c.Writer), timeout: time.Duration(limits.WriteTimeoutSec) * time.Second}
 	// k.body was validated when the call was built (Parse*, or encoded here).
-	body, err := openaiapi.RewriteValidModel(k.body, lease.Target)
+	body, err := k.tunnelBody()
+	if err != nil {
+		writeError(c, openaiapi.InternalError("The request could not be converted."))
+		return false
+	}
+	body, err = openaiapi.RewriteValidModel(body, lease.Target)
 	if err != nil {
 		writeError(c, apiError(err, k.model))
 		return false

@@ -24,8 +24,10 @@
 //	                            of input)
 //	assistant thinking blocks   assistant reasoning (their thinking text,
 //	                            concatenated), on a turn with text or
-//	                            tool_use; redacted_thinking dropped;
-//	                            the run path only (TunnelChat leaves it out)
+//	                            tool_use, or on a middle turn whose text is
+//	                            empty (then with content ""); redacted_thinking
+//	                            dropped; the run path only (TunnelChat leaves
+//	                            it out, and the empty turn with it)
 //	tools                       {"type":"function","function":{name,
 //	                            description,parameters:input_schema}}
 //	tool_choice auto|any|tool|none
@@ -38,10 +40,13 @@
 //	top_k                       top_k (vLLM extension; omitted when 0)
 //	metadata.user_id            user
 //	stream                      stream: true, stream_options.include_usage
-//	thinking                    not sent upstream; type "enabled" or
+//	thinking                    not in the chat body; type "enabled" or
 //	                            "adaptive" turns the answer's reasoning into
 //	                            thinking blocks (budget_tokens is checked for
-//	                            its type only)
+//	                            its type only); type "disabled" is
+//	                            Request.ThinkingOff, which the edge sends to
+//	                            a run on a provider that is not
+//	                            OpenAI-compatible as reasoning_effort "none"
 //
 // Response mapping (OpenAI → Messages):
 //

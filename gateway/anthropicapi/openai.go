@@ -108,14 +108,22 @@ func (r *Request) TunnelChat(chat []byte) ([]byte, error) {
 // carriesThinking reports whether OpenAIChat sends reasoning: an assistant
 // turn it renders holds thinking text.
 func (r *Request) carriesThinking() bool {
-	for _, m := range r.messages {
-		if m.role != "assistant" || !assistantRenders(m.blocks) {
+	for i, m := range r.messages {
+		if m.role != "assistant" {
 			continue
 		}
-		for _, b := range m.blocks {
-			if b.typ == blockThinking && b.text != "" {
-				return true
-			}
+		if assistantKeeps(m.blocks, true, i < len(r.messages)-1) && thinkingText(m.blocks) {
+			return true
+		}
+	}
+	return false
+}
+
+// thinkingText reports whether blocks hold a thinking block with text.
+func thinkingText(blocks []block) bool {
+	for _, b := range blocks {
+		if b.typ == blockThinking && b.text != "" {
+			return true
 		}
 	}
 	return false
@@ -139,9 +147,9 @@ func (r *Request) openAIChat(reasoning bool) ([]byte, error) {
 	if len(r.system) > 0 {
 		out.Messages = append(out.Messages, oaMessage{Role: "system", Content: strings.Join(r.system, "\n\n")})
 	}
-	for _, m := range r.messages {
+	for i, m := range r.messages {
 		if m.role == "assistant" {
-			out.Messages = appendAssistant(out.Messages, m.blocks, reasoning)
+			out.Messages = appendAssistant(out.Messages, m.blocks, reasoning, i < len(r.messages)-1)
 		} else {
 			out.Messages = appendUser(out.Messages, m.blocks)
 		}
@@ -184,7 +192,14 @@ func (r *Request) openAIChat(reasoning bool) ([]byte, error) {
 // text nor calls (only thinking, or an empty final prefill) adds nothing:
 // an assistant message without content or calls is refused by OpenAI's
 // API, and thinking cut short before an answer has nothing to go with.
-func appendAssistant(msgs []oaMessage, blocks []block, reasoning bool) []oaMessage {
+// The one exception is a middle turn whose answer was empty text after
+// thinking, when reasoning is rendered (the run path): it is kept with
+// empty content, so the model sees its own earlier thinking and the
+// turns keep alternating (Ollama takes such a message as it is).
+func appendAssistant(msgs []oaMessage, blocks []block, reasoning, middle bool) []oaMessage {
+	if !assistantKeeps(blocks, reasoning, middle) {
+		return msgs
+	}
 	var text, thinking strings.Builder
 	var calls []oaToolCall
 	for _, b := range blocks {
@@ -199,14 +214,29 @@ func appendAssistant(msgs []oaMessage, blocks []block, reasoning bool) []oaMessa
 			calls = append(calls, oaToolCall{ID: b.id, Type: "function", Function: oaFunctionCall{Name: b.name, Arguments: string(b.input)}})
 		}
 	}
-	if text.Len() == 0 && len(calls) == 0 {
-		return msgs
-	}
 	m := oaMessage{Role: "assistant", Reasoning: thinking.String(), ToolCalls: calls}
-	if text.Len() > 0 {
+	if text.Len() > 0 || len(calls) == 0 {
 		m.Content = text.String()
 	}
 	return append(msgs, m)
+}
+
+// assistantKeeps reports whether appendAssistant renders an assistant turn
+// of blocks: it has text or a tool call, or (a middle turn, reasoning
+// rendered) thinking text before a text block left empty.
+func assistantKeeps(blocks []block, reasoning, middle bool) bool {
+	if assistantRenders(blocks) {
+		return true
+	}
+	if !reasoning || !middle || !thinkingText(blocks) {
+		return false
+	}
+	for _, b := range blocks {
+		if b.typ == blockText {
+			return true
+		}
+	}
+	return false
 }
 
 // hasTurn reports whether the conversation renders at least one message:
@@ -222,7 +252,7 @@ func (r *Request) hasTurn() bool {
 }
 
 // assistantRenders reports whether appendAssistant renders an assistant
-// turn of blocks: it has text or a tool call.
+// turn of blocks whatever the body: it has text or a tool call.
 func assistantRenders(blocks []block) bool {
 	for _, b := range blocks {
 		if b.typ == blockToolUse || (b.typ == blockText && b.text != "") {

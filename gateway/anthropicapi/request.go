@@ -47,6 +47,11 @@ type Request struct {
 	// (thinking.type "enabled" or "adaptive"): only then does the answer
 	// carry the model's reasoning as thinking blocks (Options.Thinking).
 	Thinking bool
+	// ThinkingOff is whether the request turned thinking off
+	// (thinking.type "disabled"): a run on a backend that can stop a model
+	// thinking is told so (see the package documentation); elsewhere the
+	// reasoning is dropped from the answer, as without thinking.
+	ThinkingOff bool
 
 	system      []string // text of the system blocks, in order
 	messages    []message
@@ -187,37 +192,38 @@ func parse(body []byte, needMaxTokens bool) (*Request, *Error) {
 		}
 	}
 	if raw, ok = field(obj, "thinking"); ok {
-		if r.Thinking, e = thinking(raw); e != nil {
+		typ, e := thinking(raw)
+		if e != nil {
 			return nil, e
 		}
+		r.Thinking = typ == "enabled" || typ == "adaptive"
+		r.ThinkingOff = typ == "disabled"
 	}
 	return r, nil
 }
 
-// thinking parses the thinking configuration and reports whether it asks
-// for thinking blocks. The budget is checked for its type only: the
-// upstream is an OpenAI chat endpoint with no thinking budget, and the
-// model thinks as it was configured to (max_tokens bounds the whole
-// answer, thinking included). An unknown type is taken as no thinking.
-func thinking(raw json.RawMessage) (bool, *Error) {
+// thinking parses the thinking configuration and returns its type ("" when
+// absent). The budget is checked for its type only: the upstream is an
+// OpenAI chat endpoint with no thinking budget, and the model thinks as it
+// was configured to (max_tokens bounds the whole answer, thinking
+// included). Anthropic's own bounds (at least 1024, below max_tokens) are
+// not applied: Claude Code sends budgets at or over max_tokens, which no
+// backend here would have used. An unknown type is taken as no thinking.
+func thinking(raw json.RawMessage) (string, *Error) {
 	obj, e := object(raw, "thinking")
 	if e != nil {
-		return false, e
+		return "", e
 	}
 	if b, ok := field(obj, "budget_tokens"); ok {
 		if _, e = integer(b, "thinking.budget_tokens"); e != nil {
-			return false, e
+			return "", e
 		}
 	}
 	t, ok := field(obj, "type")
 	if !ok {
-		return false, nil
+		return "", nil
 	}
-	typ, e := str(t, "thinking.type")
-	if e != nil {
-		return false, e
-	}
-	return typ == "enabled" || typ == "adaptive", nil
+	return str(t, "thinking.type")
 }
 
 // scalars parses the sampling and bookkeeping fields.
