@@ -275,7 +275,9 @@ func (s *Server) bodyLimit(c *gin.Context) {
 		writeError(c, openaiapi.RequestTooLarge(limit))
 		return
 	}
-	if !identityCoded(c.Request.Header) {
+	// An empty body (Content-Length: 0) has nothing to decode: it is
+	// answered as any empty body is, not asked to be sent uncoded.
+	if c.Request.ContentLength != 0 && !identityCoded(c.Request.Header) {
 		c.Header("Accept-Encoding", "identity")
 		writeError(c, unsupportedCoding())
 		return
