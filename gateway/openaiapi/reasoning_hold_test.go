@@ -3,8 +3,10 @@ package openaiapi
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -120,4 +122,57 @@ func TestReasoningHeldBehindTextIsBounded(t *testing.T) {
 	if w.holder.holdsText() || w.holder.heldThought != 0 {
 		t.Errorf("still held: text %v, reasoning %d bytes", w.holder.holdsText(), w.holder.heldThought)
 	}
+}
+
+// Reasoning interleaved anywhere in a tool-offering chat's content changes
+// neither the content nor the calls the stream renders (they equal the
+// non-stream rendering's), and all of it goes out, once, in its order.
+func FuzzReasoningAmongHeldText(f *testing.F) {
+	for _, c := range streamSamples {
+		f.Add(c, uint8(3), uint8(0))
+		f.Add(c, uint8(11), uint8(1))
+	}
+	f.Add(`Hi <tool_call>{"name":"lookup","arguments":{}}</tool_call> ok`, uint8(5), uint8(2))
+	f.Fuzz(func(t *testing.T, content string, step, markAt uint8) {
+		if content == "" || !utf8.ValidString(content) || len(content) > 4096 {
+			return
+		}
+		n := int(step%16) + 1
+		var pieces []string
+		for rest := content; rest != ""; {
+			k := min(n, len(rest))
+			for k < len(rest) && !utf8.RuneStart(rest[k]) {
+				k++
+			}
+			pieces = append(pieces, rest[:k])
+			rest = rest[k:]
+		}
+		mark := []string{"start", "complete", "none"}[markAt%3]
+		opts := RenderOptions{Model: "m", ToolNames: offered}
+		plain := streamEvents(pieces, mark)
+		want := renderNonStream(t, opts, plain)
+		var evs []*iop.RunEvent
+		var thoughts strings.Builder
+		for i, ev := range plain {
+			evs = append(evs, ev)
+			if i < len(plain)-1 {
+				r := "r" + strconv.Itoa(i) + ";"
+				thoughts.WriteString(r)
+				evs = append(evs, evReasoning(r))
+			}
+		}
+		if got := renderStream(t, opts, evs); !equalRendered(got, want) {
+			t.Fatalf("%q by %d, mark %s:\n stream %+v\n   want %+v", content, n, mark, got, want)
+		}
+		raw, _, _ := runStream(t, opts, evs...)
+		var sent strings.Builder
+		for _, p := range streamOrder(t, raw) {
+			if r, ok := strings.CutPrefix(p, "r:"); ok {
+				sent.WriteString(r)
+			}
+		}
+		if sent.String() != thoughts.String() {
+			t.Fatalf("%q by %d: reasoning sent %q, want %q", content, n, sent.String(), thoughts.String())
+		}
+	})
 }
