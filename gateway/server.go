@@ -28,6 +28,7 @@ import (
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/dispatch"
+	"github.com/iop-gateway/iop/gateway/anthropicapi"
 	"github.com/iop-gateway/iop/gateway/openaiapi"
 	"github.com/iop-gateway/iop/internal/sockopt"
 	"github.com/iop-gateway/iop/tracing"
@@ -97,14 +98,17 @@ func New(opts Options) *Server {
 
 	e := gin.New()
 	e.ContextWithFallback = false
-	e.HandleMethodNotAllowed = false
+	// A known path asked with a method it is not served with is a 405
+	// with Allow (RFC 9110 §15.5.6), not a 404 that reads as a wrong URL.
+	// gin consults the other methods' trees only on a miss, so a served
+	// request costs nothing more.
+	e.HandleMethodNotAllowed = true
 	// recoverer runs inside accessLog, so that a panic is logged and
 	// counted with the status it is answered with, not the 200 gin's
 	// writer holds before anything is written.
 	e.Use(s.requestID, s.readDeadline, s.accessLog, s.recoverer, s.trace)
-	e.NoRoute(func(c *gin.Context) {
-		writeError(c, &openaiapi.Error{Status: http.StatusNotFound, Type: openaiapi.TypeInvalidRequest, Code: "not_found", Message: "Unknown endpoint " + c.Request.Method + " " + c.Request.URL.Path})
-	})
+	e.NoRoute(notFound)
+	e.NoMethod(methodNotAllowed)
 
 	// HEAD too: health checkers that probe with HEAD (HAProxy's httpchk,
 	// uptime monitors) would read a 404 as a dead edge.
@@ -117,8 +121,8 @@ func New(opts Options) *Server {
 
 	// The Anthropic front wraps auth and body limits too, so their refusals
 	// leave in Anthropic's shape; registered before the group's routes.
-	e.POST("/v1/messages", s.anthropicFront, s.apiAuth, s.bodyLimit, s.messages)
-	e.POST("/v1/messages/count_tokens", s.anthropicFront, s.apiAuth, s.bodyLimit, s.countTokens)
+	e.POST(messagesPath, s.anthropicFront, s.apiAuth, s.bodyLimit, s.messages)
+	e.POST(countTokensPath, s.anthropicFront, s.apiAuth, s.bodyLimit, s.countTokens)
 	v1 := e.Group("/v1", s.apiAuth)
 	v1.GET("/models", s.listModels)
 	// Catch-all: model ids often contain "/" (e.g. meta-llama/Llama-3.1-8B).
@@ -137,6 +141,37 @@ func New(opts Options) *Server {
 	s.registerStatusPage(e) // GET /admin (page) and /admin/events, beside the admin group
 	s.engine = e
 	return s
+}
+
+// The Anthropic surface's paths: their refusals leave in Anthropic's shape.
+const (
+	messagesPath    = "/v1/messages"
+	countTokensPath = "/v1/messages/count_tokens"
+)
+
+func notFound(c *gin.Context) {
+	writeError(c, &openaiapi.Error{Status: http.StatusNotFound, Type: openaiapi.TypeInvalidRequest, Code: "not_found", Message: "Unknown endpoint " + c.Request.Method + " " + c.Request.URL.Path})
+}
+
+// methodNotAllowed answers a served path asked with another method; gin
+// has set Allow to the methods it is served with. It comes before the
+// path's auth, as an unknown path's 404 does: the methods of every path
+// are in the README. OPTIONS is the CORS preflight's method and keeps its
+// answers (cors.go): with CORS off, the 404 it always had.
+func methodNotAllowed(c *gin.Context) {
+	if c.Request.Method == http.MethodOptions {
+		c.Writer.Header().Del("Allow")
+		notFound(c)
+		return
+	}
+	allow := c.Writer.Header().Get("Allow")
+	msg := "Method " + c.Request.Method + " is not allowed on " + c.Request.URL.Path + "; it is served with " + allow + "."
+	if p := c.Request.URL.Path; p == messagesPath || p == countTokensPath {
+		info(c).surface = surfaceAnthropic
+		writeAnthropicError(c, &anthropicapi.Error{Status: http.StatusMethodNotAllowed, Type: anthropicapi.TypeInvalidRequest, Message: msg})
+		return
+	}
+	writeError(c, &openaiapi.Error{Status: http.StatusMethodNotAllowed, Type: openaiapi.TypeInvalidRequest, Code: "method_not_allowed", Message: msg})
 }
 
 // HTTPServer returns the http.Server iop-edge runs the surface with:
@@ -275,7 +310,9 @@ func (s *Server) bodyLimit(c *gin.Context) {
 		writeError(c, openaiapi.RequestTooLarge(limit))
 		return
 	}
-	if !identityCoded(c.Request.Header) {
+	// An empty body (Content-Length: 0) has nothing to decode: it is
+	// answered as any empty body is, not asked to be sent uncoded.
+	if c.Request.ContentLength != 0 && !identityCoded(c.Request.Header) {
 		c.Header("Accept-Encoding", "identity")
 		writeError(c, unsupportedCoding())
 		return

@@ -62,8 +62,10 @@ var nullJSON = json.RawMessage("null")
 //
 // When the request offered tools, text that might be a text tool call
 // ("<tool_call>" and partial prefixes of it) is held until it can be decided;
-// see toolHolder. All other text, and all reasoning (never a tool call), is
-// released immediately. Deltas are proto3 strings and so whole UTF-8
+// see toolHolder. All other text is released immediately, and so is
+// reasoning (never a tool call), except reasoning that comes while such
+// text is held: it follows that text out, in the order the model produced
+// them. Deltas are proto3 strings and so whole UTF-8
 // runes; the writer never splits one.
 type ChatStreamWriter struct {
 	opts      RenderOptions
@@ -116,7 +118,13 @@ func (s *ChatStreamWriter) Add(ev *iop.RunEvent) error {
 		// Reasoning first: when an event carries both, the model thought
 		// before it answered.
 		if r := ev.GetReasoning(); r != "" {
-			s.reason(r)
+			if s.holder != nil && s.holder.holdsText() {
+				// Text before it is held (it may be a tool call): the
+				// reasoning waits behind it, in the model's order.
+				s.holder.pushReasoning(r)
+			} else {
+				s.reason(r)
+			}
 		}
 		if d := ev.GetDelta(); d != "" {
 			if s.holder != nil {
@@ -207,6 +215,13 @@ func (s *ChatStreamWriter) drainHolder() {
 	if s.holder == nil {
 		return
 	}
+	for i, a := range s.holder.ahead {
+		s.text(a.text)
+		s.calls(a.calls)
+		s.reason(a.reasoning)
+		s.holder.ahead[i] = heldOut{}
+	}
+	s.holder.ahead = s.holder.ahead[:0]
 	text, calls := s.holder.take()
 	s.text(text)
 	s.calls(calls)

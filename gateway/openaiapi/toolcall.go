@@ -196,8 +196,16 @@ func parseNativeToolCalls(raw string) ([]ToolCall, error) {
 
 // segment is a piece of streamed content classified by textToolScanner.
 type segment struct {
-	text string    // the text as written (for a call: the whole block)
-	call *ToolCall // non-nil when the block is a valid call of an offered tool
+	text      string    // the text as written (for a call: the whole block)
+	call      *ToolCall // non-nil when the block is a valid call of an offered tool
+	reasoning bool      // text is reasoning that came after the content before it
+}
+
+// reasoningMark is reasoning the model produced after the first at bytes
+// of what a textToolScanner holds.
+type reasoningMark struct {
+	at   int
+	text string
 }
 
 // textToolScanner is the incremental form of ParseTextToolCalls's scan: fed
@@ -212,6 +220,15 @@ type textToolScanner struct {
 	buf      []byte // held content; empty when nothing is held
 	inBlock  bool   // buf starts with the open tag
 	searched int    // in a block: bytes of buf already searched for the close tag
+	// marks are reasoning pieces that came while buf was held, in order;
+	// each goes out after the held text before it (emitText's split), or
+	// after the block it came inside.
+	marks []reasoningMark
+}
+
+// hold places reasoning r after everything held (buf is not empty).
+func (s *textToolScanner) hold(r string) {
+	s.marks = append(s.marks, reasoningMark{at: len(s.buf), text: r})
 }
 
 func (s *textToolScanner) feed(text string, emit func(segment)) {
@@ -232,13 +249,13 @@ func (s *textToolScanner) feed(text string, emit func(segment)) {
 	for {
 		if !s.inBlock {
 			if j := bytes.Index(s.buf, toolOpenTagBytes); j >= 0 {
-				emitText(string(s.buf[:j]), emit)
+				s.emitHeld(j, emit)
 				s.drop(j)
 				s.inBlock, s.searched = true, len(toolOpenTag)
 				continue
 			}
 			n := len(s.buf) - partialPrefixLen(s.buf, toolOpenTag)
-			emitText(string(s.buf[:n]), emit)
+			s.emitHeld(n, emit)
 			s.drop(n)
 			return
 		}
@@ -255,14 +272,41 @@ func (s *textToolScanner) feed(text string, emit func(segment)) {
 		} else {
 			emit(segment{text: block})
 		}
+		s.emitMarks(end, emit)
 		s.drop(end)
 		s.inBlock, s.searched = false, 0
+	}
+}
+
+// emitHeld emits the first n held bytes as text, with the reasoning that
+// came among them in its place.
+func (s *textToolScanner) emitHeld(n int, emit func(segment)) {
+	from := 0
+	for len(s.marks) > 0 && s.marks[0].at <= n {
+		emitText(string(s.buf[from:s.marks[0].at]), emit)
+		from = s.marks[0].at
+		s.emitMarks(from, emit)
+	}
+	emitText(string(s.buf[from:n]), emit)
+}
+
+// emitMarks emits the reasoning that came within the first n held bytes.
+func (s *textToolScanner) emitMarks(n int, emit func(segment)) {
+	i := 0
+	for ; i < len(s.marks) && s.marks[i].at <= n; i++ {
+		emit(segment{text: s.marks[i].text, reasoning: true})
+	}
+	if i > 0 {
+		s.marks = s.marks[:copy(s.marks, s.marks[i:])]
 	}
 }
 
 // drop discards the first n held bytes. A buffer grown for a long block is
 // let go once it is empty: a quiet stream holds none.
 func (s *textToolScanner) drop(n int) {
+	for i := range s.marks {
+		s.marks[i].at -= n
+	}
 	s.buf = s.buf[:copy(s.buf, s.buf[n:])]
 	if len(s.buf) == 0 && cap(s.buf) > maxIdleHold {
 		s.buf = nil
@@ -274,8 +318,8 @@ const maxIdleHold = 4 << 10
 
 // finish emits whatever is held (a partial tag or an unclosed block) as text.
 func (s *textToolScanner) finish(emit func(segment)) {
-	emitText(string(s.buf), emit)
-	s.buf, s.inBlock, s.searched = nil, false, 0
+	s.emitHeld(len(s.buf), emit)
+	s.buf, s.marks, s.inBlock, s.searched = nil, nil, false, 0
 }
 
 func emitText(t string, emit func(segment)) {
@@ -319,9 +363,21 @@ type toolHolder struct {
 	wsHold       []byte    // leading whitespace not yet released (appended: see textToolScanner)
 	queue        []segment // held from the first unconfirmed call onwards
 	queued       int       // bytes of text in queue
+	heldThought  int       // bytes of reasoning held behind text (scan.marks and queue)
+	// ahead is what is ready to send before outText and outCalls: text
+	// and calls with the reasoning that followed them.
+	ahead        []heldOut
 	callsEmitted int
 	outText      strings.Builder // text ready to send
 	outCalls     []ToolCall      // calls ready to send
+}
+
+// heldOut is text and calls released from the hold, then the reasoning the
+// model produced after them.
+type heldOut struct {
+	text      string
+	calls     []ToolCall
+	reasoning string
 }
 
 func newToolHolder(offered []string) *toolHolder {
@@ -335,10 +391,42 @@ func newToolHolder(offered []string) *toolHolder {
 // afresh.
 func (h *toolHolder) push(delta string) {
 	h.scan.feed(delta, h.route)
-	if len(h.scan.buf)+len(h.wsHold)+h.queued > MaxAnswerBytes {
+	h.bound()
+}
+
+// holdsText reports whether text that may be (or is) a text tool call is
+// held: reasoning coming now must wait behind it (pushReasoning). Held
+// leading whitespace does not count: it is invisible, and holding
+// reasoning behind it could hide a whole answer's thinking until its end.
+func (h *toolHolder) holdsText() bool { return len(h.scan.buf) > 0 || len(h.queue) > 0 }
+
+// pushReasoning takes reasoning the model produced after the text held
+// (holdsText): it goes out after that text is released or decided, in the
+// model's order, and counts toward push's bound.
+func (h *toolHolder) pushReasoning(r string) {
+	h.heldThought += len(r)
+	if len(h.scan.buf) > 0 {
+		h.scan.hold(r)
+	} else {
+		h.route(segment{text: r, reasoning: true})
+	}
+	h.bound()
+}
+
+// bound releases everything held once it is past MaxAnswerBytes (push).
+func (h *toolHolder) bound() {
+	if len(h.scan.buf)+len(h.wsHold)+h.queued+h.heldThought > MaxAnswerBytes {
 		h.finish(false)
 		h.releasedReal = true
 	}
+}
+
+// think sends reasoning r after what is ready so far.
+func (h *toolHolder) think(r string) {
+	h.heldThought -= len(r)
+	h.ahead = append(h.ahead, heldOut{text: h.outText.String(), calls: h.outCalls, reasoning: r})
+	h.outText.Reset()
+	h.outCalls = nil
 }
 
 // mark records that the run is a text-fallback run and releases what was
@@ -358,7 +446,13 @@ func (h *toolHolder) mark() {
 func (h *toolHolder) route(s segment) {
 	if len(h.queue) > 0 {
 		h.queue = append(h.queue, s)
-		h.queued += len(s.text)
+		if !s.reasoning {
+			h.queued += len(s.text)
+		}
+		return
+	}
+	if s.reasoning {
+		h.think(s.text)
 		return
 	}
 	if s.call != nil {
@@ -406,11 +500,18 @@ func (h *toolHolder) finish(restore bool) {
 	// Not restoring: everything held is content, verbatim and in order.
 	h.outText.Write(h.wsHold)
 	h.wsHold = nil
+	verbatim := func(s segment) {
+		if s.reasoning {
+			h.think(s.text)
+		} else {
+			h.outText.WriteString(s.text)
+		}
+	}
 	for _, s := range h.queue {
-		h.outText.WriteString(s.text)
+		verbatim(s)
 	}
 	h.queue, h.queued = nil, 0
-	h.scan.finish(func(s segment) { h.outText.WriteString(s.text) })
+	h.scan.finish(verbatim)
 }
 
 // dropBlank discards the leading whitespace held when it is all the
