@@ -105,3 +105,14 @@ func asciiFoldEqual(x, y string) bool {
 	}
 	return true
 }
+
+// An entry repeated more than once is named as a repeat of the first
+// entry that listed it, not of another repeat.
+func TestEdgeAddressRepeatedThriceNamesTheFirst(t *testing.T) {
+	n := &Node{Node: NodeIdentity{ID: "a", Token: "t"}, Edge: NodeEdge{Addresses: []string{"edge:7000", "EDGE:7000", "edge.:07000"}}}
+	err := n.Normalize()
+	want := `edge.addresses[2] "edge.:07000" is listed twice (as edge.addresses[0] "edge:7000")`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+}
