@@ -145,6 +145,9 @@ func run() int {
 		case <-runCtx.Done():
 		case sig := <-late:
 			drainThenStop(runCtx, agent, cfg.Shutdown.Drain(), late, sig, log)
+			if beforeFinalStop != nil {
+				beforeFinalStop(late)
+			}
 			// A signal from here on has its default action: a stop that
 			// hangs can still be killed.
 			finalStop()
@@ -176,6 +179,11 @@ func run() int {
 	log.Info("iop-node stopped")
 	return 0
 }
+
+// beforeFinalStop is nil but in test builds (testhooks.go), where it can
+// hold the drain's goroutine between the cut and the final stop: a signal
+// landing in that moment cannot be placed there from outside.
+var beforeFinalStop func(late chan os.Signal)
 
 // drainThenStop is the node's answer to its first SIGINT/SIGTERM (sig):
 // with a drain bound, the agent takes no new work, its edges are told,

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "iop-node")
-	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-tags", "iopnode_testhooks", "-o", binary, ".").CombinedOutput()
 	if err != nil {
 		os.Stderr.Write(out)
 		panic(err)
