@@ -136,6 +136,10 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 		}
 		d.genCounter++
 		n.owner, n.gen, n.state, n.draining = c, d.genCounter, statePending, false
+		// The server keeps the newest of two connections waiting for
+		// their ready by this order, whatever order their answers'
+		// writes end in.
+		c.SetRegisterOrder(d.genCounter)
 		d.connNode[c] = n
 		// The registration answer carries the edge's current config.
 		d.setRunningLocked(n, d.cfg.Node(n.id))

@@ -67,6 +67,9 @@ type Conn struct {
 	heartbeatsSent atomic.Uint64
 	heartbeatsRecv atomic.Uint64
 	lastRecvNano   atomic.Int64
+	// registerOrder is the place of c's accepted registration among all
+	// the handler accepted (SetRegisterOrder); 0 when it gives none.
+	registerOrder atomic.Uint64
 }
 
 func newConn(raw net.Conn, maxFrame int, log *zap.Logger) *Conn {
@@ -117,6 +120,17 @@ func (c *Conn) startMux(client bool) error {
 	}()
 	return nil
 }
+
+// SetRegisterOrder records the place of c's accepted registration among
+// all the handler accepted (larger: later), decided in the handler's own
+// step that made c its node's owner. The server's answer writes may end in
+// another order than those steps; a connection waiting for its ready is
+// then superseded only by a later registration (awaitReady), never by an
+// earlier one whose answer went out last.
+func (c *Conn) SetRegisterOrder(n uint64) { c.registerOrder.Store(n) }
+
+// RegisterOrder is what SetRegisterOrder recorded (0: nothing).
+func (c *Conn) RegisterOrder() uint64 { return c.registerOrder.Load() }
 
 // RemoteAddr is the peer address, for logs only (never shown in status).
 func (c *Conn) RemoteAddr() net.Addr { return c.raw.RemoteAddr() }

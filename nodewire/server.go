@@ -440,14 +440,21 @@ var errSuperseded = fmt.Errorf("%w: superseded by a newer registration of its no
 // now, and would otherwise hold its place in MaxConns for ReadyTimeout,
 // so whoever holds one node's token could fill MaxConns by registering
 // again and again. (A ready connection is the handler's to supersede.)
+// Older is by registration order (Conn.SetRegisterOrder), not by when the
+// answers' writes ended: when the one waiting was registered after c, c is
+// the stale one and is closed instead, so the handler's owner is kept.
 // The returned func forgets c, if it is still the one recorded.
 func (s *Server) awaitReady(id string, c *Conn) func() {
 	s.mu.Lock()
-	old := s.awaiting[id]
-	s.awaiting[id] = c
+	stale := s.awaiting[id]
+	if stale != nil && stale.registerOrder.Load() > c.registerOrder.Load() {
+		stale = c
+	} else {
+		s.awaiting[id] = c
+	}
 	s.mu.Unlock()
-	if old != nil {
-		old.closeWith(errSuperseded) // wakes its serveConn; never waits
+	if stale != nil {
+		stale.closeWith(errSuperseded) // wakes its serveConn; never waits
 	}
 	return func() { s.readyDone(id, c) }
 }

@@ -1,0 +1,98 @@
+package nodewire
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// Two registrations of one node id whose answers' writes end in the
+// reverse order of their registrations: the later one (the handler's
+// owner) stays and becomes ready; the earlier one, whose answer went out
+// last, is the one closed as superseded. Before, the earlier one's
+// arrival closed the later one, and its own ready was then refused as
+// stale, leaving the node with neither.
+func TestRegisterAnswersInReverseOrderKeepNewer(t *testing.T) {
+	h := newFakeHandler()
+	var order atomic.Uint64
+	holdFirst := make(chan struct{})
+	h.register = func(c *Conn, req *iop.RegisterRequest) *iop.RegisterResponse {
+		n := order.Add(1)
+		c.SetRegisterOrder(n)
+		if n == 1 {
+			// The first registration's answer goes out only after the
+			// second one waits for its ready.
+			<-holdFirst
+		}
+		return acceptResponse(req.GetNodeId(), testHeartbeat)
+	}
+	ts := startServer(t, h, ServerConfig{ReadyTimeout: time.Minute})
+
+	type dialed struct {
+		cc  *ClientConn
+		err error
+	}
+	firstCh := make(chan dialed, 1)
+	// Owner: this test; ends when the held answer is released (below, or
+	// by the cleanup that closes the server).
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+		defer cancel()
+		cc, _, err := Dial(ctx, DialConfig{Address: ts.addr}, testRegisterRequest("n1"))
+		firstCh <- dialed{cc, err}
+	}()
+	firstEdge := recvConn(t, h.registered, "the first registration")
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(holdFirst)
+		}
+	}
+	t.Cleanup(release)
+
+	second, _ := dial(t, DialConfig{Address: ts.addr}, "n1")
+	secondEdge := recvConn(t, h.registered, "the second registration")
+	waitFor(t, "the second registration to wait for its ready", func() bool {
+		ts.srv.mu.Lock()
+		defer ts.srv.mu.Unlock()
+		return ts.srv.awaiting["n1"] == secondEdge
+	})
+	release()
+	var first dialed
+	select {
+	case first = <-firstCh:
+	case <-time.After(waitLong):
+		t.Fatal("the first registration's answer never arrived")
+	}
+	if first.err != nil {
+		t.Fatalf("first Dial: %v", first.err)
+	}
+	t.Cleanup(func() { _ = first.cc.Close() })
+
+	// Exactly one is closed, and it must be the earlier registration.
+	cl := recvClosed(t, h)
+	if cl.c == secondEdge {
+		t.Fatal("the newer registration was closed by an older one whose answer went out last")
+	}
+	if cl.c != firstEdge || !errors.Is(cl.err, ErrClosed) {
+		t.Fatalf("closed %p for %v, want the first registration superseded", cl.c, cl.err)
+	}
+	select {
+	case <-first.cc.Done():
+	case <-time.After(waitLong):
+		t.Fatal("the older registration, never ready, was kept open")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	if err := second.Ready(ctx, "n1"); err != nil {
+		t.Fatalf("the newer connection's ready: %v", err)
+	}
+	if secondEdge.IsClosed() {
+		t.Fatal("the newer connection was closed")
+	}
+}
