@@ -110,9 +110,12 @@ func (s *ChatStreamWriter) Add(ev *iop.RunEvent) error {
 	}
 	terminal := s.st.observe(ev)
 	native := s.st.toolCalls != ""
-	if s.holder != nil && s.st.textFallback() && !native {
-		// The mark may come on any event; act on it before this event's text.
+	if s.holder != nil && !s.holder.marked && s.st.textFallback() && !native {
+		// The mark may come on any event; act on it before this event's
+		// text. What it releases came before this event's reasoning, which
+		// is written at once when nothing is held: it goes out first.
 		s.holder.mark()
+		s.drainHolder()
 	}
 	if ev.GetType() == iop.RunEventType_RUN_EVENT_TYPE_DELTA {
 		// Reasoning first: when an event carries both, the model thought
