@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // The cap on an edge name's supervisors counts a live session whose
@@ -21,9 +23,18 @@ func TestEdgeNameCapCountsALiveSessionNoLongerListed(t *testing.T) {
 	a := startFakeEdgeOn(t, net.JoinHostPort("127.0.0.2", r.port), mockPayload(1), nil)
 	b := startFakeEdgeOn(t, net.JoinHostPort("127.0.0.3", r.port), mockPayload(1), nil)
 	dns := newMovableDNS(t, "127.0.0.2", "127.0.0.3")
-	done, stop := runNamed(t, dnsPolicy(0), r.port, zap.NewNop())
+	core, logs := observer.New(zapcore.InfoLevel)
+	done, stop := runNamed(t, dnsPolicy(0), r.port, zap.New(core))
 	readyOrStopped(t, a, done)
 	cb := b.nextReady(t)
+	// The edges have the ready requests; the follower must count both
+	// sessions as ready (logged after it does) before DNS moves, or the
+	// one with a, no longer listed, is not yet a session it keeps.
+	for deadline := time.Now().Add(30 * time.Second); logs.FilterMessage("edge session ready").Len() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the node never logged both sessions ready")
+		}
+	}
 	// DNS moves to maxAddressesPerName new addresses; the session with a
 	// stays up, the one with b is lost and has the name looked up.
 	dns.set(ips...)

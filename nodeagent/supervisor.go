@@ -174,11 +174,13 @@ func (s *Supervisor) session(ctx context.Context, attempt int) (bool, error) {
 		s.note("failed", attempt, err)
 		return false, err
 	}
-	s.log.Info("edge session ready", zap.String("node_id", resp.GetNodeId()), zap.Int("adapters", len(resp.GetConfig().GetAdapters())), zap.Bool("draining", ready.GetDraining()))
-	s.note("ready", attempt, nil)
+	// The name follower counts the session before it is logged, so a
+	// reader of the log line knows the follower does.
 	if s.watch != nil {
 		s.watch.ready()
 	}
+	s.log.Info("edge session ready", zap.String("node_id", resp.GetNodeId()), zap.Int("adapters", len(resp.GetConfig().GetAdapters())), zap.Bool("draining", ready.GetDraining()))
+	s.note("ready", attempt, nil)
 	lctx, stopLoad := context.WithCancel(ctx)
 	loadDone := make(chan struct{})
 	// Owner: this session. Stops when the session ends (stopLoad below) or
