@@ -9,6 +9,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/internal/stack"
 )
 
 // lazyThinking is the earlier thinking a Messages conversation sends back.
@@ -23,27 +24,7 @@ const lazyOllamaBusy = `{"error":"server busy, please try again.  maximum pendin
 // second), and the run between them gets the thinking (Ollama's thinking
 // member of the assistant message).
 func TestMessagesFailoverTunnelRunTunnel(t *testing.T) {
-	busy := func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusServiceUnavailable, `{"error":{"message":"engine overloaded","type":"ServiceUnavailableError","param":null,"code":503}}`)
-	}
-	first := newUpstream(t, busy)
-	third := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, vllmChatJSON) })
-	ol := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/api/version":
-			writeJSON(w, http.StatusOK, `{"version":"0.12.6"}`)
-		case "/api/chat":
-			writeJSON(w, http.StatusServiceUnavailable, lazyOllamaBusy)
-		default:
-			http.Error(w, "404 page not found", http.StatusNotFound)
-		}
-	})
-	cfg := edgeConfig([]config.ProviderSpec{vllmProvider("first", first.baseURL()),
-		{Name: "mid", Type: "ollama", BaseURL: ol.URL, Capacity: 4}, vllmProvider("third", third.baseURL())})
-	cfg.Models = []config.ModelSpec{{Name: "m", Routing: "ordered", MaxAttempts: 3, Providers: []config.ModelProvider{
-		{Node: nodeID, Provider: "first", Target: target}, {Node: nodeID, Provider: "mid", Target: target},
-		{Node: nodeID, Provider: "third", Target: target}}}}
-	e, _ := startStack(t, cfg)
+	first, ol, third, e := busyVLLMOllamaThenVLLM(t, vllmChatJSON)
 
 	an := anClient(t, e, "")
 	msg, err := an.Messages.New(ctxT(t), anthropic.MessageNewParams{Model: "m", MaxTokens: 64, Messages: []anthropic.MessageParam{
@@ -86,4 +67,32 @@ func TestMessagesFailoverTunnelRunTunnel(t *testing.T) {
 	if strings.Contains(string(msg.RawJSON()), lazyThinking) {
 		t.Errorf("the earlier thinking came back in the answer: %s", msg.RawJSON())
 	}
+}
+
+// busyVLLMOllamaThenVLLM starts a stack whose model m tries, in order, a
+// vLLM imitation answering 503, an Ollama imitation whose chat is busy
+// (503), and a vLLM imitation answering answer.
+func busyVLLMOllamaThenVLLM(t *testing.T, answer string) (first, ol, third *upstream, e *stack.Edge) {
+	t.Helper()
+	first = newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusServiceUnavailable, `{"error":{"message":"engine overloaded","type":"ServiceUnavailableError","param":null,"code":503}}`)
+	})
+	third = newUpstream(t, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, answer) })
+	ol = newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/version":
+			writeJSON(w, http.StatusOK, `{"version":"0.12.6"}`)
+		case "/api/chat":
+			writeJSON(w, http.StatusServiceUnavailable, lazyOllamaBusy)
+		default:
+			http.Error(w, "404 page not found", http.StatusNotFound)
+		}
+	})
+	cfg := edgeConfig([]config.ProviderSpec{vllmProvider("first", first.baseURL()),
+		{Name: "mid", Type: "ollama", BaseURL: ol.URL, Capacity: 4}, vllmProvider("third", third.baseURL())})
+	cfg.Models = []config.ModelSpec{{Name: "m", Routing: "ordered", MaxAttempts: 3, Providers: []config.ModelProvider{
+		{Node: nodeID, Provider: "first", Target: target}, {Node: nodeID, Provider: "mid", Target: target},
+		{Node: nodeID, Provider: "third", Target: target}}}}
+	e, _ = startStack(t, cfg)
+	return first, ol, third, e
 }

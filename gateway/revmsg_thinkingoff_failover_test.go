@@ -2,12 +2,9 @@ package gateway_test
 
 import (
 	"bytes"
-	"net/http"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
-
-	"github.com/iop-gateway/iop/config"
 )
 
 // Thinking off follows each attempt's provider across failover: a Messages
@@ -16,27 +13,7 @@ import (
 // run. Only Ollama is told think: false; neither vLLM body carries
 // reasoning_effort, before or after the Ollama attempt.
 func TestMessagesThinkingOffFollowsFailover(t *testing.T) {
-	busy := func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusServiceUnavailable, `{"error":{"message":"engine overloaded","type":"ServiceUnavailableError","param":null,"code":503}}`)
-	}
-	first := newUpstream(t, busy)
-	third := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, vllmToolCallJSON) })
-	ol := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/api/version":
-			writeJSON(w, http.StatusOK, `{"version":"0.12.6"}`)
-		case "/api/chat":
-			writeJSON(w, http.StatusServiceUnavailable, lazyOllamaBusy)
-		default:
-			http.Error(w, "404 page not found", http.StatusNotFound)
-		}
-	})
-	cfg := edgeConfig([]config.ProviderSpec{vllmProvider("first", first.baseURL()),
-		{Name: "mid", Type: "ollama", BaseURL: ol.URL, Capacity: 4}, vllmProvider("third", third.baseURL())})
-	cfg.Models = []config.ModelSpec{{Name: "m", Routing: "ordered", MaxAttempts: 3, Providers: []config.ModelProvider{
-		{Node: nodeID, Provider: "first", Target: target}, {Node: nodeID, Provider: "mid", Target: target},
-		{Node: nodeID, Provider: "third", Target: target}}}}
-	e, _ := startStack(t, cfg)
+	first, ol, third, e := busyVLLMOllamaThenVLLM(t, vllmToolCallJSON)
 
 	off := anthropic.NewThinkingConfigDisabledParam()
 	tool := anthropic.ToolUnionParam{OfTool: &anthropic.ToolParam{Name: "get_weather", InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{}}}}
