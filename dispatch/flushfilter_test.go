@@ -96,20 +96,7 @@ func TestClusterReturnDuringCloseWaitsForReturnerBatch(t *testing.T) {
 	}()
 	waitFor(t, "Close begun", func() bool { return f.d.ctx.Err() != nil })
 	l.Release(ReasonNodeLost)
-	select {
-	case m := <-sub.Channel():
-		if m.Payload != key {
-			t.Fatalf("announced %q, want %q", m.Payload, key)
-		}
-	case <-time.After(waitDeadline):
-		t.Fatal("the return was never announced")
-	}
-	p.letThrough()
-	select {
-	case <-p.answered:
-	case <-time.After(waitDeadline):
-		t.Fatal("Redis never answered the late re-add")
-	}
+	p.returnThenReadd(t, sub, key)
 	<-closed
 	_ = led.Close()
 	if inLedger(t, rdb, key, l.ledgerID) {
