@@ -79,15 +79,7 @@ func TestClusterReturnDuringCloseWaitsForReturnerBatch(t *testing.T) {
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.ZRem(ctx, key, l.ledgerID).Err(); err != nil {
-		t.Fatal(err)
-	}
-	f.d.readd(map[string][]string{key: {l.ledgerID}}, map[string]*Lease{l.ledgerID: l})
-	select {
-	case <-p.held:
-	case <-time.After(waitDeadline):
-		t.Fatal("the re-add never reached the proxy")
-	}
+	p.loseAndReadd(t, f, rdb, key, l)
 	closed := make(chan struct{})
 	// Owner: the test; Close ends once the returner's batch timed out.
 	go func() {

@@ -152,15 +152,7 @@ func TestClusterLateReaddAfterReturnHoldsNoSlot(t *testing.T) {
 	}
 	// The ledger lost the lease (it expired during an outage): the
 	// renewal's finding, handed to readd as renewLeases does.
-	if err := rdb.ZRem(ctx, key, l.ledgerID).Err(); err != nil {
-		t.Fatal(err)
-	}
-	f.d.readd(map[string][]string{key: {l.ledgerID}}, map[string]*Lease{l.ledgerID: l})
-	select {
-	case <-p.held:
-	case <-time.After(waitDeadline):
-		t.Fatal("the re-add never reached the proxy")
-	}
+	p.loseAndReadd(t, f, rdb, key, l)
 	// The returner waits out the re-add's timeout, then sends the return
 	// on another connection: it reaches Redis first.
 	l.Release(ReasonCompleted)
@@ -188,5 +180,22 @@ func (p *readdHolder) returnThenReadd(t *testing.T, sub *redis.PubSub, key strin
 	case <-p.answered:
 	case <-time.After(waitDeadline):
 		t.Fatal("Redis never answered the late re-add")
+	}
+}
+
+// loseAndReadd removes l from the ledger's key (as an outage's expiry
+// would), hands it to readd as renewLeases does, and waits until the
+// re-add's bytes are held.
+func (p *readdHolder) loseAndReadd(t *testing.T, f *fixture, rdb *redis.Client, key string, l *Lease) {
+	t.Helper()
+	ctx := context.Background()
+	if err := rdb.ZRem(ctx, key, l.ledgerID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.d.readd(map[string][]string{key: {l.ledgerID}}, map[string]*Lease{l.ledgerID: l})
+	select {
+	case <-p.held:
+	case <-time.After(waitDeadline):
+		t.Fatal("the re-add never reached the proxy")
 	}
 }
