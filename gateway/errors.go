@@ -46,18 +46,25 @@ func apiError(err error, model string) *openaiapi.Error {
 // A request whose body is still unread closes its connection after the
 // answer (see deadlineBody.abandon).
 func writeError(c *gin.Context, e *openaiapi.Error) {
-	if v, ok := c.Get(infoKey); ok {
-		in := v.(*reqInfo)
-		if b := in.body; b != nil && b.abandon(c) {
-			// readDeadline lingers once the request is logged.
-			in.linger = true
-		}
-	}
+	abandonBody(c)
 	if e.RetryAfter > 0 {
 		c.Header("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
 	c.Data(e.Status, "application/json", e.Envelope())
 	c.Abort()
+}
+
+// abandonBody closes the connection after the answer when the request's
+// body is still unread, and has readDeadline linger once the request is
+// logged (deadlineBody.abandon). Call it before writing an early answer:
+// left open, net/http would read on into the body before it writes one.
+func abandonBody(c *gin.Context) {
+	if v, ok := c.Get(infoKey); ok {
+		in := v.(*reqInfo)
+		if b := in.body; b != nil && b.abandon(c) {
+			in.linger = true
+		}
+	}
 }
 
 // unsupportedCoding is the answer to a request body sent with a content

@@ -168,6 +168,7 @@ func methodNotAllowed(c *gin.Context) {
 	msg := "Method " + c.Request.Method + " is not allowed on " + c.Request.URL.Path + "; it is served with " + allow + "."
 	if p := c.Request.URL.Path; p == messagesPath || p == countTokensPath {
 		info(c).surface = surfaceAnthropic
+		abandonBody(c) // as writeError does: the body is never read
 		writeAnthropicError(c, &anthropicapi.Error{Status: http.StatusMethodNotAllowed, Type: anthropicapi.TypeInvalidRequest, Message: msg})
 		return
 	}
