@@ -33,27 +33,9 @@ type readdHolder struct {
 
 func newReaddHolder(t *testing.T, target string) *readdHolder {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &readdHolder{addr: ln.Addr().String(), held: make(chan struct{}), release: make(chan struct{}), answered: make(chan struct{})}
-	// Owner: the test (cleanup closes the listener). Stops when Accept
-	// fails.
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.serve(c, s)
-		}
-	}()
+	p := &readdHolder{held: make(chan struct{}), release: make(chan struct{}), answered: make(chan struct{})}
+	ln := listenProxy(t, target, p.serve)
+	p.addr = ln.Addr().String()
 	t.Cleanup(func() {
 		_ = ln.Close()
 		p.letThrough()

@@ -27,52 +27,36 @@ type replyDropper struct {
 
 func newReplyDropper(t *testing.T, target string) *replyDropper {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &replyDropper{addr: ln.Addr().String(), ln: ln}
-	// Owner: the test (cleanup closes the listener). Stops when Accept
-	// fails.
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			// Owner: the proxy. Stops when either side closes.
-			go func() {
-				_, _ = io.Copy(s, c)
-				_ = s.Close()
-				_ = c.Close()
-			}()
-			// Owner: the proxy. Stops when either side closes.
-			go func() {
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := s.Read(buf)
-					if n > 0 && !p.drop.Load() {
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							break
-						}
-					}
-					if err != nil {
+	p := &replyDropper{}
+	p.ln = listenProxy(t, target, func(c, s net.Conn) {
+		// Owner: the proxy. Stops when either side closes.
+		go func() {
+			_, _ = io.Copy(s, c)
+			_ = s.Close()
+			_ = c.Close()
+		}()
+		// Owner: the proxy. Stops when either side closes.
+		go func() {
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := s.Read(buf)
+				if n > 0 && !p.drop.Load() {
+					if _, werr := c.Write(buf[:n]); werr != nil {
 						break
 					}
 				}
-				_ = s.Close()
-				_ = c.Close()
-			}()
-		}
-	}()
+				if err != nil {
+					break
+				}
+			}
+			_ = s.Close()
+			_ = c.Close()
+		}()
+	})
+	p.addr = p.ln.Addr().String()
 	// The connections' copiers end when the ledger is closed (an earlier
 	// cleanup) or redis-server stops (a later one).
-	t.Cleanup(func() { _ = ln.Close() })
+	t.Cleanup(func() { _ = p.ln.Close() })
 	return p
 }
 
@@ -161,4 +145,33 @@ func TestClusterHandOnWithLostAnswerGivesSlotBack(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("the waiter was not served: the lost take's slot stayed taken (ledger: %v)", rdb.ZRangeWithScores(context.Background(), key, 0, -1).Val())
 	}
+}
+
+// listenProxy listens on a loopback port and hands each accepted
+// connection, with a fresh connection to target, to serve (which must not
+// block). A connection whose dial fails is closed. The listener is the
+// caller's to close.
+func listenProxy(t *testing.T, target string, serve func(c, s net.Conn)) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Owner: the test (cleanup closes the listener). Stops when Accept
+	// fails.
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			serve(c, s)
+		}
+	}()
+	return ln
 }
