@@ -41,6 +41,12 @@ var ErrUnavailable = errors.New("cluster: redis unavailable")
 // be granted until an operator removes the key.
 var ErrWrongType = errors.New("cluster: a ledger key holds a value of another type")
 
+// ErrRefused: Redis answered every update of an Apply but refused some with
+// an error reply (a key of another type, out of memory, a read-only
+// replica): those took no effect and never will (no command of the batch
+// is still on its way), the others were applied. Not ErrUnavailable.
+var ErrRefused = errors.New("cluster: redis refused an update")
+
 // DefaultKeyPrefix is the first part of every key and channel of the
 // ledger when Config.KeyPrefix is empty: the names edges of earlier
 // versions use.
@@ -387,7 +393,10 @@ func (l *Ledger) returnedKey(id string) string { return l.prefix + ":returned:" 
 // one connection: a waiter's removal never overtakes its registration).
 // Returns of one key are announced once. On an error none, some or all
 // of them took effect: leases not returned expire within the TTL, waiters
-// not removed age out of their set.
+// not removed age out of their set. ErrRefused when Redis answered every
+// update (the ones refused never take effect), ErrUnavailable when some
+// went unanswered (those may still take effect later). NOSCRIPT cannot
+// occur: the scripts are sent whole (EVAL).
 func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
 	if len(updates) == 0 {
 		return nil
@@ -428,8 +437,54 @@ func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
 	for _, k := range freed {
 		pipe.Publish(ctx, l.freed, k)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("%w: apply: %w", ErrUnavailable, err)
+	cmds, err := pipe.Exec(ctx)
+	if err == nil {
+		return nil
+	}
+	if answered(cmds) {
+		return fmt.Errorf("%w: apply: %w", ErrRefused, err)
+	}
+	return fmt.Errorf("%w: apply: %w", ErrUnavailable, err)
+}
+
+// answered reports whether Redis answered every command of an executed
+// pipeline: each succeeded or was refused with an error reply. A command
+// that failed otherwise (a connection cut, a timeout) may have run, may
+// run still, or never will.
+func answered(cmds []redis.Cmder) bool {
+	var reply redis.Error
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && !errors.As(err, &reply) {
+			return false
+		}
+	}
+	return true
+}
+
+// maxReplyKind bounds the length of a ReplyKind.
+const maxReplyKind = 32
+
+// ReplyKind is the error code of the Redis error reply err carries (its
+// first word by Redis's convention: "WRONGTYPE", "OOM", "READONLY"), or ""
+// when err carries none. At most maxReplyKind bytes.
+func ReplyKind(err error) string {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return ""
+	}
+	kind, _, _ := strings.Cut(reply.Error(), " ")
+	if len(kind) > maxReplyKind {
+		kind = kind[:maxReplyKind]
+	}
+	return kind
+}
+
+// Ping tells whether Redis answers, within the ledger's timeout.
+func (l *Ledger) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	if err := l.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("%w: ping: %w", ErrUnavailable, err)
 	}
 	return nil
 }
