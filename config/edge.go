@@ -420,8 +420,8 @@ func (c *Edge) Normalize() error {
 	if c.Listen.Node == "" {
 		c.Listen.Node = "127.0.0.1:7070"
 	}
-	checkHostPort(&p, "listen.http", c.Listen.HTTP)
-	checkHostPort(&p, "listen.node", c.Listen.Node)
+	checkHostPort(&p, "listen.http", c.Listen.HTTP, listenAddr)
+	checkHostPort(&p, "listen.node", c.Listen.Node, listenAddr)
 	if _, port, err := net.SplitHostPort(c.Listen.HTTP); err == nil && port != "0" && c.Listen.HTTP == c.Listen.Node {
 		// The second bind would fail at start with "address already in
 		// use", pointing at some other process.
@@ -454,7 +454,7 @@ func (c *Edge) Normalize() error {
 		}
 	}
 	if r := &c.Cluster.Redis; r.Address != "" {
-		checkHostPort(&p, "cluster.redis.address", r.Address)
+		checkHostPort(&p, "cluster.redis.address", r.Address, dialAddr)
 		if r.LeaseTTLSec == 0 {
 			r.LeaseTTLSec = 15
 		}
@@ -770,13 +770,49 @@ func checkMaxSeconds(p *problems, key string, v float64) {
 	}
 }
 
-func checkHostPort(p *problems, key, addr string) {
-	if host, port, err := net.SplitHostPort(addr); err != nil || strings.ContainsAny(host, "/@ \t") {
+// Whether checkHostPort checks an address to listen on or one to dial.
+const (
+	listenAddr = false
+	dialAddr   = true
+)
+
+// checkHostPort reports an address that is not host:port with a numeric
+// port: digits only, as the config is read by people (strconv.Atoi and
+// the dialer take +7000 and -0, which are no ports). An address to listen
+// on may have port 0 (any free port: tests and local runs) and an empty
+// host (every interface). An address dialled may have neither: nothing
+// answers on port 0, and an empty host is the local system only to a
+// single dial (as one of edge.addresses it is looked up as a name, which
+// fails on every attempt, and TLS has no name to verify), so
+// 127.0.0.1 or localhost says the same thing plainly. A host of dots
+// alone (".", the DNS root) names no host to dial or listen on.
+func checkHostPort(p *problems, key, addr string, dial bool) {
+	host, port, err := net.SplitHostPort(addr)
+	switch {
+	case err != nil || strings.ContainsAny(host, "/@ \t"):
 		// A URL (scheme://, user:password@) is not host:port.
 		p.add("%s %s is not host:port", key, quoteSafe(addr))
-	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		p.add("%s %s has a bad port", key, quoteSafe(addr))
+		return
+	case host != "" && strings.Trim(host, ".") == "":
+		p.add("%s %s has no host name (only dots)", key, quoteSafe(addr))
+	case dial && host == "":
+		p.add("%s %s has no host (write 127.0.0.1 or localhost for this machine)", key, quoteSafe(addr))
 	}
+	if n, ok := portNumber(port); !ok {
+		p.add("%s %s has a bad port (a number from 0 to 65535, digits only)", key, quoteSafe(addr))
+	} else if dial && n == 0 {
+		p.add("%s %s has port 0, which cannot be dialled", key, quoteSafe(addr))
+	}
+}
+
+// portNumber reads a port written in decimal digits only (leading zeros
+// are kept as the dialer reads them: 07000 is 7000).
+func portNumber(port string) (int, bool) {
+	if port == "" || strings.TrimLeft(port, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(port)
+	return n, err == nil && n <= 65535
 }
 
 // quoteSafe quotes a value for a problem message without the credentials

@@ -10,8 +10,11 @@ import (
 // EdgeAddressKey is an edge address (host:port) in one spelling for one
 // socket, as the node compares edge.addresses entries (at load, and when
 // it merges the sessions of entries reaching one edge): an IP address
-// unmapped (::ffff:10.0.0.1 and 10.0.0.1; a zone is kept, fe80::1%eth0
-// being another socket than fe80::1%eth1), a name in lower case and
+// unmapped (::ffff:10.0.0.1 and 10.0.0.1; a zone is kept as written,
+// fe80::1%eth0 being another socket than fe80::1%eth1: %2 is not mapped
+// to the interface it numbers, which is the machine's and can change
+// while the node runs, and the key must not depend on the machine the
+// config is checked on), a name in lower case and
 // without its trailing dot (edgeName), the port as a number (EdgePort).
 // Text that is not host:port is returned as it is.
 func EdgeAddressKey(addr string) string {

@@ -115,14 +115,14 @@ func (c *Node) Normalize() error {
 	case c.Edge.Address != "" && len(c.Edge.Addresses) > 0:
 		p.add("edge.address and edge.addresses are both set; set one")
 	case c.Edge.Address != "":
-		checkHostPort(&p, "edge.address", c.Edge.Address)
+		checkHostPort(&p, "edge.address", c.Edge.Address, dialAddr)
 	}
 	// Entries are compared as the node compares them (EdgeAddressKey):
 	// 10.0.0.1:07000, EDGE.:7000 and edge:7000 each repeat an earlier
 	// 10.0.0.1:7000 or edge:7000, which the node would serve once.
 	seen := map[string]int{}
 	for i, a := range c.Edge.Addresses {
-		checkHostPort(&p, fmt.Sprintf("edge.addresses[%d]", i), a)
+		checkHostPort(&p, fmt.Sprintf("edge.addresses[%d]", i), a, dialAddr)
 		key := EdgeAddressKey(a)
 		if first, ok := seen[key]; ok {
 			p.add("edge.addresses[%d] %s is listed twice (as edge.addresses[%d] %s)", i, quoteSafe(a), first, quoteSafe(c.Edge.Addresses[first]))

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -281,7 +282,8 @@ func (a *instance) sessionInfos() []adapter.SessionInfo {
 // loadSessions registers the sessions persisted by an earlier Node process,
 // so they are listed and can be terminated. Session directories without a
 // state file, holding at most leftovers of a state write, are removed
-// (removeStateless). One whose state file cannot be read is kept (the
+// (removeStateless). One whose state file cannot be read (corrupt, too
+// large, or no regular file of its own: readStateBytes) is kept (the
 // warning names something to look at), unlisted but counted against
 // max_sessions as the least recently used: it takes room on disk as any
 // session does, and is the first evicted when a new session needs room
@@ -406,9 +408,23 @@ func (a *instance) loadState(s *session) sessionState {
 	return st
 }
 
+// maxStateBytes bounds what readState reads of a state file. A state
+// holds an id of at most maxSessionIDLen bytes, a captured id of at most
+// 256 (plausibleID), each at most six bytes a byte in JSON, and a few
+// numbers: under 3 KiB.
+const maxStateBytes = 64 << 10
+
+var (
+	// errStateNotRegular: the state file is not a regular file of the
+	// session's own (a FIFO, a device, a directory, a symlink).
+	errStateNotRegular = errors.New("session state is not a regular file")
+	// errStateTooLarge: the state file holds more than maxStateBytes.
+	errStateTooLarge = errors.New("session state is too large")
+)
+
 func readState(dir, id string) (sessionState, error) {
 	var st sessionState
-	b, err := os.ReadFile(filepath.Join(dir, stateFileName))
+	b, err := readStateBytes(filepath.Join(dir, stateFileName))
 	if err != nil {
 		return st, fmt.Errorf("read session state: %w", err)
 	}
@@ -419,6 +435,44 @@ func readState(dir, id string) (sessionState, error) {
 		return st, errors.New("session state belongs to another id")
 	}
 	return st, nil
+}
+
+// readStateBytes reads the state file at name, which writeState makes a
+// regular file of the session's own. Anything else in its place, left by
+// hand or by another program with access to the store, is refused without
+// being read: a FIFO would block the open (and with it the loading of
+// every session, or a run), and a symlink could make another file, out of
+// the store, the session's state. Lstat refuses those without opening
+// them; the open does not block (O_NONBLOCK) and must reach the file
+// Lstat saw, should the name be replaced in between.
+func readStateBytes(name string) ([]byte, error) {
+	lfi, err := os.Lstat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !lfi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w (%s)", errStateNotRegular, lfi.Mode().Type())
+	}
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || !os.SameFile(lfi, fi) {
+		return nil, fmt.Errorf("%w (replaced while opened)", errStateNotRegular)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxStateBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxStateBytes {
+		return nil, fmt.Errorf("%w (over %d bytes)", errStateTooLarge, maxStateBytes)
+	}
+	return b, nil
 }
 
 // writeState replaces the state file atomically, so a crash never leaves a
