@@ -1,6 +1,7 @@
 package nodewire
 
 import (
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -82,6 +83,56 @@ func TestFirstQueuedFindsATerminalNotLast(t *testing.T) {
 		}
 		if got := env.GetProviderTunnelFrame().GetSequence(); got != want {
 			t.Fatalf("read frame %d, want %d", got, want)
+		}
+	}
+}
+
+// Past maxQueuedWalk frames the walk decodes only the last one: a backlog
+// of a node's chunks ending with its terminal still finds the terminal
+// (one decode for the rest, however many there are), and a frame after it
+// there hides it (as before the walk existed).
+func TestFirstQueuedPastTheWalkBoundLooksAtTheLast(t *testing.T) {
+	for _, after := range []bool{false, true} {
+		send, recv := lentPair(t)
+		if _, err := recv.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		frames := maxQueuedWalk + 10
+		for i := range frames {
+			if err := send.Queue(tunnelFrameEnv(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, Sequence: uint64(i), Body: []byte("data: x\n\n")})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := send.Queue(tunnelFrameEnv(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END, End: true})); err != nil {
+			t.Fatal(err)
+		}
+		frames++
+		if after {
+			if err := send.Queue(tunnelFrameEnv(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, Body: []byte("x")})); err != nil {
+				t.Fatal(err)
+			}
+			frames++
+		}
+		if err := send.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		seen := 0
+		waitFor(t, "the backlog at the receiver", func() bool {
+			recv.s.mu.Lock()
+			unread := recv.s.rbuf[recv.s.roff:]
+			n := 0
+			for rest := unread; len(rest) > 0 && wholeFramesLen(rest, recv.maxFrame) > 0; n++ {
+				rest = rest[frameHeaderLen+int(binary.BigEndian.Uint32(rest)):]
+			}
+			recv.s.mu.Unlock()
+			return n == frames
+		})
+		env, ok := recv.FirstQueued(func(env *iop.Envelope) bool { seen++; return tunnelEnded(env) })
+		if want := maxQueuedWalk + 1; seen != want {
+			t.Fatalf("after=%v: stop saw %d frames, want %d (the walk's bound and the last)", after, seen, want)
+		}
+		if ok == after || (ok && !env.GetProviderTunnelFrame().GetEnd()) {
+			t.Fatalf("after=%v: FirstQueued = %v, %v", after, env, ok)
 		}
 	}
 }

@@ -85,17 +85,35 @@ func FuzzStreamFirstQueued(f *testing.F) {
 		if st.s.roff != off || len(st.s.rbuf) != len(data) || string(st.s.rbuf) != string(data) {
 			t.Fatal("FirstQueued changed the unread bytes")
 		}
-		var wantEnv *iop.Envelope
-		wantSeen := 0
-		for _, payload := range wholeFramesRef(data[off:], maxSize) {
+		decode := func(payload []byte) *iop.Envelope {
 			if fanout > 0 && len(payload) > scanFanoutAbove {
 				left := fanout
 				if countElements(payload, envelopeDesc, &left) != nil {
-					break // Recv refuses it
+					return nil // Recv refuses it
 				}
 			}
 			e, err := DecodeEnvelope(append([]byte(nil), payload...))
 			if err != nil {
+				return nil
+			}
+			return e
+		}
+		var wantEnv *iop.Envelope
+		wantSeen := 0
+		frames := wholeFramesRef(data[off:], maxSize)
+		for i, payload := range frames {
+			if i == maxQueuedWalk {
+				// Past the walk's bound: the last frame only.
+				if e := decode(frames[len(frames)-1]); e != nil {
+					wantSeen++
+					if queuedTerminalStop(e) {
+						wantEnv = e
+					}
+				}
+				break
+			}
+			e := decode(payload)
+			if e == nil {
 				break
 			}
 			wantSeen++

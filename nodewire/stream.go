@@ -455,6 +455,13 @@ func (st *Stream) Abort() {
 // SetDeadline bounds both Send and Recv; zero clears it.
 func (st *Stream) SetDeadline(t time.Time) error { return st.s.SetDeadline(t) }
 
+// maxQueuedWalk bounds how many queued frames FirstQueued decodes from the
+// first one before it looks only at the last: a decode is up to a few
+// microseconds, a window can hold tens of thousands of tiny frames, and a
+// fence walks every exchange of the node it fences holding the
+// dispatcher's lock.
+const maxQueuedWalk = 256
+
 // FirstQueued returns the first frame, among those that have arrived and
 // are unread, for which stop is true, decoded from a copy of its own, and
 // consumes nothing. A caller that must decide how an exchange ended
@@ -463,11 +470,13 @@ func (st *Stream) SetDeadline(t time.Time) error { return st.s.SetDeadline(t) }
 // terminal does not hide it. stop sees the frames in order; the walk ends,
 // ok false, at the first frame that Recv would refuse (it does not decode,
 // or it decodes into more than the stream's fan-out bound: the reader
-// fails there and never reaches a later one). ok is also false when no
-// whole frame is queued, when a Recv is under way (it holds the frames'
-// boundaries; the call never waits for it), or when the frame begun by a
-// Recv that timed out has not all been read. What it walks is bounded by
-// the stream's receive window, whatever the peer sends.
+// fails there and never reaches a later one). Past maxQueuedWalk frames
+// only the last whole frame is looked at (a peer's last frame is the one
+// that ends its work when it sends nothing after it). ok is also false
+// when no whole frame is queued, when a Recv is under way (it holds the
+// frames' boundaries; the call never waits for it), or when the frame
+// begun by a Recv that timed out has not all been read. What it copies is
+// bounded by the stream's receive window, whatever the peer sends.
 func (st *Stream) FirstQueued(stop func(*iop.Envelope) bool) (env *iop.Envelope, ok bool) {
 	if !st.rmu.TryLock() {
 		return nil, false
@@ -481,12 +490,17 @@ func (st *Stream) FirstQueued(stop func(*iop.Envelope) bool) (env *iop.Envelope,
 	unread := s.rbuf[s.roff:]
 	queued := bytes.Clone(unread[:wholeFramesLen(unread, st.maxFrame)])
 	s.mu.Unlock()
-	for len(queued) > 0 {
+	var last []byte
+	for walked := 0; len(queued) > 0; walked++ {
 		end := frameHeaderLen + int(binary.BigEndian.Uint32(queued))
 		// Capped: an envelope aliasing its payload cannot grow into the
 		// next frame's bytes.
 		payload := queued[frameHeaderLen:end:end]
 		queued = queued[end:]
+		if walked >= maxQueuedWalk {
+			last = payload
+			continue
+		}
 		env, err := st.decodeFrame(payload)
 		if err != nil {
 			return nil, false
@@ -495,7 +509,14 @@ func (st *Stream) FirstQueued(stop func(*iop.Envelope) bool) (env *iop.Envelope,
 			return env, true
 		}
 	}
-	return nil, false
+	if last == nil {
+		return nil, false
+	}
+	env, err := st.decodeFrame(last)
+	if err != nil || !stop(env) {
+		return nil, false
+	}
+	return env, true
 }
 
 // wholeFramesLen is the length of the longest prefix of unread made of
