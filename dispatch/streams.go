@@ -39,7 +39,10 @@ type exchange struct {
 	// lease is the lease the exchange runs on: the terminal's arrival is
 	// recorded on it (Lease.settled).
 	lease *Lease
-	mu    sync.Mutex
+	// tunnel is set when the exchange carries a tunnel (its frames are
+	// tunnel frames), not a run; never changed.
+	tunnel bool
+	mu     sync.Mutex
 	// done is guarded by mu: terminal seen, drained or closed.
 	done bool
 	// cancel is guarded by mu: Cancel ran (a CancelRequest was or is being
@@ -106,28 +109,39 @@ func (d *Dispatcher) openExchange(ctx context.Context, deadline time.Time, l *Le
 	// The Edge sends nothing more than an optional CancelRequest, so the
 	// write side stays open for it; the Node closes its side after the
 	// terminal message.
-	x := &exchange{st: st, runID: runID, lease: l}
+	x := &exchange{st: st, runID: runID, lease: l, tunnel: first.GetProviderTunnelRequest() != nil}
 	l.exch.Store(x)
 	return x, nil
 }
 
-// queuedTerminal is the Lease.settled value of the terminal among the
-// frames that have arrived on the exchange and that its holder has not
+// queuedTerminal is the Lease.settled value of the first terminal among
+// the frames that have arrived on the exchange and that its holder has not
 // read, settledNone when there is none (or the holder is reading just
-// now: nodewire.Stream.LastQueued does not wait for it). The node sends
-// nothing after its terminal, so only the last frame queued can be one.
+// now: nodewire.Stream.FirstQueued does not wait for it). A node that sent
+// more after its terminal (broken, or hostile) has still ended its work
+// there: the holder reads up to the terminal and no further. A frame
+// before it that the holder's read refuses (not of the exchange's kind,
+// or one nodewire refuses) ends the walk with none: the holder fails
+// there.
 func (x *exchange) queuedTerminal() uint32 {
-	env, ok := x.st.LastQueued()
-	if !ok {
-		return settledNone
-	}
-	if ev, ok := runEvent(env); ok {
-		return runTerminal(ev)
-	}
-	if f, ok := tunnelFrame(env); ok {
-		return tunnelTerminal(f)
-	}
-	return settledNone
+	settled := settledNone
+	x.st.FirstQueued(func(env *iop.Envelope) bool {
+		if x.tunnel {
+			f, ok := tunnelFrame(env)
+			if !ok {
+				return true
+			}
+			settled = tunnelTerminal(f)
+		} else {
+			ev, ok := runEvent(env)
+			if !ok {
+				return true
+			}
+			settled = runTerminal(ev)
+		}
+		return settled != settledNone
+	})
+	return settled
 }
 
 // earliest is the earlier of deadline and ctx's deadline (zero: neither

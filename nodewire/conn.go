@@ -126,7 +126,10 @@ func (c *Conn) startMux(client bool) error {
 // step that made c its node's owner. The server's answer writes may end in
 // another order than those steps; a connection waiting for its ready is
 // then superseded only by a later registration (awaitReady), never by an
-// earlier one whose answer went out last.
+// earlier one whose answer went out last; and one whose answer goes out
+// after a later registration's connection has already waited for its
+// ready is closed at once. So the order must only grow for the server's
+// life, across node ids.
 func (c *Conn) SetRegisterOrder(n uint64) { c.registerOrder.Store(n) }
 
 // RegisterOrder is what SetRegisterOrder recorded (0: nothing).

@@ -6,16 +6,19 @@ import (
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
-// LastQueued decodes the last whole frame among the unread ones and
-// consumes nothing: every frame is still read, in order, afterwards; with
-// nothing queued it reports none.
-func TestStreamLastQueued(t *testing.T) {
+// tunnelEnded is a FirstQueued stop: the tunnel's END frame.
+func tunnelEnded(env *iop.Envelope) bool { return env.GetProviderTunnelFrame().GetEnd() }
+
+// FirstQueued decodes the unread frames in order up to the first one it is
+// asked for, and consumes nothing: every frame is still read, in order,
+// afterwards; with nothing queued it reports none.
+func TestStreamFirstQueued(t *testing.T) {
 	send, recv := lentPair(t)
 	if _, err := recv.Recv(); err != nil { // the STATUS frame lentPair sends
 		t.Fatal(err)
 	}
-	if env, ok := recv.LastQueued(); ok {
-		t.Fatalf("nothing queued: LastQueued = %v, want none", env)
+	if env, ok := recv.FirstQueued(tunnelEnded); ok {
+		t.Fatalf("nothing queued: FirstQueued = %v, want none", env)
 	}
 	big := make([]byte, 40<<10) // a frame larger than one receive buffer class
 	for i, f := range []*iop.ProviderTunnelFrame{
@@ -34,12 +37,15 @@ func TestStreamLastQueued(t *testing.T) {
 	// the END one.
 	var last *iop.Envelope
 	waitFor(t, "the backlog at the receiver", func() bool {
-		env, ok := recv.LastQueued()
+		env, ok := recv.FirstQueued(tunnelEnded)
 		last = env
 		return ok && env.GetProviderTunnelFrame().GetSequence() == 4
 	})
 	if f := last.GetProviderTunnelFrame(); f.GetKind() != iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END || !f.GetEnd() {
-		t.Fatalf("LastQueued = %v, want the END frame", f)
+		t.Fatalf("FirstQueued = %v, want the END frame", f)
+	}
+	if env, ok := recv.FirstQueued(func(*iop.Envelope) bool { return true }); !ok || env.GetProviderTunnelFrame().GetSequence() != 2 {
+		t.Fatalf("FirstQueued of any frame = %v, %v: want the first one queued", env, ok)
 	}
 	for want := uint64(2); want <= 4; want++ {
 		env, err := recv.RecvLent()
@@ -47,10 +53,10 @@ func TestStreamLastQueued(t *testing.T) {
 			t.Fatalf("frame %d: %v", want, err)
 		}
 		if got := env.GetProviderTunnelFrame().GetSequence(); got != want {
-			t.Fatalf("read frame %d, want %d: LastQueued consumed something", got, want)
+			t.Fatalf("read frame %d, want %d: FirstQueued consumed something", got, want)
 		}
 	}
-	if env, ok := recv.LastQueued(); ok {
-		t.Fatalf("all read: LastQueued = %v, want none", env)
+	if env, ok := recv.FirstQueued(tunnelEnded); ok {
+		t.Fatalf("all read: FirstQueued = %v, want none", env)
 	}
 }

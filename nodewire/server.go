@@ -99,6 +99,11 @@ type Server struct {
 	// awaiting is guarded by mu: by node id, the connection whose accepted
 	// registration waits for its ready request (see awaitReady).
 	awaiting map[string]*Conn
+	// newest is guarded by mu: by node id, the highest registration order
+	// (Conn.SetRegisterOrder) of a connection that has waited for its
+	// ready (see awaitReady). One entry per id the handler accepted, a
+	// few bytes each: a configured node's, so bounded by the config.
+	newest map[string]uint64
 
 	failures *failureDelays // failed-credential delays by node id and source
 }
@@ -125,7 +130,7 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
-		perSrc: map[string]int{}, awaiting: map[string]*Conn{}, failures: newFailureDelays()}
+		perSrc: map[string]int{}, awaiting: map[string]*Conn{}, newest: map[string]uint64{}, failures: newFailureDelays()}
 }
 
 // Serve accepts connections on ln until Close. It returns nil after Close.
@@ -443,14 +448,20 @@ var errSuperseded = fmt.Errorf("%w: superseded by a newer registration of its no
 // Older is by registration order (Conn.SetRegisterOrder), not by when the
 // answers' writes ended: when the one waiting was registered after c, c is
 // the stale one and is closed instead, so the handler's owner is kept.
+// So is c when a connection registered after it has already waited for
+// its ready, whether that one is ready now, failed or gone: its answer
+// went out late, and the handler superseded it when the newer one
+// registered. Without an order (0) the newest arrival is kept.
 // The returned func forgets c, if it is still the one recorded.
 func (s *Server) awaitReady(id string, c *Conn) func() {
+	order := c.registerOrder.Load()
 	s.mu.Lock()
 	stale := s.awaiting[id]
-	if stale != nil && stale.registerOrder.Load() > c.registerOrder.Load() {
+	if order != 0 && order < s.newest[id] || stale != nil && stale.registerOrder.Load() > order {
 		stale = c
 	} else {
 		s.awaiting[id] = c
+		s.newest[id] = max(s.newest[id], order)
 	}
 	s.mu.Unlock()
 	if stale != nil {

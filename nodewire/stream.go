@@ -217,10 +217,7 @@ func (st *Stream) Recv() (*iop.Envelope, error) {
 			return nil, err
 		}
 		if payload, ok := st.s.readWholeFrame(st.maxFrame); ok {
-			if err := checkFanout(payload, st.fanout); err != nil {
-				return nil, err
-			}
-			return DecodeEnvelope(payload)
+			return st.decodeFrame(payload)
 		}
 	}
 	return st.recvPartialLocked()
@@ -268,6 +265,13 @@ func (st *Stream) recvPartialLocked() (*iop.Envelope, error) {
 	}
 	payload := p.payload
 	st.part = partialFrame{}
+	return st.decodeFrame(payload)
+}
+
+// decodeFrame decodes a received frame's payload with the limits every
+// frame of the stream is held to (the fan-out bound, then the decoder's):
+// Recv and FirstQueued refuse the same frames.
+func (st *Stream) decodeFrame(payload []byte) (*iop.Envelope, error) {
 	if err := checkFanout(payload, st.fanout); err != nil {
 		return nil, err
 	}
@@ -451,17 +455,29 @@ func (st *Stream) Abort() {
 // SetDeadline bounds both Send and Recv; zero clears it.
 func (st *Stream) SetDeadline(t time.Time) error { return st.s.SetDeadline(t) }
 
-// LastQueued returns the last whole frame among those that have arrived
-// and are unread, decoded from a copy of its own, and consumes nothing.
-// A peer's last frame on a stream is the one that ends its work, so a
-// caller that must decide how an exchange ended without reading it (its
-// reader is elsewhere) looks here. ok is false when no whole frame is
-// queued, when a Recv is under way (it holds the frames' boundaries; the
-// call never waits for it), when the frame begun by a Recv that timed out
-// has not all been read, or when the last frame does not decode. Frames
-// are only walked by their length prefixes: one is decoded, whatever the
-// backlog.
-func (st *Stream) LastQueued() (env *iop.Envelope, ok bool) {
+// maxQueuedWalk bounds how many queued frames FirstQueued decodes from the
+// first one before it looks only at the last: a decode is up to a few
+// microseconds, a window can hold tens of thousands of tiny frames, and a
+// fence walks every exchange of the node it fences holding the
+// dispatcher's lock.
+const maxQueuedWalk = 256
+
+// FirstQueued returns the first frame, among those that have arrived and
+// are unread, for which stop is true, decoded from a copy of its own, and
+// consumes nothing. A caller that must decide how an exchange ended
+// without reading it (its reader is elsewhere) looks here for the
+// terminal its reader will come to: a peer that sent more after its
+// terminal does not hide it. stop sees the frames in order; the walk ends,
+// ok false, at the first frame that Recv would refuse (it does not decode,
+// or it decodes into more than the stream's fan-out bound: the reader
+// fails there and never reaches a later one). Past maxQueuedWalk frames
+// only the last whole frame is looked at (a peer's last frame is the one
+// that ends its work when it sends nothing after it). ok is also false
+// when no whole frame is queued, when a Recv is under way (it holds the
+// frames' boundaries; the call never waits for it), or when the frame
+// begun by a Recv that timed out has not all been read. What it copies is
+// bounded by the stream's receive window, whatever the peer sends.
+func (st *Stream) FirstQueued(stop func(*iop.Envelope) bool) (env *iop.Envelope, ok bool) {
 	if !st.rmu.TryLock() {
 		return nil, false
 	}
@@ -471,19 +487,50 @@ func (st *Stream) LastQueued() (env *iop.Envelope, ok bool) {
 	}
 	s := st.s
 	s.mu.Lock()
-	var last []byte
-	for unread := s.rbuf[s.roff:]; len(unread) >= frameHeaderLen; {
-		size := binary.BigEndian.Uint32(unread)
-		if uint64(size) > uint64(maxFrame(st.maxFrame)) || uint64(len(unread)-frameHeaderLen) < uint64(size) {
-			break
-		}
-		last, unread = unread[frameHeaderLen:frameHeaderLen+int(size)], unread[frameHeaderLen+int(size):]
-	}
-	last = bytes.Clone(last)
+	unread := s.rbuf[s.roff:]
+	queued := bytes.Clone(unread[:wholeFramesLen(unread, st.maxFrame)])
 	s.mu.Unlock()
+	var last []byte
+	for walked := 0; len(queued) > 0; walked++ {
+		end := frameHeaderLen + int(binary.BigEndian.Uint32(queued))
+		// Capped: an envelope aliasing its payload cannot grow into the
+		// next frame's bytes.
+		payload := queued[frameHeaderLen:end:end]
+		queued = queued[end:]
+		if walked >= maxQueuedWalk {
+			last = payload
+			continue
+		}
+		env, err := st.decodeFrame(payload)
+		if err != nil {
+			return nil, false
+		}
+		if stop(env) {
+			return env, true
+		}
+	}
 	if last == nil {
 		return nil, false
 	}
-	env, err := DecodeEnvelope(last)
-	return env, err == nil
+	env, err := st.decodeFrame(last)
+	if err != nil || !stop(env) {
+		return nil, false
+	}
+	return env, true
+}
+
+// wholeFramesLen is the length of the longest prefix of unread made of
+// whole frames each within maxSize (see maxFrame), walked by their length
+// prefixes only.
+func wholeFramesLen(unread []byte, maxSize int) int {
+	n := 0
+	for rest := unread; len(rest) >= frameHeaderLen; {
+		size := binary.BigEndian.Uint32(rest)
+		if uint64(size) > uint64(maxFrame(maxSize)) || uint64(len(rest)-frameHeaderLen) < uint64(size) {
+			break
+		}
+		n += frameHeaderLen + int(size)
+		rest = rest[frameHeaderLen+int(size):]
+	}
+	return n
 }

@@ -18,10 +18,10 @@ func unreadLen(st *Stream) int {
 	return len(st.s.rbuf) - st.s.roff
 }
 
-// LastQueued never waits for a Recv under way: a fence looks at the queue
+// FirstQueued never waits for a Recv under way: a fence looks at the queue
 // holding the dispatcher's lock, and a holder blocked in Recv (nothing
 // queued) must not hold it there until the node sends something.
-func TestLastQueuedDoesNotWaitForRecv(t *testing.T) {
+func TestFirstQueuedDoesNotWaitForRecv(t *testing.T) {
 	send, recv := lentPair(t)
 	if _, err := recv.Recv(); err != nil { // the STATUS frame lentPair sends
 		t.Fatal(err)
@@ -38,15 +38,15 @@ func TestLastQueuedDoesNotWaitForRecv(t *testing.T) {
 	})
 	done := make(chan bool, 1)
 	// Owner: this test; ends at once, or once the Recv returns.
-	go func() { _, ok := recv.LastQueued(); done <- ok }()
+	go func() { _, ok := recv.FirstQueued(tunnelEnded); done <- ok }()
 	waited := false
 	select {
 	case ok := <-done:
 		if ok {
-			t.Error("LastQueued found a frame with nothing queued")
+			t.Error("FirstQueued found a frame with nothing queued")
 		}
 	case <-time.After(waitLong):
-		t.Error("LastQueued waited for a Recv under way")
+		t.Error("FirstQueued waited for a Recv under way")
 		waited = true
 	}
 	if err := send.Send(tunnelFrameEnv(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_END, End: true})); err != nil {
@@ -61,9 +61,9 @@ func TestLastQueuedDoesNotWaitForRecv(t *testing.T) {
 }
 
 // After a Recv timed out mid-frame, the unread bytes start inside that
-// frame's payload: LastQueued must not read them as length prefixes (a
+// frame's payload: FirstQueued must not read them as length prefixes (a
 // payload that looks like a whole terminal frame is not one).
-func TestLastQueuedMidFrameFindsNothing(t *testing.T) {
+func TestFirstQueuedMidFrameFindsNothing(t *testing.T) {
 	send, recv := lentPair(t)
 	if _, err := recv.Recv(); err != nil {
 		t.Fatal(err)
@@ -94,8 +94,8 @@ func TestLastQueuedMidFrameFindsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the frame's tail at the receiver", func() bool { return unreadLen(recv) == len(end) })
-	if env, ok := recv.LastQueued(); ok {
-		t.Fatalf("mid-frame: LastQueued = %v, want none", env)
+	if env, ok := recv.FirstQueued(tunnelEnded); ok {
+		t.Fatalf("mid-frame: FirstQueued = %v, want none", env)
 	}
 	_ = recv.SetReadDeadline(time.Time{})
 	env, err := recv.Recv()
@@ -108,8 +108,8 @@ func TestLastQueuedMidFrameFindsNothing(t *testing.T) {
 }
 
 // Once a length over the limit failed the stream, what follows it is that
-// frame's payload, not frames: LastQueued finds nothing there.
-func TestLastQueuedAfterOversizeFindsNothing(t *testing.T) {
+// frame's payload, not frames: FirstQueued finds nothing there.
+func TestFirstQueuedAfterOversizeFindsNothing(t *testing.T) {
 	send, recv := lentPair(t)
 	if _, err := recv.Recv(); err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestLastQueuedAfterOversizeFindsNothing(t *testing.T) {
 	if _, err := recv.Recv(); !errors.Is(err, ErrFrameTooLarge) {
 		t.Fatalf("Recv of a length over the limit: %v, want ErrFrameTooLarge", err)
 	}
-	if env, ok := recv.LastQueued(); ok {
-		t.Fatalf("after a length over the limit: LastQueued = %v, want none", env)
+	if env, ok := recv.FirstQueued(tunnelEnded); ok {
+		t.Fatalf("after a length over the limit: FirstQueued = %v, want none", env)
 	}
 }
