@@ -53,6 +53,13 @@ type call struct {
 	// tunnelProvider: the current attempt's provider is OpenAI-compatible
 	// (its lease is Tunnel), whichever route serves it; see messagesChat.
 	tunnelProvider bool
+	// providerType is the current attempt's provider's adapter type
+	// (dispatch.Lease.ProviderType): a Messages call with thinking off
+	// tells a vLLM or llama.cpp provider so (templateThinking).
+	providerType string
+	// thinkingOff: a Messages call turned thinking off
+	// (anthropicapi.Request.ThinkingOff).
+	thinkingOff bool
 	// Failover state: attempts made, the providers failed on, and the
 	// lease failover took for the next attempt (nil: none).
 	attempt int
@@ -68,7 +75,9 @@ func (k *call) answered() { k.body, k.parsed, k.messages = nil, nil, nil }
 
 // tunnelBody is the body a tunnel sends: k.body, rendered for a tunnel
 // first when it carries earlier thinking (anthropicapi.Request.TunnelChat),
-// once, so that a later tunnel attempt (failover) reuses it.
+// once, so that a later tunnel attempt (failover) reuses it. Thinking off
+// is added for the current attempt's provider only (a copy, never k.body):
+// a failover from vLLM to a strict server must not carry it.
 func (k *call) tunnelBody() ([]byte, error) {
 	if k.messages != nil {
 		b, err := k.messages.TunnelChat(k.body)
@@ -76,6 +85,13 @@ func (k *call) tunnelBody() ([]byte, error) {
 			return nil, fmt.Errorf("gateway: tunnel body: %w", err)
 		}
 		k.body, k.messages = b, nil
+	}
+	if k.thinkingOff && templateThinking(k.providerType) {
+		b, err := anthropicapi.WithTemplateThinkingOff(k.body)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: tunnel body: %w", err)
+		}
+		return b, nil
 	}
 	return k.body, nil
 }
@@ -220,7 +236,7 @@ func (s *Server) dispatch(c *gin.Context, k *call) {
 	lease, route := s.acquire(c, k)
 	for lease != nil {
 		k.attempt++
-		k.tunnelProvider = lease.Tunnel
+		k.tunnelProvider, k.providerType = lease.Tunnel, lease.ProviderType
 		if route == routeTunnel {
 			s.tunnel(c, lease, k)
 		} else {
