@@ -60,6 +60,11 @@ type call struct {
 	// thinkingOff: a Messages call turned thinking off
 	// (anthropicapi.Request.ThinkingOff).
 	thinkingOff bool
+	// prompt is the prefix_affinity rendering the first acquire hashed:
+	// failover's re-acquire passes the same, so that the provider the
+	// conversation failed over to is the one its next turn finds. k.body
+	// may have become the tunnel's rendering by then (tunnelBody).
+	prompt []byte
 	// Failover state: attempts made, the providers failed on, and the
 	// lease failover took for the next attempt (nil: none).
 	attempt int
@@ -71,7 +76,7 @@ type call struct {
 // body (a whole prompt) and the parsed request — once the answer has begun
 // to reach the client: failover can no longer happen, and a stream may
 // hold its handler for minutes.
-func (k *call) answered() { k.body, k.parsed, k.messages = nil, nil, nil }
+func (k *call) answered() { k.body, k.parsed, k.messages, k.prompt = nil, nil, nil, nil }
 
 // tunnelBody is the body a tunnel sends: k.body, rendered for a tunnel
 // first when it carries earlier thinking (anthropicapi.Request.TunnelChat),
@@ -285,6 +290,7 @@ func (s *Server) acquire(c *gin.Context, k *call) (*dispatch.Lease, string) {
 		// route serves it.
 		prompt = k.body
 	}
+	k.prompt = prompt
 	lease, err := s.d.Acquire(ctx, dispatch.Request{Model: k.model, PromptTokens: k.tokens, SessionID: session, NeedsTunnel: needsTunnel(k), Prompt: prompt,
 		Priority: prio, Deadline: deadline})
 	if err != nil {
