@@ -91,8 +91,9 @@ func (s *Server) messagesCall(c *gin.Context) *call {
 	// The run path reads req (earlier thinking included); a tunnel sends
 	// the body without it, rendered when a tunnel is chosen (tunnelBody).
 	k := &call{op: opChat, path: "/chat/completions", model: req.Model, body: chat, stream: req.Stream,
-		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), messages: areq}
-	k.parsed = &messagesChat{ChatRequest: req, k: k, thinkingOff: areq.ThinkingOff}
+		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), messages: areq,
+		thinkingOff: areq.ThinkingOff}
+	k.parsed = &messagesChat{ChatRequest: req, k: k}
 	return k
 }
 
@@ -101,26 +102,46 @@ func (s *Server) messagesCall(c *gin.Context) *call {
 // turned off becomes reasoning_effort "none" in the run's extra members,
 // which the ollama adapter maps to think: false as Ollama's own OpenAI
 // layer does, on a provider that is not OpenAI-compatible (whose adapters
-// ignore extra members they do not read). An OpenAI-compatible provider
-// gets nothing new, even on a run (its adapter passes extra members
-// upstream as they are), as the tunnel does not: strict servers refuse an
-// effort they do not know, and models that do not reason refuse the
-// member.
+// ignore extra members they do not read). On vLLM and llama.cpp it becomes
+// chat_template_kwargs (templateThinking), on a run as on a tunnel
+// (tunnelBody). Any other OpenAI-compatible provider gets nothing new,
+// even on a run (its adapter passes extra members upstream as they are),
+// as the tunnel does not: strict servers (OpenAI itself) refuse a member
+// or an effort they do not know, and models that do not reason refuse
+// reasoning_effort.
 type messagesChat struct {
 	*openaiapi.ChatRequest
-	k           *call // for the current attempt's provider (tunnelProvider)
-	thinkingOff bool  // anthropicapi.Request.ThinkingOff
+	k *call // thinkingOff, and the current attempt's provider (tunnelProvider, providerType)
 }
 
-// reasoningOff is the reasoning effort that turns thinking off.
-var reasoningOff = json.RawMessage(`"none"`)
+// reasoningOff is the reasoning effort that turns thinking off;
+// templateOff is the chat_template_kwargs that does (templateThinking).
+var (
+	reasoningOff = json.RawMessage(`"none"`)
+	templateOff  = json.RawMessage(`{"enable_thinking":false}`)
+)
 
-// RunInput is the chat's run input, reasoning_effort "none" added when
-// thinking is off and the provider can take it (see messagesChat).
+// templateThinking reports whether a provider of adapter type typ (a
+// config.ProviderSpec type) takes chat_template_kwargs, by which a chat
+// template that reads enable_thinking stops the model thinking: vLLM's and
+// llama.cpp's servers do. openai_compat may be any server, OpenAI's own
+// included, which refuses members it does not know.
+func templateThinking(typ string) bool { return typ == "vllm" || typ == "llamacpp" }
+
+// RunInput is the chat's run input, reasoning_effort "none" or
+// chat_template_kwargs added when thinking is off and the provider can
+// take it (see messagesChat).
 func (m *messagesChat) RunInput() (*iop.RunInput, error) {
 	in, err := m.ChatRequest.RunInput()
-	if err != nil || !m.thinkingOff || m.k.tunnelProvider {
+	if err != nil || !m.k.thinkingOff {
 		return in, err
+	}
+	name, value := "reasoning_effort", reasoningOff
+	switch {
+	case templateThinking(m.k.providerType):
+		name, value = "chat_template_kwargs", templateOff
+	case m.k.tunnelProvider:
+		return in, nil
 	}
 	members := map[string]json.RawMessage{}
 	if len(in.Extra) > 0 {
@@ -129,7 +150,7 @@ func (m *messagesChat) RunInput() (*iop.RunInput, error) {
 			return nil, fmt.Errorf("gateway: run extra members: %w", err)
 		}
 	}
-	members["reasoning_effort"] = reasoningOff
+	members[name] = value
 	if in.Extra, err = json.Marshal(members); err != nil {
 		return nil, fmt.Errorf("gateway: run extra members: %w", err)
 	}

@@ -53,6 +53,18 @@ type call struct {
 	// tunnelProvider: the current attempt's provider is OpenAI-compatible
 	// (its lease is Tunnel), whichever route serves it; see messagesChat.
 	tunnelProvider bool
+	// providerType is the current attempt's provider's adapter type
+	// (dispatch.Lease.ProviderType): a Messages call with thinking off
+	// tells a vLLM or llama.cpp provider so (templateThinking).
+	providerType string
+	// thinkingOff: a Messages call turned thinking off
+	// (anthropicapi.Request.ThinkingOff).
+	thinkingOff bool
+	// prompt is the prefix_affinity rendering the first acquire hashed:
+	// failover's re-acquire passes the same, so that the provider the
+	// conversation failed over to is the one its next turn finds. k.body
+	// may have become the tunnel's rendering by then (tunnelBody).
+	prompt []byte
 	// Failover state: attempts made, the providers failed on, and the
 	// lease failover took for the next attempt (nil: none).
 	attempt int
@@ -64,11 +76,13 @@ type call struct {
 // body (a whole prompt) and the parsed request — once the answer has begun
 // to reach the client: failover can no longer happen, and a stream may
 // hold its handler for minutes.
-func (k *call) answered() { k.body, k.parsed, k.messages = nil, nil, nil }
+func (k *call) answered() { k.body, k.parsed, k.messages, k.prompt = nil, nil, nil, nil }
 
 // tunnelBody is the body a tunnel sends: k.body, rendered for a tunnel
 // first when it carries earlier thinking (anthropicapi.Request.TunnelChat),
-// once, so that a later tunnel attempt (failover) reuses it.
+// once, so that a later tunnel attempt (failover) reuses it. Thinking off
+// is added for the current attempt's provider only (a copy, never k.body):
+// a failover from vLLM to a strict server must not carry it.
 func (k *call) tunnelBody() ([]byte, error) {
 	if k.messages != nil {
 		b, err := k.messages.TunnelChat(k.body)
@@ -76,6 +90,13 @@ func (k *call) tunnelBody() ([]byte, error) {
 			return nil, fmt.Errorf("gateway: tunnel body: %w", err)
 		}
 		k.body, k.messages = b, nil
+	}
+	if k.thinkingOff && templateThinking(k.providerType) {
+		b, err := anthropicapi.WithTemplateThinkingOff(k.body)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: tunnel body: %w", err)
+		}
+		return b, nil
 	}
 	return k.body, nil
 }
@@ -220,7 +241,7 @@ func (s *Server) dispatch(c *gin.Context, k *call) {
 	lease, route := s.acquire(c, k)
 	for lease != nil {
 		k.attempt++
-		k.tunnelProvider = lease.Tunnel
+		k.tunnelProvider, k.providerType = lease.Tunnel, lease.ProviderType
 		if route == routeTunnel {
 			s.tunnel(c, lease, k)
 		} else {
@@ -269,6 +290,7 @@ func (s *Server) acquire(c *gin.Context, k *call) (*dispatch.Lease, string) {
 		// route serves it.
 		prompt = k.body
 	}
+	k.prompt = prompt
 	lease, err := s.d.Acquire(ctx, dispatch.Request{Model: k.model, PromptTokens: k.tokens, SessionID: session, NeedsTunnel: needsTunnel(k), Prompt: prompt,
 		Priority: prio, Deadline: deadline})
 	if err != nil {

@@ -55,10 +55,12 @@ func thinkingOffExtra(t *testing.T, env *iop.Envelope) map[string]json.RawMessag
 // thinking {"type":"disabled"} on /v1/messages reaches a run on a provider
 // that is not OpenAI-compatible as reasoning_effort "none" among the run's
 // extra members (the ollama adapter's think: false), beside the members
-// the conversion puts there; enabled, absent or unknown thinking adds
-// nothing. A run on an OpenAI-compatible provider (a request with tools on
-// tool_mode auto) gets nothing new: its adapter passes extra members
-// upstream as they are, and strict servers refuse the member.
+// the conversion puts there; enabled or absent thinking adds nothing (an
+// unknown type is refused, thinktype_test.go). A run on an
+// OpenAI-compatible provider (a request with tools on tool_mode auto) gets
+// no reasoning_effort: its adapter passes extra members upstream as they
+// are, and strict servers refuse the member (a vLLM one gets
+// chat_template_kwargs instead, thinkoff_template_test.go).
 func TestThinkingOffInRunRequest(t *testing.T) {
 	e := startEdge(t, fakeNodeConfig(t))
 	n := startFakeNode(t, e, thinkingOffNode)
@@ -70,7 +72,6 @@ func TestThinkingOffInRunRequest(t *testing.T) {
 		{"demo", tools, `{"type":"disabled","budget_tokens":2048}`, `"none"`},
 		{"demo", "", `{"type":"enabled","budget_tokens":2048}`, ``},
 		{"demo", "", `{"type":"adaptive"}`, ``},
-		{"demo", "", `{"type":"off"}`, ``},
 		{"demo", "", ``, ``},
 		{"qwen-7b", tools, `{"type":"disabled"}`, ``},
 	} {

@@ -40,13 +40,18 @@
 //	top_k                       top_k (vLLM extension; omitted when 0)
 //	metadata.user_id            user
 //	stream                      stream: true, stream_options.include_usage
-//	thinking                    not in the chat body; type "enabled" or
-//	                            "adaptive" turns the answer's reasoning into
-//	                            thinking blocks (budget_tokens is checked for
-//	                            its type only); type "disabled" is
+//	thinking                    not in the chat body; type "enabled",
+//	                            "adaptive" or "between_tools" turns the
+//	                            answer's reasoning into thinking blocks
+//	                            (budget_tokens is checked for its type
+//	                            only); type "disabled" is
 //	                            Request.ThinkingOff, which the edge sends to
 //	                            a run on a provider that is not
-//	                            OpenAI-compatible as reasoning_effort "none"
+//	                            OpenAI-compatible as reasoning_effort "none",
+//	                            and to vLLM and llama.cpp (run or tunnel) as
+//	                            chat_template_kwargs {"enable_thinking":
+//	                            false} (WithTemplateThinkingOff); any other
+//	                            type is refused (400)
 //
 // Response mapping (OpenAI → Messages):
 //

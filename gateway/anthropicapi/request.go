@@ -44,13 +44,15 @@ type Request struct {
 	// NewStreamWriter need them to report stop_reason "stop_sequence".
 	StopSequences []string
 	// Thinking is whether the request enabled extended thinking
-	// (thinking.type "enabled" or "adaptive"): only then does the answer
+	// (thinking.type "enabled", "adaptive" or "between_tools"): only then
+	// does the answer
 	// carry the model's reasoning as thinking blocks (Options.Thinking).
 	Thinking bool
 	// ThinkingOff is whether the request turned thinking off
 	// (thinking.type "disabled"): a run on a backend that can stop a model
-	// thinking is told so (see the package documentation); elsewhere the
-	// reasoning is dropped from the answer, as without thinking.
+	// thinking is told so, as is a tunnel to vLLM or llama.cpp (see the
+	// package documentation); elsewhere the reasoning is dropped from the
+	// answer, as without thinking.
 	ThinkingOff bool
 
 	system      []string // text of the system blocks, in order
@@ -196,8 +198,8 @@ func parse(body []byte, needMaxTokens bool) (*Request, *Error) {
 		if e != nil {
 			return nil, e
 		}
-		r.Thinking = typ == "enabled" || typ == "adaptive"
-		r.ThinkingOff = typ == "disabled"
+		r.Thinking = typ != "" && typ != thinkingDisabled
+		r.ThinkingOff = typ == thinkingDisabled
 	}
 	return r, nil
 }
@@ -208,7 +210,11 @@ func parse(body []byte, needMaxTokens bool) (*Request, *Error) {
 // was configured to (max_tokens bounds the whole answer, thinking
 // included). Anthropic's own bounds (at least 1024, below max_tokens) are
 // not applied: Claude Code sends budgets at or over max_tokens, which no
-// backend here would have used. An unknown type is taken as no thinking.
+// backend here would have used. An unknown type is refused, as
+// Anthropic's API refuses it: taken as no thinking, a misspelt "disabled"
+// would leave the model thinking and a newer mode would silently lose its
+// thinking blocks. A type-less object asks for nothing (the edge has never
+// refused it, and it asks for no behaviour the edge would get wrong).
 func thinking(raw json.RawMessage) (string, *Error) {
 	obj, e := object(raw, "thinking")
 	if e != nil {
@@ -223,8 +229,21 @@ func thinking(raw json.RawMessage) (string, *Error) {
 	if !ok {
 		return "", nil
 	}
-	return str(t, "thinking.type")
+	typ, e := str(t, "thinking.type")
+	if e != nil {
+		return "", e
+	}
+	switch typ {
+	case "enabled", "adaptive", "between_tools", thinkingDisabled:
+		return typ, nil
+	}
+	return "", invalid("thinking.type: must be one of enabled, adaptive, between_tools, disabled")
 }
+
+// thinkingDisabled is the thinking.type that turns thinking off; every
+// other accepted type (enabled, adaptive, between_tools) lets the model
+// think and shows its reasoning as thinking blocks.
+const thinkingDisabled = "disabled"
 
 // scalars parses the sampling and bookkeeping fields.
 func (r *Request) scalars(obj map[string]json.RawMessage) *Error {

@@ -1,0 +1,53 @@
+package gateway
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+)
+
+// thinkoffBenchBody is lazyBodyMessages(8, false) with thinking turned off.
+func thinkoffBenchBody(b *testing.B) []byte {
+	body := lazyBodyMessages(8, false)
+	out := bytes.Replace(body, []byte(`"thinking":{"type":"enabled","budget_tokens":31999}`), []byte(`"thinking":{"type":"disabled"}`), 1)
+	if bytes.Equal(out, body) {
+		b.Fatal("no thinking to turn off")
+	}
+	return out
+}
+
+// BenchmarkMessagesCallRunThinkingOff is BenchmarkMessagesCallRun with
+// thinking off: the run input gains reasoning_effort "none" (a provider
+// that is not OpenAI-compatible).
+func BenchmarkMessagesCallRunThinkingOff(b *testing.B) { benchMessagesRun(b, thinkoffBenchBody(b)) }
+
+// benchMessagesTunnel is a Messages request's cost on the edge up to the
+// body a tunnel to a provider of adapter type typ sends.
+func benchMessagesTunnel(b *testing.B, body []byte, typ string) {
+	s := lazyBodyServer(b)
+	c, _ := gin.CreateTestContext(httptest.NewRecorder())
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		c.Request = httptest.NewRequest(http.MethodPost, "/v1/messages", bytes.NewReader(body))
+		k := s.messagesCall(c)
+		if k == nil {
+			b.Fatal("the request was refused")
+		}
+		k.tunnelProvider, k.providerType = true, typ
+		if _, err := k.tunnelBody(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkMessagesCallTunnel(b *testing.B) { benchMessagesTunnel(b, lazyBodyMessages(8, false), "vllm") }
+
+// BenchmarkMessagesCallTunnelThinkingOff: the tunnel body to vLLM gains
+// chat_template_kwargs (a copy of the rendered body).
+func BenchmarkMessagesCallTunnelThinkingOff(b *testing.B) {
+	benchMessagesTunnel(b, thinkoffBenchBody(b), "vllm")
+}
