@@ -501,9 +501,27 @@ func (s *Server) trace(c *gin.Context) {
 //go:noinline
 func (s *Server) startSpan(c *gin.Context) trace.Span {
 	ctx := tracing.FromHTTP(c.Request.Context(), propagation.HeaderCarrier(c.Request.Header))
-	ctx, span := s.tracer.Start(ctx, c.Request.Method+" "+c.FullPath(), trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := s.tracer.Start(ctx, spanName(c), trace.WithSpanKind(trace.SpanKindServer))
 	c.Request = c.Request.WithContext(ctx)
 	return span
+}
+
+// spanName is "{method} {route}" for a routed request. An unrouted one
+// (404, 405) has no route to name it by, and its method is whatever the
+// client sent: it is named by the method alone when that is one of the
+// nine standard ones, else "HTTP" (OpenTelemetry's HTTP span names), so
+// invented methods and paths do not make a span name each.
+func spanName(c *gin.Context) string {
+	if route := c.FullPath(); route != "" {
+		return c.Request.Method + " " + route
+	}
+	switch m := c.Request.Method; m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	default:
+		return "HTTP"
+	}
 }
 
 // endSpan records what the handler learned on the span (trace).
