@@ -110,38 +110,47 @@ func New(opts Options) *Server {
 	e.NoRoute(notFound)
 	e.NoMethod(methodNotAllowed)
 
-	// HEAD too: health checkers that probe with HEAD (HAProxy's httpchk,
-	// uptime monitors) would read a 404 as a dead edge.
+	// Every GET path answers HEAD as GET does (getHead): load balancers
+	// and uptime monitors probe with HEAD and would read a 405 as a dead
+	// edge or a moved API.
 	healthz := func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) }
-	e.GET("/healthz", healthz)
-	e.HEAD("/healthz", healthz)
-	e.GET("/readyz", s.readyz)
-	e.HEAD("/readyz", s.readyz)
-	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))
+	getHead(e, "/healthz", healthz)
+	getHead(e, "/readyz", s.readyz)
+	getHead(e, "/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))
 
 	// The Anthropic front wraps auth and body limits too, so their refusals
 	// leave in Anthropic's shape; registered before the group's routes.
 	e.POST(messagesPath, s.anthropicFront, s.apiAuth, s.bodyLimit, s.messages)
 	e.POST(countTokensPath, s.anthropicFront, s.apiAuth, s.bodyLimit, s.countTokens)
 	v1 := e.Group("/v1", s.apiAuth)
-	v1.GET("/models", s.listModels)
+	getHead(v1, "/models", s.listModels)
 	// Catch-all: model ids often contain "/" (e.g. meta-llama/Llama-3.1-8B).
-	v1.GET("/models/*id", s.getModel)
+	getHead(v1, "/models/*id", s.getModel)
 	v1.POST("/chat/completions", s.bodyLimit, s.chatCompletions)
 	v1.POST("/completions", s.bodyLimit, s.completions)
 	v1.POST("/embeddings", s.bodyLimit, s.embeddings)
 	v1.POST("/responses", s.bodyLimit, s.responses)
 
 	admin := e.Group("/admin", s.adminAuth)
-	admin.GET("/status", s.adminStatus)
+	getHead(admin, "/status", s.adminStatus)
 	admin.POST("/reload", s.adminReload)
 	admin.POST("/nodes/:id/refresh", s.adminRefresh)
-	admin.GET("/nodes/:id/commands/:type", s.adminCommand)
+	getHead(admin, "/nodes/:id/commands/:type", s.adminCommand)
 	admin.POST("/sessions/:session_id/terminate", s.adminTerminate)
-	s.registerStatusPage(e) // GET /admin (page) and /admin/events, beside the admin group
+	s.registerStatusPage(e) // GET and HEAD /admin (page), GET /admin/events, beside the admin group
+	e.HEAD("/admin/events", s.adminAuth, s.adminEvents)
 	s.engine = e
 	return s
 }
+
+// getHead serves path with GET and HEAD alike. net/http sends a HEAD
+// answer's status and headers (Content-Length too, when the body fits its
+// buffer, as for GET) and drops the body the handler writes.
+func getHead(r gin.IRoutes, path string, handlers ...gin.HandlerFunc) {
+	r.Match(getAndHead, path, handlers...)
+}
+
+var getAndHead = []string{http.MethodGet, http.MethodHead}
 
 // The Anthropic surface's paths: their refusals leave in Anthropic's shape.
 const (
@@ -492,9 +501,27 @@ func (s *Server) trace(c *gin.Context) {
 //go:noinline
 func (s *Server) startSpan(c *gin.Context) trace.Span {
 	ctx := tracing.FromHTTP(c.Request.Context(), propagation.HeaderCarrier(c.Request.Header))
-	ctx, span := s.tracer.Start(ctx, c.Request.Method+" "+c.FullPath(), trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := s.tracer.Start(ctx, spanName(c), trace.WithSpanKind(trace.SpanKindServer))
 	c.Request = c.Request.WithContext(ctx)
 	return span
+}
+
+// spanName is "{method} {route}" for a routed request. An unrouted one
+// (404, 405) has no route to name it by, and its method is whatever the
+// client sent: it is named by the method alone when that is one of the
+// nine standard ones, else "HTTP" (OpenTelemetry's HTTP span names), so
+// invented methods and paths do not make a span name each.
+func spanName(c *gin.Context) string {
+	if route := c.FullPath(); route != "" {
+		return c.Request.Method + " " + route
+	}
+	switch m := c.Request.Method; m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return m
+	default:
+		return "HTTP"
+	}
 }
 
 // endSpan records what the handler learned on the span (trace).
