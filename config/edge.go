@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -799,6 +800,10 @@ func checkHostPort(p *problems, key, addr string, dial bool) {
 		return
 	case host != "" && strings.Trim(host, ".") == "":
 		p.add("%s %s has no host name (only dots)", key, quoteSafe(addr))
+	case strings.Contains(host, "%") && !zonedIPv6(host):
+		// Neither an address nor a name: looked up as a name, it fails
+		// ("no such host") at every attempt.
+		p.add("%s %s has a zone (%%) but no IPv6 address with a zone", key, quoteSafe(addr))
 	case dial && host == "":
 		p.add("%s %s has no host (write 127.0.0.1 or localhost for this machine)", key, quoteSafe(addr))
 	}
@@ -807,6 +812,13 @@ func checkHostPort(p *problems, key, addr string, dial bool) {
 	} else if dial && n == 0 {
 		p.add("%s %s has port 0, which cannot be dialled", key, quoteSafe(addr))
 	}
+}
+
+// zonedIPv6 reports whether host is an IPv6 address with a non-empty
+// zone (fe80::1%eth0), the one host a zone belongs to.
+func zonedIPv6(host string) bool {
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Is6() && ip.Zone() != ""
 }
 
 // sameListenSocket reports whether two listen addresses bind one socket
