@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -422,10 +423,14 @@ func (c *Edge) Normalize() error {
 	}
 	checkHostPort(&p, "listen.http", c.Listen.HTTP, listenAddr)
 	checkHostPort(&p, "listen.node", c.Listen.Node, listenAddr)
-	if _, port, err := net.SplitHostPort(c.Listen.HTTP); err == nil && port != "0" && c.Listen.HTTP == c.Listen.Node {
+	if sameListenSocket(c.Listen.HTTP, c.Listen.Node) {
 		// The second bind would fail at start with "address already in
 		// use", pointing at some other process.
-		p.add("listen.http and listen.node are both %s; they need different addresses", quoteSafe(c.Listen.HTTP))
+		if c.Listen.HTTP == c.Listen.Node {
+			p.add("listen.http and listen.node are both %s; they need different addresses", quoteSafe(c.Listen.HTTP))
+		} else {
+			p.add("listen.http %s and listen.node %s are one address; they need different addresses", quoteSafe(c.Listen.HTTP), quoteSafe(c.Listen.Node))
+		}
 	}
 	if t := c.Listen.TLS; t.Enabled() && (t.CertFile == "" || t.KeyFile == "") {
 		p.add("listen.tls: cert_file and key_file must be set together")
@@ -795,6 +800,10 @@ func checkHostPort(p *problems, key, addr string, dial bool) {
 		return
 	case host != "" && strings.Trim(host, ".") == "":
 		p.add("%s %s has no host name (only dots)", key, quoteSafe(addr))
+	case strings.Contains(host, "%") && !zonedIPv6(host):
+		// Neither an address nor a name: looked up as a name, it fails
+		// ("no such host") at every attempt.
+		p.add("%s %s has a zone (%%) but no IPv6 address with a zone", key, quoteSafe(addr))
 	case dial && host == "":
 		p.add("%s %s has no host (write 127.0.0.1 or localhost for this machine)", key, quoteSafe(addr))
 	}
@@ -803,6 +812,29 @@ func checkHostPort(p *problems, key, addr string, dial bool) {
 	} else if dial && n == 0 {
 		p.add("%s %s has port 0, which cannot be dialled", key, quoteSafe(addr))
 	}
+}
+
+// zonedIPv6 reports whether host is an IPv6 address with a non-empty
+// zone (fe80::1%eth0), the one host a zone belongs to.
+func zonedIPv6(host string) bool {
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Is6() && ip.Zone() != ""
+}
+
+// sameListenSocket reports whether two listen addresses bind one socket
+// as written: compared as EdgeAddressKey spells them (:08080 is :8080,
+// LOCALHOST is localhost), port 0 (a free port each) never. A wildcard
+// host beside a specific one on the same port is not caught: whether
+// both bind depends on the system.
+func sameListenSocket(a, b string) bool {
+	_, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return false
+	}
+	if n, ok := portNumber(port); !ok || n == 0 {
+		return false
+	}
+	return EdgeAddressKey(a) == EdgeAddressKey(b)
 }
 
 // portNumber reads a port written in decimal digits only (leading zeros

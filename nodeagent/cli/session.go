@@ -129,6 +129,9 @@ func validateSessionID(id string) error {
 // begins (after acquireSession returned).
 var acquiredHook, registerHook func(*session)
 
+// stateLstatHook: see readStateBytes.
+var stateLstatHook func(name string)
+
 // acquireSession waits, respecting ctx, until the caller is the only run of
 // session id, and returns it. Release with releaseSession.
 func (a *instance) acquireSession(ctx context.Context, id string) (*session, error) {
@@ -445,6 +448,9 @@ func readState(dir, id string) (sessionState, error) {
 // the store, the session's state. Lstat refuses those without opening
 // them; the open does not block (O_NONBLOCK) and must reach the file
 // Lstat saw, should the name be replaced in between.
+//
+// stateLstatHook, a test seam nil in production, runs between the Lstat
+// and the open: a name replaced there cannot be placed from outside.
 func readStateBytes(name string) ([]byte, error) {
 	lfi, err := os.Lstat(name)
 	if err != nil {
@@ -452,6 +458,9 @@ func readStateBytes(name string) ([]byte, error) {
 	}
 	if !lfi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w (%s)", errStateNotRegular, lfi.Mode().Type())
+	}
+	if stateLstatHook != nil {
+		stateLstatHook(name)
 	}
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
