@@ -295,14 +295,17 @@ const closeFlush = 2 * time.Second
 // drain did) keeps its slot taken for the lease TTL when its return is
 // dropped. batch is scratch space. Registrations of waiters (Close fails
 // them) and leases put back (no longer renewed; see readd) are
-// dropped: sent now, they could only race the returns that follow.
-// unsure is the returner's; nil (from sendLate, once the returner and its
-// set are gone) fences every return: any of them may be of a lease whose
-// re-add the returner was unsure of, and a lease is returned only once, so
-// a needless fence costs one key in Redis for a TTL, at shutdown only.
+// dropped: sent now, they could only race the returns that follow. It
+// stops at the first batch Redis did not answer (the next would wait out
+// the timeout as well), not at one it refused. unsure is the returner's;
+// nil (from sendLate, once the returner and its set are gone) fences
+// every return: any of them may be of a lease whose re-add the returner
+// was unsure of, and a lease is returned only once, so a needless fence
+// costs one key in Redis for a TTL, at shutdown only.
 func (d *Dispatcher) flushReturns(batch []cluster.Update, unsure unsureReadds, ttl time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeFlush)
 	defer cancel()
+	var refused cluster.RefusalLog // one warning per kind of reply
 	for ctx.Err() == nil {
 		batch = batch[:0]
 	fill:
@@ -326,7 +329,14 @@ func (d *Dispatcher) flushReturns(batch []cluster.Update, unsure unsureReadds, t
 		} else {
 			unsure.fence(batch, time.Now(), ttl)
 		}
-		if err := d.ledger.Apply(ctx, batch); err != nil {
+		err := d.ledger.Apply(ctx, batch)
+		switch {
+		case errors.Is(err, cluster.ErrRefused):
+			// Redis answered: the returns queued behind this batch
+			// are sent all the same (one key of another type must
+			// not cost every other slot the TTL).
+			refused.Record(d.log, len(batch), err, time.Now())
+		case err != nil:
 			d.log.Warn("cluster ledger updates not applied at shutdown; their leases expire within the TTL",
 				zap.Int("updates", len(batch)), zap.Error(err))
 			return
