@@ -36,6 +36,8 @@ func (d *Dispatcher) returner(ttl time.Duration) {
 			d.mu.Unlock()
 			d.takes.Wait()
 			st.outage.end(d.log, "until shutdown")
+			now := time.Now()
+			st.refused.Flush(d.log, now, now)
 			d.flushReturns(batch, st.unsure, ttl)
 			return
 		case <-st.timer.C:
@@ -115,10 +117,12 @@ func (d *Dispatcher) applyBatch(st *returnerState, batch []cluster.Update, ttl t
 	st.arm()
 }
 
-// returnerTick drops the unsure entries a TTL old and probes Redis while
-// an outage is open, when their times have come.
+// returnerTick drops the unsure entries a TTL old, probes Redis while an
+// outage is open and warns of the refusals held back, when their times
+// have come.
 func (d *Dispatcher) returnerTick(st *returnerState, ttl time.Duration) {
 	now := time.Now()
+	st.refused.Flush(d.log, now.Add(-cluster.RefusalLogEvery), now)
 	if !st.sweepAt.IsZero() && !now.Before(st.sweepAt) {
 		st.sweepAt = st.unsure.expire(now, ttl)
 		// At most eight sweeps a TTL, however the entries' times spread.
@@ -145,12 +149,16 @@ func (d *Dispatcher) returnerTick(st *returnerState, ttl time.Duration) {
 }
 
 // arm sets the timer for the earliest of the probe (while an outage is
-// open) and the sweep, unless it is set for sooner already. Without an
-// outage or unsure entries it costs two checks.
+// open), the sweep and the warning of refusals held back, unless it is set
+// for sooner already. Without an outage, unsure entries or refusals it
+// costs three checks.
 func (st *returnerState) arm() {
 	var at time.Time
 	if st.outage.batches > 0 {
 		at = st.probeAt
+	}
+	if due := st.refused.Due(); !due.IsZero() && (at.IsZero() || due.Before(at)) {
+		at = due
 	}
 	if !st.sweepAt.IsZero() && (at.IsZero() || st.sweepAt.Before(at)) {
 		at = st.sweepAt

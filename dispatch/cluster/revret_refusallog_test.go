@@ -77,3 +77,38 @@ func TestReplyKindIsItsFirstWordBounded(t *testing.T) {
 		t.Fatalf("kind %q of an error with no reply, want none", k)
 	}
 }
+
+// Refusals held back after a warning are warned of by Flush once
+// RefusalLogEvery has passed since it (Due), though no refusal of their
+// kind follows; before then Flush leaves them, and after it nothing is
+// due.
+func TestRefusalLogFlushWarnsOfWhatItHeldBack(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	log := zap.New(core)
+	var r RefusalLog
+	err := refusedBy("READONLY You can't write against a read only replica.")
+	t0 := time.Now()
+	r.Record(log, 1, err, t0)
+	if due := r.Due(); !due.IsZero() {
+		t.Fatalf("due at %v with nothing held back", due)
+	}
+	r.Record(log, 3, err, t0.Add(time.Second))
+	if due := r.Due(); !due.Equal(t0.Add(RefusalLogEvery)) {
+		t.Fatalf("due at %v, want a RefusalLogEvery after the warning", due.Sub(t0))
+	}
+	r.Flush(log, t0.Add(-time.Nanosecond), t0.Add(2*time.Second))
+	if logs.Len() != 1 {
+		t.Fatalf("%d warnings before a RefusalLogEvery passed, want 1", logs.Len())
+	}
+	r.Flush(log, t0, t0.Add(RefusalLogEvery))
+	warns := logs.All()
+	if len(warns) != 2 {
+		t.Fatalf("%d warnings after the flush, want 2", len(warns))
+	}
+	if f := warns[1].ContextMap(); f["kind"] != "READONLY" || f["batches"] != int64(1) || f["updates"] != int64(3) {
+		t.Fatalf("flushed warning: kind %v, %v batches, %v updates; want READONLY, 1, 3", f["kind"], f["batches"], f["updates"])
+	}
+	if due := r.Due(); !due.IsZero() {
+		t.Fatalf("due at %v after the flush", due)
+	}
+}
