@@ -8,7 +8,7 @@ import (
 
 // RefusalLogEvery: each kind of error reply (see ReplyKind) is warned of at
 // most once in this long; the batches refused meanwhile are counted in the
-// next warning. A key of another type refuses every return on it, one
+// next warning (Flush: this long after the last one). A key of another type refuses every return on it, one
 // batch per released lease, for as long as it stays.
 const RefusalLogEvery = time.Minute
 
@@ -27,6 +27,7 @@ type RefusalLog struct {
 type refusals struct {
 	logged           time.Time // when it was last warned of
 	batches, updates int       // refused since then, not warned of yet
+	last             error     // the last of those
 }
 
 // Record notes one batch of n updates refused with err at now, and warns
@@ -49,11 +50,45 @@ func (r *RefusalLog) Record(log *zap.Logger, n int, err error, now time.Time) {
 	}
 	k.batches++
 	k.updates += n
+	k.last = err
 	if !k.logged.IsZero() && now.Sub(k.logged) < RefusalLogEvery {
 		log.Debug("cluster ledger refused updates", zap.String("kind", kind), zap.Int("updates", n), zap.Error(err))
 		return
 	}
+	k.warn(log, kind, now)
+}
+
+// warn tells of the refusals of kind not warned of yet, and forgets them.
+func (k *refusals) warn(log *zap.Logger, kind string, now time.Time) {
 	log.Warn("cluster ledger refused updates; Redis answered, the refused returns' leases expire within the TTL",
-		zap.String("kind", kind), zap.Int("batches", k.batches), zap.Int("updates", k.updates), zap.Error(err))
-	k.logged, k.batches, k.updates = now, 0, 0
+		zap.String("kind", kind), zap.Int("batches", k.batches), zap.Int("updates", k.updates), zap.Error(k.last))
+	k.logged, k.batches, k.updates, k.last = now, 0, 0, nil
+}
+
+// Due is when refusals held back (recorded less than RefusalLogEvery after
+// their kind's last warning) are to be warned of by Flush: RefusalLogEvery
+// after that warning. Zero when none is held back.
+func (r *RefusalLog) Due() time.Time {
+	var at time.Time
+	for _, k := range r.kinds {
+		if k.batches == 0 {
+			continue
+		}
+		if due := k.logged.Add(RefusalLogEvery); at.IsZero() || due.Before(at) {
+			at = due
+		}
+	}
+	return at
+}
+
+// Flush warns, at now, of the refusals held back of each kind last warned
+// of at or before lastWarned: without it those refused after a warning
+// would be told only at debug level when no refusal of their kind follows
+// (an operator would read one refused batch where there were many).
+func (r *RefusalLog) Flush(log *zap.Logger, lastWarned, now time.Time) {
+	for kind, k := range r.kinds {
+		if k.batches > 0 && !k.logged.After(lastWarned) {
+			k.warn(log, kind, now)
+		}
+	}
 }
