@@ -43,8 +43,11 @@ var ErrWrongType = errors.New("cluster: a ledger key holds a value of another ty
 
 // ErrRefused: Redis answered every update of an Apply but refused some with
 // an error reply (a key of another type, out of memory, a read-only
-// replica): those took no effect and never will (no command of the batch
-// is still on its way), the others were applied. Not ErrUnavailable.
+// replica): nothing of the batch is still on its way, so nothing of it
+// takes effect later; a refused plain command took no effect, a script
+// refused part-way keeps the writes it made before the refusal; the
+// others were applied. Not ErrUnavailable. Only true when Redis is reached
+// directly: a proxy's error reply may come after the command ran.
 var ErrRefused = errors.New("cluster: redis refused an update")
 
 // DefaultKeyPrefix is the first part of every key and channel of the
