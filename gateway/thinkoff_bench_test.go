@@ -44,7 +44,9 @@ func benchMessagesTunnel(b *testing.B, body []byte, typ string) {
 	}
 }
 
-func BenchmarkMessagesCallTunnel(b *testing.B) { benchMessagesTunnel(b, lazyBodyMessages(8, false), "vllm") }
+func BenchmarkMessagesCallTunnel(b *testing.B) {
+	benchMessagesTunnel(b, lazyBodyMessages(8, false), "vllm")
+}
 
 // BenchmarkMessagesCallTunnelThinkingOff: the tunnel body to vLLM gains
 // chat_template_kwargs (a copy of the rendered body).
