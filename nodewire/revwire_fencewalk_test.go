@@ -57,3 +57,24 @@ func TestFirstQueuedWithinDecodesWalkFramesThenTheLast(t *testing.T) {
 		}
 	}
 }
+
+// The frame FirstQueued answers is decoded from a copy of its own: a body
+// the decoder points into the payload (a tunnel BODY frame's) stays as it
+// was when the stream's buffer is reused for later frames.
+func TestFirstQueuedAnswerOwnsItsBytes(t *testing.T) {
+	body := make([]byte, 8<<10)
+	for i := range body {
+		body[i] = 'x'
+	}
+	st := fenceBacklogStreams(t, 1, 64<<10, tunnelFrameEnv(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY, Sequence: 3, Body: body}))[0]
+	env, ok := st.FirstQueued(func(*iop.Envelope) bool { return true })
+	if !ok {
+		t.Fatal("FirstQueued found no frame")
+	}
+	for i := range st.s.rbuf {
+		st.s.rbuf[i] = 0
+	}
+	if got := env.GetProviderTunnelFrame().GetBody(); string(got) != string(body) {
+		t.Fatal("the envelope FirstQueued answered changed with the stream's buffer")
+	}
+}
