@@ -115,14 +115,15 @@ func (l *Lease) settle(reason ReleaseReason) {
 // node answered whole before it went; the holder, still relaying what
 // came before it, will end the request as that terminal says); else
 // node_lost. d.mu is held: looking at the queue never waits (see
-// exchange.queuedTerminal) and runs only at a fence, never per frame.
-func (l *Lease) fenceReason() ReleaseReason {
+// exchange.queuedTerminal, which decodes up to walk of its frames from
+// the first) and runs only at a fence, never per frame.
+func (l *Lease) fenceReason(walk int) ReleaseReason {
 	i := l.settled.Load()
 	if i == settledNone {
 		if x := l.exch.Load(); x != nil {
 			// Recorded as the holder's read of it would: releaseLocked
 			// then takes an error terminal for the node's own answer.
-			if i = x.queuedTerminal(); i > settledNone {
+			if i = x.queuedTerminal(walk); i > settledNone {
 				l.settled.CompareAndSwap(settledNone, i)
 			}
 		}

@@ -355,6 +355,11 @@ func (d *Dispatcher) Closed(c *nodewire.Conn, err error) {
 	}
 }
 
+// fenceQueuedWalk is how many queued frames one fence decodes at most
+// from the first of its exchanges' unread ones, all exchanges together
+// (each also decodes its last): a few milliseconds of d.mu.
+const fenceQueuedWalk = 1024
+
 // fenceLocked ends the ready generation of n: every lease on its resources
 // returns with reason node_lost (exactly once: later Release calls are
 // no-ops; a lease whose exchange already ended returns with the reason
@@ -363,9 +368,19 @@ func (d *Dispatcher) Closed(c *nodewire.Conn, err error) {
 // candidates (they keep waiting for a reconnect up to their
 // timeout when none has room).
 func (d *Dispatcher) fenceLocked(n *node, why string) {
+	leases := 0
+	for _, r := range n.resources {
+		leases += len(r.leases)
+	}
+	// The frames the fence decodes from the first of each exchange's
+	// unread ones, shared out: a node lost with a thousand lagging
+	// exchanges would otherwise cost a thousand full walks under d.mu.
+	// Each still looks at its last frame, where an honest node's
+	// terminal is.
+	walk := fenceQueuedWalk / max(leases, 1)
 	for _, r := range n.resources {
 		for l := range r.leases {
-			d.releaseLocked(l, l.fenceReason())
+			d.releaseLocked(l, l.fenceReason(walk))
 		}
 		if r.live {
 			r.downSince = time.Now()

@@ -122,10 +122,11 @@ func (d *Dispatcher) openExchange(ctx context.Context, deadline time.Time, l *Le
 // there: the holder reads up to the terminal and no further. A frame
 // before it that the holder's read refuses (not of the exchange's kind,
 // or one nodewire refuses) ends the walk with none: the holder fails
-// there.
-func (x *exchange) queuedTerminal() uint32 {
+// there. walk is how many frames from the first are decoded before only
+// the last is looked at (nodewire.Stream.FirstQueuedWithin).
+func (x *exchange) queuedTerminal(walk int) uint32 {
 	settled := settledNone
-	x.st.FirstQueued(func(env *iop.Envelope) bool {
+	x.st.FirstQueuedWithin(func(env *iop.Envelope) bool {
 		if x.tunnel {
 			f, ok := tunnelFrame(env)
 			if !ok {
@@ -140,7 +141,7 @@ func (x *exchange) queuedTerminal() uint32 {
 			settled = runTerminal(ev)
 		}
 		return settled != settledNone
-	})
+	}, walk)
 	return settled
 }
 

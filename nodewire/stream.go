@@ -462,22 +462,36 @@ func (st *Stream) SetDeadline(t time.Time) error { return st.s.SetDeadline(t) }
 // dispatcher's lock.
 const maxQueuedWalk = 256
 
-// FirstQueued returns the first frame, among those that have arrived and
-// are unread, for which stop is true, decoded from a copy of its own, and
-// consumes nothing. A caller that must decide how an exchange ended
+// FirstQueued is FirstQueuedWithin walking up to maxQueuedWalk frames.
+func (st *Stream) FirstQueued(stop func(*iop.Envelope) bool) (env *iop.Envelope, ok bool) {
+	return st.FirstQueuedWithin(stop, maxQueuedWalk)
+}
+
+// FirstQueuedWithin returns the first frame, among those that have arrived
+// and are unread, for which stop is true, decoded from a copy of its own,
+// and consumes nothing. A caller that must decide how an exchange ended
 // without reading it (its reader is elsewhere) looks here for the
 // terminal its reader will come to: a peer that sent more after its
 // terminal does not hide it. stop sees the frames in order; the walk ends,
 // ok false, at the first frame that Recv would refuse (it does not decode,
 // or it decodes into more than the stream's fan-out bound: the reader
-// fails there and never reaches a later one). Past maxQueuedWalk frames
-// only the last whole frame is looked at (a peer's last frame is the one
-// that ends its work when it sends nothing after it). ok is also false
-// when no whole frame is queued, when a Recv is under way (it holds the
-// frames' boundaries; the call never waits for it), or when the frame
-// begun by a Recv that timed out has not all been read. What it copies is
-// bounded by the stream's receive window, whatever the peer sends.
-func (st *Stream) FirstQueued(stop func(*iop.Envelope) bool) (env *iop.Envelope, ok bool) {
+// fails there and never reaches a later one). Past walk frames (at most
+// maxQueuedWalk; 0 or less: none) only the last whole frame is looked at
+// (a peer's last frame is the one that ends its work when it sends
+// nothing after it): a caller walking many streams at once shares its
+// decodes out between them. ok is also false when no whole frame is
+// queued, when a Recv is under way (it holds the frames' boundaries; the
+// call never waits for it), or when the frame begun by a Recv that timed
+// out has not all been read.
+//
+// The frames are decoded where they lie, the stream's buffer lock held so
+// that nothing arriving moves them while stop looks: a fence walks every
+// exchange of a lost node, and copying each one's backlog out first cost
+// up to the session's whole bound of unread bytes (muxMaxBuffered) in
+// allocations and copies under the dispatcher's lock. So stop must not
+// keep the envelope it is shown, nor call into the stream; only the frame
+// found is copied and decoded again for the caller.
+func (st *Stream) FirstQueuedWithin(stop func(*iop.Envelope) bool, walk int) (env *iop.Envelope, ok bool) {
 	if !st.rmu.TryLock() {
 		return nil, false
 	}
@@ -487,50 +501,51 @@ func (st *Stream) FirstQueued(stop func(*iop.Envelope) bool) (env *iop.Envelope,
 	}
 	s := st.s
 	s.mu.Lock()
-	unread := s.rbuf[s.roff:]
-	queued := bytes.Clone(unread[:wholeFramesLen(unread, st.maxFrame)])
+	found := bytes.Clone(st.firstQueuedIn(s.rbuf[s.roff:], stop, min(walk, maxQueuedWalk)))
 	s.mu.Unlock()
+	if found == nil {
+		return nil, false
+	}
+	env, err := st.decodeFrame(found)
+	return env, err == nil // decoded once already: it does not fail
+}
+
+// firstQueuedIn is the payload, within unread, of the frame
+// FirstQueuedWithin answers, nil for none; the envelopes stop sees alias
+// unread.
+func (st *Stream) firstQueuedIn(unread []byte, stop func(*iop.Envelope) bool, walk int) []byte {
+	// One pass over the length prefixes: a window of tiny frames is tens
+	// of thousands of them per exchange. The walk stops at a length over
+	// the limit or a frame not all here.
+	limit := uint64(maxFrame(st.maxFrame))
 	var last []byte
-	for walked := 0; len(queued) > 0; walked++ {
-		end := frameHeaderLen + int(binary.BigEndian.Uint32(queued))
+	for walked := 0; len(unread) >= frameHeaderLen; walked++ {
+		size := binary.BigEndian.Uint32(unread)
+		if uint64(size) > limit || uint64(len(unread)-frameHeaderLen) < uint64(size) {
+			break
+		}
+		end := frameHeaderLen + int(size)
 		// Capped: an envelope aliasing its payload cannot grow into the
 		// next frame's bytes.
-		payload := queued[frameHeaderLen:end:end]
-		queued = queued[end:]
-		if walked >= maxQueuedWalk {
+		payload := unread[frameHeaderLen:end:end]
+		unread = unread[end:]
+		if walked >= walk {
 			last = payload
 			continue
 		}
 		env, err := st.decodeFrame(payload)
 		if err != nil {
-			return nil, false
+			return nil
 		}
 		if stop(env) {
-			return env, true
+			return payload
 		}
 	}
 	if last == nil {
-		return nil, false
+		return nil
 	}
-	env, err := st.decodeFrame(last)
-	if err != nil || !stop(env) {
-		return nil, false
+	if env, err := st.decodeFrame(last); err != nil || !stop(env) {
+		return nil
 	}
-	return env, true
-}
-
-// wholeFramesLen is the length of the longest prefix of unread made of
-// whole frames each within maxSize (see maxFrame), walked by their length
-// prefixes only.
-func wholeFramesLen(unread []byte, maxSize int) int {
-	n := 0
-	for rest := unread; len(rest) >= frameHeaderLen; {
-		size := binary.BigEndian.Uint32(rest)
-		if uint64(size) > uint64(maxFrame(maxSize)) || uint64(len(rest)-frameHeaderLen) < uint64(size) {
-			break
-		}
-		n += frameHeaderLen + int(size)
-		rest = rest[frameHeaderLen+int(size):]
-	}
-	return n
+	return last
 }
