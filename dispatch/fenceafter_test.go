@@ -1,10 +1,7 @@
 package dispatch
 
 import (
-	"context"
-	"errors"
 	"testing"
-	"time"
 
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -37,45 +34,7 @@ func TestFenceAfterFramesPastTheTerminalTakesTheFirstTerminal(t *testing.T) {
 		}, ReasonNodeLost, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, buildCfg(t, oneNodeCfg(t, 2), oneNodeModels), nil)
-			n := startWireNode(t, f, answerWholeThenGo(tc.envs...))
-			l := mustAcquire(t, f.d, Request{Model: "m"})
-			var recv func() error
-			var ready func() bool
-			var finish func(ReleaseReason)
-			if tc.tun {
-				ts, err := l.OpenTunnel(context.Background(), time.Time{}, &iop.ProviderTunnelRequest{RunId: "run_1"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				recv = func() error { _, err := ts.Recv(); return err }
-				ready, finish = ts.Ready, func(r ReleaseReason) { ts.Finish(l, r, "", time.Second) }
-			} else {
-				rs := mustOpenRun(t, l)
-				recv = func() error { _, err := rs.Recv(); return err }
-				ready, finish = rs.Ready, func(r ReleaseReason) { rs.Finish(l, r, "", time.Second) }
-			}
-			// The answer arrived in one piece: the edge holds all of it.
-			waitFor(t, "the answer at the edge", ready)
-			_ = n.cc.Close()
-			waitFor(t, "the fence", func() bool { rel, _ := l.Released(); return rel })
-			if _, reason := l.Released(); reason != tc.want {
-				t.Fatalf("fenced with the answer unread: released as %q, want %q", reason, tc.want)
-			}
-			for i := range tc.reads {
-				if err := recv(); err != nil {
-					t.Fatalf("read %d after the fence: %v", i, err)
-				}
-			}
-			err := recv()
-			if tc.want == ReasonNodeLost {
-				if !errors.Is(err, ErrNodeLost) {
-					t.Fatalf("at the foreign frame: %v, want ErrNodeLost", err)
-				}
-			} else if !errors.Is(err, ErrStreamEnded) {
-				t.Fatalf("after the terminal: %v, want ErrStreamEnded", err)
-			}
-			finish(tc.want)
+			f := fenceWholeAnswer(t, tc.tun, tc.envs, tc.want, tc.reads)
 			if got := metricValue(t, f.reg, "iop_lease_released_total", released("n1", "p", tc.want)); got != 1 {
 				t.Fatalf("iop_lease_released_total{reason=%s} = %v, want 1", tc.want, got)
 			}

@@ -62,45 +62,7 @@ func TestFenceWithQueuedTerminalTakesItsReason(t *testing.T) {
 		}, ReasonNodeLost, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, buildCfg(t, oneNodeCfg(t, 2), oneNodeModels), nil)
-			n := startWireNode(t, f, answerWholeThenGo(tc.envs...))
-			l := mustAcquire(t, f.d, Request{Model: "m"})
-			var recv func() error
-			var ready func() bool
-			var finish func(ReleaseReason)
-			if tc.tun {
-				ts, err := l.OpenTunnel(context.Background(), time.Time{}, &iop.ProviderTunnelRequest{RunId: "run_1"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				recv = func() error { _, err := ts.Recv(); return err }
-				ready, finish = ts.Ready, func(r ReleaseReason) { ts.Finish(l, r, "", time.Second) }
-			} else {
-				rs := mustOpenRun(t, l)
-				recv = func() error { _, err := rs.Recv(); return err }
-				ready, finish = rs.Ready, func(r ReleaseReason) { rs.Finish(l, r, "", time.Second) }
-			}
-			// The answer arrived in one piece: the edge holds all of it.
-			waitFor(t, "the answer at the edge", ready)
-			_ = n.cc.Close()
-			waitFor(t, "the fence", func() bool { rel, _ := l.Released(); return rel })
-			if _, reason := l.Released(); reason != tc.want {
-				t.Fatalf("fenced with the answer unread: released as %q, want %q", reason, tc.want)
-			}
-			for i := range tc.reads {
-				if err := recv(); err != nil {
-					t.Fatalf("read %d after the fence: %v", i, err)
-				}
-			}
-			err := recv()
-			if tc.want == ReasonNodeLost {
-				if !errors.Is(err, ErrNodeLost) {
-					t.Fatalf("after a cut answer: %v, want ErrNodeLost", err)
-				}
-			} else if !errors.Is(err, ErrStreamEnded) {
-				t.Fatalf("after the terminal: %v, want ErrStreamEnded", err)
-			}
-			finish(tc.want)
+			f := fenceWholeAnswer(t, tc.tun, tc.envs, tc.want, tc.reads)
 			for _, r := range []ReleaseReason{ReasonCompleted, ReasonCancelled, ReasonError, ReasonNodeLost} {
 				want := 0.0
 				if r == tc.want {
@@ -112,4 +74,54 @@ func TestFenceWithQueuedTerminalTakesItsReason(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fenceWholeAnswer has a node answer an exchange (a tunnel if tun) with
+// envs in one write, fences the node once the edge holds them all, and
+// checks the lease was released as want, that the holder then reads
+// reads frames, and that its next read ends (ErrStreamEnded after a
+// terminal; ErrNodeLost where no terminal was reached). It finishes the
+// exchange with want and returns the fixture for the metrics.
+func fenceWholeAnswer(t *testing.T, tun bool, envs []*iop.Envelope, want ReleaseReason, reads int) *fixture {
+	t.Helper()
+	f := newFixture(t, buildCfg(t, oneNodeCfg(t, 2), oneNodeModels), nil)
+	n := startWireNode(t, f, answerWholeThenGo(envs...))
+	l := mustAcquire(t, f.d, Request{Model: "m"})
+	var recv func() error
+	var ready func() bool
+	var finish func(ReleaseReason)
+	if tun {
+		ts, err := l.OpenTunnel(context.Background(), time.Time{}, &iop.ProviderTunnelRequest{RunId: "run_1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recv = func() error { _, err := ts.Recv(); return err }
+		ready, finish = ts.Ready, func(r ReleaseReason) { ts.Finish(l, r, "", time.Second) }
+	} else {
+		rs := mustOpenRun(t, l)
+		recv = func() error { _, err := rs.Recv(); return err }
+		ready, finish = rs.Ready, func(r ReleaseReason) { rs.Finish(l, r, "", time.Second) }
+	}
+	// The answer arrived in one piece: the edge holds all of it.
+	waitFor(t, "the answer at the edge", ready)
+	_ = n.cc.Close()
+	waitFor(t, "the fence", func() bool { rel, _ := l.Released(); return rel })
+	if _, reason := l.Released(); reason != want {
+		t.Fatalf("fenced with the answer unread: released as %q, want %q", reason, want)
+	}
+	for i := range reads {
+		if err := recv(); err != nil {
+			t.Fatalf("read %d after the fence: %v", i, err)
+		}
+	}
+	err := recv()
+	if want == ReasonNodeLost {
+		if !errors.Is(err, ErrNodeLost) {
+			t.Fatalf("where no terminal was reached: %v, want ErrNodeLost", err)
+		}
+	} else if !errors.Is(err, ErrStreamEnded) {
+		t.Fatalf("after the terminal: %v, want ErrStreamEnded", err)
+	}
+	finish(want)
+	return f
 }
