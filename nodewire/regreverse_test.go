@@ -17,43 +17,7 @@ import (
 // arrival closed the later one, and its own ready was then refused as
 // stale, leaving the node with neither.
 func TestRegisterAnswersInReverseOrderKeepNewer(t *testing.T) {
-	h := newFakeHandler()
-	var order atomic.Uint64
-	holdFirst := make(chan struct{})
-	h.register = func(c *Conn, req *iop.RegisterRequest) *iop.RegisterResponse {
-		n := order.Add(1)
-		c.SetRegisterOrder(n)
-		if n == 1 {
-			// The first registration's answer goes out only after the
-			// second one waits for its ready.
-			<-holdFirst
-		}
-		return acceptResponse(req.GetNodeId(), testHeartbeat)
-	}
-	ts := startServer(t, h, ServerConfig{ReadyTimeout: time.Minute})
-
-	type dialed struct {
-		cc  *ClientConn
-		err error
-	}
-	firstCh := make(chan dialed, 1)
-	// Owner: this test; ends when the held answer is released (below, or
-	// by the cleanup that closes the server).
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-		defer cancel()
-		cc, _, err := Dial(ctx, DialConfig{Address: ts.addr}, testRegisterRequest("n1"))
-		firstCh <- dialed{cc, err}
-	}()
-	firstEdge := recvConn(t, h.registered, "the first registration")
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(holdFirst)
-		}
-	}
-	t.Cleanup(release)
+	h, ts, firstEdge, release, firstAnswer := holdFirstRegistration(t, time.Minute)
 
 	second, _ := dial(t, DialConfig{Address: ts.addr}, "n1")
 	secondEdge := recvConn(t, h.registered, "the second registration")
@@ -63,12 +27,7 @@ func TestRegisterAnswersInReverseOrderKeepNewer(t *testing.T) {
 		return ts.srv.awaiting["n1"] == secondEdge
 	})
 	release()
-	var first dialed
-	select {
-	case first = <-firstCh:
-	case <-time.After(waitLong):
-		t.Fatal("the first registration's answer never arrived")
-	}
+	first := firstAnswer()
 	if first.err != nil {
 		t.Fatalf("first Dial: %v", first.err)
 	}
@@ -95,4 +54,62 @@ func TestRegisterAnswersInReverseOrderKeepNewer(t *testing.T) {
 	if secondEdge.IsClosed() {
 		t.Fatal("the newer connection was closed")
 	}
+}
+
+// heldDial is a node's Dial's outcome.
+type heldDial struct {
+	cc  *ClientConn
+	err error
+}
+
+// holdFirstRegistration starts a server whose handler stamps each
+// registration of n1 with a growing order and holds the first one's
+// answer until release (also called at cleanup), and dials that first
+// registration. It returns its edge side, release, and firstAnswer, which
+// waits for the first Dial's outcome.
+func holdFirstRegistration(t *testing.T, readyTimeout time.Duration) (h *fakeHandler, ts *testServer, firstEdge *Conn, release func(), firstAnswer func() heldDial) {
+	t.Helper()
+	h = newFakeHandler()
+	var order atomic.Uint64
+	holdFirst := make(chan struct{})
+	h.register = func(c *Conn, req *iop.RegisterRequest) *iop.RegisterResponse {
+		n := order.Add(1)
+		c.SetRegisterOrder(n)
+		if n == 1 {
+			// The first registration's answer goes out only when the
+			// test releases it.
+			<-holdFirst
+		}
+		return acceptResponse(req.GetNodeId(), testHeartbeat)
+	}
+	ts = startServer(t, h, ServerConfig{ReadyTimeout: readyTimeout})
+	firstCh := make(chan heldDial, 1)
+	// Owner: the test; ends when the held answer is released (by the
+	// test, or by the cleanup that closes the server).
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+		defer cancel()
+		cc, _, err := Dial(ctx, DialConfig{Address: ts.addr}, testRegisterRequest("n1"))
+		firstCh <- heldDial{cc, err}
+	}()
+	firstEdge = recvConn(t, h.registered, "the first registration")
+	released := false
+	release = func() {
+		if !released {
+			released = true
+			close(holdFirst)
+		}
+	}
+	t.Cleanup(release)
+	firstAnswer = func() heldDial {
+		t.Helper()
+		select {
+		case d := <-firstCh:
+			return d
+		case <-time.After(waitLong):
+			t.Fatal("the first registration's answer never arrived")
+			return heldDial{}
+		}
+	}
+	return h, ts, firstEdge, release, firstAnswer
 }

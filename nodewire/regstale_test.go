@@ -1,14 +1,10 @@
 package nodewire
 
 import (
-	"context"
 	"errors"
 	"io"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // An older registration of a node id whose answer goes out only after a
@@ -23,43 +19,7 @@ func TestStaleRegistrationAnsweredAfterNewerReadyClosedAtOnce(t *testing.T) {
 			name = "newer ready and gone"
 		}
 		t.Run(name, func(t *testing.T) {
-			h := newFakeHandler()
-			var order atomic.Uint64
-			holdFirst := make(chan struct{})
-			h.register = func(c *Conn, req *iop.RegisterRequest) *iop.RegisterResponse {
-				n := order.Add(1)
-				c.SetRegisterOrder(n)
-				if n == 1 {
-					// The first registration's answer goes out only
-					// after the second one's ready exchange.
-					<-holdFirst
-				}
-				return acceptResponse(req.GetNodeId(), testHeartbeat)
-			}
-			ts := startServer(t, h, ServerConfig{ReadyTimeout: time.Hour})
-
-			type dialed struct {
-				cc  *ClientConn
-				err error
-			}
-			firstCh := make(chan dialed, 1)
-			// Owner: this test; ends when the held answer is released
-			// (below, or by the cleanup that closes the server).
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), waitLong)
-				defer cancel()
-				cc, _, err := Dial(ctx, DialConfig{Address: ts.addr}, testRegisterRequest("n1"))
-				firstCh <- dialed{cc, err}
-			}()
-			firstEdge := recvConn(t, h.registered, "the first registration")
-			released := false
-			release := func() {
-				if !released {
-					released = true
-					close(holdFirst)
-				}
-			}
-			t.Cleanup(release)
+			h, ts, firstEdge, release, firstAnswer := holdFirstRegistration(t, time.Hour)
 
 			second, secondEdge := readyPair(t, ts, "n1")
 			if newerGone {
@@ -69,12 +29,7 @@ func TestStaleRegistrationAnsweredAfterNewerReadyClosedAtOnce(t *testing.T) {
 				}
 			}
 			release()
-			var first dialed
-			select {
-			case first = <-firstCh:
-			case <-time.After(waitLong):
-				t.Fatal("the first registration's answer never arrived")
-			}
+			first := firstAnswer()
 			// The close may come before the node has opened its
 			// control stream (its Dial then fails, and it dials again).
 			if first.err == nil {
