@@ -87,10 +87,24 @@ func (p *dropProxy) restore() {
 // or at shutdown, which an idle edge may reach hours later. The old code
 // said nothing until then.
 func TestClusterReturnerOutageReportedWithoutTraffic(t *testing.T) {
+	p, logs := oneFailedReturnThenIdle(t)
+	p.restore()
+	waitFor(t, "the outage's warning", func() bool { return len(outageSummaries(logs)) == 1 })
+	fields := outageSummaries(logs)[0].ContextMap()
+	if fields["batches"] != int64(1) || fields["updates"] != int64(1) {
+		t.Fatalf("outage summary counts %v batches, %v updates; want 1 and 1", fields["batches"], fields["updates"])
+	}
+}
+
+// oneFailedReturnThenIdle has an edge return one lease while Redis,
+// behind the returned proxy, drops every connection, and waits until that
+// batch failed; nothing is released after it. A long TTL: no renewal
+// (every TTL/3) sends anything meanwhile.
+func oneFailedReturnThenIdle(t *testing.T) (*dropProxy, *observer.ObservedLogs) {
+	t.Helper()
 	rs := testredis.Start(t)
 	p := newDropProxy(t, rs.Addr)
 	core, logs := observer.New(zapcore.DebugLevel)
-	// A long TTL: no renewal (every TTL/3) sends anything meanwhile.
 	f := closedLedgerFixture(t, oneProviderCfg(t, 1),
 		cluster.Config{Address: p.addr, TTL: time.Minute, Timeout: 2 * time.Second, EdgeID: "e1"},
 		Options{Logger: zap.New(core)})
@@ -99,10 +113,5 @@ func TestClusterReturnerOutageReportedWithoutTraffic(t *testing.T) {
 	p.drop()
 	l.Release(ReasonCompleted)
 	waitFor(t, "the return failed", func() bool { all, _ := applyFailures(logs); return all == 1 })
-	p.restore()
-	waitFor(t, "the outage's warning", func() bool { return len(outageSummaries(logs)) == 1 })
-	fields := outageSummaries(logs)[0].ContextMap()
-	if fields["batches"] != int64(1) || fields["updates"] != int64(1) {
-		t.Fatalf("outage summary counts %v batches, %v updates; want 1 and 1", fields["batches"], fields["updates"])
-	}
+	return p, logs
 }

@@ -4,12 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
-
 	"github.com/iop-gateway/iop/dispatch/cluster"
-	"github.com/iop-gateway/iop/internal/testredis"
 )
 
 // deadLedgerFixture is a closed-at-cleanup fixture whose ledger, of a
@@ -111,17 +106,7 @@ func TestReturnerSweepsAtMostEightTimesATTL(t *testing.T) {
 // reported: the returner probes again every outageProbe, and warns once
 // one is answered.
 func TestClusterReturnerOutageReportedAfterAnUnansweredProbe(t *testing.T) {
-	rs := testredis.Start(t)
-	p := newDropProxy(t, rs.Addr)
-	core, logs := observer.New(zapcore.DebugLevel)
-	f := closedLedgerFixture(t, oneProviderCfg(t, 1),
-		cluster.Config{Address: p.addr, TTL: time.Minute, Timeout: 2 * time.Second, EdgeID: "e1"},
-		Options{Logger: zap.New(core)})
-	f.up("n")
-	l := mustAcquire(t, f.d, Request{Model: "m"})
-	p.drop()
-	l.Release(ReasonCompleted)
-	waitFor(t, "the return failed", func() bool { all, _ := applyFailures(logs); return all == 1 })
+	p, logs := oneFailedReturnThenIdle(t)
 	waitFor(t, "a probe not answered", func() bool {
 		return logs.FilterMessage("cluster ledger probe not answered").Len() > 0
 	})
