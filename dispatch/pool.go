@@ -333,6 +333,9 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 			return nil, err
 		}
 		if l != nil {
+			if len(req.Avoid) > 0 {
+				m.unlearnLocked(hashes, req.Avoid)
+			}
 			d.mu.Unlock()
 			d.metrics.queueWait(m.name, time.Since(start))
 			return l, nil
@@ -455,6 +458,24 @@ func (m *model) liveWithin(now time.Time, grace time.Duration, long, tunnel bool
 		}
 	}
 	return false
+}
+
+// unlearnLocked drops the providers a failover avoids from the prefix
+// index entries of its prompt, once the failover has a lease (which
+// recorded its own provider): the conversation continues on that one, and
+// the next turn must find it there rather than tie with a provider the
+// prompt failed on and lose to config order. A failed provider that had
+// served earlier turns loses their shorter prefixes too; the provider now
+// holding the conversation has them all.
+func (m *model) unlearnLocked(hashes []uint64, avoid []ProviderRef) {
+	if m.prefixes == nil || len(hashes) == 0 {
+		return
+	}
+	for i := range m.cands {
+		if r := m.cands[i].res; avoided(avoid, r.key) {
+			m.prefixes.Drop(hashes, r.id)
+		}
+	}
 }
 
 // pickLocked chooses among live candidates with room: the session's last

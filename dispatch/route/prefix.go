@@ -159,16 +159,37 @@ func (p *Prefixes) Longest(dst []int, hashes []uint64, ids []uint32) []int {
 // rare events only.
 func (p *Prefixes) Forget(id uint32) {
 	for s := p.head; s != nilSlot; {
-		e := &p.ents[s]
-		next := e.next
-		if e.remove(id) && e.n == 0 {
-			p.unlink(s)
-			delete(p.idx, e.hash)
-			e.next = p.free
-			p.free = s
-		}
+		next := p.ents[s].next
+		p.drop(s, id)
 		s = next
 	}
+}
+
+// Drop removes id from the entries of these hashes (AppendHash's), freeing
+// entries left with no id: the prompt was recorded for id, but id does not
+// hold it (its attempt failed over to another candidate, which Record
+// learnt). Without it the two would match alike and ties would go by
+// load and order, as likely as not back to the candidate that failed.
+// Looking an entry up does not count as use for eviction.
+func (p *Prefixes) Drop(hashes []uint64, id uint32) {
+	for _, h := range hashes {
+		if s, ok := p.idx[h]; ok {
+			p.drop(s, id)
+		}
+	}
+}
+
+// drop removes id from the entry in slot s, freeing the slot when that
+// leaves the entry with no id.
+func (p *Prefixes) drop(s int32, id uint32) {
+	e := &p.ents[s]
+	if !e.remove(id) || e.n > 0 {
+		return
+	}
+	p.unlink(s)
+	delete(p.idx, e.hash)
+	e.next = p.free
+	p.free = s
 }
 
 // touch returns the entry for hash, created if need be (evicting the least
