@@ -137,8 +137,7 @@ func New(opts Options) *Server {
 	admin.POST("/nodes/:id/refresh", s.adminRefresh)
 	getHead(admin, "/nodes/:id/commands/:type", s.adminCommand)
 	admin.POST("/sessions/:session_id/terminate", s.adminTerminate)
-	s.registerStatusPage(e) // GET and HEAD /admin (page), GET /admin/events, beside the admin group
-	e.HEAD("/admin/events", s.adminAuth, s.adminEvents)
+	s.registerStatusPage(e) // GET and HEAD /admin (page) and /admin/events, beside the admin group
 	s.engine = e
 	return s
 }

@@ -58,7 +58,8 @@ func inlineHashes(page []byte, tag string) string {
 //
 //	GET, HEAD /admin   the HTML page; public, so it can load and ask for
 //	                   the token (it holds no data of its own)
-//	GET /admin/events  dispatcher.RecentEvents() as JSON; admin token
+//	GET, HEAD /admin/events
+//	                   dispatcher.RecentEvents() as JSON; admin token
 //
 // It is registered on the engine rather than the /admin group because the
 // group's auth middleware would also guard the page.
@@ -66,6 +67,7 @@ func (s *Server) registerStatusPage(e *gin.Engine) {
 	e.GET("/admin", s.adminPage)
 	e.HEAD("/admin", s.adminPage)
 	e.GET("/admin/events", s.adminAuth, s.adminEvents)
+	e.HEAD("/admin/events", s.adminAuth, s.adminEvents)
 }
 
 // adminPage writes the status page.
