@@ -248,6 +248,14 @@ type NodeSpec struct {
 	Providers             []ProviderSpec `mapstructure:"providers"`
 }
 
+// Adapter type names the edge reads as well as the node (ProviderSpec.Type;
+// the node's adapters register under these names): a Messages call with
+// thinking off tells these two servers through chat_template_kwargs.
+const (
+	ProviderTypeVLLM     = "vllm"
+	ProviderTypeLlamaCpp = "llamacpp"
+)
+
 // ProviderSpec is one adapter instance on a Node (NodeConfigPayload.adapters).
 type ProviderSpec struct {
 	// Name is the AdapterConfig.name and the provider_id.

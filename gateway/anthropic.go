@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/gateway/anthropicapi"
 	"github.com/iop-gateway/iop/gateway/openaiapi"
@@ -126,7 +127,9 @@ var (
 // template that reads enable_thinking stops the model thinking: vLLM's and
 // llama.cpp's servers do. openai_compat may be any server, OpenAI's own
 // included, which refuses members it does not know.
-func templateThinking(typ string) bool { return typ == "vllm" || typ == "llamacpp" }
+func templateThinking(typ string) bool {
+	return typ == config.ProviderTypeVLLM || typ == config.ProviderTypeLlamaCpp
+}
 
 // RunInput is the chat's run input, reasoning_effort "none" or
 // chat_template_kwargs added when thinking is off and the provider can

@@ -23,13 +23,14 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	iopconfig "github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 	"github.com/iop-gateway/iop/nodeagent/openaicompat"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // TypeName is the AdapterConfig.type this package serves.
-const TypeName = "llamacpp"
+const TypeName = iopconfig.ProviderTypeLlamaCpp
 
 const (
 	// healthTTL: one probe answers every Health call for this long, so

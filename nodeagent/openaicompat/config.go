@@ -8,13 +8,14 @@ import (
 	"strings"
 	"time"
 
+	iopconfig "github.com/iop-gateway/iop/config"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // Adapter type names this package serves.
 const (
 	TypeOpenAICompat = "openai_compat"
-	TypeVLLM         = "vllm"
+	TypeVLLM         = iopconfig.ProviderTypeVLLM
 )
 
 // config is the validated, immutable view of one AdapterConfig. A new value
