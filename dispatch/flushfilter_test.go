@@ -71,14 +71,7 @@ func TestClusterReturnDuringCloseWaitsForReturnerBatch(t *testing.T) {
 	f.up("n")
 	l := mustAcquire(t, f.d, Request{Model: "m"})
 	key := cluster.Key("n", "p")
-	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
-	sub := rdb.Subscribe(ctx, cluster.FreedChannel)
-	defer sub.Close()
-	if _, err := sub.Receive(ctx); err != nil {
-		t.Fatal(err)
-	}
+	rdb, sub := freedSubscriber(t, rs.Addr)
 	p.loseAndReadd(t, f, rdb, key, l)
 	closed := make(chan struct{})
 	// Owner: the test; Close ends once the returner's batch timed out.

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/iop-gateway/iop/dispatch/cluster"
 	"github.com/iop-gateway/iop/internal/testredis"
 )
@@ -27,13 +25,7 @@ func TestClusterLateReturnAfterCloseFencesUnsureReadd(t *testing.T) {
 	l := mustAcquire(t, f.d, Request{Model: "m"})
 	key := cluster.Key("n", "p")
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
-	sub := rdb.Subscribe(ctx, cluster.FreedChannel)
-	defer sub.Close()
-	if _, err := sub.Receive(ctx); err != nil { // the subscription is active
-		t.Fatal(err)
-	}
+	rdb, sub := freedSubscriber(t, rs.Addr)
 	p.loseAndReadd(t, f, rdb, key, l)
 	// Close waits for the returner, whose batch with the re-add times
 	// out meanwhile: the lease's return comes after its last batch.

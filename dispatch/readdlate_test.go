@@ -125,13 +125,7 @@ func TestClusterLateReaddAfterReturnHoldsNoSlot(t *testing.T) {
 	l := mustAcquire(t, f.d, Request{Model: "m"})
 	key := cluster.Key("n", "p")
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
-	sub := rdb.Subscribe(ctx, cluster.FreedChannel)
-	defer sub.Close()
-	if _, err := sub.Receive(ctx); err != nil { // the subscription is active
-		t.Fatal(err)
-	}
+	rdb, sub := freedSubscriber(t, rs.Addr)
 	// The ledger lost the lease (it expired during an outage): the
 	// renewal's finding, handed to readd as renewLeases does.
 	p.loseAndReadd(t, f, rdb, key, l)
@@ -180,4 +174,19 @@ func (p *readdHolder) loseAndReadd(t *testing.T, f *fixture, rdb *redis.Client, 
 	case <-time.After(waitDeadline):
 		t.Fatal("the re-add never reached the proxy")
 	}
+}
+
+// freedSubscriber is a client of the Redis at addr and its subscription to
+// the ledger's return announcements, active when it returns; both closed
+// at the test's end.
+func freedSubscriber(t *testing.T, addr string) (*redis.Client, *redis.PubSub) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	sub := rdb.Subscribe(context.Background(), cluster.FreedChannel)
+	t.Cleanup(func() { _ = sub.Close() })
+	if _, err := sub.Receive(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return rdb, sub
 }

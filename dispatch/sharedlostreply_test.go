@@ -88,14 +88,8 @@ func lostReplyCluster(t *testing.T) (*fixture, *testredis.Server, *replyDropper)
 func TestClusterFreshTakeWithLostAnswerGivesSlotBack(t *testing.T) {
 	f, rs, p := lostReplyCluster(t)
 	key := cluster.Key("n", "p")
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
 	ctx := context.Background()
-	sub := rdb.Subscribe(ctx, cluster.FreedChannel)
-	defer sub.Close()
-	if _, err := sub.Receive(ctx); err != nil { // the subscription is active
-		t.Fatal(err)
-	}
+	rdb, sub := freedSubscriber(t, rs.Addr)
 
 	p.drop.Store(true)
 	_, err := f.d.Acquire(ctx, Request{Model: "m", NoWait: true})
