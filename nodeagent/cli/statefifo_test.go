@@ -201,8 +201,11 @@ func TestReadStateRefusalsAreTyped(t *testing.T) {
 		return dir
 	}
 	fifoDir := mk("fifo")
-	statefifoMake(t, filepath.Join(fifoDir, stateFileName))
-	if _, err := readState(fifoDir, "fifo"); !errors.Is(err, errStateNotRegular) {
+	fifo := filepath.Join(fifoDir, stateFileName)
+	statefifoMake(t, fifo)
+	var err error
+	statefifoWithin(t, "reading a FIFO state", func() { _, err = readState(fifoDir, "fifo") }, fifo)
+	if !errors.Is(err, errStateNotRegular) {
 		t.Errorf("FIFO: err = %v, want errStateNotRegular", err)
 	}
 	linkDir := mk("link")
