@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ import (
 // failed over: the edge cannot know sooner.
 func TestDrainNoticeStopsGrantsOnArrival(t *testing.T) {
 	f := newFixture(t, buildCfg(t, oneNodeCfg(t, 2), oneNodeModels), nil)
-	addr := serveDispatcherOnLoopback(t, f.d)
+	addr := serveOnLoopback(t, f.d)
 	cc := dialNode(t, addr, "n1")
 	if err := cc.ReadyWith(context.Background(), &iop.NodeReadyRequest{NodeId: "n1", Adapters: f.caps("n1")}); err != nil {
 		t.Fatalf("ready: %v", err)
@@ -62,25 +61,4 @@ func TestDrainNoticeStopsGrantsOnArrival(t *testing.T) {
 	if n := streams.Load(); n != 0 {
 		t.Fatalf("the draining node was sent %d streams", n)
 	}
-}
-
-// serveDispatcherOnLoopback serves d itself (it takes load reports, as in
-// production) on a loopback nodewire server.
-func serveDispatcherOnLoopback(t *testing.T, d *Dispatcher) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := nodewire.NewServer(nodewire.ServerConfig{Handler: d, HandshakeTimeout: waitDeadline, ReadyTimeout: waitDeadline})
-	done := make(chan error, 1)
-	// Owner: this test; ends when the cleanup closes the server.
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return ln.Addr().String()
 }

@@ -65,12 +65,20 @@ func (h *spyHandler) waitClosed(t *testing.T, c *nodewire.Conn) {
 func startWire(t *testing.T, f *fixture) (*spyHandler, string) {
 	t.Helper()
 	h := &spyHandler{d: f.d, closed: map[*nodewire.Conn]chan struct{}{}}
+	return h, serveOnLoopback(t, h)
+}
+
+// serveOnLoopback serves h on a loopback nodewire server, closed at the
+// test's end, and returns its address.
+func serveOnLoopback(t *testing.T, h nodewire.ServerHandler) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := nodewire.NewServer(nodewire.ServerConfig{Handler: h, HandshakeTimeout: waitDeadline, ReadyTimeout: waitDeadline})
 	done := make(chan error, 1)
+	// Owner: the test; ends when the cleanup closes the server.
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {
 		_ = srv.Close()
@@ -78,7 +86,7 @@ func startWire(t *testing.T, f *fixture) (*spyHandler, string) {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return h, ln.Addr().String()
+	return ln.Addr().String()
 }
 
 func dialNode(t *testing.T, addr, node string) *nodewire.ClientConn {

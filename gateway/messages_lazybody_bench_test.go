@@ -33,6 +33,15 @@ func lazyBodyMessages(turns int, thinking bool) []byte {
 // benchMessagesRun is a Messages request's cost on the edge up to a run's
 // input: the call (parse, conversion) and the run input it sends.
 func benchMessagesRun(b *testing.B, body []byte) {
+	benchMessagesCall(b, body, func(k *call) error {
+		_, err := k.parsed.RunInput()
+		return err
+	})
+}
+
+// benchMessagesCall is a Messages request's cost on the edge: the call
+// (parse, conversion), then send, what an attempt renders of it.
+func benchMessagesCall(b *testing.B, body []byte, send func(*call) error) {
 	s := lazyBodyServer(b)
 	c, _ := gin.CreateTestContext(httptest.NewRecorder())
 	b.ReportAllocs()
@@ -43,7 +52,7 @@ func benchMessagesRun(b *testing.B, body []byte) {
 		if k == nil {
 			b.Fatal("the request was refused")
 		}
-		if _, err := k.parsed.RunInput(); err != nil {
+		if err := send(k); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -2,11 +2,7 @@ package gateway
 
 import (
 	"bytes"
-	"net/http"
-	"net/http/httptest"
 	"testing"
-
-	"github.com/gin-gonic/gin"
 )
 
 // thinkoffBenchBody is lazyBodyMessages(8, false) with thinking turned off.
@@ -27,21 +23,11 @@ func BenchmarkMessagesCallRunThinkingOff(b *testing.B) { benchMessagesRun(b, thi
 // benchMessagesTunnel is a Messages request's cost on the edge up to the
 // body a tunnel to a provider of adapter type typ sends.
 func benchMessagesTunnel(b *testing.B, body []byte, typ string) {
-	s := lazyBodyServer(b)
-	c, _ := gin.CreateTestContext(httptest.NewRecorder())
-	b.ReportAllocs()
-	b.SetBytes(int64(len(body)))
-	for b.Loop() {
-		c.Request = httptest.NewRequest(http.MethodPost, "/v1/messages", bytes.NewReader(body))
-		k := s.messagesCall(c)
-		if k == nil {
-			b.Fatal("the request was refused")
-		}
+	benchMessagesCall(b, body, func(k *call) error {
 		k.tunnelProvider, k.providerType = true, typ
-		if _, err := k.tunnelBody(); err != nil {
-			b.Fatal(err)
-		}
-	}
+		_, err := k.tunnelBody()
+		return err
+	})
 }
 
 func BenchmarkMessagesCallTunnel(b *testing.B) {
