@@ -8,7 +8,8 @@
 // leases' expiry in Redis server milliseconds; long leases are also in
 // <prefix>:lease:<node>/<provider>:long. Taking a lease is one Lua script:
 // drop expired members, check the count against the capacity the caller
-// passes, add. Returning is ZREM plus a PUBLISH on <prefix>:freed naming
+// passes, add. Returning is ZREM (a fenced return: one script marking the
+// lease returned, then removing it) plus a PUBLISH on <prefix>:freed naming
 // the resource, which wakes the edges that have requests waiting for it.
 // The scripts read the time from Redis (TIME), so edges' clocks never
 // matter. The prefix is Config.KeyPrefix, "iop" by default.
@@ -424,12 +425,14 @@ func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
 			readdScript.Eval(ctx, pipe, []string{key, key + ":long", l.returnedKey(u.ID)}, l.cfg.TTL.Milliseconds(), u.ID, isLong)
 		default:
 			if u.Fence {
-				// Before the removal: an OpReadd run between the two
-				// would otherwise put the lease back after it.
-				pipe.Set(ctx, l.returnedKey(u.ID), 1, l.cfg.TTL)
+				// The mark and the removal in one script: as separate
+				// commands Redis could refuse the mark (out of memory)
+				// and run the removal, leaving the lease unfenced.
+				returnScript.Eval(ctx, pipe, []string{key, key + ":long", l.returnedKey(u.ID)}, l.cfg.TTL.Milliseconds(), u.ID)
+			} else {
+				pipe.ZRem(ctx, key, u.ID)
+				pipe.ZRem(ctx, key+":long", u.ID)
 			}
-			pipe.ZRem(ctx, key, u.ID)
-			pipe.ZRem(ctx, key+":long", u.ID)
 			if !slices.Contains(freed, key) {
 				freed = append(freed, key)
 			}
@@ -495,7 +498,13 @@ func (l *Ledger) Ping(ctx context.Context) error {
 //go:embed readd.lua
 var readdSrc string
 
-var readdScript = redis.NewScript(readdSrc)
+//go:embed return.lua
+var returnSrc string
+
+var (
+	readdScript  = redis.NewScript(readdSrc)
+	returnScript = redis.NewScript(returnSrc)
+)
 
 // HeldLease is one lease this edge holds, for Renew.
 type HeldLease struct {
