@@ -38,7 +38,7 @@ func (d *Dispatcher) returner(ttl time.Duration) {
 			st.outage.end(d.log, "until shutdown")
 			now := time.Now()
 			st.refused.Flush(d.log, now, now)
-			d.flushReturns(batch, st.unsure, ttl)
+			d.flushReturnsLost(batch, st.unsure, st.lost, ttl)
 			return
 		case <-st.timer.C:
 			st.timerAt = time.Time{}
@@ -71,10 +71,16 @@ const outageProbe = 2 * time.Second
 type returnerState struct {
 	outage  applyOutage
 	unsure  unsureReadds
+	lost    lostFences
 	refused cluster.RefusalLog
+	// fenced is scratch for applyBatch: when the re-adds of the returns
+	// it fenced were sent, by lease id. send is scratch too: a batch with
+	// lost fenced returns sent again.
+	fenced map[string]time.Time
+	send   []cluster.Update
 	// probeAt is when Redis is probed while an outage is open; sweepAt
-	// when unsure's entries a TTL old are dropped next (zero: none
-	// recorded since the last sweep).
+	// when unsure's and lost's entries a TTL old are dropped next (zero:
+	// none recorded since the last sweep).
 	probeAt, sweepAt time.Time
 	// timer fires at timerAt (zero: stopped or fired).
 	timer   *time.Timer
@@ -84,35 +90,49 @@ type returnerState struct {
 // newReturnerState is a returner's state before its first batch (its
 // timer stopped).
 func newReturnerState() *returnerState {
-	st := &returnerState{unsure: unsureReadds{}, timer: time.NewTimer(time.Hour)}
+	st := &returnerState{unsure: unsureReadds{}, lost: lostFences{}, fenced: map[string]time.Time{}, timer: time.NewTimer(time.Hour)}
 	st.timer.Stop()
 	return st
 }
 
 // applyBatch fences the returns of batch whose re-add is unsure, sends
-// it, and notes the outcome.
+// it with the lost fenced returns (see lostFences), and notes the
+// outcome. Without unsure re-adds or lost fences it costs two length
+// checks more than the send.
 func (d *Dispatcher) applyBatch(st *returnerState, batch []cluster.Update, ttl time.Duration) {
 	now := time.Now()
-	st.unsure.fence(batch, now, ttl)
+	st.unsure.fenceInto(batch, now, ttl, st.fenced)
+	send := batch
+	if len(st.lost) > 0 {
+		send = st.lost.resend(append(st.send[:0], batch...), now, ttl, ledgerBatch)
+		st.send = send[:0]
+	}
 	// Not cancelled by Close (Apply is bounded by the ledger's own
 	// timeout): a batch cut off mid-send would lose its returns.
-	err := d.ledger.Apply(context.WithoutCancel(d.ctx), batch)
+	err := d.ledger.Apply(context.WithoutCancel(d.ctx), send)
 	switch {
 	case errors.Is(err, cluster.ErrRefused):
 		// Redis answered every update: the refused ones never take
 		// effect, so no re-add of the batch is unsure, and an outage
-		// open until now is over.
+		// open until now is over. The lost fenced returns sent again
+		// were answered too (a refused one is not sent a third time).
+		st.lost.answered(send[len(batch):])
 		st.outage.record(d.log, len(batch), nil)
-		st.refused.Record(d.log, len(batch), err, now)
+		st.refused.Record(d.log, len(send), err, now)
 	case err != nil:
 		st.unsure.add(batch, now, ttl)
-		if st.sweepAt.IsZero() && len(st.unsure) > 0 {
+		st.lost.keep(batch, st.fenced, now, ttl)
+		if st.sweepAt.IsZero() && (len(st.unsure) > 0 || len(st.lost) > 0) {
 			st.sweepAt = now.Add(ttl)
 		}
 		st.probeAt = now.Add(outageProbe)
 		st.outage.record(d.log, len(batch), err)
 	default:
+		st.lost.answered(send[len(batch):])
 		st.outage.record(d.log, len(batch), nil)
+	}
+	if len(st.fenced) > 0 {
+		clear(st.fenced)
 	}
 	st.arm()
 }
@@ -125,6 +145,9 @@ func (d *Dispatcher) returnerTick(st *returnerState, ttl time.Duration) {
 	st.refused.Flush(d.log, now.Add(-cluster.RefusalLogEvery), now)
 	if !st.sweepAt.IsZero() && !now.Before(st.sweepAt) {
 		st.sweepAt = st.unsure.expire(now, ttl)
+		if next := st.lost.expire(now, ttl); !next.IsZero() && (st.sweepAt.IsZero() || next.Before(st.sweepAt)) {
+			st.sweepAt = next
+		}
 		// At most eight sweeps a TTL, however the entries' times spread.
 		if !st.sweepAt.IsZero() {
 			st.sweepAt = later(st.sweepAt, now.Add(ttl/8))
@@ -135,6 +158,11 @@ func (d *Dispatcher) returnerTick(st *returnerState, ttl time.Duration) {
 		switch {
 		case err == nil:
 			st.outage.end(d.log, "until Redis answered again")
+			if len(st.lost) > 0 {
+				// No batch may follow for long: the fences are
+				// written now, before a re-add on its way lands.
+				d.applyBatch(st, nil, ttl)
+			}
 		case d.ctx.Err() != nil:
 			// Close: the outage is told at shutdown. Not probed
 			// again meanwhile (the timer must not fire at once
@@ -280,6 +308,12 @@ func (u unsureReadds) expire(now time.Time, ttl time.Duration) time.Time {
 // fence marks the returns in batch of leases whose re-add is unsure. A
 // nil or empty u costs one length check per batch.
 func (u unsureReadds) fence(batch []cluster.Update, now time.Time, ttl time.Duration) {
+	u.fenceInto(batch, now, ttl, nil)
+}
+
+// fenceInto is fence, which also records in fenced (when not nil) when
+// the re-add of each return it fences was sent, by lease id.
+func (u unsureReadds) fenceInto(batch []cluster.Update, now time.Time, ttl time.Duration, fenced map[string]time.Time) {
 	if len(u) == 0 {
 		return
 	}
@@ -290,8 +324,98 @@ func (u unsureReadds) fence(batch []cluster.Update, now time.Time, ttl time.Dura
 		if at, ok := u[batch[i].ID]; ok {
 			delete(u, batch[i].ID)
 			batch[i].Fence = now.Sub(at) < ttl
+			if batch[i].Fence && fenced != nil {
+				fenced[batch[i].ID] = at
+			}
 		}
 	}
+}
+
+// maxLostFences bounds the fenced returns the returner keeps to send
+// again (as many as the unsure re-adds they come from).
+const maxLostFences = maxUnsure
+
+// lostFences is the fenced returns whose batch failed without an answer,
+// by lease id (owned by the returner goroutine). Such a return may never
+// have reached Redis, and its lease's unsure entry ended when it was
+// fenced: forgotten, the re-add it was fenced for, still on its way, could
+// hold the slot for nobody for the TTL. Each is sent again, fenced, with
+// the next batches (or alone at the first probe Redis answers) until a
+// batch carrying it is answered, or until a TTL after its re-add was sent
+// (a command lost that long is not run any more, and the lease, not
+// renewed since its release, has expired). A return applied twice removes
+// nothing more, and its mark is rewritten.
+type lostFences map[string]lostFence
+
+// lostFence is one lost fenced return: its lease key and when its lease's
+// re-add was sent.
+type lostFence struct {
+	key string
+	at  time.Time
+}
+
+// keep records the fenced returns of batch, whose batch failed; fenced
+// holds when their re-adds were sent (fenceInto). Past maxLostFences,
+// after dropping the stale entries, the rest are not kept: such a lease
+// can hold its slot for one TTL, as before fencing.
+func (l lostFences) keep(batch []cluster.Update, fenced map[string]time.Time, now time.Time, ttl time.Duration) {
+	if len(fenced) == 0 {
+		return
+	}
+	for _, op := range batch {
+		at, ok := fenced[op.ID]
+		if !ok || op.Kind != cluster.OpReturn || !op.Fence {
+			continue
+		}
+		if len(l) >= maxLostFences {
+			l.expire(now, ttl)
+			if len(l) >= maxLostFences {
+				return
+			}
+		}
+		l[op.ID] = lostFence{key: op.Key, at: at}
+	}
+}
+
+// resend appends to dst up to limit of the lost fenced returns, as
+// fenced returns, dropping those whose re-add was sent a TTL or more
+// before now.
+func (l lostFences) resend(dst []cluster.Update, now time.Time, ttl time.Duration, limit int) []cluster.Update {
+	n := 0
+	for id, f := range l {
+		if now.Sub(f.at) >= ttl {
+			delete(l, id)
+			continue
+		}
+		if n == limit {
+			continue // the stale ones past the limit are still dropped
+		}
+		dst = append(dst, cluster.Update{Kind: cluster.OpReturn, Key: f.key, ID: id, Fence: true})
+		n++
+	}
+	return dst
+}
+
+// answered forgets the lost fenced returns in sent, which Redis answered.
+func (l lostFences) answered(sent []cluster.Update) {
+	for _, op := range sent {
+		delete(l, op.ID)
+	}
+}
+
+// expire drops the entries whose re-add was sent a TTL or more before
+// now, and returns when the oldest of the others is a TTL old (zero when
+// none is left).
+func (l lostFences) expire(now time.Time, ttl time.Duration) time.Time {
+	var next time.Time
+	for id, f := range l {
+		if now.Sub(f.at) >= ttl {
+			delete(l, id)
+		} else if end := f.at.Add(ttl); next.IsZero() || end.Before(next) {
+			next = end
+		}
+	}
+	return next
 }
 
 // closeFlush bounds what Close spends sending the ledger updates still
@@ -311,11 +435,23 @@ const closeFlush = 2 * time.Second
 // was unsure of, and a lease is returned only once, so a needless fence
 // costs one key in Redis for a TTL, at shutdown only.
 func (d *Dispatcher) flushReturns(batch []cluster.Update, unsure unsureReadds, ttl time.Duration) {
+	d.flushReturnsLost(batch, unsure, nil, ttl)
+}
+
+// flushReturnsLost is flushReturns sending first the returner's lost
+// fenced returns.
+func (d *Dispatcher) flushReturnsLost(batch []cluster.Update, unsure unsureReadds, lost lostFences, ttl time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeFlush)
 	defer cancel()
 	var refused cluster.RefusalLog // one warning per kind of reply
+	var again []cluster.Update
+	if len(lost) > 0 {
+		again = lost.resend(nil, time.Now(), ttl, maxLostFences)
+	}
 	for ctx.Err() == nil {
-		batch = batch[:0]
+		n := min(len(again), ledgerBatch)
+		batch = append(batch[:0], again[:n]...)
+		again = again[n:]
 	fill:
 		for len(batch) < ledgerBatch {
 			select {

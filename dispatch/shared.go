@@ -118,6 +118,7 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 			d.wake(func(r *resource) bool { return r.ledgerKey == key })
 		case <-retry.C:
 			now := time.Now()
+			d.ledger.FlushRefusals(d.log, now)
 			d.wake(func(r *resource) bool {
 				return (r.remoteFull && !now.Before(r.remoteFullUntil)) || (r.ledgerRetry && !now.Before(d.ledgerDownUntil))
 			})
@@ -151,6 +152,11 @@ func (d *Dispatcher) renewLeases(failing bool) time.Time {
 	if err != nil {
 		switch {
 		case d.ctx.Err() != nil:
+		case errors.Is(err, cluster.ErrRefused):
+			// Redis answered: no outage. The leases stay with their
+			// requests (the nodes' gates still bound the backends);
+			// retried as after an outage, warned of once a minute.
+			d.ledger.NoteRefused(d.log, cluster.RefusedRenew, err)
 		case failing:
 			d.log.Debug("cluster lease renewal failed", zap.Error(err))
 		default:
@@ -310,6 +316,9 @@ func (d *Dispatcher) handOn(h handOn) {
 		if d.ctx.Err() == nil {
 			d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
 			r.ledgerRetry = true
+			if errors.Is(err, cluster.ErrRefused) {
+				d.ledger.NoteRefused(d.log, cluster.RefusedTake, err)
+			}
 			d.log.Debug("queued grant deferred", zap.Error(err))
 			d.offerOthersLocked(w, r) // marked for the retry tick
 		}
@@ -433,10 +442,17 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 		return nil, nil // as for Full: the next candidate
 	case err != nil:
 		// Also at Close: the take may have run in Redis all the same.
+		// Also when refused: a script refused part-way keeps its writes.
 		d.returnLostTakeLocked(r, id)
 		if d.ctx.Err() != nil {
 			// Close cut the round trip short: Redis is not the cause.
 			return nil, ErrDispatcherShutdown
+		}
+		// A refusal (out of memory, a read-only replica, loading)
+		// refuses every grant alike: answered as an outage, and backed
+		// off from, but warned of as what it is.
+		if errors.Is(err, cluster.ErrRefused) {
+			d.ledger.NoteRefused(d.log, cluster.RefusedTake, err)
 		}
 		d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
 		return nil, fmt.Errorf("%w: %w", ErrClusterUnavailable, err)

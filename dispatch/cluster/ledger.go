@@ -8,7 +8,8 @@
 // leases' expiry in Redis server milliseconds; long leases are also in
 // <prefix>:lease:<node>/<provider>:long. Taking a lease is one Lua script:
 // drop expired members, check the count against the capacity the caller
-// passes, add. Returning is ZREM plus a PUBLISH on <prefix>:freed naming
+// passes, add. Returning is ZREM (a fenced return: one script marking the
+// lease returned, then removing it) plus a PUBLISH on <prefix>:freed naming
 // the resource, which wakes the edges that have requests waiting for it.
 // The scripts read the time from Redis (TIME), so edges' clocks never
 // matter. The prefix is Config.KeyPrefix, "iop" by default.
@@ -46,8 +47,12 @@ var ErrWrongType = errors.New("cluster: a ledger key holds a value of another ty
 // replica): nothing of the batch is still on its way, so nothing of it
 // takes effect later; a refused plain command took no effect, a script
 // refused part-way keeps the writes it made before the refusal; the
-// others were applied. Not ErrUnavailable. Only true when Redis is reached
-// directly: a proxy's error reply may come after the command ran.
+// others were applied. Take and Renew fail with it too when Redis answers
+// them with an error reply: a take refused took no slot (one refused
+// part-way may have, which its return undoes), a renewal refused did not
+// extend the leases of its key. Not ErrUnavailable. Only true when Redis
+// is reached directly: a proxy's error reply may come after the command
+// ran.
 var ErrRefused = errors.New("cluster: redis refused an update")
 
 // DefaultKeyPrefix is the first part of every key and channel of the
@@ -104,6 +109,11 @@ type Ledger struct {
 	running int
 	closing bool
 	idle    chan struct{}
+
+	// refusedMu guards refused: the refusals of takes and renewals by
+	// RefusedOp (NoteRefused).
+	refusedMu sync.Mutex
+	refused   [refusedOps]RefusalLog
 }
 
 // Open connects (lazily: the first call dials) and returns the ledger.
@@ -120,6 +130,9 @@ func Open(cfg Config) *Ledger {
 	l := &Ledger{cfg: cfg, rdb: rdb, prefix: prefix, freed: prefix + ":freed",
 		edgeKeys: prefix + ":edge:", pendingKeys: prefix + ":pending:", pendingEdges: prefix + ":pending-edges"}
 	l.edgeKeysArg = l.edgeKeys
+	for op := range l.refused {
+		l.refused[op].Msg = refusedMsgs[op]
+	}
 	return l
 }
 
@@ -295,7 +308,9 @@ func clampShift(shift time.Duration) time.Duration { return min(max(shift, -MaxS
 // would count as arriving now and yield to younger waiters of other
 // edges. It fails with
 // ErrUnavailable when Redis does not answer (the script may then have run
-// or not), and with ErrWrongType when one of the keys holds another type.
+// or not), with ErrRefused when Redis answers with an error reply (out
+// of memory, a read-only replica, loading), and with ErrWrongType when
+// one of the keys holds another type.
 func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity int, long bool, id, waitKey, member string, shift, waited time.Duration) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
@@ -309,7 +324,7 @@ func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity in
 		FairSlack.Milliseconds(), MaxYield.Milliseconds(), clampShift(shift).Milliseconds(), MaxShift.Milliseconds(),
 		max(waited, 0).Milliseconds(), l.edgeKeysArg).Int()
 	if err != nil {
-		return Full, fmt.Errorf("%w: take: %w", ErrUnavailable, err)
+		return Full, fmt.Errorf("%w: take: %w", failureClass(err), err)
 	}
 	switch n {
 	case 1:
@@ -342,11 +357,12 @@ var waitSrc string
 var waitScript = redis.NewScript(waitSrc)
 
 // Alive marks this edge live for the TTL: its waiters count (see Take).
+// ErrRefused when Redis answers with an error reply, else ErrUnavailable.
 func (l *Ledger) Alive(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
 	if err := l.rdb.Set(ctx, l.edgeKeys+l.cfg.EdgeID, 1, l.cfg.TTL).Err(); err != nil {
-		return fmt.Errorf("%w: alive: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: alive: %w", failureClass(err), err)
 	}
 	return nil
 }
@@ -424,12 +440,14 @@ func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
 			readdScript.Eval(ctx, pipe, []string{key, key + ":long", l.returnedKey(u.ID)}, l.cfg.TTL.Milliseconds(), u.ID, isLong)
 		default:
 			if u.Fence {
-				// Before the removal: an OpReadd run between the two
-				// would otherwise put the lease back after it.
-				pipe.Set(ctx, l.returnedKey(u.ID), 1, l.cfg.TTL)
+				// The mark and the removal in one script: as separate
+				// commands Redis could refuse the mark (out of memory)
+				// and run the removal, leaving the lease unfenced.
+				returnScript.Eval(ctx, pipe, []string{key, key + ":long", l.returnedKey(u.ID)}, l.cfg.TTL.Milliseconds(), u.ID)
+			} else {
+				pipe.ZRem(ctx, key, u.ID)
+				pipe.ZRem(ctx, key+":long", u.ID)
 			}
-			pipe.ZRem(ctx, key, u.ID)
-			pipe.ZRem(ctx, key+":long", u.ID)
 			if !slices.Contains(freed, key) {
 				freed = append(freed, key)
 			}
@@ -464,6 +482,18 @@ func answered(cmds []redis.Cmder) bool {
 	return true
 }
 
+// failureClass is the class of err, the failure of one command: ErrRefused
+// for an error reply, ErrUnavailable for anything else (no answer). A nil
+// reply (redis.Nil, of the same type) is no refusal; no script of the
+// ledger answers one.
+func failureClass(err error) error {
+	var reply redis.Error
+	if errors.As(err, &reply) && !errors.Is(err, redis.Nil) {
+		return ErrRefused
+	}
+	return ErrUnavailable
+}
+
 // maxReplyKind bounds the length of a ReplyKind.
 const maxReplyKind = 32
 
@@ -495,7 +525,13 @@ func (l *Ledger) Ping(ctx context.Context) error {
 //go:embed readd.lua
 var readdSrc string
 
-var readdScript = redis.NewScript(readdSrc)
+//go:embed return.lua
+var returnSrc string
+
+var (
+	readdScript  = redis.NewScript(readdSrc)
+	returnScript = redis.NewScript(returnSrc)
+)
 
 // HeldLease is one lease this edge holds, for Renew.
 type HeldLease struct {
@@ -510,7 +546,9 @@ type HeldLease struct {
 // those back itself: one may have been returned since the caller listed
 // it, and a return can be overtaken by this round trip; the caller sends
 // the ones still held as OpReadd, in order with its returns. On an error
-// the keys whose renewal did answer are still reported.
+// the keys whose renewal did answer are still reported; ErrRefused when
+// Redis answered every key (those refused were not extended),
+// ErrUnavailable when some went unanswered.
 func (l *Ledger) Renew(ctx context.Context, held map[string][]HeldLease) (map[string][]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
@@ -532,7 +570,7 @@ func (l *Ledger) Renew(ctx context.Context, held map[string][]HeldLease) (map[st
 		cmds = append(cmds, renewScript.Eval(ctx, pipe, []string{at, at + ":long"}, args...))
 		keys = append(keys, key)
 	}
-	_, err := pipe.Exec(ctx)
+	sent, err := pipe.Exec(ctx)
 	var missing map[string][]string
 	for i, c := range cmds {
 		ids, cerr := c.StringSlice()
@@ -545,6 +583,9 @@ func (l *Ledger) Renew(ctx context.Context, held map[string][]HeldLease) (map[st
 		missing[keys[i]] = ids
 	}
 	if err != nil {
+		if answered(sent) {
+			return missing, fmt.Errorf("%w: renew: %w", ErrRefused, err)
+		}
 		return missing, fmt.Errorf("%w: renew: %w", ErrUnavailable, err)
 	}
 	return missing, nil

@@ -20,6 +20,8 @@ const maxRefusalKinds = 8
 // most once per kind of reply per RefusalLogEvery. The zero value is ready;
 // not safe for concurrent use (one owner, the sender of the batches).
 type RefusalLog struct {
+	// Msg is the warning's message; empty: that of refused returns.
+	Msg   string
 	kinds map[string]*refusals
 }
 
@@ -52,16 +54,27 @@ func (r *RefusalLog) Record(log *zap.Logger, n int, err error, now time.Time) {
 	k.updates += n
 	k.last = err
 	if !k.logged.IsZero() && now.Sub(k.logged) < RefusalLogEvery {
-		log.Debug("cluster ledger refused updates", zap.String("kind", kind), zap.Int("updates", n), zap.Error(err))
+		msg := "cluster ledger refused updates"
+		if r.Msg != "" {
+			msg = r.Msg
+		}
+		log.Debug(msg, zap.String("kind", kind), zap.Int("updates", n), zap.Error(err))
 		return
 	}
-	k.warn(log, kind, now)
+	k.warn(log, r.message(), kind, now)
+}
+
+// message is the warning's message.
+func (r *RefusalLog) message() string {
+	if r.Msg != "" {
+		return r.Msg
+	}
+	return "cluster ledger refused updates; Redis answered, the refused returns' leases expire within the TTL"
 }
 
 // warn tells of the refusals of kind not warned of yet, and forgets them.
-func (k *refusals) warn(log *zap.Logger, kind string, now time.Time) {
-	log.Warn("cluster ledger refused updates; Redis answered, the refused returns' leases expire within the TTL",
-		zap.String("kind", kind), zap.Int("batches", k.batches), zap.Int("updates", k.updates), zap.Error(k.last))
+func (k *refusals) warn(log *zap.Logger, msg, kind string, now time.Time) {
+	log.Warn(msg, zap.String("kind", kind), zap.Int("batches", k.batches), zap.Int("updates", k.updates), zap.Error(k.last))
 	k.logged, k.batches, k.updates, k.last = now, 0, 0, nil
 }
 
@@ -88,7 +101,50 @@ func (r *RefusalLog) Due() time.Time {
 func (r *RefusalLog) Flush(log *zap.Logger, lastWarned, now time.Time) {
 	for kind, k := range r.kinds {
 		if k.batches > 0 && !k.logged.After(lastWarned) {
-			k.warn(log, kind, now)
+			k.warn(log, r.message(), kind, now)
+		}
+	}
+}
+
+// RefusedOp is a call other than Apply that Redis may refuse (ErrRefused),
+// each warned of apart (Ledger.NoteRefused).
+type RefusedOp uint8
+
+const (
+	// RefusedTake: a grant's take; its request gets cluster_unavailable.
+	RefusedTake RefusedOp = iota
+	// RefusedRenew: a renewal (or liveness mark); the edge keeps its
+	// leases, which expire within the TTL unless a renewal is accepted.
+	RefusedRenew
+	refusedOps
+)
+
+// refusedMsgs are the warnings of each RefusedOp.
+var refusedMsgs = [refusedOps]string{
+	RefusedTake:  "cluster ledger refused lease grants; Redis answered with an error reply, new requests get cluster_unavailable until it accepts them",
+	RefusedRenew: "cluster ledger refused lease renewals; Redis answered with an error reply, this edge keeps its leases but the other edges stop counting them a TTL after the last renewal accepted",
+}
+
+// NoteRefused records a call of op that Redis refused with err (one
+// ErrRefused), and warns as RefusalLog does: at most once per kind of
+// reply per RefusalLogEvery. Safe for concurrent use: takes are refused
+// on many goroutines.
+func (l *Ledger) NoteRefused(log *zap.Logger, op RefusedOp, err error) {
+	l.refusedMu.Lock()
+	defer l.refusedMu.Unlock()
+	l.refused[op].Record(log, 1, err, time.Now())
+}
+
+// FlushRefusals warns of the refusals NoteRefused held back whose
+// warning is due at now (see RefusalLog.Flush); the caller calls it now
+// and then (the cluster loop's retry tick).
+func (l *Ledger) FlushRefusals(log *zap.Logger, now time.Time) {
+	l.refusedMu.Lock()
+	defer l.refusedMu.Unlock()
+	for op := range l.refused {
+		r := &l.refused[op]
+		if due := r.Due(); !due.IsZero() && !now.Before(due) {
+			r.Flush(log, now.Add(-RefusalLogEvery), now)
 		}
 	}
 }

@@ -1,0 +1,97 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/iop-gateway/iop/internal/testredis"
+)
+
+// readOnly makes rs a read-only replica (of a primary that does not
+// answer: its data stays) until the test's end or until the returned func
+// is called: every write is refused with READONLY.
+func readOnly(t *testing.T, rdb *redis.Client) func() {
+	t.Helper()
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	_ = ln.Close() // nothing listens there: the replica never syncs
+	if err := rdb.Do(ctx, "REPLICAOF", "127.0.0.1", port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	restore := func() {
+		if !done {
+			done = true
+			if err := rdb.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(restore)
+	return restore
+}
+
+// A take Redis answers with an error reply (here a read-only replica;
+// out of memory is not one for a take: its script's first write frees
+// memory, and Redis lets a script that has written go on) is ErrRefused, not ErrUnavailable: Redis answered, so the
+// script is not still on its way. The old code called it an outage.
+func TestTakeErrorReplyIsRefused(t *testing.T) {
+	rs := testredis.Start(t)
+	ctx := context.Background()
+	l := ledger(t, rs.Addr, "e", time.Minute)
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rdb.Close()
+	key := Key("n", "p")
+	restore := readOnly(t, rdb)
+	out, err := l.Take(ctx, key, 2, 2, false, l.NewLeaseID(), WaitKey("m", 0), "", 0, 0)
+	restore()
+	if out == Taken || !errors.Is(err, ErrRefused) || errors.Is(err, ErrUnavailable) || ReplyKind(err) != "READONLY" {
+		t.Fatalf("take on a read-only replica: %v, %v (kind %q); want %v of kind READONLY", out, err, ReplyKind(err), ErrRefused)
+	}
+	if out, err := l.Take(ctx, key, 2, 2, false, l.NewLeaseID(), WaitKey("m", 0), "", 0, 0); out != Taken || err != nil {
+		t.Fatalf("take once Redis takes writes again: %v %v", out, err)
+	}
+	rs.Stop()
+	if _, err := l.Take(ctx, key, 2, 2, false, l.NewLeaseID(), "", "", 0, 0); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRefused) {
+		t.Fatalf("take with Redis down: %v, want %v", err, ErrUnavailable)
+	}
+}
+
+// A renewal Redis answers with an error reply is ErrRefused: the leases
+// of the refused keys were not extended, and Redis did answer. Keys whose
+// renewal Redis ran still report their missing leases.
+func TestRenewErrorReplyIsRefused(t *testing.T) {
+	rs := testredis.Start(t)
+	ctx := context.Background()
+	l := ledger(t, rs.Addr, "e", time.Minute)
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rdb.Close()
+	key := Key("n", "p")
+	id := l.NewLeaseID()
+	if out, err := l.Take(ctx, key, 2, 2, false, id, "", "", 0, 0); out != Taken || err != nil {
+		t.Fatalf("take: %v %v", out, err)
+	}
+	restore := outOfMemory(t, rdb)
+	_, err := l.Renew(ctx, map[string][]HeldLease{key: {{ID: id}}})
+	restore()
+	if !errors.Is(err, ErrRefused) || errors.Is(err, ErrUnavailable) || ReplyKind(err) != "OOM" {
+		t.Fatalf("renew out of memory: %v (kind %q); want %v of kind OOM", err, ReplyKind(err), ErrRefused)
+	}
+	if missing, err := l.Renew(ctx, map[string][]HeldLease{key: {{ID: id}}, Key("n", "q"): {{ID: "e/lost"}}}); err != nil || len(missing) != 1 || len(missing[Key("n", "q")]) != 1 {
+		t.Fatalf("renew once Redis takes writes again: missing %v, %v; want only e/lost", missing, err)
+	}
+	rs.Stop()
+	if _, err := l.Renew(ctx, map[string][]HeldLease{key: {{ID: id}}}); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRefused) {
+		t.Fatalf("renew with Redis down: %v, want %v", err, ErrUnavailable)
+	}
+}
