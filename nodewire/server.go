@@ -101,9 +101,17 @@ type Server struct {
 	awaiting map[string]*Conn
 	// newest is guarded by mu: by node id, the highest registration order
 	// (Conn.SetRegisterOrder) of a connection that has waited for its
-	// ready (see awaitReady). One entry per id the handler accepted, a
-	// few bytes each: a configured node's, so bounded by the config.
+	// ready (see awaitReady). An entry lives while its id has a
+	// connection in idConns: no more entries than connections served
+	// (at most MaxConns), whatever ids came and went.
 	newest map[string]uint64
+	// idConns is guarded by mu: by node id, the connections whose
+	// RegisterRequest reached the handler and that have not ended
+	// (holdID, releaseID). newest[id] is needed only while one of them
+	// could still reach awaitReady with an older order; once the last
+	// ends, any later registration of id is given a newer order, so the
+	// entry goes with it. Entries never outnumber the tracked conns.
+	idConns map[string]int
 
 	failures *failureDelays // failed-credential delays by node id and source
 }
@@ -130,7 +138,7 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
-		perSrc: map[string]int{}, awaiting: map[string]*Conn{}, newest: map[string]uint64{}, failures: newFailureDelays()}
+		perSrc: map[string]int{}, awaiting: map[string]*Conn{}, newest: map[string]uint64{}, idConns: map[string]int{}, failures: newFailureDelays()}
 }
 
 // Serve accepts connections on ln until Close. It returns nil after Close.
@@ -304,6 +312,9 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 	}
 	c := newConn(raw, s.cfg.MaxFrameSize, s.log)
 	c.fanout = maxNodeElements
+	// Held before the handler can give c its registration order, so a
+	// newer registration's newest entry outlives c (see idConns).
+	s.holdID(req.GetNodeId())
 	resp := s.cfg.Handler.Register(c, req)
 	if resp.GetAccepted() {
 		log = log.With(zap.String("node_id", req.GetNodeId()))
@@ -316,6 +327,9 @@ func (s *Server) serveConn(raw net.Conn, src string) {
 	defer func() {
 		superseded := errors.Is(c.Err(), errSuperseded)
 		_ = c.Close()
+		// Before Closed: once the handler hears c is gone, nothing of
+		// c's is left here.
+		s.releaseID(req.GetNodeId())
 		cause := c.Err()
 		if !ready && !superseded {
 			cause = err
@@ -468,6 +482,24 @@ func (s *Server) awaitReady(id string, c *Conn) func() {
 		stale.closeWith(errSuperseded) // wakes its serveConn; never waits
 	}
 	return func() { s.readyDone(id, c) }
+}
+
+// holdID counts a connection of id whose registration reaches the handler.
+func (s *Server) holdID(id string) {
+	s.mu.Lock()
+	s.idConns[id]++
+	s.mu.Unlock()
+}
+
+// releaseID ends what holdID began; with id's last connection gone, its
+// newest entry goes too: every later registration of id is newer.
+func (s *Server) releaseID(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idConns[id]--; s.idConns[id] <= 0 {
+		delete(s.idConns, id)
+		delete(s.newest, id)
+	}
 }
 
 // readyDone forgets c as id's connection waiting for its ready.

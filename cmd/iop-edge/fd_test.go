@@ -88,7 +88,9 @@ models:
 		t.Fatal(err)
 	}
 	var out syncBuffer
+	// sh execs iop-edge in its own place: the parent-death signal is kept.
 	cmd := exec.Command("sh", "-c", `ulimit -n 64 && exec "$0" --config "$1"`, bin, cfgFile)
+	cmd.SysProcAttr = gatewayProcAttr()
 	exited := startHealthy(t, cmd, &out, httpAddr)
 
 	// Hold more connections than the edge has descriptors, each with a

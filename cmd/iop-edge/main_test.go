@@ -19,7 +19,9 @@ func TestCheckConfigExitCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(bin, "--check-config", good).CombinedOutput(); err != nil {
+	check := exec.Command(bin, "--check-config", good)
+	check.SysProcAttr = gatewayProcAttr()
+	if out, err := check.CombinedOutput(); err != nil {
 		t.Fatalf("configs/edge.yaml: %v\n%s", err, out)
 	}
 	bad := filepath.Join(dir, "bad.yaml")
@@ -32,7 +34,9 @@ models:
   - name: m
     providers: [{node: b, provider: p}]
 `), 0o600)
-	out, err := exec.Command(bin, "--check-config", bad).CombinedOutput()
+	check = exec.Command(bin, "--check-config", bad)
+	check.SysProcAttr = gatewayProcAttr()
+	out, err := check.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Fatalf("bad config: %v, want exit 2\n%s", err, out)

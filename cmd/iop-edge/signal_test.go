@@ -47,6 +47,7 @@ models:
 	writeCfg(1)
 	var out syncBuffer
 	cmd := exec.Command(bin, "--config", cfgFile)
+	cmd.SysProcAttr = gatewayProcAttr()
 	exited := startHealthy(t, cmd, &out, httpAddr)
 
 	// A node that registers, becomes ready, heartbeats, and takes every

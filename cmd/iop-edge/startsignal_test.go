@@ -36,6 +36,7 @@ func TestSIGTERMDuringStartExits0(t *testing.T) {
 	}
 	var out syncBuffer
 	cmd := exec.Command(bin, "--config", cfgFile)
+	cmd.SysProcAttr = gatewayProcAttr()
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// Held while it reads its certificate: past where it takes its signals.
 	w, done := testproc.HoldStart(t, cmd, certFile)

@@ -46,6 +46,7 @@ func startNodeWith(t *testing.T, yaml string) *drainSetup {
 	}, stack.EdgeOptions{})
 	cfg := nodeConfig(t, s.edge.NodeAddr, "tok", yaml)
 	s.cmd = exec.Command(binary, "--config", cfg)
+	s.cmd.SysProcAttr = gatewayProcAttr()
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -38,6 +38,7 @@ func finalstopStartCLINode(t *testing.T, pidFile string) *drainSetup {
 	}, stack.EdgeOptions{})
 	cfg := nodeConfig(t, s.edge.NodeAddr, "tok", "reconnect:\n  interval_sec: 0.05\n  max_attempts: 0\nshutdown:\n  drain_sec: 600\n")
 	s.cmd = exec.Command(binary, "--config", cfg)
+	s.cmd.SysProcAttr = gatewayProcAttr()
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -70,6 +70,7 @@ func runNode(t *testing.T, timeout time.Duration, env []string, args ...string) 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.SysProcAttr = gatewayProcAttr()
 	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -186,6 +187,7 @@ func TestRejectedCredentialExit1(t *testing.T) {
 func TestSignalWhileRetryingExit0(t *testing.T) {
 	cfg := nodeConfig(t, closedAddr(t), "tok", "reconnect:\n  interval_sec: 0.05\n  max_attempts: 0\n")
 	cmd := exec.Command(binary, "--config", cfg)
+	cmd.SysProcAttr = gatewayProcAttr()
 	var out safeBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -233,6 +235,7 @@ func TestPositionalConfigRefusedExit2(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, meant)
+	cmd.SysProcAttr = gatewayProcAttr()
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
@@ -250,6 +253,7 @@ func TestPositionalConfigRefusedExit2(t *testing.T) {
 func TestSIGHUPIgnored(t *testing.T) {
 	cfg := nodeConfig(t, closedAddr(t), "tok", "reconnect:\n  interval_sec: 0.05\n  max_attempts: 0\n")
 	cmd := exec.Command(binary, "--config", cfg)
+	cmd.SysProcAttr = gatewayProcAttr()
 	var out safeBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

@@ -33,6 +33,7 @@ func TestSIGTERMDuringStartExit0(t *testing.T) {
 		"\nnode:\n  id: n1\n  token: tok\nreconnect:\n  interval_sec: 0.05\n  max_attempts: 0\n"+
 		"store_dir: "+dir+"/store\nworkspace_root: "+dir+"/ws\n")
 	cmd := exec.Command(binary, "--config", cfg)
+	cmd.SysProcAttr = gatewayProcAttr()
 	var out safeBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// Held while it reads its CA file: past where it takes its signals.
@@ -61,6 +62,7 @@ func TestSecondSignalKillsHungStart(t *testing.T) {
 	cfg := writeConfig(t, "edge:\n  address: "+closedAddr(t)+"\n  tls:\n    enabled: true\n    ca_file: "+ca+
 		"\nnode:\n  id: n1\n  token: tok\nstore_dir: "+dir+"/store\nworkspace_root: "+dir+"/ws\n")
 	cmd := exec.Command(binary, "--config", cfg)
+	cmd.SysProcAttr = gatewayProcAttr()
 	w, done := testproc.HoldStart(t, cmd, ca) // held open, never written
 	defer w.Close()
 	// Signals until the process is gone: the first is taken for a clean

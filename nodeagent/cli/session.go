@@ -446,8 +446,10 @@ func readState(dir, id string) (sessionState, error) {
 // being read: a FIFO would block the open (and with it the loading of
 // every session, or a run), and a symlink could make another file, out of
 // the store, the session's state. Lstat refuses those without opening
-// them; the open does not block (O_NONBLOCK) and must reach the file
-// Lstat saw, should the name be replaced in between.
+// them; the open does not block (O_NONBLOCK), refuses a symlink put in
+// its place in between (O_NOFOLLOW, where the system has it: its target,
+// out of the store, is never opened) and must reach the file Lstat saw,
+// should the name be replaced by another file.
 //
 // stateLstatHook, a test seam nil in production, runs between the Lstat
 // and the open: a name replaced there cannot be placed from outside.
@@ -462,8 +464,11 @@ func readStateBytes(name string) ([]byte, error) {
 	if stateLstatHook != nil {
 		stateLstatHook(name)
 	}
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|oNoFollow, 0)
 	if err != nil {
+		if isNoFollowRefusal(err) {
+			return nil, fmt.Errorf("%w (replaced by a symlink while opened)", errStateNotRegular)
+		}
 		return nil, err
 	}
 	defer f.Close()
