@@ -340,3 +340,32 @@ func readBody(r *http.Request) []byte {
 	b, _ := io.ReadAll(r.Body)
 	return b
 }
+
+// A run for a model whose lookup is under way waits for that lookup rather
+// than asking Ollama again, and goes native if its own context ends first.
+func TestTextToolsRunsShareOneLookup(t *testing.T) {
+	f := newFake(t)
+	inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
+	cfg := inst.cfg.Load()
+	l := &toolLookup{done: make(chan struct{})}
+	inst.tools.inflight = map[string]*toolLookup{"gemma:2b": l}
+
+	got := make(chan bool, 1)
+	go func() { got <- inst.nativeTools(context.Background(), cfg, "gemma:2b") }() // Owner: this test; ends when l.done closes.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if !inst.nativeTools(ctx, cfg, "gemma:2b") {
+		t.Error("a run whose context ended while waiting did not go native")
+	}
+	l.native = false
+	close(l.done)
+	select {
+	case native := <-got:
+		if native {
+			t.Error("the waiting run did not take the shared answer")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting run did not return")
+	}
+	noMore(t, f.shows, "second lookup")
+}
