@@ -61,6 +61,7 @@ func (o *Instance) chat(ctx context.Context, cfg *config, in *iop.RunInput, mode
 	if cfg.toolMode == iop.ToolMode_TOOL_MODE_TEXT || !o.nativeTools(ctx, cfg, model) {
 		return o.textTools(ctx, cfg, in, model, sink)
 	}
+	gen := o.tools.generation() // a refusal from before a Reconfigure is not stored
 	res, err := o.chatAs(ctx, cfg, in, model, sink)
 	if err == nil || !rejectsTools(err) {
 		return res, err
@@ -68,7 +69,7 @@ func (o *Instance) chat(ctx context.Context, cfg *config, in *iop.RunInput, mode
 	// Ollama refuses before it streams anything, so nothing reached sink.
 	o.log.Info("ollama model does not support tools, retrying with text tool calls",
 		zap.String("target", model))
-	o.tools.put(o.tools.generation(), model, false, toolSupportTTL, time.Now())
+	o.tools.put(gen, model, false, toolSupportTTL, time.Now())
 	return o.textTools(ctx, cfg, in, model, sink)
 }
 
