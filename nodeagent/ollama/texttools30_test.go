@@ -369,3 +369,31 @@ func TestTextToolsRunsShareOneLookup(t *testing.T) {
 	}
 	noMore(t, f.shows, "second lookup")
 }
+
+// A refusal that arrives after a Reconfigure is not remembered for the
+// new server: its next run tries native tools again.
+func TestTextToolsRefusalAcrossReconfigure(t *testing.T) {
+	f := newFake(t)
+	f.handle("/api/show", jsonStatus(http.StatusOK, showNoCapabilities))
+	inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
+	textAnswer := ndjson(textCallLines...)
+	f.handle("/api/chat", func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(string(readBody(r)), `"tools":`) {
+			textAnswer(w, r)
+			return
+		}
+		if err := inst.Reconfigure(&iop.AdapterConfig{Type: TypeName, BaseUrl: f.URL}); err != nil {
+			t.Error(err)
+		}
+		jsonStatus(http.StatusBadRequest, noToolsError)(w, r)
+	})
+	for range 2 {
+		if _, _, err := runTarget(t, inst, "gemma:2b", toolChat); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := decodeBody(t, f.request(t).body)["tools"]; !ok {
+			t.Fatal("run after a Reconfigure did not try native tools first")
+		}
+		wantTextForm(t, f.request(t).body)
+	}
+}
