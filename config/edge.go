@@ -274,7 +274,10 @@ type ProviderSpec struct {
 	LongCapacity int `mapstructure:"long_capacity"`
 	// TimeoutSec bounds one upstream request. 0 means none.
 	TimeoutSec int `mapstructure:"timeout_sec"`
-	// ToolMode (openai_compat, vllm): auto | native | text. Default auto.
+	// ToolMode (openai_compat, vllm, ollama): auto | native | text.
+	// Default auto: native tools, and the text tool-call form for a backend
+	// or model that cannot take them (a refusal; for ollama also the
+	// model's capabilities). Other types ignore it.
 	ToolMode string `mapstructure:"tool_mode"`
 	// Command (cli): the argv; the prompt goes to stdin.
 	Command []string          `mapstructure:"command"`

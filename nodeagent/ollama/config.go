@@ -48,6 +48,7 @@ type config struct {
 	timeout   time.Duration
 	keepAlive json.RawMessage
 	options   map[string]json.RawMessage
+	toolMode  iop.ToolMode // never UNSPECIFIED: that reads as auto
 }
 
 // parseConfig validates cfg and reports every problem at once.
@@ -85,6 +86,14 @@ func parseConfig(cfg *iop.AdapterConfig, getenv func(string) string, log *zap.Lo
 			continue
 		}
 		c.headers.Set(name, value)
+	}
+
+	switch c.toolMode = cfg.GetToolMode(); c.toolMode {
+	case iop.ToolMode_TOOL_MODE_UNSPECIFIED:
+		c.toolMode = iop.ToolMode_TOOL_MODE_AUTO
+	case iop.ToolMode_TOOL_MODE_AUTO, iop.ToolMode_TOOL_MODE_NATIVE, iop.ToolMode_TOOL_MODE_TEXT:
+	default:
+		add(fmt.Errorf("tool_mode %s is not auto, native or text", cfg.GetToolMode()))
 	}
 
 	if env := cfg.GetApiKeyEnv(); env != "" {

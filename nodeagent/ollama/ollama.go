@@ -8,7 +8,9 @@
 // dropped); headers are added to every request; api_key_env names a
 // Node-local variable whose value is sent as "Authorization: Bearer" (for
 // an authenticating proxy in front of Ollama); timeout_sec bounds each run
-// (RunRequest.timeout_sec wins when > 0). Settings: SettingKeepAlive,
+// (RunRequest.timeout_sec wins when > 0); tool_mode chooses native tools,
+// the text tool-call form, or (auto) the text form for models Ollama says
+// cannot take tools (texttools.go). Settings: SettingKeepAlive,
 // SettingOptions.
 //
 // Thinking models' reasoning (message.thinking, thinking) is relayed as
@@ -43,6 +45,7 @@ type Instance struct {
 	getenv func(string) string
 	log    *zap.Logger
 	health healthCache
+	tools  toolSupportCache
 }
 
 var (
@@ -85,13 +88,18 @@ func (o *Instance) Reconfigure(cfg *iop.AdapterConfig) error {
 	}
 	o.cfg.Store(c)
 	o.health.invalidate()
+	// Another server (or the same one behind another URL) may hold other
+	// models under the same names.
+	o.tools.invalidate()
 	return nil
 }
 
 // Capabilities: Ollama's native API serves chat (with tools), completion
-// and embedding as normalized runs; it has no tunnel.
+// and embedding as normalized runs; it has no tunnel. Tools go to it
+// natively unless tool_mode is text.
 func (o *Instance) Capabilities() *iop.AdapterCapabilities {
-	return &iop.AdapterCapabilities{RunOperations: adapter.AllRunOperations, NativeTools: true, Streaming: true,
+	native := o.cfg.Load().toolMode != iop.ToolMode_TOOL_MODE_TEXT
+	return &iop.AdapterCapabilities{RunOperations: adapter.AllRunOperations, NativeTools: native, Streaming: true,
 		HealthSource: "ollama reachability", Category: adapter.CategoryLocalInference}
 }
 
@@ -120,11 +128,7 @@ func (o *Instance) run(ctx context.Context, cfg *config, req *iop.RunRequest, si
 	}
 	switch op := req.GetOperation(); op {
 	case adapter.OpChat:
-		body, err := buildChat(req.GetInput(), req.GetTarget(), cfg)
-		if err != nil {
-			return nil, err
-		}
-		return o.runStream(ctx, cfg, "/api/chat", body, chatText, sink)
+		return o.chat(ctx, cfg, req.GetInput(), req.GetTarget(), sink)
 	case adapter.OpCompletion:
 		body, err := buildGenerate(req.GetInput(), req.GetTarget(), cfg)
 		if err != nil {

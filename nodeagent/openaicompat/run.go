@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/iop-gateway/iop/nodeagent/adapter"
+	"github.com/iop-gateway/iop/nodeagent/adapter/texttool"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -116,10 +117,7 @@ func (r *run) textTools(input *iop.RunInput) (*adapter.Result, error) {
 	if err != nil || !marked {
 		return res, err
 	}
-	if res.Metadata == nil {
-		res.Metadata = map[string]string{}
-	}
-	res.Metadata[adapter.MetaTextToolFallback] = "true"
+	texttool.Mark(res)
 	return res, nil
 }
 

@@ -1,0 +1,265 @@
+package ollama
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/iop-gateway/iop/nodeagent/adapter"
+	"github.com/iop-gateway/iop/nodeagent/adapter/texttool"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
+)
+
+// tool_mode for Ollama: native sends tools as /api/chat's tools; text
+// always uses the text tool-call form (texttool); auto asks Ollama once per
+// model whether it can take tools (/api/show's capabilities, the typed
+// answer Ollama itself checks a request against) and uses the text form
+// for a model without "tools". As a safety net for servers from before
+// capabilities existed (and for a model replaced under the same name), a
+// native request Ollama refuses with "<model> does not support tools" is
+// sent again once in the text form, and the refusal remembered.
+const (
+	// toolSupportTTL is how long an answer about a model (its capabilities,
+	// or a refusal of native tools) is trusted: a model may be pulled
+	// again under the same name with another template.
+	toolSupportTTL = 10 * time.Minute
+	// toolLookupRetry is how long a failed /api/show (an old server or a
+	// proxy without it, a slow server) leaves the model on native tools
+	// before it is asked again, so a broken lookup costs one round trip
+	// per model per interval, not one per request.
+	toolLookupRetry = 30 * time.Second
+	// maxToolSupportEntries bounds the models remembered per instance.
+	maxToolSupportEntries = 1024
+	// maxShowBody bounds the /api/show answer read (modelfile, template,
+	// license and model_info; no tensors or tokenizer arrays unless
+	// verbose is asked, which it is not).
+	maxShowBody = maxSmallBody
+)
+
+// toolLookupTimeout bounds one /api/show, within the run's own deadline:
+// Ollama answers it from the model's manifest in milliseconds, and a run
+// must not wait long for a hint. A variable only for tests.
+var toolLookupTimeout = 2 * time.Second
+
+// chat runs a chat, applying tool_mode. Tools with tool_choice none take
+// the same path as other tools: a model that cannot take native tools gets
+// the earlier tool traffic as text too (its template would drop tool calls
+// and results), without an instruction and without the run being marked.
+func (o *Instance) chat(ctx context.Context, cfg *config, in *iop.RunInput, model string, sink adapter.RunSink) (*adapter.Result, error) {
+	if len(in.GetTools()) == 0 || cfg.toolMode == iop.ToolMode_TOOL_MODE_NATIVE {
+		return o.chatAs(ctx, cfg, in, model, sink)
+	}
+	if cfg.toolMode == iop.ToolMode_TOOL_MODE_TEXT || !o.nativeTools(ctx, cfg, model) {
+		return o.textTools(ctx, cfg, in, model, sink)
+	}
+	gen := o.tools.generation() // a refusal from before a Reconfigure is not stored
+	res, err := o.chatAs(ctx, cfg, in, model, sink)
+	if err == nil || !rejectsTools(err) {
+		return res, err
+	}
+	// Ollama refuses before it streams anything, so nothing reached sink.
+	o.log.Info("ollama model does not support tools, retrying with text tool calls",
+		zap.String("target", model))
+	o.tools.put(gen, model, false, toolSupportTTL, time.Now())
+	return o.textTools(ctx, cfg, in, model, sink)
+}
+
+// chatAs runs in as one /api/chat request.
+func (o *Instance) chatAs(ctx context.Context, cfg *config, in *iop.RunInput, model string, sink adapter.RunSink) (*adapter.Result, error) {
+	body, err := buildChat(in, model, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return o.runStream(ctx, cfg, "/api/chat", body, chatText, sink)
+}
+
+// textTools runs the chat in the text tool-call form and marks the result
+// so that the Edge restores the <tool_call> blocks as tool_calls.
+func (o *Instance) textTools(ctx context.Context, cfg *config, in *iop.RunInput, model string, sink adapter.RunSink) (*adapter.Result, error) {
+	ti, marked := texttool.Input(in)
+	res, err := o.chatAs(ctx, cfg, ti, model, sink)
+	if err != nil || !marked {
+		return res, err
+	}
+	texttool.Mark(res)
+	return res, nil
+}
+
+// rejectsTools reports whether err is Ollama refusing a request's tools
+// because the model has no tool capability: HTTP 400 with
+// "<model> does not support tools" (the model name, which may itself say
+// "tools", comes first; other missing capabilities such as thinking are
+// not this refusal).
+func rejectsTools(err error) bool {
+	var ae *adapter.Error
+	if !errors.As(err, &ae) || ae.HTTPStatus != http.StatusBadRequest {
+		return false
+	}
+	_, missing, ok := strings.Cut(strings.ToLower(ae.Message), "does not support")
+	return ok && strings.Contains(missing, "tools")
+}
+
+// nativeTools reports whether model should get tools natively: false only
+// when Ollama said it lacks the tools capability (or refused tools for
+// it). An unknown answer (a failed or slow lookup, a server without
+// capabilities) is native. Concurrent runs for a model not yet known share
+// one lookup; a run whose context ends while it waits goes native.
+func (o *Instance) nativeTools(ctx context.Context, cfg *config, model string) bool {
+	c := &o.tools
+	c.mu.Lock()
+	if e, ok := c.entries[model]; ok && time.Now().Before(e.until) {
+		c.mu.Unlock()
+		return e.native
+	}
+	if l, ok := c.inflight[model]; ok {
+		c.mu.Unlock()
+		select {
+		case <-l.done:
+			return l.native
+		case <-ctx.Done():
+			return true
+		}
+	}
+	l := &toolLookup{done: make(chan struct{})}
+	if c.inflight == nil {
+		c.inflight = map[string]*toolLookup{}
+	}
+	c.inflight[model] = l
+	gen := c.gen
+	c.mu.Unlock()
+
+	native, ttl := o.lookupTools(ctx, cfg, model)
+	l.native = native
+	c.mu.Lock()
+	if c.inflight[model] == l {
+		delete(c.inflight, model)
+	}
+	c.mu.Unlock()
+	close(l.done)
+	if ttl > 0 {
+		c.put(gen, model, native, ttl, time.Now())
+	}
+	return native
+}
+
+// lookupTools asks Ollama for model's capabilities. It returns whether to
+// send tools natively and how long that answer holds (0: not at all, as
+// when the run's own context ended and the lookup says nothing of Ollama).
+func (o *Instance) lookupTools(ctx context.Context, cfg *config, model string) (native bool, ttl time.Duration) {
+	lctx, cancel := context.WithTimeout(ctx, toolLookupTimeout)
+	defer cancel()
+	caps, err := o.showCapabilities(lctx, cfg, model)
+	switch {
+	case ctx.Err() != nil:
+		return true, 0
+	case err != nil:
+		o.log.Warn("ollama capability lookup failed, sending tools natively",
+			zap.String("target", model), zap.Error(err))
+		return true, toolLookupRetry
+	case caps == nil:
+		// A server from before capabilities: the 400 refusal is the net.
+		return true, toolSupportTTL
+	}
+	return slices.Contains(caps, "tools"), toolSupportTTL
+}
+
+// showCapabilities is /api/show's capabilities for model: nil when the
+// answer has none (an Ollama older than the field).
+func (o *Instance) showCapabilities(ctx context.Context, cfg *config, model string) ([]string, error) {
+	req, err := json.Marshal(struct {
+		Model string `json:"model"`
+	}{model})
+	if err != nil {
+		return nil, fmt.Errorf("ollama: encode show request: %w", err)
+	}
+	resp, err := o.do(ctx, cfg, http.MethodPost, "/api/show", req)
+	if err != nil {
+		return nil, fmt.Errorf("ollama: show model: %w", err)
+	}
+	defer resp.Body.Close()
+	var show struct {
+		Capabilities []string `json:"capabilities"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxShowBody)).Decode(&show); err != nil {
+		return nil, fmt.Errorf("ollama: decode show answer: %w", err)
+	}
+	return show.Capabilities, nil
+}
+
+// toolSupportCache remembers, per model, whether it takes native tools.
+// gen is bumped by Reconfigure so that a lookup against the old server is
+// not stored as the new one's.
+type toolSupportCache struct {
+	mu       sync.Mutex // guards the fields below
+	gen      uint64
+	entries  map[string]toolSupportEntry // bounded by maxToolSupportEntries
+	inflight map[string]*toolLookup      // lookups under way, one per model
+}
+
+type toolSupportEntry struct {
+	native bool
+	until  time.Time
+}
+
+// toolLookup is one lookup under way; native is set before done closes.
+type toolLookup struct {
+	done   chan struct{}
+	native bool
+}
+
+func (c *toolSupportCache) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+// put stores an answer about model made under generation gen. At the
+// bound, expired entries go first, then an arbitrary one: a forgotten
+// model costs one more lookup, never a wrong answer.
+func (c *toolSupportCache) put(gen uint64, model string, native bool, ttl time.Duration, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return
+	}
+	if c.entries == nil {
+		c.entries = map[string]toolSupportEntry{}
+	}
+	if _, ok := c.entries[model]; !ok && len(c.entries) >= maxToolSupportEntries {
+		c.evictLocked(now)
+	}
+	c.entries[model] = toolSupportEntry{native: native, until: now.Add(ttl)}
+}
+
+// evictLocked makes room for one entry.
+func (c *toolSupportCache) evictLocked(now time.Time) {
+	for k, e := range c.entries {
+		if !now.Before(e.until) {
+			delete(c.entries, k)
+		}
+	}
+	for k := range c.entries {
+		if len(c.entries) < maxToolSupportEntries {
+			return
+		}
+		delete(c.entries, k)
+	}
+}
+
+// invalidate forgets every answer and detaches the lookups under way (they
+// finish for their own runs but store nothing).
+func (c *toolSupportCache) invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.entries, c.inflight = nil, nil
+}
