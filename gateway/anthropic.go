@@ -34,6 +34,10 @@ const (
 	surfaceAnthropic = "anthropic"
 )
 
+// anthropicBetaHeader is anthropic-beta in its canonical form, which
+// http.Header looks up without allocating a canonical copy per request.
+const anthropicBetaHeader = "Anthropic-Beta"
+
 // maxHeldMessage bounds a non-streamed answer held for conversion: the
 // tunnel relay holds non-stream answers within the same bound.
 const maxHeldMessage = 32 << 20
@@ -72,6 +76,9 @@ func (s *Server) messagesCall(c *gin.Context) *call {
 		return nil
 	}
 	areq, aerr := anthropicapi.ParseRequest(body)
+	if aerr == nil {
+		aerr = areq.CheckThinkingBudget(c.Request.Header.Values(anthropicBetaHeader))
+	}
 	if aerr != nil {
 		writeAnthropicError(c, aerr)
 		return nil
@@ -168,6 +175,9 @@ func (s *Server) countTokens(c *gin.Context) {
 		return
 	}
 	areq, aerr := anthropicapi.ParseCountRequest(body)
+	if aerr == nil {
+		aerr = areq.CheckThinkingBudget(c.Request.Header.Values(anthropicBetaHeader))
+	}
 	if aerr != nil {
 		writeAnthropicError(c, aerr)
 		return
@@ -273,6 +283,16 @@ func (w *messagesWriter) wholeAnswer() bool {
 	return mt == "application/json"
 }
 
+// newStreamWriter is the request's Messages stream writer: thinking shown,
+// hidden or without its text (display "omitted") as the request asked.
+func (w *messagesWriter) newStreamWriter() *anthropicapi.StreamWriter {
+	sw := anthropicapi.NewStreamWriter(committer{w}, nil, w.req.Model, w.promptTokens, w.req.StopSequences, w.req.Thinking)
+	if w.req.ThinkingOmitted {
+		sw.OmitThinking()
+	}
+	return sw
+}
+
 func (w *messagesWriter) Write(p []byte) (int, error) {
 	w.WriteHeaderNow()
 	if !w.streaming() || w.wholeAnswer() {
@@ -285,7 +305,7 @@ func (w *messagesWriter) Write(p []byte) (int, error) {
 	if w.sw == nil {
 		// No flush per event: the relay flushes (Flush, below) once it
 		// has no further chunk at hand.
-		w.sw = anthropicapi.NewStreamWriter(committer{w}, nil, w.req.Model, w.promptTokens, w.req.StopSequences, w.req.Thinking)
+		w.sw = w.newStreamWriter()
 	}
 	w.pending = appendLF(w.pending, p, &w.cr)
 	for {
@@ -456,7 +476,7 @@ func (w *messagesWriter) finish() {
 		anthropicapi.WriteError(rw, w.requestID, anthropicapi.NewError(http.StatusBadGateway, "The provider's answer could not be converted."))
 	case w.streaming():
 		// A whole answer to a stream request (see wholeAnswer).
-		sw := anthropicapi.NewStreamWriter(committer{w}, nil, w.req.Model, w.promptTokens, w.req.StopSequences, w.req.Thinking)
+		sw := w.newStreamWriter()
 		if err := sw.Whole(w.held.Bytes()); errors.Is(err, anthropicapi.ErrMalformedUpstream) {
 			if sw.Started() {
 				_ = sw.Fail(anthropicapi.NewError(http.StatusBadGateway, "The provider's answer could not be converted."))
@@ -467,7 +487,13 @@ func (w *messagesWriter) finish() {
 		}
 		rw.Flush()
 	default:
-		out, err := anthropicapi.RenderMessage(w.held.Bytes(), w.req.Model, w.req.StopSequences, w.promptTokens, w.req.Thinking)
+		var out []byte
+		var err error
+		if w.req.ThinkingOmitted {
+			out, err = anthropicapi.RenderMessageOmitted(w.held.Bytes(), w.req.Model, w.req.StopSequences, w.promptTokens)
+		} else {
+			out, err = anthropicapi.RenderMessage(w.held.Bytes(), w.req.Model, w.req.StopSequences, w.promptTokens, w.req.Thinking)
+		}
 		if err != nil {
 			anthropicapi.WriteError(rw, w.requestID, anthropicapi.NewError(http.StatusBadGateway, "The provider's answer could not be converted."))
 			return

@@ -79,7 +79,7 @@ func TestThinkingOffInRunRequest(t *testing.T) {
 		if c.thinking != "" {
 			thinking = `,"thinking":` + c.thinking
 		}
-		body := `{"model":"` + c.model + `","max_tokens":64,"stream":true,"metadata":{"user_id":"u-1"},` + c.tools +
+		body := `{"model":"` + c.model + `","max_tokens":4096,"stream":true,"metadata":{"user_id":"u-1"},` + c.tools +
 			`"messages":[{"role":"user","content":"Hi"}]` + thinking + `}`
 		r := post(t, e, "/v1/messages", body)
 		if r.Status != http.StatusOK || !strings.Contains(string(r.Body), "event: message_stop") {

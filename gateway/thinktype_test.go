@@ -10,14 +10,16 @@ import (
 // An unknown thinking.type is refused before the request reaches a
 // provider, as Anthropic's API refuses it: 400 invalid_request_error in
 // Anthropic's envelope, naming the field, on /v1/messages (streamed or
-// not) and count_tokens. Taken as no thinking, a misspelt "disabled" would
-// leave the model thinking. Every type of the current API is accepted.
+// not) and count_tokens, as is a thinking object without a type. Taken as
+// no thinking, a misspelt "disabled" would leave the model thinking. Every
+// type of the current API is accepted.
 func TestMessagesUnknownThinkingTypeRefused(t *testing.T) {
 	u := newUpstream(t, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, vllmChatJSON) })
 	s := tunnelStack(t, u)
 	const msgs = `"messages":[{"role":"user","content":"x"}]`
 	for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
-		for _, thinking := range []string{`{"type":"disable"}`, `{"type":"off"}`, `{"type":""}`, `{"type":"Enabled","budget_tokens":1024}`} {
+		for _, thinking := range []string{`{"type":"disable"}`, `{"type":"off"}`, `{"type":""}`, `{"type":"Enabled","budget_tokens":1024}`,
+			`{"budget_tokens":1024}`} {
 			for _, stream := range []string{"false", "true"} {
 				r := post(t, s.Edge, path, `{"model":"qwen-7b","max_tokens":8,"stream":`+stream+`,"thinking":`+thinking+`,`+msgs+`}`)
 				var env struct {
@@ -39,8 +41,8 @@ func TestMessagesUnknownThinkingTypeRefused(t *testing.T) {
 		t.Errorf("the upstream got %d requests", n)
 	}
 	for _, thinking := range []string{`{"type":"enabled","budget_tokens":1024}`, `{"type":"adaptive"}`, `{"type":"between_tools"}`,
-		`{"type":"disabled"}`, `null`, `{"budget_tokens":1024}`} {
-		r := post(t, s.Edge, "/v1/messages", `{"model":"qwen-7b","max_tokens":8,"thinking":`+thinking+`,`+msgs+`}`)
+		`{"type":"disabled"}`, `null`} {
+		r := post(t, s.Edge, "/v1/messages", `{"model":"qwen-7b","max_tokens":2048,"thinking":`+thinking+`,`+msgs+`}`)
 		if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"type":"message"`) {
 			t.Errorf("%s: %d %s", thinking, r.Status, r.Body)
 		}

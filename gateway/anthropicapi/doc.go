@@ -40,11 +40,14 @@
 //	top_k                       top_k (vLLM extension; omitted when 0)
 //	metadata.user_id            user
 //	stream                      stream: true, stream_options.include_usage
-//	thinking                    not in the chat body; type "enabled",
-//	                            "adaptive" or "between_tools" turns the
-//	                            answer's reasoning into thinking blocks
-//	                            (budget_tokens is checked for its type
-//	                            only); type "disabled" is
+//	thinking                    not in the chat body; type (required)
+//	                            "enabled", "adaptive" or "between_tools"
+//	                            turns the answer's reasoning into thinking
+//	                            blocks, with empty text for display
+//	                            "omitted" (enabled: budget_tokens required,
+//	                            at least 1024, below max_tokens without the
+//	                            interleaved-thinking beta; it reaches no
+//	                            backend); type "disabled" is
 //	                            Request.ThinkingOff, which the edge sends to
 //	                            a run on a provider that is not
 //	                            OpenAI-compatible as reasoning_effort "none",
@@ -57,7 +60,8 @@
 //
 //	message.reasoning (or       a thinking block first, with an empty
 //	reasoning_content)          signature, when the request enabled
-//	                            thinking; else dropped
+//	                            thinking (its text empty for display
+//	                            "omitted"); else dropped
 //	message.content             a text block (when not empty)
 //	message.tool_calls          tool_use blocks (id = call id; input = the
 //	                            arguments when they are a JSON object, else {})

@@ -2,7 +2,6 @@ package anthropicapi
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -324,30 +323,4 @@ func appendPart(parts []oaPart, b block) []oaPart {
 		url = "data:" + b.mediaType + ";base64," + b.data
 	}
 	return append(parts, oaPart{Type: "image_url", ImageURL: &oaImageURL{URL: url}})
-}
-
-// templateThinkingOff is the member that turns thinking off in a chat
-// template that reads enable_thinking (Qwen3, DeepSeek and the like);
-// vLLM and llama.cpp's server pass chat_template_kwargs to the template,
-// and a template that does not read it ignores it.
-const templateThinkingOff = `"chat_template_kwargs":{"enable_thinking":false}`
-
-// ErrNotChatBody is WithTemplateThinkingOff's refusal of a body that is
-// not a rendered JSON object.
-var ErrNotChatBody = errors.New("anthropicapi: not a rendered chat body")
-
-// WithTemplateThinkingOff returns a copy of chat (a body OpenAIChat or
-// TunnelChat rendered: a JSON object with members, none of them
-// chat_template_kwargs) with chat_template_kwargs turning thinking off as
-// its last member. chat itself is left as it is.
-func WithTemplateThinkingOff(chat []byte) ([]byte, error) {
-	n := len(chat)
-	if n < 2 || chat[0] != '{' || chat[n-1] != '}' || chat[n-2] == '{' {
-		return nil, ErrNotChatBody
-	}
-	out := make([]byte, 0, n+1+len(templateThinkingOff))
-	out = append(out, chat[:n-1]...)
-	out = append(out, ',')
-	out = append(out, templateThinkingOff...)
-	return append(out, '}'), nil
 }

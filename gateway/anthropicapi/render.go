@@ -132,6 +132,17 @@ var emptyObject = json.RawMessage("{}")
 // thinking unless asked. Either way it counts in the output estimate: the
 // model generated it.
 func RenderMessage(openaiBody []byte, model string, stopSequences []string, inputTokens int, thinking bool) ([]byte, error) {
+	return renderMessage(openaiBody, model, stopSequences, inputTokens, thinking, false)
+}
+
+// RenderMessageOmitted is RenderMessage for a request that enabled
+// thinking with display "omitted" (Request.ThinkingOmitted): the thinking
+// block keeps its place, its thinking text empty, as Anthropic answers.
+func RenderMessageOmitted(openaiBody []byte, model string, stopSequences []string, inputTokens int) ([]byte, error) {
+	return renderMessage(openaiBody, model, stopSequences, inputTokens, true, true)
+}
+
+func renderMessage(openaiBody []byte, model string, stopSequences []string, inputTokens int, thinking, omit bool) ([]byte, error) {
 	var c oaCompletion
 	if err := json.Unmarshal(openaiBody, &c); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedUpstream, err)
@@ -149,7 +160,11 @@ func RenderMessage(openaiBody []byte, model string, stopSequences []string, inpu
 	content := make([]any, 0, 2+len(ch.Message.ToolCalls))
 	reasoning := ch.Message.thinkingText()
 	if thinking && reasoning != "" {
-		content = append(content, thinkingOut{Type: "thinking", Thinking: reasoning})
+		shown := reasoning
+		if omit {
+			shown = ""
+		}
+		content = append(content, thinkingOut{Type: "thinking", Thinking: shown})
 	}
 	if t := ch.Message.Content; t != nil && *t != "" {
 		content = append(content, textOut{Type: "text", Text: *t})

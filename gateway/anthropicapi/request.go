@@ -54,6 +54,14 @@ type Request struct {
 	// package documentation); elsewhere the reasoning is dropped from the
 	// answer, as without thinking.
 	ThinkingOff bool
+	// ThinkingOmitted is whether the request asked for its thinking
+	// without its text (thinking.display "omitted"): the answer keeps its
+	// thinking blocks, each with empty thinking text, as Anthropic's API
+	// answers (RenderMessageOmitted, StreamWriter.OmitThinking).
+	ThinkingOmitted bool
+	// ThinkingBudget is thinking.budget_tokens of an "enabled" request
+	// (at least MinThinkingBudget), 0 otherwise; see CheckThinkingBudget.
+	ThinkingBudget int
 
 	system      []string // text of the system blocks, in order
 	messages    []message
@@ -194,50 +202,122 @@ func parse(body []byte, needMaxTokens bool) (*Request, *Error) {
 		}
 	}
 	if raw, ok = field(obj, "thinking"); ok {
-		typ, e := thinking(raw)
+		tc, e := thinking(raw)
 		if e != nil {
 			return nil, e
 		}
-		r.Thinking = typ != "" && typ != thinkingDisabled
-		r.ThinkingOff = typ == thinkingDisabled
+		r.Thinking = tc.typ != thinkingDisabled
+		r.ThinkingOff = tc.typ == thinkingDisabled
+		r.ThinkingOmitted = tc.omitted
+		r.ThinkingBudget = tc.budget
 	}
 	return r, nil
 }
 
-// thinking parses the thinking configuration and returns its type ("" when
-// absent). The budget is checked for its type only: the upstream is an
-// OpenAI chat endpoint with no thinking budget, and the model thinks as it
-// was configured to (max_tokens bounds the whole answer, thinking
-// included). Anthropic's own bounds (at least 1024, below max_tokens) are
-// not applied: Claude Code sends budgets at or over max_tokens, which no
-// backend here would have used. An unknown type is refused, as
-// Anthropic's API refuses it: taken as no thinking, a misspelt "disabled"
-// would leave the model thinking and a newer mode would silently lose its
-// thinking blocks. A type-less object asks for nothing (the edge has never
-// refused it, and it asks for no behaviour the edge would get wrong).
-func thinking(raw json.RawMessage) (string, *Error) {
+// MinThinkingBudget is the least thinking.budget_tokens an "enabled"
+// request may carry, as on Anthropic's API.
+const MinThinkingBudget = 1024
+
+// InterleavedThinkingBeta is the anthropic-beta value under which
+// Anthropic's API lets thinking.budget_tokens reach or pass max_tokens
+// (the budget then covers every thinking block of the turn).
+const InterleavedThinkingBeta = "interleaved-thinking-2025-05-14"
+
+// thinkingConfig is a parsed thinking object.
+type thinkingConfig struct {
+	typ     string // enabled, adaptive, between_tools or disabled
+	budget  int    // budget_tokens of "enabled"
+	omitted bool   // display "omitted" (or "updates") on a thinking type
+}
+
+// thinking parses the thinking configuration as Anthropic's API does: the
+// type is required and must be known (taken as no thinking, a misspelt
+// "disabled" would leave the model thinking, and a type-less object is
+// refused by Anthropic); "enabled" needs budget_tokens of at least
+// MinThinkingBudget (its bound by max_tokens depends on a header, see
+// CheckThinkingBudget). The upstream is an OpenAI chat endpoint with no
+// thinking budget: the model thinks as it was configured to, max_tokens
+// bounding the whole answer. budget_tokens on another type, which
+// Anthropic's types do not declare, is checked for its type only, as
+// unknown members are ignored everywhere else.
+//
+// display ("summarized", the default, or "omitted") is read on the types
+// that think; "updates" (a beta that returns progress notes between tool
+// calls and hides the reasoning) is taken as "omitted", there being no
+// such notes here. Any other value is refused, as Anthropic refuses it.
+func thinking(raw json.RawMessage) (thinkingConfig, *Error) {
+	var tc thinkingConfig
 	obj, e := object(raw, "thinking")
 	if e != nil {
-		return "", e
-	}
-	if b, ok := field(obj, "budget_tokens"); ok {
-		if _, e = integer(b, "thinking.budget_tokens"); e != nil {
-			return "", e
-		}
+		return tc, e
 	}
 	t, ok := field(obj, "type")
 	if !ok {
-		return "", nil
+		return tc, invalid("thinking.type: Field required")
 	}
-	typ, e := str(t, "thinking.type")
-	if e != nil {
-		return "", e
+	if tc.typ, e = str(t, "thinking.type"); e != nil {
+		return tc, e
 	}
-	switch typ {
+	switch tc.typ {
 	case "enabled", "adaptive", "between_tools", thinkingDisabled:
-		return typ, nil
+	default:
+		return tc, invalid("thinking.type: must be one of enabled, adaptive, between_tools, disabled")
 	}
-	return "", invalid("thinking.type: must be one of enabled, adaptive, between_tools, disabled")
+	b, hasBudget := field(obj, "budget_tokens")
+	if hasBudget {
+		n, e := integer(b, "thinking.budget_tokens")
+		if e != nil {
+			return tc, e
+		}
+		if tc.typ == "enabled" {
+			tc.budget = n
+		}
+	}
+	if tc.typ == "enabled" {
+		if !hasBudget {
+			return tc, invalid("thinking.enabled.budget_tokens: Field required")
+		}
+		if tc.budget < MinThinkingBudget {
+			return tc, invalid("thinking.enabled.budget_tokens: Input should be greater than or equal to %d", MinThinkingBudget)
+		}
+	}
+	if tc.typ == thinkingDisabled {
+		return tc, nil
+	}
+	if d, ok := field(obj, "display"); ok {
+		display, e := str(d, "thinking.display")
+		if e != nil {
+			return tc, e
+		}
+		switch display {
+		case "summarized":
+		case "omitted", "updates":
+			tc.omitted = true
+		default:
+			return tc, invalid("thinking.display: must be one of summarized, omitted")
+		}
+	}
+	return tc, nil
+}
+
+// CheckThinkingBudget applies Anthropic's bound of an "enabled" budget by
+// max_tokens: the budget must be below it, unless betas (the request's
+// anthropic-beta header values, each a comma-separated list) name
+// InterleavedThinkingBeta, under which the budget covers the whole turn
+// and may pass max_tokens (Claude Code sends budgets so). A count_tokens
+// request without max_tokens is not bounded.
+func (r *Request) CheckThinkingBudget(betas []string) *Error {
+	if r.ThinkingBudget == 0 || r.MaxTokens == 0 || r.ThinkingBudget < r.MaxTokens {
+		return nil
+	}
+	for _, v := range betas {
+		for b := range strings.SplitSeq(v, ",") {
+			if strings.TrimSpace(b) == InterleavedThinkingBeta {
+				return nil
+			}
+		}
+	}
+	return invalid("`max_tokens` must be greater than `thinking.budget_tokens`.")
 }
 
 // thinkingDisabled is the thinking.type that turns thinking off; every

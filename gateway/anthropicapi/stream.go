@@ -132,6 +132,7 @@ type StreamWriter struct {
 	inputTokens   int
 	stopSequences []string
 	thinking      bool // render reasoning as thinking blocks
+	omit          bool // thinking blocks without their text (OmitThinking)
 
 	started    bool // a byte was written (or a write attempted)
 	msgStarted bool // message_start written
@@ -164,6 +165,14 @@ func NewStreamWriter(w io.Writer, flush func(), model string, inputTokens int, s
 		toolsSeen: map[int]bool{},
 	}
 }
+
+// OmitThinking makes the thinking blocks of a request that enabled
+// thinking carry no text (Request.ThinkingOmitted), as Anthropic streams
+// them with display "omitted": content_block_start, the signature_delta,
+// content_block_stop, and no thinking_delta. The reasoning still counts in
+// the output estimate, and a ping for every HiddenThinkingPingBytes of it
+// keeps the stream alive while the model thinks. Call it before Chunk.
+func (s *StreamWriter) OmitThinking() { s.omit = true }
 
 // Chunk translates one OpenAI SSE data payload. A payload of [DONE] is
 // Finish; an {"error":…} payload ends the stream with its translation
@@ -250,7 +259,11 @@ const HiddenThinkingPingBytes = 2048
 // think handles one piece of reasoning (see StreamWriter).
 func (s *StreamWriter) think(t string) {
 	s.outBytes += len(t)
-	if !s.thinking {
+	if s.thinking && s.open != openThinking {
+		s.closeBlock()
+		s.startBlock(openThinking, thinkingOut{Type: "thinking"})
+	}
+	if !s.thinking || s.omit {
 		// Only a started stream is kept alive: before it, the caller may
 		// still answer with an HTTP error, and starts it itself.
 		if s.hidden += len(t); s.hidden >= HiddenThinkingPingBytes && s.msgStarted {
@@ -258,10 +271,6 @@ func (s *StreamWriter) think(t string) {
 			s.eventRaw("ping", eventPing)
 		}
 		return
-	}
-	if s.open != openThinking {
-		s.closeBlock()
-		s.startBlock(openThinking, thinkingOut{Type: "thinking"})
 	}
 	s.event("content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: s.next - 1, Delta: thinkingDelta{Type: "thinking_delta", Thinking: t}})
 }

@@ -93,14 +93,11 @@ func TestThinkingCountsInOutputEstimate(t *testing.T) {
 	}
 }
 
-// A thinking object without a type asks for nothing: only "enabled" and
-// "adaptive" turn thinking blocks on.
+// A thinking object without a type is refused, as Anthropic's API refuses
+// it: it asks for no mode the edge could honour.
 func TestParseThinkingWithoutType(t *testing.T) {
-	r, e := ParseRequest([]byte(`{"model":"m","max_tokens":2048,"messages":[{"role":"user","content":"hi"}],"thinking":{"budget_tokens":2000}}`))
-	if e != nil {
-		t.Fatal(e)
-	}
-	if r.Thinking {
-		t.Error("Thinking on for a thinking object without a type")
+	_, e := ParseRequest([]byte(`{"model":"m","max_tokens":2048,"messages":[{"role":"user","content":"hi"}],"thinking":{"budget_tokens":2000}}`))
+	if e == nil || e.Status != 400 || e.Message != "thinking.type: Field required" {
+		t.Fatalf("%+v, want a 400 thinking.type: Field required", e)
 	}
 }
