@@ -318,6 +318,8 @@ func TestTextToolsRejectsTools(t *testing.T) {
 		{400, `{"error":"invalid tools"}`, false},
 		{404, `{"error":"model \"gemma:2b\" not found, try pulling it first"}`, false},
 		{403, `{"error":"gemma:2b does not support tools"}`, false},
+		{500, noToolsError, false}, // only Ollama's 400 is that refusal
+		{400, `{"error":"Gemma:2B Does Not Support Tools"}`, true},
 	}
 	for _, c := range cases {
 		f := newFake(t)
