@@ -265,8 +265,9 @@ func (c *toolSupportCache) evictLocked(now time.Time) {
 
 // invalidate forgets every answer and detaches the lookups under way (they
 // finish for their own runs but store nothing). publish runs under the
-// lock with the new generation, to install the config that carries it: no
-// run can see the new generation with the old config or the reverse.
+// lock with the new generation, to install the config that carries it:
+// under the lock, cfg.toolGen equals gen exactly for the config installed
+// last, even with Reconfigures racing each other.
 func (c *toolSupportCache) invalidate(publish func(gen uint64)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
