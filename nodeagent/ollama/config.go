@@ -49,6 +49,9 @@ type config struct {
 	keepAlive json.RawMessage
 	options   map[string]json.RawMessage
 	toolMode  iop.ToolMode // never UNSPECIFIED: that reads as auto
+	// toolGen is the tool-support cache generation this config was
+	// installed with (texttools.go): answers are stored only under it.
+	toolGen uint64
 }
 
 // parseConfig validates cfg and reports every problem at once.

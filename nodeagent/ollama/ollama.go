@@ -86,11 +86,14 @@ func (o *Instance) Reconfigure(cfg *iop.AdapterConfig) error {
 	if err != nil {
 		return err
 	}
-	o.cfg.Store(c)
-	o.health.invalidate()
 	// Another server (or the same one behind another URL) may hold other
-	// models under the same names.
-	o.tools.invalidate()
+	// models under the same names: the tool answers are forgotten as the
+	// config is swapped in.
+	o.tools.invalidate(func(gen uint64) {
+		c.toolGen = gen
+		o.cfg.Store(c)
+	})
+	o.health.invalidate()
 	return nil
 }
 

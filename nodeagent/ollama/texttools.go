@@ -61,7 +61,6 @@ func (o *Instance) chat(ctx context.Context, cfg *config, in *iop.RunInput, mode
 	if cfg.toolMode == iop.ToolMode_TOOL_MODE_TEXT || !o.nativeTools(ctx, cfg, model) {
 		return o.textTools(ctx, cfg, in, model, sink)
 	}
-	gen := o.tools.generation() // a refusal from before a Reconfigure is not stored
 	res, err := o.chatAs(ctx, cfg, in, model, sink)
 	if err == nil || !rejectsTools(err) {
 		return res, err
@@ -69,7 +68,9 @@ func (o *Instance) chat(ctx context.Context, cfg *config, in *iop.RunInput, mode
 	// Ollama refuses before it streams anything, so nothing reached sink.
 	o.log.Info("ollama model does not support tools, retrying with text tool calls",
 		zap.String("target", model))
-	o.tools.put(gen, model, false, toolSupportTTL, time.Now())
+	// Stored only while cfg is current: a run that began before a
+	// Reconfigure heard the old server.
+	o.tools.put(cfg.toolGen, model, false, toolSupportTTL, time.Now())
 	return o.textTools(ctx, cfg, in, model, sink)
 }
 
@@ -112,10 +113,17 @@ func rejectsTools(err error) bool {
 // when Ollama said it lacks the tools capability (or refused tools for
 // it). An unknown answer (a failed or slow lookup, a server without
 // capabilities) is native. Concurrent runs for a model not yet known share
-// one lookup; a run whose context ends while it waits goes native.
+// one lookup; a run whose context ends while it waits goes native. A run
+// whose config a Reconfigure replaced goes native without asking: the
+// cache speaks of the new server, and an answer from the old one must not
+// be stored for it (the refusal retry still serves that run).
 func (o *Instance) nativeTools(ctx context.Context, cfg *config, model string) bool {
 	c := &o.tools
 	c.mu.Lock()
+	if cfg.toolGen != c.gen {
+		c.mu.Unlock()
+		return true
+	}
 	if e, ok := c.entries[model]; ok && time.Now().Before(e.until) {
 		c.mu.Unlock()
 		return e.native
@@ -134,7 +142,6 @@ func (o *Instance) nativeTools(ctx context.Context, cfg *config, model string) b
 		c.inflight = map[string]*toolLookup{}
 	}
 	c.inflight[model] = l
-	gen := c.gen
 	c.mu.Unlock()
 
 	native, ttl := o.lookupTools(ctx, cfg, model)
@@ -143,11 +150,13 @@ func (o *Instance) nativeTools(ctx context.Context, cfg *config, model string) b
 	if c.inflight[model] == l {
 		delete(c.inflight, model)
 	}
+	// Stored with the lookup's end under one lock, so that a run arriving
+	// in between finds the answer rather than starting another lookup.
+	if ttl > 0 {
+		c.putLocked(cfg.toolGen, model, native, ttl, time.Now())
+	}
 	c.mu.Unlock()
 	close(l.done)
-	if ttl > 0 {
-		c.put(gen, model, native, ttl, time.Now())
-	}
 	return native
 }
 
@@ -196,8 +205,9 @@ func (o *Instance) showCapabilities(ctx context.Context, cfg *config, model stri
 }
 
 // toolSupportCache remembers, per model, whether it takes native tools.
-// gen is bumped by Reconfigure so that a lookup against the old server is
-// not stored as the new one's.
+// gen is bumped by Reconfigure, which gives the new config the same value
+// (config.toolGen), so that a lookup or refusal heard from the old server
+// is not stored as the new one's.
 type toolSupportCache struct {
 	mu       sync.Mutex // guards the fields below
 	gen      uint64
@@ -216,18 +226,16 @@ type toolLookup struct {
 	native bool
 }
 
-func (c *toolSupportCache) generation() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.gen
-}
-
 // put stores an answer about model made under generation gen. At the
 // bound, expired entries go first, then an arbitrary one: a forgotten
 // model costs one more lookup, never a wrong answer.
 func (c *toolSupportCache) put(gen uint64, model string, native bool, ttl time.Duration, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.putLocked(gen, model, native, ttl, now)
+}
+
+func (c *toolSupportCache) putLocked(gen uint64, model string, native bool, ttl time.Duration, now time.Time) {
 	if gen != c.gen {
 		return
 	}
@@ -256,10 +264,14 @@ func (c *toolSupportCache) evictLocked(now time.Time) {
 }
 
 // invalidate forgets every answer and detaches the lookups under way (they
-// finish for their own runs but store nothing).
-func (c *toolSupportCache) invalidate() {
+// finish for their own runs but store nothing). publish runs under the
+// lock with the new generation, to install the config that carries it:
+// under the lock, cfg.toolGen equals gen exactly for the config installed
+// last, even with Reconfigures racing each other.
+func (c *toolSupportCache) invalidate(publish func(gen uint64)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
 	c.entries, c.inflight = nil, nil
+	publish(c.gen)
 }
