@@ -106,6 +106,9 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 	// lost during an outage are put back soon after Redis answers again,
 	// not up to TTL/3 later (other edges over-grant meanwhile).
 	var renewAgain time.Time
+	// The grants and renewals refused after their kind's last warning
+	// are told at shutdown, as the returner tells its refused returns.
+	defer d.ledger.FlushAllRefusals(d.log)
 	for {
 		select {
 		case <-d.ctx.Done():

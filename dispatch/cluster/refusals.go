@@ -148,3 +148,15 @@ func (l *Ledger) FlushRefusals(log *zap.Logger, now time.Time) {
 		}
 	}
 }
+
+// FlushAllRefusals warns of every refusal NoteRefused held back, due or
+// not: at shutdown, when no later call would tell them (the count of a
+// minute's refused grants would otherwise be lost with the process).
+func (l *Ledger) FlushAllRefusals(log *zap.Logger) {
+	l.refusedMu.Lock()
+	defer l.refusedMu.Unlock()
+	now := time.Now()
+	for op := range l.refused {
+		l.refused[op].Flush(log, now, now)
+	}
+}

@@ -24,6 +24,13 @@ for i, key in ipairs(KEYS) do
     end
   end
 end
+-- The first write: one Redis refuses out of memory (a ZADD; XX with no
+-- such member, it changes nothing). Redis refuses a script's writes for
+-- memory only until it has written, and the removals below never are:
+-- without it a take went through out of memory while every renewal (its
+-- first write a ZADD) was refused, and a TTL later the other edges
+-- stopped counting the leases taken so.
+redis.call('ZADD', KEYS[1], 'XX', 0, '')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[1])

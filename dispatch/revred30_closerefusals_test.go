@@ -1,0 +1,43 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/iop-gateway/iop/dispatch/cluster"
+	"github.com/iop-gateway/iop/internal/testredis"
+)
+
+// Takes Redis refused after their kind's warning, inside the minute,
+// are warned of at Close, as the returner does with the returns it held
+// back: without it an edge shut down during a refusal (a failover left
+// it on a read-only replica) told one refused grant where there were
+// many.
+func TestClusterHeldBackRefusedTakesAreWarnedOfAtClose(t *testing.T) {
+	rs := testredis.Start(t)
+	f, logs := observedCluster(t, rs)
+	redisReadOnly(t, rs)
+	refusedTakes := 0
+	waitFor(t, "three takes Redis refused", func() bool {
+		_, err := f.d.Acquire(context.Background(), Request{Model: "m", NoWait: true})
+		if !errors.Is(err, ErrClusterUnavailable) {
+			t.Fatalf("acquire on a read-only Redis: %v, want %v", err, ErrClusterUnavailable)
+		}
+		if errors.Is(err, cluster.ErrRefused) {
+			refusedTakes++
+		}
+		return refusedTakes == 3
+	})
+	if warns := refusedGrantWarnings(logs); len(warns) != 1 {
+		t.Fatalf("%d warnings of refused grants before Close, want 1: %v", len(warns), warns)
+	}
+	f.d.Close()
+	warns := refusedGrantWarnings(logs)
+	if len(warns) != 2 {
+		t.Fatalf("%d warnings of refused grants after Close, want 2 (the first, then the two held back): %v", len(warns), warns)
+	}
+	if got := warns[1].ContextMap()["batches"]; got != int64(2) {
+		t.Fatalf("Close warned of %v refused grants held back, want 2", got)
+	}
+}
