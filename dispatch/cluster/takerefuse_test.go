@@ -41,10 +41,11 @@ func readOnly(t *testing.T, rdb *redis.Client) func() {
 	return restore
 }
 
-// A take Redis answers with an error reply (here a read-only replica;
-// out of memory is not one for a take: its script's first write frees
-// memory, and Redis lets a script that has written go on) is ErrRefused, not ErrUnavailable: Redis answered, so the
-// script is not still on its way. The old code called it an outage.
+// A take Redis answers with an error reply (here a read-only replica; a
+// Redis out of memory refuses a take the same way, tested by
+// TestTakeOutOfMemoryIsRefusedBeforeAnyWrite) is ErrRefused, not
+// ErrUnavailable: Redis answered, so the script is not still on its way.
+// The old code called it an outage.
 func TestTakeErrorReplyIsRefused(t *testing.T) {
 	rs := testredis.Start(t)
 	ctx := context.Background()
