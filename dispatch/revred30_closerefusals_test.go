@@ -17,7 +17,7 @@ import (
 func TestClusterHeldBackRefusedTakesAreWarnedOfAtClose(t *testing.T) {
 	rs := testredis.Start(t)
 	f, logs := observedCluster(t, rs)
-	redisReadOnly(t, rs)
+	rs.ReadOnly(t)
 	refusedTakes := 0
 	waitFor(t, "three takes Redis refused", func() bool {
 		_, err := f.d.Acquire(context.Background(), Request{Model: "m", NoWait: true})

@@ -19,22 +19,7 @@ func TestClusterRefusedHandOnIsWarnedOfAndRetried(t *testing.T) {
 	rdb := otherEdgeHolds(t, rs, key, "other/1") // the only slot: the request queues
 	ch := f.enqueue(context.Background(), Request{Model: "m"})
 	ctx := context.Background()
-	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
-		t.Fatal(err)
-	}
-	restored := false
-	restore := func() {
-		if !restored {
-			restored = true
-			if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	defer restore()
+	restore := rs.OutOfMemory(t)
 	// The other edge's lease ends, unannounced (a removal is allowed out
 	// of memory): the retry tick hands the slot to the waiter, whose take
 	// Redis refuses.

@@ -23,16 +23,9 @@ func TestClusterRefusedResendOfALostFenceIsDropped(t *testing.T) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	defer rdb.Close()
-	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
-		t.Fatal(err)
-	}
+	restore := rs.OutOfMemory(t)
 	f.d.applyBatch(st, []cluster.Update{{Kind: cluster.OpReturn, Key: cluster.Key("n", "p"), ID: "e1/other"}}, time.Minute)
-	if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
-		t.Fatal(err)
-	}
+	restore()
 	if len(st.lost) != 0 || st.outage.batches != 0 {
 		t.Fatalf("after a batch whose resent fenced return Redis refused: %d lost fenced returns kept, %d failed batches counted; want none", len(st.lost), st.outage.batches)
 	}

@@ -3,8 +3,6 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -26,35 +24,6 @@ func refusedRenewalWarnings(logs *observer.ObservedLogs) []observer.LoggedEntry 
 	return logs.FilterMessageSnippet("cluster ledger refused lease renewals").FilterLevelExact(zapcore.WarnLevel).All()
 }
 
-// redisReadOnly makes rs a read-only replica (of a primary that does not
-// answer: its data stays) until the test's end or the returned func.
-func redisReadOnly(t *testing.T, rs *testredis.Server) func() {
-	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	t.Cleanup(func() { _ = rdb.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	_ = ln.Close()
-	ctx := context.Background()
-	if err := rdb.Do(ctx, "REPLICAOF", "127.0.0.1", port).Err(); err != nil {
-		t.Fatal(err)
-	}
-	done := false
-	restore := func() {
-		if !done {
-			done = true
-			if err := rdb.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	t.Cleanup(restore)
-	return restore
-}
-
 // A grant Redis refuses (a read-only replica: a failover left the edges
 // on the old primary) gets 503 cluster_unavailable as when Redis does
 // not answer: the edge cannot account for the lease. It is told to the
@@ -64,7 +33,7 @@ func redisReadOnly(t *testing.T, rs *testredis.Server) func() {
 func TestClusterRefusedTakeIsUnavailableAndWarnedOnce(t *testing.T) {
 	rs := testredis.Start(t)
 	f, logs := observedCluster(t, rs)
-	restore := redisReadOnly(t, rs)
+	restore := rs.ReadOnly(t)
 	refusedTakes := 0
 	waitFor(t, "two takes Redis refused", func() bool {
 		_, err := f.d.Acquire(context.Background(), Request{Model: "m", NoWait: true})
@@ -106,7 +75,7 @@ func TestClusterRefusedRenewalKeepsLeasesAndWarnsOnce(t *testing.T) {
 	f, logs := observedCluster(t, rs)
 	l := mustAcquire(t, f.d, Request{Model: "m"})
 	defer l.Release(ReasonCompleted)
-	restore := redisReadOnly(t, rs)
+	restore := rs.ReadOnly(t)
 	waitFor(t, "three refused renewals", func() bool {
 		return logs.FilterMessageSnippet("cluster ledger refused lease renewals").Len() >= 3
 	})

@@ -11,31 +11,6 @@ import (
 	"github.com/iop-gateway/iop/internal/testredis"
 )
 
-// outOfMemory makes rs refuse every command that may grow its memory
-// (maxmemory 1 byte, noeviction) until the test's end or until the
-// returned func is called.
-func outOfMemory(t *testing.T, rdb *redis.Client) func() {
-	t.Helper()
-	ctx := context.Background()
-	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
-		t.Fatal(err)
-	}
-	done := false
-	restore := func() {
-		if !done {
-			done = true
-			if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	t.Cleanup(restore)
-	return restore
-}
-
 // A fenced return whose mark Redis refuses (out of memory: SET may grow
 // it, ZREM may not) takes no effect at all: the lease stays in the ledger
 // (it expires within the TTL, or its return is sent again), never removed
@@ -53,7 +28,7 @@ func TestFencedReturnRefusedMarkLeavesTheLeaseAlone(t *testing.T) {
 	if out, err := l.Take(ctx, key, 2, 2, true, id, "", "", 0, 0); out != Taken || err != nil {
 		t.Fatalf("take: %v %v", out, err)
 	}
-	restore := outOfMemory(t, rdb)
+	restore := rs.OutOfMemory(t)
 	err := l.Apply(ctx, []Update{{Kind: OpReturn, Key: key, ID: id, Fence: true}})
 	restore()
 	if !errors.Is(err, ErrRefused) || ReplyKind(err) != "OOM" {

@@ -42,13 +42,9 @@ func TestApplyErrorReplyIsRefusedNotUnavailable(t *testing.T) {
 	}
 
 	// Out of memory: the fenced return's mark (SET) is refused.
-	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
-		t.Fatal(err)
-	}
+	restore := rs.OutOfMemory(t)
 	err = l.Apply(ctx, []Update{{Kind: OpReturn, Key: good, ID: "e/2", Fence: true}})
-	if cerr := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); cerr != nil {
-		t.Fatal(cerr)
-	}
+	restore()
 	if !errors.Is(err, ErrRefused) || errors.Is(err, ErrUnavailable) || ReplyKind(err) != "OOM" {
 		t.Fatalf("apply out of memory: %v (kind %q); want %v of kind OOM", err, ReplyKind(err), ErrRefused)
 	}

@@ -20,7 +20,7 @@ func TestAliveErrorReplyIsRefused(t *testing.T) {
 	l := ledger(t, rs.Addr, "e", time.Minute)
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	defer rdb.Close()
-	restore := readOnly(t, rdb)
+	restore := rs.ReadOnly(t)
 	err := l.Alive(ctx)
 	restore()
 	if !errors.Is(err, ErrRefused) || errors.Is(err, ErrUnavailable) || ReplyKind(err) != "READONLY" {

@@ -32,7 +32,7 @@ func TestTakeOutOfMemoryIsRefusedBeforeAnyWrite(t *testing.T) {
 	if err := l.Apply(ctx, []Update{{Kind: OpWait, Key: WaitKey("m", 0), ID: l.NewWaiterID(0)}}); err != nil {
 		t.Fatal(err)
 	}
-	restore := outOfMemory(t, rdb)
+	restore := rs.OutOfMemory(t)
 	for _, wait := range []string{"", WaitKey("m", 0)} {
 		for _, long := range []bool{false, true} {
 			out, err := l.Take(ctx, key, 4, 4, long, l.NewLeaseID(), wait, "", 0, 0)

@@ -3,8 +3,6 @@ package cluster
 import (
 	"context"
 	"errors"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -12,34 +10,6 @@ import (
 
 	"github.com/iop-gateway/iop/internal/testredis"
 )
-
-// readOnly makes rs a read-only replica (of a primary that does not
-// answer: its data stays) until the test's end or until the returned func
-// is called: every write is refused with READONLY.
-func readOnly(t *testing.T, rdb *redis.Client) func() {
-	t.Helper()
-	ctx := context.Background()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	_ = ln.Close() // nothing listens there: the replica never syncs
-	if err := rdb.Do(ctx, "REPLICAOF", "127.0.0.1", port).Err(); err != nil {
-		t.Fatal(err)
-	}
-	done := false
-	restore := func() {
-		if !done {
-			done = true
-			if err := rdb.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	t.Cleanup(restore)
-	return restore
-}
 
 // A take Redis answers with an error reply (here a read-only replica; a
 // Redis out of memory refuses a take the same way, tested by
@@ -53,7 +23,7 @@ func TestTakeErrorReplyIsRefused(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	defer rdb.Close()
 	key := Key("n", "p")
-	restore := readOnly(t, rdb)
+	restore := rs.ReadOnly(t)
 	out, err := l.Take(ctx, key, 2, 2, false, l.NewLeaseID(), WaitKey("m", 0), "", 0, 0)
 	restore()
 	if out == Taken || !errors.Is(err, ErrRefused) || errors.Is(err, ErrUnavailable) || ReplyKind(err) != "READONLY" {
@@ -82,7 +52,7 @@ func TestRenewErrorReplyIsRefused(t *testing.T) {
 	if out, err := l.Take(ctx, key, 2, 2, false, id, "", "", 0, 0); out != Taken || err != nil {
 		t.Fatalf("take: %v %v", out, err)
 	}
-	restore := outOfMemory(t, rdb)
+	restore := rs.OutOfMemory(t)
 	_, err := l.Renew(ctx, map[string][]HeldLease{key: {{ID: id}}})
 	restore()
 	if !errors.Is(err, ErrRefused) || errors.Is(err, ErrUnavailable) || ReplyKind(err) != "OOM" {

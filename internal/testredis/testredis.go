@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,4 +85,52 @@ func (s *Server) Restart() {
 	s.tb.Helper()
 	s.Stop()
 	s.start()
+}
+
+// OutOfMemory makes the server refuse every command that may grow its
+// memory (maxmemory 1 byte, noeviction: a full Redis's OOM reply) until
+// the returned func is called or the test ends.
+func (s *Server) OutOfMemory(tb testing.TB) (restore func()) {
+	tb.Helper()
+	return s.until(tb, [][]any{{"CONFIG", "SET", "maxmemory-policy", "noeviction"}, {"CONFIG", "SET", "maxmemory", "1"}},
+		[]any{"CONFIG", "SET", "maxmemory", "0"})
+}
+
+// ReadOnly makes the server a read-only replica (of a primary that never
+// answers, so its data stays: a failover that left the edges on the old
+// primary) until the returned func is called or the test ends.
+func (s *Server) ReadOnly(tb testing.TB) (restore func()) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	_ = ln.Close() // nothing listens there: the replica never syncs
+	return s.until(tb, [][]any{{"REPLICAOF", "127.0.0.1", port}}, []any{"REPLICAOF", "NO", "ONE"})
+}
+
+// until sends the commands do, and returns a func that sends undo once
+// (also run at the test's end).
+func (s *Server) until(tb testing.TB, do [][]any, undo []any) func() {
+	tb.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	ctx := context.Background()
+	for _, cmd := range do {
+		if err := c.Do(ctx, cmd...).Err(); err != nil {
+			_ = c.Close()
+			tb.Fatalf("%v: %v", cmd, err)
+		}
+	}
+	var once sync.Once
+	restore := func() {
+		once.Do(func() {
+			if err := c.Do(ctx, undo...).Err(); err != nil {
+				tb.Errorf("%v: %v", undo, err)
+			}
+			_ = c.Close()
+		})
+	}
+	tb.Cleanup(restore)
+	return restore
 }
