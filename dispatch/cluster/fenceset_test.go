@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/iop-gateway/iop/internal/testredis"
 )
 
 // A fenced return whose mark Redis refuses (out of memory: SET may grow
@@ -18,11 +16,8 @@ import (
 // TTL. The old code sent the mark and the removals as separate commands:
 // the removals ran, the mark did not.
 func TestFencedReturnRefusedMarkLeavesTheLeaseAlone(t *testing.T) {
-	rs := testredis.Start(t)
+	rs, l, rdb := ledgerOnRedis(t)
 	ctx := context.Background()
-	l := ledger(t, rs.Addr, "e", time.Minute)
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
 	key := Key("n", "p")
 	id := l.NewLeaseID()
 	if out, err := l.Take(ctx, key, 2, 2, true, id, "", "", 0, 0); out != Taken || err != nil {
@@ -61,11 +56,8 @@ func TestFencedReturnRefusedMarkLeavesTheLeaseAlone(t *testing.T) {
 // another type as a refusal of kind WRONGTYPE (the mark is written: the
 // lease is not counted there anyway).
 func TestFencedReturnScriptRemovesAndAnnounces(t *testing.T) {
-	rs := testredis.Start(t)
+	_, l, rdb := ledgerOnRedis(t)
 	ctx := context.Background()
-	l := ledger(t, rs.Addr, "e", time.Minute)
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
 	sub := rdb.Subscribe(ctx, FreedChannel)
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil {

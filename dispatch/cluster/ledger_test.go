@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/iop-gateway/iop/internal/testredis"
 )
 
@@ -17,6 +19,16 @@ func ledger(t *testing.T, addr, edge string, ttl time.Duration) *Ledger {
 	l := Open(Config{Address: addr, TTL: ttl, Timeout: time.Second, EdgeID: edge})
 	t.Cleanup(func() { _ = l.Close() })
 	return l
+}
+
+// ledgerOnRedis starts a Redis with a ledger of edge "e" (leases of a
+// minute) and a plain client to look at or tamper with its keys.
+func ledgerOnRedis(t *testing.T) (*testredis.Server, *Ledger, *redis.Client) {
+	t.Helper()
+	rs := testredis.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rs, ledger(t, rs.Addr, "e", time.Minute), rdb
 }
 
 // Three edges taking and returning leases on one resource concurrently

@@ -6,10 +6,6 @@ import (
 	"net"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/iop-gateway/iop/internal/testredis"
 )
 
 // A batch that Redis answers, refusing some of its updates with an error
@@ -18,11 +14,8 @@ import (
 // its way, and the updates Redis accepted are applied. The old code
 // called every failed batch ErrUnavailable, as if Redis had not answered.
 func TestApplyErrorReplyIsRefusedNotUnavailable(t *testing.T) {
-	rs := testredis.Start(t)
+	rs, l, rdb := ledgerOnRedis(t)
 	ctx := context.Background()
-	l := ledger(t, rs.Addr, "e", time.Minute)
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
 	broken, good := Key("n", "broken"), Key("n", "good")
 	if err := rdb.Set(ctx, broken, "someone else's", 0).Err(); err != nil {
 		t.Fatal(err)

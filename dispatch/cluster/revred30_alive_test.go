@@ -4,22 +4,14 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/iop-gateway/iop/internal/testredis"
 )
 
 // A liveness mark Redis answers with an error reply is ErrRefused, as a
 // renewal refused is (renewLeases tells it as a refusal, not an outage);
 // with Redis gone it is ErrUnavailable.
 func TestAliveErrorReplyIsRefused(t *testing.T) {
-	rs := testredis.Start(t)
+	rs, l, _ := ledgerOnRedis(t)
 	ctx := context.Background()
-	l := ledger(t, rs.Addr, "e", time.Minute)
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
 	restore := rs.ReadOnly(t)
 	err := l.Alive(ctx)
 	restore()

@@ -4,11 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/iop-gateway/iop/internal/testredis"
 )
 
 // A take on a Redis out of memory (maxmemory, noeviction) is refused
@@ -21,11 +16,8 @@ import (
 // take.lua's first writes (ZREMRANGEBYSCORE, never refused for memory)
 // used to let its ZADD through.
 func TestTakeOutOfMemoryIsRefusedBeforeAnyWrite(t *testing.T) {
-	rs := testredis.Start(t)
+	rs, l, rdb := ledgerOnRedis(t)
 	ctx := context.Background()
-	l := ledger(t, rs.Addr, "e", time.Minute)
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
 	key := Key("n", "p")
 	// A waiter of this edge in the wait set, so that the fairness
 	// check's writes (ZREMRANGEBYSCORE on the wait set) run too.

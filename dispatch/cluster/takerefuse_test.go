@@ -4,11 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/iop-gateway/iop/internal/testredis"
 )
 
 // A take Redis answers with an error reply (here a read-only replica; a
@@ -17,11 +12,8 @@ import (
 // ErrUnavailable: Redis answered, so the script is not still on its way.
 // The old code called it an outage.
 func TestTakeErrorReplyIsRefused(t *testing.T) {
-	rs := testredis.Start(t)
+	rs, l, _ := ledgerOnRedis(t)
 	ctx := context.Background()
-	l := ledger(t, rs.Addr, "e", time.Minute)
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
 	key := Key("n", "p")
 	restore := rs.ReadOnly(t)
 	out, err := l.Take(ctx, key, 2, 2, false, l.NewLeaseID(), WaitKey("m", 0), "", 0, 0)
@@ -42,11 +34,8 @@ func TestTakeErrorReplyIsRefused(t *testing.T) {
 // of the refused keys were not extended, and Redis did answer. Keys whose
 // renewal Redis ran still report their missing leases.
 func TestRenewErrorReplyIsRefused(t *testing.T) {
-	rs := testredis.Start(t)
+	rs, l, _ := ledgerOnRedis(t)
 	ctx := context.Background()
-	l := ledger(t, rs.Addr, "e", time.Minute)
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
 	key := Key("n", "p")
 	id := l.NewLeaseID()
 	if out, err := l.Take(ctx, key, 2, 2, false, id, "", "", 0, 0); out != Taken || err != nil {

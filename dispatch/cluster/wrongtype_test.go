@@ -4,22 +4,14 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/iop-gateway/iop/internal/testredis"
 )
 
 // A ledger key holding another program's value (a string, say) is
 // ErrWrongType, not ErrUnavailable: Redis answers, and only that key's
 // resource cannot be counted. The key is left as it is.
 func TestTakeOnKeyOfAnotherType(t *testing.T) {
-	rs := testredis.Start(t)
+	_, l, rdb := ledgerOnRedis(t)
 	ctx := context.Background()
-	l := ledger(t, rs.Addr, "e", time.Minute)
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
 	key, wait := Key("n", "p"), WaitKey("m", 0)
 	for _, broken := range []string{key, key + ":long", wait} {
 		if err := rdb.Set(ctx, broken, "someone else's", 0).Err(); err != nil {
