@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/iop-gateway/iop/internal/testredis"
 )
 
@@ -19,8 +17,7 @@ func TestClusterShutdownFlushSendsALostFenceOnce(t *testing.T) {
 	const id = "e1/lost"
 	f, st := lostFenceFixture(t, rs, id)
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
+	rdb := rs.Client(t)
 	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/iop-gateway/iop/dispatch/cluster"
 	"github.com/iop-gateway/iop/internal/testredis"
 )
@@ -21,8 +19,7 @@ func TestClusterRefusedResendOfALostFenceIsDropped(t *testing.T) {
 	const id = "e1/lost"
 	f, st := lostFenceFixture(t, rs, id)
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
+	rdb := rs.Client(t)
 	restore := rs.OutOfMemory(t)
 	f.d.applyBatch(st, []cluster.Update{{Kind: cluster.OpReturn, Key: cluster.Key("n", "p"), ID: "e1/other"}}, time.Minute)
 	restore()

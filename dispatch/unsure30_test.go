@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/iop-gateway/iop/dispatch/cluster"
 	"github.com/iop-gateway/iop/internal/testredis"
 )
@@ -41,8 +39,7 @@ func lostFenceFixture(t *testing.T, rs *testredis.Server, id string) (*fixture, 
 func lateReaddHoldsNothing(t *testing.T, f *fixture, rs *testredis.Server, id string) {
 	t.Helper()
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
+	rdb := rs.Client(t)
 	if rdb.Exists(ctx, "iop:returned:"+id).Val() != 1 {
 		t.Fatal("the lost fenced return was never sent again: the lease is not fenced")
 	}

@@ -26,9 +26,7 @@ func ledger(t *testing.T, addr, edge string, ttl time.Duration) *Ledger {
 func ledgerOnRedis(t *testing.T) (*testredis.Server, *Ledger, *redis.Client) {
 	t.Helper()
 	rs := testredis.Start(t)
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rs, ledger(t, rs.Addr, "e", time.Minute), rdb
+	return rs, ledger(t, rs.Addr, "e", time.Minute), rs.Client(t)
 }
 
 // Three edges taking and returning leases on one resource concurrently

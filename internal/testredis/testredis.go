@@ -134,3 +134,11 @@ func (s *Server) until(tb testing.TB, do [][]any, undo []any) func() {
 	tb.Cleanup(restore)
 	return restore
 }
+
+// Client is a plain client of the server, to look at or tamper with its
+// keys, closed at the test's end.
+func (s *Server) Client(tb testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
