@@ -59,9 +59,6 @@ type Request struct {
 	// thinking blocks, each with empty thinking text, as Anthropic's API
 	// answers (RenderMessageOmitted, StreamWriter.OmitThinking).
 	ThinkingOmitted bool
-	// ThinkingBudget is thinking.budget_tokens of an "enabled" request
-	// (at least MinThinkingBudget), 0 otherwise; see CheckThinkingBudget.
-	ThinkingBudget int
 
 	system      []string // text of the system blocks, in order
 	messages    []message
@@ -209,37 +206,27 @@ func parse(body []byte, needMaxTokens bool) (*Request, *Error) {
 		r.Thinking = tc.typ != thinkingDisabled
 		r.ThinkingOff = tc.typ == thinkingDisabled
 		r.ThinkingOmitted = tc.omitted
-		r.ThinkingBudget = tc.budget
 	}
 	return r, nil
 }
 
-// MinThinkingBudget is the least thinking.budget_tokens an "enabled"
-// request may carry, as on Anthropic's API.
-const MinThinkingBudget = 1024
-
-// InterleavedThinkingBeta is the anthropic-beta value under which
-// Anthropic's API lets thinking.budget_tokens reach or pass max_tokens
-// (the budget then covers every thinking block of the turn).
-const InterleavedThinkingBeta = "interleaved-thinking-2025-05-14"
-
 // thinkingConfig is a parsed thinking object.
 type thinkingConfig struct {
 	typ     string // enabled, adaptive, between_tools or disabled
-	budget  int    // budget_tokens of "enabled"
 	omitted bool   // display "omitted" (or "updates") on a thinking type
 }
 
 // thinking parses the thinking configuration as Anthropic's API does: the
 // type is required and must be known (taken as no thinking, a misspelt
 // "disabled" would leave the model thinking, and a type-less object is
-// refused by Anthropic); "enabled" needs budget_tokens of at least
-// MinThinkingBudget (its bound by max_tokens depends on a header, see
-// CheckThinkingBudget). The upstream is an OpenAI chat endpoint with no
-// thinking budget: the model thinks as it was configured to, max_tokens
-// bounding the whole answer. budget_tokens on another type, which
-// Anthropic's types do not declare, is checked for its type only, as
-// unknown members are ignored everywhere else.
+// refused by Anthropic). budget_tokens is checked for its type only, on
+// every type: no upstream here has a thinking budget (the model thinks as
+// it was configured to, max_tokens bounding the whole answer), and
+// clients send budgets Anthropic would refuse — Claude Code sends budgets
+// at or over max_tokens (with or without the interleaved-thinking beta,
+// depending on the model name it is given), and clients written for other
+// Anthropic-style APIs send "enabled" without a budget — so bounding a
+// value nothing reads would only refuse working clients.
 //
 // display ("summarized", the default, or "omitted") is read on the types
 // that think; "updates" (a beta that returns progress notes between tool
@@ -263,22 +250,9 @@ func thinking(raw json.RawMessage) (thinkingConfig, *Error) {
 	default:
 		return tc, invalid("thinking.type: must be one of enabled, adaptive, between_tools, disabled")
 	}
-	b, hasBudget := field(obj, "budget_tokens")
-	if hasBudget {
-		n, e := integer(b, "thinking.budget_tokens")
-		if e != nil {
+	if b, ok := field(obj, "budget_tokens"); ok {
+		if _, e := integer(b, "thinking.budget_tokens"); e != nil {
 			return tc, e
-		}
-		if tc.typ == "enabled" {
-			tc.budget = n
-		}
-	}
-	if tc.typ == "enabled" {
-		if !hasBudget {
-			return tc, invalid("thinking.enabled.budget_tokens: Field required")
-		}
-		if tc.budget < MinThinkingBudget {
-			return tc, invalid("thinking.enabled.budget_tokens: Input should be greater than or equal to %d", MinThinkingBudget)
 		}
 	}
 	if tc.typ == thinkingDisabled {
@@ -298,26 +272,6 @@ func thinking(raw json.RawMessage) (thinkingConfig, *Error) {
 		}
 	}
 	return tc, nil
-}
-
-// CheckThinkingBudget applies Anthropic's bound of an "enabled" budget by
-// max_tokens: the budget must be below it, unless betas (the request's
-// anthropic-beta header values, each a comma-separated list) name
-// InterleavedThinkingBeta, under which the budget covers the whole turn
-// and may pass max_tokens (Claude Code sends budgets so). A count_tokens
-// request without max_tokens is not bounded.
-func (r *Request) CheckThinkingBudget(betas []string) *Error {
-	if r.ThinkingBudget == 0 || r.MaxTokens == 0 || r.ThinkingBudget < r.MaxTokens {
-		return nil
-	}
-	for _, v := range betas {
-		for b := range strings.SplitSeq(v, ",") {
-			if strings.TrimSpace(b) == InterleavedThinkingBeta {
-				return nil
-			}
-		}
-	}
-	return invalid("`max_tokens` must be greater than `thinking.budget_tokens`.")
 }
 
 // thinkingDisabled is the thinking.type that turns thinking off; every
