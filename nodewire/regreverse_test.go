@@ -28,30 +28,8 @@ func TestRegisterAnswersInReverseOrderKeepNewer(t *testing.T) {
 		return ts.srv.awaiting["n1"] == secondEdge
 	})
 	release()
-	first := firstAnswer()
-	// Its close as stale may come before the node has opened its control
-	// stream (its Dial then fails, and it dials again).
-	if first.err == nil {
-		t.Cleanup(func() { _ = first.cc.Close() })
-	} else if !errors.Is(first.err, ErrClosed) && !errors.Is(first.err, io.EOF) {
-		t.Fatalf("first Dial: %v, want accepted or its session closed", first.err)
-	}
-
 	// Exactly one is closed, and it must be the earlier registration.
-	cl := recvClosed(t, h)
-	if cl.c == secondEdge {
-		t.Fatal("the newer registration was closed by an older one whose answer went out last")
-	}
-	if cl.c != firstEdge || !errors.Is(cl.err, ErrClosed) {
-		t.Fatalf("closed %p for %v, want the first registration superseded", cl.c, cl.err)
-	}
-	if first.err == nil {
-		select {
-		case <-first.cc.Done():
-		case <-time.After(waitLong):
-			t.Fatal("the older registration, never ready, was kept open")
-		}
-	}
+	firstClosed(t, h, firstAnswer(), firstEdge, ErrClosed, "never ready")
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
 	if err := second.Ready(ctx, "n1"); err != nil {
@@ -63,6 +41,30 @@ func TestRegisterAnswersInReverseOrderKeepNewer(t *testing.T) {
 }
 
 // heldDial is a node's Dial's outcome.
+// firstClosed checks that the server closes the first registration
+// (firstEdge), answered as first, for a cause that is want, and that its
+// node's session then ends. The close may come before that node has
+// opened its control stream: its Dial then fails with its session closed,
+// and the node dials again.
+func firstClosed(t *testing.T, h *fakeHandler, first heldDial, firstEdge *Conn, want error, what string) {
+	t.Helper()
+	if first.err == nil {
+		t.Cleanup(func() { _ = first.cc.Close() })
+	} else if !errors.Is(first.err, ErrClosed) && !errors.Is(first.err, io.EOF) {
+		t.Fatalf("first Dial: %v, want accepted or its session closed", first.err)
+	}
+	if cl := recvClosed(t, h); cl.c != firstEdge || !errors.Is(cl.err, want) {
+		t.Fatalf("closed %p for %v, want the first registration (%p) closed for %v", cl.c, cl.err, firstEdge, want)
+	}
+	if first.err == nil {
+		select {
+		case <-first.cc.Done():
+		case <-time.After(waitLong):
+			t.Fatalf("the older registration, %s, was kept open", what)
+		}
+	}
+}
+
 type heldDial struct {
 	cc  *ClientConn
 	err error

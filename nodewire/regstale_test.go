@@ -1,8 +1,6 @@
 package nodewire
 
 import (
-	"errors"
-	"io"
 	"testing"
 	"time"
 )
@@ -29,28 +27,9 @@ func TestStaleRegistrationAnsweredAfterNewerReadyClosedAtOnce(t *testing.T) {
 				}
 			}
 			release()
-			first := firstAnswer()
-			// The close may come before the node has opened its
-			// control stream (its Dial then fails, and it dials again).
-			if first.err == nil {
-				t.Cleanup(func() { _ = first.cc.Close() })
-			} else if !errors.Is(first.err, ErrClosed) && !errors.Is(first.err, io.EOF) {
-				t.Fatalf("first Dial: %v, want accepted or its session closed", first.err)
-			}
-
 			// Its node never sends a ready on it: the close is the
 			// server's own, long before ReadyTimeout.
-			cl := recvClosed(t, h)
-			if cl.c != firstEdge || !errors.Is(cl.err, errSuperseded) {
-				t.Fatalf("closed %p for %v, want the first registration superseded", cl.c, cl.err)
-			}
-			if first.err == nil {
-				select {
-				case <-first.cc.Done():
-				case <-time.After(waitLong):
-					t.Fatal("the older registration, stale, was kept open")
-				}
-			}
+			firstClosed(t, h, firstAnswer(), firstEdge, errSuperseded, "stale")
 			if !newerGone && secondEdge.IsClosed() {
 				t.Fatal("the newer, ready connection was closed")
 			}
