@@ -26,6 +26,22 @@ type drainSetup struct {
 	done chan error
 }
 
+// startNode starts the node binary with config file cfg, its output in
+// s.out, its exit sent to s.done; it is killed at cleanup at the latest.
+func (s *drainSetup) startNode(t *testing.T, cfg string) {
+	t.Helper()
+	s.cmd = exec.Command(binary, "--config", cfg)
+	s.cmd.SysProcAttr = gatewayProcAttr()
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Owner: the test; ends when the process exits (killed at cleanup at
+	// the latest).
+	go func() { s.done <- s.cmd.Wait() }()
+	t.Cleanup(func() { _ = s.cmd.Process.Kill() })
+}
+
 // free lets every held answer finish.
 func (s *drainSetup) free() { s.up.Free() }
 
@@ -45,16 +61,7 @@ func startNodeWith(t *testing.T, yaml string) *drainSetup {
 		Models: []config.ModelSpec{{Name: "m", Providers: []config.ModelProvider{{Node: "n1", Provider: "v", Target: "t"}}}},
 	}, stack.EdgeOptions{})
 	cfg := nodeConfig(t, s.edge.NodeAddr, "tok", yaml)
-	s.cmd = exec.Command(binary, "--config", cfg)
-	s.cmd.SysProcAttr = gatewayProcAttr()
-	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Owner: the test; ends when the process exits (killed at cleanup at
-	// the latest).
-	go func() { s.done <- s.cmd.Wait() }()
-	t.Cleanup(func() { _ = s.cmd.Process.Kill() })
+	s.startNode(t, cfg)
 	s.edge.WaitReady(t, "n1", 20*time.Second)
 	return s
 }

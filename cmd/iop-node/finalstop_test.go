@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -37,16 +36,7 @@ func finalstopStartCLINode(t *testing.T, pidFile string) *drainSetup {
 		Models: []config.ModelSpec{{Name: "agent", Providers: []config.ModelProvider{{Node: "n1", Provider: "agent", Target: "default"}}}},
 	}, stack.EdgeOptions{})
 	cfg := nodeConfig(t, s.edge.NodeAddr, "tok", "reconnect:\n  interval_sec: 0.05\n  max_attempts: 0\nshutdown:\n  drain_sec: 600\n")
-	s.cmd = exec.Command(binary, "--config", cfg)
-	s.cmd.SysProcAttr = gatewayProcAttr()
-	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Owner: the test; ends when the process exits (killed at cleanup at
-	// the latest).
-	go func() { s.done <- s.cmd.Wait() }()
-	t.Cleanup(func() { _ = s.cmd.Process.Kill() })
+	s.startNode(t, cfg)
 	t.Cleanup(func() {
 		// The CLI outlives a node killed by a signal (its own process
 		// group, SIGTERM ignored).
