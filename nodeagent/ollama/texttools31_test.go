@@ -425,3 +425,22 @@ func TestHistoryEmptyArguments(t *testing.T) {
 		})
 	}
 }
+
+// modelKey reads target names from callers: it never panics, folding is
+// stable (a key is its own key), and a key grows by at most the default
+// tag.
+func FuzzModelKey(f *testing.F) {
+	for _, s := range []string{"gemma", "gemma:2b", "library/gemma", "registry.ollama.ai/library/gemma:latest",
+		"host:5000/ns/model:v1", "ns/skill/model", "gemma@sha256:00", "https://h/n/m", "a/b/c/d", "gemma:", ":", "/", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k := modelKey(s)
+		if again := modelKey(k); again != k {
+			t.Fatalf("modelKey(%q) = %q, but modelKey(%q) = %q", s, k, k, again)
+		}
+		if len(k) > len(s)+len(":"+defaultModelTag) {
+			t.Fatalf("modelKey(%q) = %q grew", s, k)
+		}
+	})
+}
