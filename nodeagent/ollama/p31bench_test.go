@@ -22,3 +22,13 @@ func BenchmarkNativeToolsRemembered(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkModelKey is the name folding every remembered check does.
+func BenchmarkModelKey(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if modelKey("gemma:2b") != "gemma:2b" {
+			b.Fatal("key")
+		}
+	}
+}
