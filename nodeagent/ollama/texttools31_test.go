@@ -399,30 +399,25 @@ func TestHistoryEmptyArguments(t *testing.T) {
 			`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_time","arguments":` + args + `}}]},` +
 			`{"role":"tool","tool_call_id":"call_1","content":"12:00"}],` +
 			`"tools":[{"type":"function","function":{"name":"get_time"}}]}`
-		t.Run("native "+args, func(t *testing.T) {
-			f := newFake(t)
-			f.handle("/api/chat", ndjson(chatLineThe, chatLineFinal))
-			inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL, ToolMode: iop.ToolMode_TOOL_MODE_NATIVE})
-			if _, _, err := runTarget(t, inst, "llama3.2", history); err != nil {
-				t.Fatal(err)
-			}
-			const want = `"tool_calls":[{"id":"call_1","function":{"name":"get_time","arguments":{}}}]`
-			if body := string(f.request(t).body); !strings.Contains(body, want) {
-				t.Fatalf("body %s\nwant it to hold %s", body, want)
-			}
-		})
-		t.Run("text "+args, func(t *testing.T) {
-			f := newFake(t)
-			f.handle("/api/chat", ndjson(chatLineThe, chatLineFinal))
-			inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL, ToolMode: iop.ToolMode_TOOL_MODE_TEXT})
-			if _, _, err := runTarget(t, inst, "gemma:2b", history); err != nil {
-				t.Fatal(err)
-			}
-			const want = `{"role":"assistant","content":"\u003ctool_call\u003e{\"name\":\"get_time\",\"arguments\":{}}\u003c/tool_call\u003e"}`
-			if body := string(f.request(t).body); !strings.Contains(body, want) {
-				t.Fatalf("body %s\nwant it to hold %s", body, want)
-			}
-		})
+		for name, c := range map[string]struct {
+			mode iop.ToolMode
+			want string
+		}{
+			"native": {iop.ToolMode_TOOL_MODE_NATIVE, `"tool_calls":[{"id":"call_1","function":{"name":"get_time","arguments":{}}}]`},
+			"text":   {iop.ToolMode_TOOL_MODE_TEXT, `{"role":"assistant","content":"\u003ctool_call\u003e{\"name\":\"get_time\",\"arguments\":{}}\u003c/tool_call\u003e"}`},
+		} {
+			t.Run(name+" "+args, func(t *testing.T) {
+				f := newFake(t)
+				f.handle("/api/chat", ndjson(chatLineThe, chatLineFinal))
+				inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL, ToolMode: c.mode})
+				if _, _, err := runTarget(t, inst, "gemma:2b", history); err != nil {
+					t.Fatal(err)
+				}
+				if body := string(f.request(t).body); !strings.Contains(body, c.want) {
+					t.Fatalf("body %s\nwant it to hold %s", body, c.want)
+				}
+			})
+		}
 	}
 }
 
