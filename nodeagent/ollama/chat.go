@@ -69,7 +69,11 @@ type ollamaFunction struct {
 //     from the call its tool_call_id answers;
 //   - tool_choice none drops the tools, and one naming a function offers
 //     that tool alone (Ollama cannot force a call, but the model can then
-//     call no other); required cannot be expressed and is ignored;
+//     call no other); required cannot be expressed: the tools go as given,
+//     nothing is added to the prompt the model's template renders, and
+//     the request is not refused (Ollama's own OpenAI layer ignores
+//     tool_choice too, and clients that set it work there). The text form
+//     (texttools.go) states both in its instruction;
 //   - response_format json_object -> format "json", json_schema -> format
 //     set to the schema;
 //   - reasoning_effort (or reasoning.effort) from the extra members -> think,

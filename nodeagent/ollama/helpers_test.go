@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,13 +64,15 @@ type fakeOllama struct {
 	// what a run sends read its /api/chat request first whatever lookup
 	// came before it. By default /api/show answers showTools.
 	shows chan captured
+	// conns counts the connections the server accepted.
+	conns atomic.Int32
 }
 
 func newFake(t *testing.T) *fakeOllama {
 	t.Helper()
 	f := &fakeOllama{handlers: map[string]http.HandlerFunc{}, reqs: make(chan captured, 64), shows: make(chan captured, 64)}
 	f.handlers["/api/show"] = jsonStatus(http.StatusOK, showTools)
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		c := captured{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), body: body}
 		if r.URL.Path == "/api/show" {
@@ -87,6 +91,12 @@ func newFake(t *testing.T) *fakeOllama {
 		}
 		h(w, r)
 	}))
+	f.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			f.conns.Add(1)
+		}
+	}
+	f.Start()
 	t.Cleanup(f.Close)
 	return f
 }

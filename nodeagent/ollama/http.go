@@ -127,16 +127,17 @@ func statusError(resp *http.Response) error {
 		code = adapter.CodeInvalidRequest
 	}
 	msg := fmt.Sprintf("ollama returned HTTP %d", resp.StatusCode)
+	status := &statusErr{status: resp.StatusCode}
 	if c, err := decodeChunk(raw); err == nil {
 		if text := c.errorText(); text != "" {
-			msg = text
+			msg, status.ollama = text, true
 		}
 	}
 	ae := &adapter.Error{
 		Code:       code,
 		Message:    msg,
 		HTTPStatus: resp.StatusCode,
-		Err:        fmt.Errorf("ollama: http status %d", resp.StatusCode),
+		Err:        status,
 	}
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
@@ -151,3 +152,14 @@ func statusError(resp *http.Response) error {
 	}
 	return ae
 }
+
+// statusErr is the Err of a non-2xx answer's adapter.Error. ollama reports
+// whether the body was Ollama's own {"error": ...}: a 404 with it is
+// Ollama saying a model does not exist, while a route missing (an old
+// server, a proxy) answers 404 with a page.
+type statusErr struct {
+	status int
+	ollama bool
+}
+
+func (e *statusErr) Error() string { return fmt.Sprintf("ollama: http status %d", e.status) }

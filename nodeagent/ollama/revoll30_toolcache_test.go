@@ -19,16 +19,16 @@ import (
 func expire(inst *Instance, model string) {
 	inst.tools.mu.Lock()
 	defer inst.tools.mu.Unlock()
-	e := inst.tools.entries[model]
+	e := inst.tools.entries[modelKey(model)]
 	e.until = time.Now().Add(-time.Second)
-	inst.tools.entries[model] = e
+	inst.tools.entries[modelKey(model)] = e
 }
 
 func untilOf(t *testing.T, inst *Instance, model string) time.Duration {
 	t.Helper()
 	inst.tools.mu.Lock()
 	defer inst.tools.mu.Unlock()
-	e, ok := inst.tools.entries[model]
+	e, ok := inst.tools.entries[modelKey(model)]
 	if !ok {
 		t.Fatalf("nothing remembered about %s", model)
 	}

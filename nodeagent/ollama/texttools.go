@@ -70,7 +70,7 @@ func (o *Instance) chat(ctx context.Context, cfg *config, in *iop.RunInput, mode
 		zap.String("target", model))
 	// Stored only while cfg is current: a run that began before a
 	// Reconfigure heard the old server.
-	o.tools.put(cfg.toolGen, model, false, toolSupportTTL, time.Now())
+	o.tools.put(cfg.toolGen, modelKey(model), false, toolSupportTTL, time.Now())
 	return o.textTools(ctx, cfg, in, model, sink)
 }
 
@@ -112,64 +112,77 @@ func rejectsTools(err error) bool {
 // nativeTools reports whether model should get tools natively: false only
 // when Ollama said it lacks the tools capability (or refused tools for
 // it). An unknown answer (a failed or slow lookup, a server without
-// capabilities) is native. Concurrent runs for a model not yet known share
-// one lookup; a run whose context ends while it waits goes native. A run
-// whose config a Reconfigure replaced goes native without asking: the
-// cache speaks of the new server, and an answer from the old one must not
-// be stored for it (the refusal retry still serves that run).
+// capabilities) is native. What is learnt is remembered under the model's
+// modelKey. A run whose config a Reconfigure replaced goes native without
+// asking: the cache speaks of the new server, and an answer from the old
+// one must not be stored for it (the refusal retry still serves that run).
 func (o *Instance) nativeTools(ctx context.Context, cfg *config, model string) bool {
-	c := &o.tools
-	c.mu.Lock()
-	if cfg.toolGen != c.gen {
-		c.mu.Unlock()
-		return true
+	key := modelKey(model)
+	native, known, l, lead := o.tools.join(cfg.toolGen, key, time.Now())
+	if known {
+		return native
 	}
-	if e, ok := c.entries[model]; ok && time.Now().Before(e.until) {
-		c.mu.Unlock()
-		return e.native
-	}
-	if l, ok := c.inflight[model]; ok {
-		c.mu.Unlock()
-		select {
-		case <-l.done:
-			return l.native
-		case <-ctx.Done():
-			return true
-		}
-	}
-	l := &toolLookup{done: make(chan struct{})}
-	if c.inflight == nil {
-		c.inflight = map[string]*toolLookup{}
-	}
-	c.inflight[model] = l
-	c.mu.Unlock()
-
-	native, ttl := o.lookupTools(ctx, cfg, model)
-	l.native = native
-	c.mu.Lock()
-	if c.inflight[model] == l {
-		delete(c.inflight, model)
-	}
-	// Stored with the lookup's end under one lock, so that a run arriving
-	// in between finds the answer rather than starting another lookup.
-	if ttl > 0 {
-		c.putLocked(cfg.toolGen, model, native, ttl, time.Now())
-	}
-	c.mu.Unlock()
-	close(l.done)
-	return native
+	return o.awaitTools(ctx, cfg, model, key, l, lead)
 }
 
-// lookupTools asks Ollama for model's capabilities. It returns whether to
-// send tools natively and how long that answer holds (0: not at all, as
-// when the run's own context ended and the lookup says nothing of Ollama).
-func (o *Instance) lookupTools(ctx context.Context, cfg *config, model string) (native bool, ttl time.Duration) {
-	lctx, cancel := context.WithTimeout(ctx, toolLookupTimeout)
+// awaitTools finds model's answer when none is remembered: this run asks
+// Ollama itself (lead), or waits for the run asking, one lookup per model
+// at a time. A lookup that ends without an answer (its run's context
+// ended) is taken over by a run waiting for it, which asks in turn. The
+// run's whole wait, lookups included, is bounded by toolLookupTimeout
+// from here and by its own context; when either ends first it goes
+// native.
+func (o *Instance) awaitTools(ctx context.Context, cfg *config, model, key string, l *toolLookup, lead bool) bool {
+	budget, cancel := context.WithTimeout(ctx, toolLookupTimeout)
 	defer cancel()
-	caps, err := o.showCapabilities(lctx, cfg, model)
+	// whole: this run has not waited, so a lookup it leads has the whole
+	// budget (see lookupTools).
+	for whole := true; ; whole = false {
+		if lead {
+			native, ttl := o.lookupTools(ctx, budget, cfg, model, whole)
+			o.tools.finish(cfg.toolGen, key, l, native, ttl)
+			return native
+		}
+		if toolWaitHook != nil {
+			toolWaitHook()
+		}
+		select {
+		case <-l.done:
+			if !l.abandoned {
+				return l.native
+			}
+		case <-budget.Done():
+			return true
+		}
+		var native, known bool
+		if native, known, l, lead = o.tools.join(cfg.toolGen, key, time.Now()); known {
+			return native
+		}
+	}
+}
+
+// toolWaitHook, when set (by tests, before any run), is called as a run
+// starts waiting for another run's lookup.
+var toolWaitHook func()
+
+// lookupTools asks Ollama for model's capabilities within budget (derived
+// from the run's ctx). It returns whether to send tools natively and how
+// long that answer holds; 0 means not at all, as when the run's own
+// context ended and the lookup says nothing of Ollama, or when a lookup
+// taken over with part of its budget (whole false) runs out of it.
+// Ollama saying the model does not exist (404) is no failure of the
+// lookup: the run goes native and gets Ollama's own answer to the chat.
+func (o *Instance) lookupTools(ctx, budget context.Context, cfg *config, model string, whole bool) (native bool, ttl time.Duration) {
+	caps, err := o.showCapabilities(budget, cfg, model)
 	switch {
 	case ctx.Err() != nil:
 		return true, 0
+	case err != nil && !whole && budget.Err() != nil:
+		return true, 0
+	case modelNotFound(err):
+		o.log.Debug("ollama model not found by the capability lookup, sending tools natively",
+			zap.String("target", model))
+		return true, toolLookupRetry
 	case err != nil:
 		o.log.Warn("ollama capability lookup failed, sending tools natively",
 			zap.String("target", model), zap.Error(err))
@@ -181,8 +194,22 @@ func (o *Instance) lookupTools(ctx context.Context, cfg *config, model string) (
 	return slices.Contains(caps, "tools"), toolSupportTTL
 }
 
+// modelNotFound reports whether err is Ollama's 404 for a model it does not
+// have (its JSON error, not a page: see statusErr).
+func modelNotFound(err error) bool {
+	var se *statusErr
+	return errors.As(err, &se) && se.status == http.StatusNotFound && se.ollama
+}
+
+// maxShowDrain bounds what is read of an /api/show answer after its object
+// (Ollama sends nothing more than the end of the chunked body) so that its
+// connection goes back to the keep-alive pool; a server that sends more
+// loses the connection instead.
+const maxShowDrain = 256 << 10
+
 // showCapabilities is /api/show's capabilities for model: nil when the
-// answer has none (an Ollama older than the field).
+// answer has none (an Ollama older than the field). ctx bounds the whole
+// exchange, the drain of the answer's end included.
 func (o *Instance) showCapabilities(ctx context.Context, cfg *config, model string) ([]string, error) {
 	req, err := json.Marshal(struct {
 		Model string `json:"model"`
@@ -201,6 +228,7 @@ func (o *Instance) showCapabilities(ctx context.Context, cfg *config, model stri
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxShowBody)).Decode(&show); err != nil {
 		return nil, fmt.Errorf("ollama: decode show answer: %w", err)
 	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxShowDrain))
 	return show.Capabilities, nil
 }
 
@@ -211,8 +239,8 @@ func (o *Instance) showCapabilities(ctx context.Context, cfg *config, model stri
 type toolSupportCache struct {
 	mu       sync.Mutex // guards the fields below
 	gen      uint64
-	entries  map[string]toolSupportEntry // bounded by maxToolSupportEntries
-	inflight map[string]*toolLookup      // lookups under way, one per model
+	entries  map[string]toolSupportEntry // by modelKey; bounded by maxToolSupportEntries
+	inflight map[string]*toolLookup      // lookups under way, one per modelKey
 }
 
 type toolSupportEntry struct {
@@ -220,32 +248,77 @@ type toolSupportEntry struct {
 	until  time.Time
 }
 
-// toolLookup is one lookup under way; native is set before done closes.
+// toolLookup is one lookup under way. native and abandoned are set before
+// done closes; abandoned means the lookup ended without an answer (its
+// run's context ended first, or it ran out of what was left of a waiting
+// run's budget), for a waiting run to take over.
 type toolLookup struct {
-	done   chan struct{}
-	native bool
+	done      chan struct{}
+	native    bool
+	abandoned bool
 }
 
-// put stores an answer about model made under generation gen. At the
-// bound, expired entries go first, then an arbitrary one: a forgotten
-// model costs one more lookup, never a wrong answer.
-func (c *toolSupportCache) put(gen uint64, model string, native bool, ttl time.Duration, now time.Time) {
+// join returns what is remembered about key (known), or else the lookup
+// under way to wait for, or else a new lookup the caller leads (lead) and
+// must finish. A config replaced by a Reconfigure (gen not current) is
+// answered native without a lookup.
+func (c *toolSupportCache) join(gen uint64, key string, now time.Time) (native, known bool, l *toolLookup, lead bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.putLocked(gen, model, native, ttl, now)
+	if gen != c.gen {
+		return true, true, nil, false
+	}
+	if e, ok := c.entries[key]; ok && now.Before(e.until) {
+		return e.native, true, nil, false
+	}
+	if l, ok := c.inflight[key]; ok {
+		return false, false, l, false
+	}
+	l = &toolLookup{done: make(chan struct{})}
+	if c.inflight == nil {
+		c.inflight = map[string]*toolLookup{}
+	}
+	c.inflight[key] = l
+	return false, false, l, true
 }
 
-func (c *toolSupportCache) putLocked(gen uint64, model string, native bool, ttl time.Duration, now time.Time) {
+// finish ends the lookup l for key: the answer is stored when ttl > 0,
+// under the same lock that ends the lookup, so that a run arriving in
+// between finds the answer rather than starting another lookup; runs
+// waiting for l get it, or take over when there is none (ttl 0).
+func (c *toolSupportCache) finish(gen uint64, key string, l *toolLookup, native bool, ttl time.Duration) {
+	c.mu.Lock()
+	if c.inflight[key] == l {
+		delete(c.inflight, key)
+	}
+	if ttl > 0 {
+		c.putLocked(gen, key, native, ttl, time.Now())
+	}
+	l.native, l.abandoned = native, ttl <= 0
+	c.mu.Unlock()
+	close(l.done)
+}
+
+// put stores an answer about the model of key made under generation gen.
+// At the bound, expired entries go first, then an arbitrary one: a
+// forgotten model costs one more lookup, never a wrong answer.
+func (c *toolSupportCache) put(gen uint64, key string, native bool, ttl time.Duration, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.putLocked(gen, key, native, ttl, now)
+}
+
+func (c *toolSupportCache) putLocked(gen uint64, key string, native bool, ttl time.Duration, now time.Time) {
 	if gen != c.gen {
 		return
 	}
 	if c.entries == nil {
 		c.entries = map[string]toolSupportEntry{}
 	}
-	if _, ok := c.entries[model]; !ok && len(c.entries) >= maxToolSupportEntries {
+	if _, ok := c.entries[key]; !ok && len(c.entries) >= maxToolSupportEntries {
 		c.evictLocked(now)
 	}
-	c.entries[model] = toolSupportEntry{native: native, until: now.Add(ttl)}
+	c.entries[key] = toolSupportEntry{native: native, until: now.Add(ttl)}
 }
 
 // evictLocked makes room for one entry.

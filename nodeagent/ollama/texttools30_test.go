@@ -375,7 +375,7 @@ func TestTextToolsRunsShareOneLookup(t *testing.T) {
 	inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
 	cfg := inst.cfg.Load()
 	l := &toolLookup{done: make(chan struct{})}
-	inst.tools.inflight = map[string]*toolLookup{"gemma:2b": l}
+	inst.tools.inflight = map[string]*toolLookup{modelKey("gemma:2b"): l}
 
 	got := make(chan bool, 1)
 	go func() { got <- inst.nativeTools(context.Background(), cfg, "gemma:2b") }() // Owner: this test; ends when l.done closes.

@@ -187,13 +187,19 @@ func textHistory(messages []*iop.ChatMessage) []*iop.ChatMessage {
 }
 
 // renderToolCalls returns an assistant message with its tool calls written
-// as <tool_call> blocks after its text.
+// as <tool_call> blocks after its text: arguments that are JSON as they
+// are (compacted by the block's encoding), others as a JSON string.
 func renderToolCalls(m *iop.ChatMessage, names map[string]string) *iop.ChatMessage {
 	blocks := make([]string, 0, len(m.GetToolCalls()))
 	for _, c := range m.GetToolCalls() {
 		names[c.GetId()] = c.GetName()
-		args := json.RawMessage(c.GetArguments())
-		if !json.Valid(args) {
+		args := json.RawMessage(strings.TrimSpace(c.GetArguments()))
+		switch {
+		case len(args) == 0:
+			// A call without arguments: the object the instruction asks
+			// for, not "", which a model would copy.
+			args = json.RawMessage(`{}`)
+		case !json.Valid(args):
 			args = mustJSON(c.GetArguments())
 		}
 		call := struct {

@@ -1,0 +1,98 @@
+package ollama
+
+import "strings"
+
+// Ollama's defaults for the parts a model name leaves out (its
+// types/model.DefaultName): "gemma" is registry.ollama.ai/library/gemma:latest.
+const (
+	defaultModelHost      = "registry.ollama.ai"
+	defaultModelNamespace = "library"
+	defaultModelTag       = "latest"
+)
+
+// modelKey is the name under which what Ollama says about model is
+// remembered: the shortest form of the host/namespace/model:tag Ollama
+// resolves it to (its DisplayShortest: the default host, then the default
+// namespace, left out; the tag always there), so that "gemma",
+// "gemma:latest", "library/gemma" and
+// "registry.ollama.ai/library/gemma:latest" share one lookup. It follows
+// Ollama's ParseName: a tag is what follows the last ":" when that ":"
+// comes after the last "/" (so "host:5000/ns/model" has a port, not a
+// tag), and a missing host, namespace or tag takes the default. A name
+// with its tag is its own key or a suffix of it, without an allocation.
+//
+// Only forms every Ollama version reads alike are folded; anything else
+// is its own key, as written: a digest ("@"), a scheme ("://"), four or
+// more parts, a middle part newer Ollamas read as a kind ("skill",
+// "agent", "mcp"), an empty or invalid part. No such name equals a folded
+// key of another name, whose parts are all valid. Case is kept: older
+// Ollamas find models case-sensitively. A name kept as written costs at
+// most one lookup more, never another model's answer.
+func modelKey(model string) string {
+	if strings.Contains(model, "@") || strings.Contains(model, "://") {
+		return model
+	}
+	rest, tag := model, ""
+	if i := strings.LastIndexByte(model, ':'); i > strings.LastIndexByte(model, '/') {
+		rest, tag = model[:i], model[i+1:]
+		if !validNamePart(tag, 80, ".") {
+			return model
+		}
+	}
+	host, ns, name := defaultModelHost, defaultModelNamespace, rest
+	start := 0 // where the key begins in model: past the defaults written out
+	switch strings.Count(rest, "/") {
+	case 0:
+	case 1:
+		ns, name, _ = strings.Cut(rest, "/")
+		if ns == defaultModelNamespace {
+			start = len(ns) + 1
+		}
+	case 2:
+		var mid string
+		host, mid, _ = strings.Cut(rest, "/")
+		ns, name, _ = strings.Cut(mid, "/")
+		if modelKinds[ns] {
+			return model
+		}
+		if host == defaultModelHost {
+			start = len(host) + 1
+			if ns == defaultModelNamespace {
+				start += len(ns) + 1
+			}
+		}
+	default:
+		return model
+	}
+	if !validNamePart(host, 350, ".:") || !validNamePart(ns, 80, "") || !validNamePart(name, 80, ".") {
+		return model
+	}
+	if tag == "" {
+		return model[start:] + ":" + defaultModelTag
+	}
+	return model[start:]
+}
+
+// modelKinds are the middle parts newer Ollamas read as a kind
+// (namespace/kind/model) where older ones read host/namespace/model.
+var modelKinds = map[string]bool{"skill": true, "agent": true, "mcp": true}
+
+// validNamePart reports whether s is a valid part of an Ollama name: 1 to
+// maxLen bytes, a letter, digit or "_" first, then letters, digits, "_", "-"
+// and the extra characters the part allows ("." for a model or tag, "."
+// and ":" for a host).
+func validNamePart(s string, maxLen int, extra string) bool {
+	if len(s) == 0 || len(s) > maxLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_':
+		case i > 0 && (c == '-' || strings.IndexByte(extra, c) >= 0):
+		default:
+			return false
+		}
+	}
+	return true
+}
