@@ -178,4 +178,3 @@ func TestMessagesOmittedThinkingSentBackRun(t *testing.T) {
 		t.Errorf("Ollama got %d turns sent back, want 2", backs)
 	}
 }
-
