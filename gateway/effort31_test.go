@@ -26,6 +26,35 @@ var effortCases = []struct {
 	{"", anthropic.ThinkingConfigParamUnion{}, ``},
 }
 
+// vllmHello answers as vLLM does: a stream of text when the request asks
+// for one, else vllmChatJSON.
+func vllmHello(text string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Stream bool `json:"stream"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		if req.Stream {
+			writeSSE(w, contentStream(text)...)
+			return
+		}
+		writeJSON(w, http.StatusOK, vllmChatJSON)
+	}
+}
+
+// sendMessage sends p through cl, streamed (and accumulated) or not.
+func sendMessage(t *testing.T, cl anthropic.Client, p anthropic.MessageNewParams, stream bool) anthropic.Message {
+	t.Helper()
+	if stream {
+		return accumulate(t, cl.Messages.NewStreaming(ctxT(t), p))
+	}
+	m, err := cl.Messages.New(ctxT(t), p)
+	if err != nil {
+		t.Fatalf("%s: %v", p.Model, err)
+	}
+	return *m
+}
+
 // effortParams is a Messages request with effort and thinking set.
 func effortParams(model string, effort anthropic.OutputConfigEffort, thinking anthropic.ThinkingConfigParamUnion) anthropic.MessageNewParams {
 	return anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: 2048, Messages: []anthropic.MessageParam{userText("Hi")},
@@ -36,17 +65,7 @@ func effortParams(model string, effort anthropic.OutputConfigEffort, thinking an
 // reasoning_effort in the chat body, streamed or not; with thinking
 // disabled vLLM gets chat_template_kwargs and no effort.
 func TestMessagesEffortReachesTunnel(t *testing.T) {
-	u := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Stream bool `json:"stream"`
-		}
-		_ = json.NewDecoder(r.Body).Decode(&req)
-		if req.Stream {
-			writeSSE(w, contentStream("Hi")...)
-			return
-		}
-		writeJSON(w, http.StatusOK, vllmChatJSON)
-	})
+	u := newUpstream(t, vllmHello("Hi"))
 	s := tunnelStack(t, u)
 	cl := anClient(t, s.Edge, "")
 	lastBody := func() map[string]json.RawMessage {

@@ -72,16 +72,7 @@ func omittedLoop(t *testing.T, cl anthropic.Client, model string) []string {
 		Messages: []anthropic.MessageParam{userText("Weather in Paris?")}}
 	var texts []string
 	for _, stream := range []bool{true, false} {
-		var first anthropic.Message
-		if stream {
-			first = accumulate(t, cl.Messages.NewStreaming(ctxT(t), p))
-		} else {
-			m, err := cl.Messages.New(ctxT(t), p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			first = *m
-		}
+		first := sendMessage(t, cl, p, stream)
 		c := first.Content
 		if len(c) != 2 || c[0].Type != "thinking" || c[0].Thinking != "" || c[0].Signature != "" || c[1].Type != "tool_use" {
 			t.Fatalf("stream %v: first answer %+v", stream, c)

@@ -83,14 +83,7 @@ func TestTunnelChatKeepsEffort(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	run, err := r.OpenAIChat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tunnel, err := r.TunnelChat(run)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run, tunnel := runAndTunnelChat(t, r)
 	for name, body := range map[string][]byte{"run": run, "tunnel": tunnel} {
 		var got struct {
 			ReasoningEffort string `json:"reasoning_effort"`
@@ -140,4 +133,18 @@ func TestCheckBetasDisplayUpdates(t *testing.T) {
 			}
 		}
 	}
+}
+
+// runAndTunnelChat is r's run body (OpenAIChat) and the tunnel's
+// rendering of it (TunnelChat).
+func runAndTunnelChat(t *testing.T, r *Request) (run, tunnel []byte) {
+	t.Helper()
+	run, err := r.OpenAIChat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tunnel, err = r.TunnelChat(run); err != nil {
+		t.Fatal(err)
+	}
+	return run, tunnel
 }
