@@ -44,9 +44,9 @@
 //	                            "enabled", "adaptive" or "between_tools"
 //	                            turns the answer's reasoning into thinking
 //	                            blocks, with empty text for display
-//	                            "omitted" ("updates" only with the
-//	                            anthropic-beta thinking-display-updates-
-//	                            2026-08-18, then as "omitted");
+//	                            "omitted" ("updates" only under its
+//	                            anthropic-beta, ThinkingDisplayUpdatesBeta,
+//	                            then as "omitted");
 //	                            budget_tokens is checked for its type only
 //	                            and reaches no backend; type "disabled" is
 //	                            Request.ThinkingOff, which the edge sends to
