@@ -34,6 +34,10 @@ const (
 	surfaceAnthropic = "anthropic"
 )
 
+// anthropicBetaHeader is anthropic-beta in its canonical form, which
+// http.Header looks up without allocating a canonical copy per request.
+const anthropicBetaHeader = "Anthropic-Beta"
+
 // maxHeldMessage bounds a non-streamed answer held for conversion: the
 // tunnel relay holds non-stream answers within the same bound.
 const maxHeldMessage = 32 << 20
@@ -72,6 +76,9 @@ func (s *Server) messagesCall(c *gin.Context) *call {
 		return nil
 	}
 	areq, aerr := anthropicapi.ParseRequest(body)
+	if aerr == nil {
+		aerr = areq.CheckBetas(c.Request.Header.Values(anthropicBetaHeader))
+	}
 	if aerr != nil {
 		writeAnthropicError(c, aerr)
 		return nil
@@ -168,6 +175,9 @@ func (s *Server) countTokens(c *gin.Context) {
 		return
 	}
 	areq, aerr := anthropicapi.ParseCountRequest(body)
+	if aerr == nil {
+		aerr = areq.CheckBetas(c.Request.Header.Values(anthropicBetaHeader))
+	}
 	if aerr != nil {
 		writeAnthropicError(c, aerr)
 		return

@@ -115,16 +115,7 @@ func TestThinkingOffReachesOllama(t *testing.T) {
 		p := anthropic.MessageNewParams{Model: "qwen", MaxTokens: 2048, Tools: []anthropic.ToolUnionParam{tool},
 			Thinking: c.thinking, Messages: []anthropic.MessageParam{userText("Weather in Paris?")}}
 		for _, stream := range []bool{false, true} {
-			var msg anthropic.Message
-			if stream {
-				msg = accumulate(t, an.Messages.NewStreaming(ctxT(t), p))
-			} else {
-				m, err := an.Messages.New(ctxT(t), p)
-				if err != nil {
-					t.Fatalf("%s: %v", c.name, err)
-				}
-				msg = *m
-			}
+			msg := sendMessage(t, an, p, stream)
 			if n := len(msg.Content); n == 0 || msg.Content[n-1].Type != "tool_use" {
 				t.Errorf("%s, stream %v: answer %+v", c.name, stream, msg.Content)
 			}

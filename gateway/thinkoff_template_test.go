@@ -137,17 +137,7 @@ func TestThinkingOffTemplateFollowsFailover(t *testing.T) {
 // Thinking enabled, adaptive or not given leaves vLLM's chat template as
 // the model's default, streamed or not.
 func TestThinkingOnLeavesTemplateAlone(t *testing.T) {
-	u := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Stream bool `json:"stream"`
-		}
-		_ = json.NewDecoder(r.Body).Decode(&req)
-		if req.Stream {
-			writeSSE(w, contentStream("Hello")...)
-			return
-		}
-		writeJSON(w, http.StatusOK, vllmChatJSON)
-	})
+	u := newUpstream(t, vllmHello("Hello"))
 	e, _ := startStack(t, edgeConfig([]config.ProviderSpec{vllmProvider("v", u.baseURL())}, modelOn("m", "v", target)))
 	an := anClient(t, e, "")
 	adaptive := anthropic.ThinkingConfigAdaptiveParam{}

@@ -44,10 +44,11 @@
 //	                            "enabled", "adaptive" or "between_tools"
 //	                            turns the answer's reasoning into thinking
 //	                            blocks, with empty text for display
-//	                            "omitted" (enabled: budget_tokens required,
-//	                            at least 1024, below max_tokens without the
-//	                            interleaved-thinking beta; it reaches no
-//	                            backend); type "disabled" is
+//	                            "omitted" ("updates" only under its
+//	                            anthropic-beta, ThinkingDisplayUpdatesBeta,
+//	                            then as "omitted");
+//	                            budget_tokens is checked for its type only
+//	                            and reaches no backend; type "disabled" is
 //	                            Request.ThinkingOff, which the edge sends to
 //	                            a run on a provider that is not
 //	                            OpenAI-compatible as reasoning_effort "none",
@@ -55,6 +56,11 @@
 //	                            chat_template_kwargs {"enable_thinking":
 //	                            false} (WithTemplateThinkingOff); any other
 //	                            type is refused (400)
+//	output_config.effort        reasoning_effort: low, medium, xhigh as they
+//	                            are, max as "xhigh", high (Anthropic's
+//	                            default) as nothing; nothing when thinking
+//	                            is "disabled"; any other value is refused
+//	                            (400)
 //
 // Response mapping (OpenAI → Messages):
 //

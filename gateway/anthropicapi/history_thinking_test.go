@@ -157,14 +157,7 @@ func TestHistoryThinkingNotCounted(t *testing.T) {
 // when a turn carries thinking, and the run body itself when none does.
 func TestTunnelChatLeavesReasoningOut(t *testing.T) {
 	r := mustParse(t, historyThinkingBody)
-	run, err := r.OpenAIChat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tunnel, err := r.TunnelChat(run)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run, tunnel := runAndTunnelChat(t, r)
 	if strings.Contains(string(tunnel), "reasoning") || strings.Contains(string(tunnel), "Report it.") {
 		t.Errorf("tunnel body carries reasoning: %s", tunnel)
 	}
@@ -180,12 +173,8 @@ func TestTunnelChatLeavesReasoningOut(t *testing.T) {
 	}
 
 	plain := mustParse(t, `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"thinking","thinking":""},{"type":"text","text":"yo"}]},{"role":"user","content":"bye"}]}`)
-	run, err = plain.OpenAIChat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tunnel, err = plain.TunnelChat(run); err != nil || &tunnel[0] != &run[0] {
-		t.Errorf("a body without reasoning was rendered again (%v)", err)
+	if run, tunnel = runAndTunnelChat(t, plain); &tunnel[0] != &run[0] {
+		t.Errorf("a body without reasoning was rendered again")
 	}
 }
 

@@ -21,6 +21,9 @@ type oaRequest struct {
 	ToolChoice        any              `json:"tool_choice,omitempty"`
 	ParallelToolCalls *bool            `json:"parallel_tool_calls,omitempty"`
 	User              string           `json:"user,omitempty"`
+	// ReasoningEffort is output_config.effort in OpenAI's terms
+	// (Request.reasoningEffort); omitted when there is none to send.
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 }
 
 type oaStreamOptions struct {
@@ -139,6 +142,8 @@ func (r *Request) openAIChat(reasoning bool) ([]byte, error) {
 		TopP:        r.topP,
 		TopK:        r.topK,
 		User:        r.userID,
+
+		ReasoningEffort: r.reasoningEffort(),
 	}
 	if r.Stream {
 		out.StreamOptions = &oaStreamOptions{IncludeUsage: true}

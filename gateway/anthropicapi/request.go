@@ -60,6 +60,14 @@ type Request struct {
 	// answers (RenderMessageOmitted, StreamWriter.OmitThinking).
 	ThinkingOmitted bool
 
+	// effort is output_config.effort as sent ("" when absent), one of
+	// the levels efforts lists; the chat body carries it as
+	// reasoning_effort (reasoningEffort).
+	effort string
+	// thinkingUpdates: thinking.display was "updates", which Anthropic's
+	// API takes only under a beta (CheckBetas); it reads as "omitted".
+	thinkingUpdates bool
+
 	system      []string // text of the system blocks, in order
 	messages    []message
 	tools       []tool
@@ -124,7 +132,8 @@ var imageMediaTypes = map[string]bool{
 // top level and inside blocks and tools: Anthropic clients routinely send
 // fields that only steer Anthropic's own billing or caching (cache_control,
 // service_tier, context_management, …), and refusing them would make this
-// surface unusable for those clients.
+// surface unusable for those clients. What the request may ask only
+// under a beta is checked by CheckBetas, given the request's headers.
 func ParseRequest(body []byte) (*Request, *Error) { return parse(body, true) }
 
 // ParseCountRequest validates a POST /v1/messages/count_tokens body: the
@@ -206,6 +215,12 @@ func parse(body []byte, needMaxTokens bool) (*Request, *Error) {
 		r.Thinking = tc.typ != thinkingDisabled
 		r.ThinkingOff = tc.typ == thinkingDisabled
 		r.ThinkingOmitted = tc.omitted
+		r.thinkingUpdates = tc.updates
+	}
+	if raw, ok = field(obj, "output_config"); ok {
+		if r.effort, e = outputConfig(raw); e != nil {
+			return nil, e
+		}
 	}
 	return r, nil
 }
@@ -214,6 +229,7 @@ func parse(body []byte, needMaxTokens bool) (*Request, *Error) {
 type thinkingConfig struct {
 	typ     string // enabled, adaptive, between_tools or disabled
 	omitted bool   // display "omitted" (or "updates") on a thinking type
+	updates bool   // display "updates" on a thinking type (see CheckBetas)
 }
 
 // thinking parses the thinking configuration as Anthropic's API does: the
@@ -231,7 +247,9 @@ type thinkingConfig struct {
 // display ("summarized", the default, or "omitted") is read on the types
 // that think; "updates" (a beta that returns progress notes between tool
 // calls and hides the reasoning) is taken as "omitted", there being no
-// such notes here. Any other value is refused, as Anthropic refuses it.
+// such notes here, when the request names its beta (CheckBetas: the
+// header is not the body's to parse). Any other value is refused, as
+// Anthropic refuses it.
 func thinking(raw json.RawMessage) (thinkingConfig, *Error) {
 	var tc thinkingConfig
 	obj, e := object(raw, "thinking")
@@ -267,6 +285,7 @@ func thinking(raw json.RawMessage) (thinkingConfig, *Error) {
 		case "summarized":
 		case "omitted", "updates":
 			tc.omitted = true
+			tc.updates = display == "updates"
 		default:
 			return tc, invalid("thinking.display: must be one of summarized, omitted")
 		}
