@@ -1,0 +1,105 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// announcements reads ch until the message sentinel, which the test
+// publishes after the batches it checks (pub/sub keeps one publisher's
+// order), and returns the payloads before it.
+func announcements(t *testing.T, l *Ledger, ch <-chan *redis.Message, sentinel string) []string {
+	t.Helper()
+	if err := l.Client().Publish(context.Background(), l.FreedChannel(), sentinel).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case m := <-ch:
+			if m.Payload == sentinel {
+				return got
+			}
+			got = append(got, m.Payload)
+		case <-deadline:
+			t.Fatalf("the sentinel never came (announcements so far: %q)", got)
+		}
+	}
+}
+
+// A return of a lease Redis does not hold (the return queued for a take
+// Redis refused, or one sent again) removes nothing and announces
+// nothing: the old code published every returned key, and each refused
+// take woke every edge. A batch holding such a return and one that does
+// remove a lease of the same resource announces it once.
+func TestReturnAnnouncedOnlyWhenItRemovedALease(t *testing.T) {
+	_, l, rdb := ledgerOnRedis(t)
+	ctx := context.Background()
+	ch := subscribed(t, rdb, l.FreedChannel())
+	a, b := Key("n", "a"), Key("n", "b")
+	if err := l.Apply(ctx, []Update{{Kind: OpReturn, Key: a, ID: "e/never"}, {Kind: OpReturn, Key: b, ID: "e/never2", Fence: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := announcements(t, l, ch, "sentinel-1"); len(got) != 0 {
+		t.Fatalf("returns of leases not held announced %q, want nothing", got)
+	}
+	held := l.NewLeaseID()
+	if out, err := l.Take(ctx, a, 2, 2, true, held, "", "", 0, 0); out != Taken || err != nil {
+		t.Fatalf("take: %v %v", out, err)
+	}
+	if err := l.Apply(ctx, []Update{
+		{Kind: OpReturn, Key: a, ID: "e/never"},
+		{Kind: OpReturn, Key: b, ID: "e/never2"},
+		{Kind: OpReturn, Key: a, ID: held, Fence: true},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := announcements(t, l, ch, "sentinel-2"); !slices.Equal(got, []string{a}) {
+		t.Fatalf("announced %q, want %s once", got, a)
+	}
+	if n := rdb.ZCard(ctx, a).Val() + rdb.ZCard(ctx, a+":long").Val(); n != 0 {
+		t.Fatalf("%d leases left after the return", n)
+	}
+}
+
+// A refused batch tells which updates Redis refused: every return of a
+// resource whose key holds another type, not the updates around them
+// that Redis applied.
+func TestApplyRefusalListsTheRefusedUpdates(t *testing.T) {
+	_, l, rdb := ledgerOnRedis(t)
+	ctx := context.Background()
+	broken, good := Key("n", "broken"), Key("n", "good")
+	if err := rdb.Set(ctx, broken, "someone else's", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := l.Take(ctx, good, 2, 2, false, "e/1", "", "", 0, 0); out != Taken || err != nil {
+		t.Fatalf("take: %v %v", out, err)
+	}
+	wait := WaitKey("m", 0)
+	err := l.Apply(ctx, []Update{
+		{Kind: OpWait, Key: wait, ID: "e/w1:0"},
+		{Kind: OpReturn, Key: broken, ID: "e/0"},
+		{Kind: OpReturn, Key: good, ID: "e/1"},
+		{Kind: OpReturn, Key: broken, ID: "e/2", Fence: true},
+		{Kind: OpUnwait, Key: wait, ID: "e/w1:0"},
+	})
+	var refusal *Refusal
+	if !errors.As(err, &refusal) || !errors.Is(err, ErrRefused) || ReplyKind(err) != "WRONGTYPE" {
+		t.Fatalf("apply with a key of another type: %v; want a *Refusal of kind WRONGTYPE", err)
+	}
+	if !slices.Equal(refusal.Updates, []int{1, 3}) {
+		t.Fatalf("refused updates %v, want the two returns of the broken key [1 3]", refusal.Updates)
+	}
+	if n := rdb.ZCard(ctx, good).Val(); n != 0 {
+		t.Fatalf("the return Redis accepted in a refused batch was not applied: %d leases left", n)
+	}
+	if n := rdb.ZCard(ctx, wait).Val(); n != 0 {
+		t.Fatalf("the waiter registered and removed around the refusal is still in its set (%d)", n)
+	}
+}
