@@ -12,26 +12,35 @@ import (
 	"github.com/iop-gateway/iop/internal/testredis"
 )
 
-// lostPlainFixture is a cluster fixture on rs (lease TTL a minute) and a
-// returner state of its own whose plain return of lease id failed while
-// Redis was down. Redis comes back holding the lease, as one that kept its
-// data does: the return never reached it.
-func lostPlainFixture(t *testing.T, rs *testredis.Server, id string) (*fixture, *returnerState) {
+// lostReturnFixture is a cluster fixture on rs (lease TTL a minute) and a
+// returner state of its own whose return of lease id failed while Redis
+// was down. fenced: the lease's re-add went unanswered first (it may still
+// be on its way), and the return was fenced for it. Otherwise Redis comes
+// back holding the lease, as one that kept its data does: the plain
+// return never reached it.
+func lostReturnFixture(t *testing.T, rs *testredis.Server, id string, fenced bool) (*fixture, *returnerState) {
 	t.Helper()
 	f := closedLedgerFixture(t, oneProviderCfg(t, 1),
 		cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: time.Second, EdgeID: "e1"}, Options{})
 	st := newReturnerState()
 	t.Cleanup(func() { st.timer.Stop() })
+	key := cluster.Key("n", "p")
+	if fenced {
+		st.unsure.add([]cluster.Update{{Kind: cluster.OpReadd, Key: key, ID: id}}, time.Now(), time.Minute)
+	}
 	rs.Stop()
-	f.d.applyBatch(st, []cluster.Update{{Kind: cluster.OpReturn, Key: cluster.Key("n", "p"), ID: id}}, time.Minute)
-	if st.outage.batches != 1 {
-		t.Fatalf("the return's batch: %d failed batches, want 1", st.outage.batches)
+	ret := []cluster.Update{{Kind: cluster.OpReturn, Key: key, ID: id}}
+	f.d.applyBatch(st, ret, time.Minute)
+	if ret[0].Fence != fenced || st.outage.batches != 1 {
+		t.Fatalf("the return was fenced: %v, want %v; %d failed batches, want 1", ret[0].Fence, fenced, st.outage.batches)
 	}
 	rs.Restart()
 	waitFor(t, "Redis to answer again", func() bool { return f.d.ledger.Ping(context.Background()) == nil })
-	lease := redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: id}
-	if err := rs.Client(t).ZAdd(context.Background(), cluster.Key("n", "p"), lease).Err(); err != nil {
-		t.Fatal(err)
+	if !fenced {
+		lease := redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: id}
+		if err := rs.Client(t).ZAdd(context.Background(), key, lease).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return f, st
 }
@@ -60,7 +69,7 @@ func TestClusterLostPlainReturnIsResent(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := testredis.Start(t)
 			const id = "e1/lost"
-			f, st := lostPlainFixture(t, rs, id)
+			f, st := lostReturnFixture(t, rs, id, false)
 			tc.resend(f, st)
 			rdb := rs.Client(t)
 			if inLedger(t, rdb, cluster.Key("n", "p"), id) {

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -13,6 +14,24 @@ import (
 	"github.com/iop-gateway/iop/internal/testredis"
 )
 
+// refuseTakes makes requests for model m on f until Redis has refused n
+// of their takes (the others fail at once, backing off): each must be
+// refused as unavailable.
+func refuseTakes(t *testing.T, f *fixture, n int) {
+	t.Helper()
+	refused := 0
+	waitFor(t, strconv.Itoa(n)+" takes Redis refused", func() bool {
+		_, err := f.d.Acquire(context.Background(), Request{Model: "m", NoWait: true})
+		if !errors.Is(err, ErrClusterUnavailable) {
+			t.Fatalf("acquire on a Redis that refuses writes: %v, want %v", err, ErrClusterUnavailable)
+		}
+		if errors.Is(err, cluster.ErrRefused) {
+			refused++
+		}
+		return refused == n
+	})
+}
+
 // A refused grant held back after its kind's warning is warned of by the
 // cluster loop's periodic flush once its interval has passed, not only at
 // Close (the interval shortened from a minute through the ledger's test
@@ -22,17 +41,7 @@ func TestClusterHeldBackRefusalIsWarnedOfByThePeriodicFlush(t *testing.T) {
 	f, logs := observedCluster(t, rs)
 	f.d.ledger.SetRefusalLogEvery(2 * time.Second)
 	rs.ReadOnly(t)
-	refusedTakes := 0
-	waitFor(t, "two takes Redis refused", func() bool {
-		_, err := f.d.Acquire(context.Background(), Request{Model: "m", NoWait: true})
-		if !errors.Is(err, ErrClusterUnavailable) {
-			t.Fatalf("acquire on a read-only Redis: %v, want %v", err, ErrClusterUnavailable)
-		}
-		if errors.Is(err, cluster.ErrRefused) {
-			refusedTakes++
-		}
-		return refusedTakes == 2
-	})
+	refuseTakes(t, f, 2)
 	if warns := refusedGrantWarnings(logs); len(warns) != 1 {
 		t.Fatalf("%d warnings of refused grants right after two, want 1 (the second held back): %v", len(warns), warns)
 	}

@@ -16,21 +16,7 @@ import (
 // be on its way), then the return that fenced it.
 func lostFenceFixture(t *testing.T, rs *testredis.Server, id string) (*fixture, *returnerState) {
 	t.Helper()
-	f := closedLedgerFixture(t, oneProviderCfg(t, 1),
-		cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: time.Second, EdgeID: "e1"}, Options{})
-	st := newReturnerState()
-	t.Cleanup(func() { st.timer.Stop() })
-	key := cluster.Key("n", "p")
-	st.unsure.add([]cluster.Update{{Kind: cluster.OpReadd, Key: key, ID: id}}, time.Now(), time.Minute)
-	rs.Stop()
-	ret := []cluster.Update{{Kind: cluster.OpReturn, Key: key, ID: id}}
-	f.d.applyBatch(st, ret, time.Minute)
-	if !ret[0].Fence || st.outage.batches != 1 {
-		t.Fatalf("the return was not fenced (%v) or did not fail (%d failed batches)", ret[0].Fence, st.outage.batches)
-	}
-	rs.Restart()
-	waitFor(t, "Redis to answer again", func() bool { return f.d.ledger.Ping(context.Background()) == nil })
-	return f, st
+	return lostReturnFixture(t, rs, id, true)
 }
 
 // lateReaddHoldsNothing checks that lease id is fenced in rs's ledger, and

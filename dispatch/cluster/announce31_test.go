@@ -68,19 +68,29 @@ func TestReturnAnnouncedOnlyWhenItRemovedALease(t *testing.T) {
 	}
 }
 
-// A refused batch tells which updates Redis refused: every return of a
-// resource whose key holds another type, not the updates around them
-// that Redis applied.
-func TestApplyRefusalListsTheRefusedUpdates(t *testing.T) {
-	_, l, rdb := ledgerOnRedis(t)
+// brokenAndGood is two resources of l: broken, whose key holds another
+// program's value (every update of it is refused), and good, where l
+// holds lease e/1.
+func brokenAndGood(t *testing.T, l *Ledger, rdb *redis.Client) (broken, good string) {
+	t.Helper()
 	ctx := context.Background()
-	broken, good := Key("n", "broken"), Key("n", "good")
+	broken, good = Key("n", "broken"), Key("n", "good")
 	if err := rdb.Set(ctx, broken, "someone else's", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := l.Take(ctx, good, 2, 2, false, "e/1", "", "", 0, 0); out != Taken || err != nil {
 		t.Fatalf("take: %v %v", out, err)
 	}
+	return broken, good
+}
+
+// A refused batch tells which updates Redis refused: every return of a
+// resource whose key holds another type, not the updates around them
+// that Redis applied.
+func TestApplyRefusalListsTheRefusedUpdates(t *testing.T) {
+	_, l, rdb := ledgerOnRedis(t)
+	ctx := context.Background()
+	broken, good := brokenAndGood(t, l, rdb)
 	wait := WaitKey("m", 0)
 	err := l.Apply(ctx, []Update{
 		{Kind: OpWait, Key: wait, ID: "e/w1:0"},
