@@ -27,8 +27,9 @@ import (
 //     did not answer is marked ledgerRetry and pumped again by the retry
 //     tick once the backoff has passed;
 //   - a released lease goes back to the ledger from the returner (bounded
-//     queue, never under the lock); a return that cannot be made expires
-//     within the TTL; one released after Close is sent by a short-lived
+//     queue, never under the lock); a return whose batch got no answer is
+//     sent again (lostReturns), one that cannot be made expires within
+//     the TTL; one released after Close is sent by a short-lived
 //     goroutine of its own (sendLate);
 //   - the cluster loop renews this edge's leases every TTL/3 (sooner
 //     after a renewal failed) and puts back, through the returner, those
@@ -578,7 +579,7 @@ func (d *Dispatcher) wrongTypeLocked(r *resource, err error) {
 // been lost (a Redis slower than the timeout, a connection cut after the
 // command), and that slot, held by no lease of this edge, is never renewed
 // but would stay taken for the whole TTL. A return of an id the ledger
-// does not hold removes nothing (its announcement only wakes the edges).
+// does not hold removes nothing, and is not announced (it wakes no edge).
 func (d *Dispatcher) returnLostTakeLocked(r *resource, id string) {
 	d.returnLocked(r, id)
 }

@@ -113,3 +113,46 @@ func TestApplyRefusalListsTheRefusedUpdates(t *testing.T) {
 		t.Fatalf("the waiter registered and removed around the refusal is still in its set (%d)", n)
 	}
 }
+
+// The returns of one resource go in one script: a fenced return whose mark
+// Redis refuses (out of memory: the script's first write) removes nothing,
+// and the plain return after it in the same batch is still made and
+// announced. Both are listed as refused (one reply for the script).
+func TestGroupedReturnsRefusedMarkSparesTheOthers(t *testing.T) {
+	rs, l, rdb := ledgerOnRedis(t)
+	ctx := context.Background()
+	key := Key("n", "p")
+	fenced, plain := l.NewLeaseID(), l.NewLeaseID()
+	for _, id := range []string{fenced, plain} {
+		if out, err := l.Take(ctx, key, 2, 2, false, id, "", "", 0, 0); out != Taken || err != nil {
+			t.Fatalf("take: %v %v", out, err)
+		}
+	}
+	ch := subscribed(t, rdb, l.FreedChannel())
+	restore := rs.OutOfMemory(t)
+	err := l.Apply(ctx, []Update{{Kind: OpReturn, Key: key, ID: fenced, Fence: true}, {Kind: OpReturn, Key: key, ID: plain}})
+	restore()
+	var refusal *Refusal
+	if !errors.As(err, &refusal) || ReplyKind(err) != "OOM" || !slices.Equal(refusal.Updates, []int{0, 1}) {
+		t.Fatalf("apply out of memory: %v; want a *Refusal of kind OOM listing [0 1]", err)
+	}
+	if !inSet(t, rdb, key, fenced) || rdb.Exists(ctx, "iop:returned:"+fenced).Val() != 0 {
+		t.Fatal("the fenced return whose mark Redis refused removed its lease, or wrote its mark")
+	}
+	if inSet(t, rdb, key, plain) {
+		t.Fatal("the plain return after a refused mark was not made")
+	}
+	if got := announcements(t, l, ch, "sentinel"); !slices.Equal(got, []string{key}) {
+		t.Fatalf("announced %q, want %s once", got, key)
+	}
+}
+
+// inSet reports whether rdb's sorted set key holds member id.
+func inSet(t *testing.T, rdb *redis.Client, key, id string) bool {
+	t.Helper()
+	_, err := rdb.ZScore(context.Background(), key, id).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
