@@ -27,11 +27,11 @@ func (r *Refusal) Unwrap() []error { return []error{ErrRefused, r.Err} }
 // returnGroup is the returns of one resource in a batch of Apply: sent as
 // one script at the place of the last of them.
 type returnGroup struct {
-	key  string // the lease key, under the ledger's prefix
-	last int    // the index of its last return in the batch
-	cmd  int    // the index of its command in the pipeline
-	ids  []any  // ARGV of return.lua
-	keys []string
+	key  string   // the lease key, under the ledger's prefix
+	last int      // the index of its last return in the batch
+	cmd  int      // the index of its command in the pipeline
+	keys []string // KEYS of return.lua
+	args []any    // ARGV of return.lua
 }
 
 // Apply sends updates in one round trip, in their order (one pipeline, on
@@ -78,7 +78,7 @@ func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
 				continue // sent with the resource's last return
 			}
 			g.cmd = n
-			returnScript.Eval(ctx, pipe, g.keys, g.ids...)
+			returnScript.Eval(ctx, pipe, g.keys, g.args...)
 		}
 		n++
 	}
@@ -105,7 +105,7 @@ func (l *Ledger) returnGroups(updates []Update) []returnGroup {
 		key := l.at(u.Key)
 		g := groupOf(groups, key)
 		if g == nil {
-			groups = append(groups, returnGroup{key: key, keys: []string{key, key + ":long"}, ids: []any{ttl, l.freed, key}})
+			groups = append(groups, returnGroup{key: key, keys: []string{key, key + ":long"}, args: []any{ttl, l.freed, key}})
 			g = &groups[len(groups)-1]
 		}
 		g.last = i
@@ -114,7 +114,7 @@ func (l *Ledger) returnGroups(updates []Update) []returnGroup {
 			fence = "1"
 			g.keys = append(g.keys, l.returnedKey(u.ID))
 		}
-		g.ids = append(g.ids, u.ID, fence)
+		g.args = append(g.args, u.ID, fence)
 	}
 	return groups
 }
