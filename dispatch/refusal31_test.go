@@ -39,7 +39,9 @@ func refuseTakes(t *testing.T, f *fixture, n int) {
 func TestClusterHeldBackRefusalIsWarnedOfByThePeriodicFlush(t *testing.T) {
 	rs := testredis.Start(t)
 	f, logs := observedCluster(t, rs)
-	f.d.ledger.SetRefusalLogEvery(2 * time.Second)
+	// Long enough for the second refusal (after the 500 ms backoff) to
+	// fall inside it on a loaded machine, well short of waitDeadline.
+	f.d.ledger.SetRefusalLogEvery(4 * time.Second)
 	rs.ReadOnly(t)
 	refuseTakes(t, f, 2)
 	if warns := refusedGrantWarnings(logs); len(warns) != 1 {
