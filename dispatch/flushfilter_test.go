@@ -71,7 +71,7 @@ func TestClusterReturnDuringCloseWaitsForReturnerBatch(t *testing.T) {
 	f.up("n")
 	l := mustAcquire(t, f.d, Request{Model: "m"})
 	key := cluster.Key("n", "p")
-	rdb, sub := freedSubscriber(t, rs.Addr)
+	rdb := rs.Client(t)
 	p.loseAndReadd(t, f, rdb, key, l)
 	closed := make(chan struct{})
 	// Owner: the test; Close ends once the returner's batch timed out.
@@ -81,7 +81,7 @@ func TestClusterReturnDuringCloseWaitsForReturnerBatch(t *testing.T) {
 	}()
 	waitFor(t, "Close begun", func() bool { return f.d.ctx.Err() != nil })
 	l.Release(ReasonNodeLost)
-	p.returnThenReadd(t, sub, key)
+	p.returnThenReadd(t, rdb, l.ledgerID)
 	<-closed
 	_ = led.Close()
 	if inLedger(t, rdb, key, l.ledgerID) {

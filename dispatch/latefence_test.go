@@ -25,13 +25,13 @@ func TestClusterLateReturnAfterCloseFencesUnsureReadd(t *testing.T) {
 	l := mustAcquire(t, f.d, Request{Model: "m"})
 	key := cluster.Key("n", "p")
 	ctx := context.Background()
-	rdb, sub := freedSubscriber(t, rs.Addr)
+	rdb := rs.Client(t)
 	p.loseAndReadd(t, f, rdb, key, l)
 	// Close waits for the returner, whose batch with the re-add times
 	// out meanwhile: the lease's return comes after its last batch.
 	f.d.Close()
 	l.Release(ReasonCompleted)
-	p.returnThenReadd(t, sub, key)
+	p.returnThenReadd(t, rdb, l.ledgerID)
 	if inLedger(t, rdb, key, l.ledgerID) {
 		t.Fatalf("the lease released after Close is back in the ledger after its late re-add (ledger: %v)", rdb.ZRangeWithScores(ctx, key, 0, -1).Val())
 	}

@@ -125,32 +125,28 @@ func TestClusterLateReaddAfterReturnHoldsNoSlot(t *testing.T) {
 	l := mustAcquire(t, f.d, Request{Model: "m"})
 	key := cluster.Key("n", "p")
 	ctx := context.Background()
-	rdb, sub := freedSubscriber(t, rs.Addr)
+	rdb := rs.Client(t)
 	// The ledger lost the lease (it expired during an outage): the
 	// renewal's finding, handed to readd as renewLeases does.
 	p.loseAndReadd(t, f, rdb, key, l)
 	// The returner waits out the re-add's timeout, then sends the return
 	// on another connection: it reaches Redis first.
 	l.Release(ReasonCompleted)
-	p.returnThenReadd(t, sub, key)
+	p.returnThenReadd(t, rdb, l.ledgerID)
 	if inLedger(t, rdb, key, l.ledgerID) {
 		t.Fatalf("the returned lease is back in the ledger after its late re-add (ledger: %v)", rdb.ZRangeWithScores(ctx, key, 0, -1).Val())
 	}
 }
 
-// returnThenReadd waits for the lease's return to be announced (it ran in
-// Redis), then lets the held re-add through and waits for Redis's answer
-// to it.
-func (p *readdHolder) returnThenReadd(t *testing.T, sub *redis.PubSub, key string) {
+// returnThenReadd waits for the fenced return of lease id to have run in
+// Redis (its mark is written; the lease is gone from the ledger already,
+// so the return removes nothing and is not announced), then lets the held
+// re-add through and waits for Redis's answer to it.
+func (p *readdHolder) returnThenReadd(t *testing.T, rdb *redis.Client, id string) {
 	t.Helper()
-	select {
-	case m := <-sub.Channel():
-		if m.Payload != key {
-			t.Fatalf("announced %q, want %q", m.Payload, key)
-		}
-	case <-time.After(waitDeadline):
-		t.Fatal("the return was never announced")
-	}
+	waitFor(t, "the lease's fenced return", func() bool {
+		return rdb.Exists(context.Background(), "iop:returned:"+id).Val() == 1
+	})
 	p.letThrough()
 	select {
 	case <-p.answered:

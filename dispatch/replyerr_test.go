@@ -77,7 +77,7 @@ func TestClusterRefusedBatchMarksNoReaddUnsure(t *testing.T) {
 	}
 	st := newReturnerState()
 	defer st.timer.Stop()
-	st.outage.record(f.d.log, 1, cluster.ErrUnavailable) // an outage open
+	st.outage.record(f.d.log, 1, 0, cluster.ErrUnavailable) // an outage open
 	f.d.applyBatch(st, []cluster.Update{
 		{Kind: cluster.OpReadd, Key: cluster.Key("n", "p"), ID: "e1/x"},
 		{Kind: cluster.OpReturn, Key: broken, ID: "e1/y"},

@@ -71,11 +71,11 @@ const outageProbe = 2 * time.Second
 type returnerState struct {
 	outage  applyOutage
 	unsure  unsureReadds
-	lost    lostFences
+	lost    lostReturns
 	refused cluster.RefusalLog
 	// fenced is scratch for applyBatch: when the re-adds of the returns
 	// it fenced were sent, by lease id. send is scratch too: a batch with
-	// lost fenced returns sent again.
+	// lost returns sent again.
 	fenced map[string]time.Time
 	send   []cluster.Update
 	// probeAt is when Redis is probed while an outage is open; sweepAt
@@ -90,15 +90,15 @@ type returnerState struct {
 // newReturnerState is a returner's state before its first batch (its
 // timer stopped).
 func newReturnerState() *returnerState {
-	st := &returnerState{unsure: unsureReadds{}, lost: lostFences{}, fenced: map[string]time.Time{}, timer: time.NewTimer(time.Hour)}
+	st := &returnerState{unsure: unsureReadds{}, lost: lostReturns{}, fenced: map[string]time.Time{}, timer: time.NewTimer(time.Hour)}
 	st.timer.Stop()
 	return st
 }
 
 // applyBatch fences the returns of batch whose re-add is unsure, sends
-// it with the lost fenced returns (see lostFences), and notes the
-// outcome. Without unsure re-adds or lost fences it costs two length
-// checks more than the send.
+// it with the lost returns due (see lostReturns), and notes the outcome.
+// Without unsure re-adds or lost returns it costs three length checks
+// more than the send when Redis applies it.
 func (d *Dispatcher) applyBatch(st *returnerState, batch []cluster.Update, ttl time.Duration) {
 	now := time.Now()
 	st.unsure.fenceInto(batch, now, ttl, st.fenced)
@@ -114,22 +114,24 @@ func (d *Dispatcher) applyBatch(st *returnerState, batch []cluster.Update, ttl t
 	case errors.Is(err, cluster.ErrRefused):
 		// Redis answered every update: the refused ones never take
 		// effect, so no re-add of the batch is unsure, and an outage
-		// open until now is over. The lost fenced returns sent again
-		// were answered too (a refused one is not sent a third time).
-		st.lost.answered(send[len(batch):])
-		st.outage.record(d.log, len(batch), nil)
+		// open until now is over. The lost returns sent again were
+		// answered too; those refused are sent again later.
+		st.lost.answered(send, len(batch), refusedUpdates(err), st.fenced, now, ttl)
+		st.outage.record(d.log, len(batch), 0, nil)
 		st.refused.Record(d.log, len(send), err, now)
 	case err != nil:
 		st.unsure.add(batch, now, ttl)
 		st.lost.keep(batch, st.fenced, now, ttl)
-		if st.sweepAt.IsZero() && (len(st.unsure) > 0 || len(st.lost) > 0) {
-			st.sweepAt = now.Add(ttl)
-		}
 		st.probeAt = now.Add(outageProbe)
-		st.outage.record(d.log, len(batch), err)
+		st.outage.record(d.log, len(batch), len(send)-len(batch), err)
 	default:
-		st.lost.answered(send[len(batch):])
-		st.outage.record(d.log, len(batch), nil)
+		if len(send) > len(batch) {
+			st.lost.answered(send, len(batch), nil, nil, now, ttl)
+		}
+		st.outage.record(d.log, len(batch), 0, nil)
+	}
+	if st.sweepAt.IsZero() && (len(st.unsure) > 0 || len(st.lost) > 0) {
+		st.sweepAt = now.Add(ttl)
 	}
 	if len(st.fenced) > 0 {
 		clear(st.fenced)
@@ -159,8 +161,9 @@ func (d *Dispatcher) returnerTick(st *returnerState, ttl time.Duration) {
 		case err == nil:
 			st.outage.end(d.log, "until Redis answered again")
 			if len(st.lost) > 0 {
-				// No batch may follow for long: the fences are
-				// written now, before a re-add on its way lands.
+				// No batch may follow for long: the lost returns
+				// free their slots now, and the fences are written
+				// before a re-add on its way lands.
 				d.applyBatch(st, nil, ttl)
 			}
 		case d.ctx.Err() != nil:
@@ -214,16 +217,20 @@ type applyOutage struct {
 	first            error
 }
 
-// record notes one batch of n updates sent, err its outcome: a failure
-// is counted (and logged at debug level); a success after failures ends
-// the outage.
-func (o *applyOutage) record(log *zap.Logger, n int, err error) {
+// record notes one batch of n updates sent with resent lost returns,
+// err its outcome: a failure is counted (and logged at debug level); a
+// success after failures ends the outage. The resent returns count only
+// in a batch that begins an outage: in one already open they were
+// counted when they were lost. So a batch of lost returns alone (n = 0),
+// sent right after the probe that ended their outage, counts them.
+func (o *applyOutage) record(log *zap.Logger, n, resent int, err error) {
 	if err == nil {
 		o.end(log, "until Redis answered again")
 		return
 	}
 	if o.batches == 0 {
 		o.since, o.first = time.Now(), err
+		n += resent
 	}
 	o.batches++
 	o.updates += n
@@ -331,91 +338,179 @@ func (u unsureReadds) fenceInto(batch []cluster.Update, now time.Time, ttl time.
 	}
 }
 
-// maxLostFences bounds the fenced returns the returner keeps to send
-// again (as many as the unsure re-adds they come from).
-const maxLostFences = maxUnsure
+// maxLost bounds the lost returns the returner keeps to send again (as
+// many as the returns it may have queued).
+const maxLost = returnQueue
 
-// lostFences is the fenced returns whose batch failed without an answer,
-// by lease id (owned by the returner goroutine). Such a return may never
-// have reached Redis, and its lease's unsure entry ended when it was
-// fenced: forgotten, the re-add it was fenced for, still on its way, could
-// hold the slot for nobody for the TTL. Each is sent again, fenced, with
-// the next batches (or alone at the first probe Redis answers) until a
-// batch carrying it is answered, or until a TTL after its re-add was sent
-// (a command lost that long is not run any more, and the lease, not
-// renewed since its release, has expired). A return applied twice removes
-// nothing more, and its mark is rewritten.
-type lostFences map[string]lostFence
+// lostRetry is how long a return kept after Redis refused it waits before
+// it rides along with a batch again: Redis refuses it for as long as it is
+// out of memory or read-only, and sending it with every batch meanwhile
+// would only grow each batch.
+const lostRetry = outageProbe
 
-// lostFence is one lost fenced return: its lease key and when its lease's
-// re-add was sent.
-type lostFence struct {
+// lostReturns is the returns whose batch failed without an answer, and
+// the fenced or resent ones Redis refused, by lease id (owned by the
+// returner goroutine). Such a return may never have taken effect: its
+// lease, no longer renewed, holds its slot in every edge's count until it
+// expires (up to a TTL), and a fenced one's lease may moreover be put
+// back by the re-add it was fenced for, still on its way (its unsure
+// entry ended when it was fenced). Each is sent again (fenced if it was)
+// with the next batches, alone right after the first probe Redis answers,
+// and first in the shutdown flush, until a batch carrying it is answered
+// without refusing it, or until a TTL after its at (see lostReturn).
+//
+// A return sent again can remove no other lease than its own: lease ids
+// are <edge id>/<n>, the edge id this process's own (its host name and 48
+// random bits, edgeapp's edgeID) and n its ledger's counter, which never
+// repeats, so no lease taken after the return was lost bears its id. A
+// take of that id still on its way (one that got no answer, see
+// returnLostTakeLocked) is the very slot the return must free, and a
+// lease's OpReadd is queued only while the lease is held, so before its
+// return, never after. A return applied twice removes nothing more, and
+// is not announced again (cluster.Ledger.Apply); a fence's mark is
+// rewritten.
+type lostReturns map[string]lostReturn
+
+// lostReturn is one lost return.
+type lostReturn struct {
 	key string
-	at  time.Time
+	// at is when the lease's re-add was sent (a fenced return) or when
+	// the return's batch failed: a TTL later a command lost that long is
+	// not run any more, and the lease, not renewed since its release,
+	// has expired.
+	at time.Time
+	// retryAt is zero, or, once Redis refused the return, when it rides
+	// along with a batch again.
+	retryAt time.Time
+	fence   bool
 }
 
-// keep records the fenced returns of batch, whose batch failed; fenced
-// holds when their re-adds were sent (fenceInto). Past maxLostFences,
-// after dropping the stale entries, the rest are not kept: such a lease
-// can hold its slot for one TTL, as before fencing.
-func (l lostFences) keep(batch []cluster.Update, fenced map[string]time.Time, now time.Time, ttl time.Duration) {
-	if len(fenced) == 0 {
-		return
-	}
+// keep records the returns of batch, whose batch failed without an
+// answer; fenced holds when the re-adds of the fenced ones were sent
+// (fenceInto). Past maxLost, after dropping the stale entries, a fenced
+// return takes the place of a plain one (its lease may be put back for a
+// TTL, not only kept one), and the rest are not kept: such a lease holds
+// its slot until it expires.
+func (l lostReturns) keep(batch []cluster.Update, fenced map[string]time.Time, now time.Time, ttl time.Duration) {
 	for _, op := range batch {
-		at, ok := fenced[op.ID]
-		if !ok || op.Kind != cluster.OpReturn || !op.Fence {
-			continue
+		if op.Kind == cluster.OpReturn {
+			l.add(op, fenced, now, time.Time{}, ttl)
 		}
-		if len(l) >= maxLostFences {
-			l.expire(now, ttl)
-			if len(l) >= maxLostFences {
-				return
-			}
-		}
-		l[op.ID] = lostFence{key: op.Key, at: at}
 	}
 }
 
-// resend appends to dst up to limit of the lost fenced returns, as
-// fenced returns, dropping those whose re-add was sent a TTL or more
-// before now.
-func (l lostFences) resend(dst []cluster.Update, now time.Time, ttl time.Duration, limit int) []cluster.Update {
+// add records the return op, to be sent again from retryAt on (zero: with
+// the next batch), within the bound (see keep).
+func (l lostReturns) add(op cluster.Update, fenced map[string]time.Time, now, retryAt time.Time, ttl time.Duration) {
+	at := now
+	if t, ok := fenced[op.ID]; ok && op.Fence {
+		at = t
+	}
+	if _, ok := l[op.ID]; !ok && len(l) >= maxLost {
+		l.expire(now, ttl)
+		if len(l) >= maxLost && !(op.Fence && l.dropPlain()) {
+			return
+		}
+	}
+	l[op.ID] = lostReturn{key: op.Key, at: at, retryAt: retryAt, fence: op.Fence}
+}
+
+// dropPlain forgets one unfenced return, and reports whether there was
+// one.
+func (l lostReturns) dropPlain() bool {
+	for id, r := range l {
+		if !r.fence {
+			delete(l, id)
+			return true
+		}
+	}
+	return false
+}
+
+// resend appends to dst up to limit of the lost returns due at now (not
+// waiting after a refusal), each fenced if it was, dropping those a TTL
+// past their at.
+func (l lostReturns) resend(dst []cluster.Update, now time.Time, ttl time.Duration, limit int) []cluster.Update {
 	n := 0
-	for id, f := range l {
-		if now.Sub(f.at) >= ttl {
+	for id, r := range l {
+		if now.Sub(r.at) >= ttl {
 			delete(l, id)
 			continue
 		}
-		if n == limit {
+		if n == limit || r.retryAt.After(now) {
 			continue // the stale ones past the limit are still dropped
 		}
-		dst = append(dst, cluster.Update{Kind: cluster.OpReturn, Key: f.key, ID: id, Fence: true})
+		dst = append(dst, cluster.Update{Kind: cluster.OpReturn, Key: r.key, ID: id, Fence: r.fence})
 		n++
 	}
 	return dst
 }
 
-// answered forgets the lost fenced returns in sent, which Redis answered.
-func (l lostFences) answered(sent []cluster.Update) {
-	for _, op := range sent {
-		delete(l, op.ID)
+// answered notes a batch Redis answered: send is what was sent, the lost
+// returns resent from index from on, and refused the indices Redis
+// refused, ascending. The resent returns are forgotten, save the refused
+// ones, which ride along again lostRetry after now; a fenced return of
+// the batch that Redis refused is kept the same way (the re-add it was
+// fenced for may still be on its way; fenced holds when it was sent).
+// Plain returns of the batch refused are not: their leases expire within
+// the TTL, as before (a key of another type refuses them for as long as
+// it stays).
+func (l lostReturns) answered(send []cluster.Update, from int, refused []int, fenced map[string]time.Time, now time.Time, ttl time.Duration) {
+	retryAt := now.Add(lostRetry)
+	for i, op := range send {
+		isRefused := len(refused) > 0 && refused[0] == i
+		if isRefused {
+			refused = refused[1:]
+		}
+		switch {
+		case i < from:
+			if isRefused && op.Kind == cluster.OpReturn && op.Fence {
+				l.add(op, fenced, now, retryAt, ttl)
+			}
+		case !isRefused:
+			delete(l, op.ID)
+		default:
+			if r, ok := l[op.ID]; ok {
+				r.retryAt = retryAt
+				l[op.ID] = r
+			}
+		}
 	}
 }
 
-// expire drops the entries whose re-add was sent a TTL or more before
-// now, and returns when the oldest of the others is a TTL old (zero when
-// none is left).
-func (l lostFences) expire(now time.Time, ttl time.Duration) time.Time {
+// allDue makes every lost return due, those waiting after a refusal too
+// (the shutdown flush is their last chance).
+func (l lostReturns) allDue() {
+	for id, r := range l {
+		if !r.retryAt.IsZero() {
+			r.retryAt = time.Time{}
+			l[id] = r
+		}
+	}
+}
+
+// expire drops the entries a TTL or more past their at, and returns when
+// the oldest of the others is (zero when none is left).
+func (l lostReturns) expire(now time.Time, ttl time.Duration) time.Time {
 	var next time.Time
-	for id, f := range l {
-		if now.Sub(f.at) >= ttl {
+	for id, r := range l {
+		if now.Sub(r.at) >= ttl {
 			delete(l, id)
-		} else if end := f.at.Add(ttl); next.IsZero() || end.Before(next) {
+		} else if end := r.at.Add(ttl); next.IsZero() || end.Before(next) {
 			next = end
 		}
 	}
 	return next
+}
+
+// refusedUpdates is the indices of the updates err (an Apply's) says
+// Redis refused, ascending; nil when it names none.
+func refusedUpdates(err error) []int {
+	var r *cluster.Refusal
+	if errors.As(err, &r) {
+		return r.Updates
+	}
+	return nil
 }
 
 // closeFlush bounds what Close spends sending the ledger updates still
@@ -439,14 +534,16 @@ func (d *Dispatcher) flushReturns(batch []cluster.Update, unsure unsureReadds, t
 }
 
 // flushReturnsLost is flushReturns sending first the returner's lost
-// fenced returns.
-func (d *Dispatcher) flushReturnsLost(batch []cluster.Update, unsure unsureReadds, lost lostFences, ttl time.Duration) {
+// returns, those waiting after a refusal too (the last chance to send
+// them).
+func (d *Dispatcher) flushReturnsLost(batch []cluster.Update, unsure unsureReadds, lost lostReturns, ttl time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeFlush)
 	defer cancel()
 	var refused cluster.RefusalLog // one warning per kind of reply
 	var again []cluster.Update
 	if len(lost) > 0 {
-		again = lost.resend(nil, time.Now(), ttl, maxLostFences)
+		lost.allDue()
+		again = lost.resend(nil, time.Now(), ttl, maxLost)
 	}
 	for ctx.Err() == nil {
 		n := min(len(again), ledgerBatch)

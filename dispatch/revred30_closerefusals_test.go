@@ -1,11 +1,8 @@
 package dispatch
 
 import (
-	"context"
-	"errors"
 	"testing"
 
-	"github.com/iop-gateway/iop/dispatch/cluster"
 	"github.com/iop-gateway/iop/internal/testredis"
 )
 
@@ -18,17 +15,7 @@ func TestClusterHeldBackRefusedTakesAreWarnedOfAtClose(t *testing.T) {
 	rs := testredis.Start(t)
 	f, logs := observedCluster(t, rs)
 	rs.ReadOnly(t)
-	refusedTakes := 0
-	waitFor(t, "three takes Redis refused", func() bool {
-		_, err := f.d.Acquire(context.Background(), Request{Model: "m", NoWait: true})
-		if !errors.Is(err, ErrClusterUnavailable) {
-			t.Fatalf("acquire on a read-only Redis: %v, want %v", err, ErrClusterUnavailable)
-		}
-		if errors.Is(err, cluster.ErrRefused) {
-			refusedTakes++
-		}
-		return refusedTakes == 3
-	})
+	refuseTakes(t, f, 3)
 	if warns := refusedGrantWarnings(logs); len(warns) != 1 {
 		t.Fatalf("%d warnings of refused grants before Close, want 1: %v", len(warns), warns)
 	}

@@ -22,11 +22,11 @@ func TestReturnerOutageSummaryCountsUpdatesOfEachOutage(t *testing.T) {
 	log := zap.New(core)
 	first, second, third := errors.New("dial refused"), errors.New("i/o timeout"), errors.New("reset")
 	var o applyOutage
-	o.record(log, 3, first)
-	o.record(log, 2, second)
-	o.record(log, 4, nil)
-	o.record(log, 1, nil) // no outage since the last summary: nothing to say
-	o.record(log, 5, third)
+	o.record(log, 3, 0, first)
+	o.record(log, 2, 0, second)
+	o.record(log, 4, 0, nil)
+	o.record(log, 1, 0, nil) // no outage since the last summary: nothing to say
+	o.record(log, 5, 0, third)
 	o.end(log, "until shutdown")
 	o.end(log, "until shutdown") // already summarised
 

@@ -19,7 +19,8 @@ func deadLedgerFixture(t *testing.T) *fixture {
 // A failed batch with a re-add arms the returner's timer for the outage
 // probe (outageProbe on), not for the sweep of its unsure entry a TTL on,
 // which would hold the outage's report back a TTL. A failed batch with no
-// re-add records nothing unsure and arms no sweep.
+// re-add records nothing unsure; its returns are kept to be sent again
+// (lostReturns), swept a TTL on, the timer still set for the probe.
 func TestReturnerFailedBatchArmsTheProbeBeforeTheSweep(t *testing.T) {
 	const ttl = time.Minute
 	f := deadLedgerFixture(t)
@@ -36,9 +37,9 @@ func TestReturnerFailedBatchArmsTheProbeBeforeTheSweep(t *testing.T) {
 	returns := newReturnerState()
 	defer returns.timer.Stop()
 	f.d.applyBatch(returns, []cluster.Update{{Kind: cluster.OpReturn, Key: cluster.Key("n", "p"), ID: "e1/r"}}, ttl)
-	if len(returns.unsure) != 0 || !returns.sweepAt.IsZero() || !returns.timerAt.Equal(returns.probeAt) {
-		t.Fatalf("failed batch of returns: unsure %v, sweep at %v, timer at %v; want none, none, the probe's %v",
-			returns.unsure, returns.sweepAt, returns.timerAt, returns.probeAt)
+	if len(returns.unsure) != 0 || len(returns.lost) != 1 || returns.sweepAt.IsZero() || !returns.timerAt.Equal(returns.probeAt) {
+		t.Fatalf("failed batch of returns: unsure %v, lost %v, sweep at %v, timer at %v; want none unsure, the return kept with its sweep armed, the probe's %v",
+			returns.unsure, returns.lost, returns.sweepAt, returns.timerAt, returns.probeAt)
 	}
 
 	// The timer waits for a sweep (no outage open): a failed batch sets

@@ -27,8 +27,9 @@ import (
 //     did not answer is marked ledgerRetry and pumped again by the retry
 //     tick once the backoff has passed;
 //   - a released lease goes back to the ledger from the returner (bounded
-//     queue, never under the lock); a return that cannot be made expires
-//     within the TTL; one released after Close is sent by a short-lived
+//     queue, never under the lock); a return whose batch got no answer is
+//     sent again (lostReturns), one that cannot be made expires within
+//     the TTL; one released after Close is sent by a short-lived
 //     goroutine of its own (sendLate);
 //   - the cluster loop renews this edge's leases every TTL/3 (sooner
 //     after a renewal failed) and puts back, through the returner, those
@@ -101,11 +102,13 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 	_ = d.ledger.Alive(d.ctx)
 	retry := time.NewTicker(retryRemoteFull)
 	defer retry.Stop()
-	// renewAgain is set while the last renewal failed: the next one is
-	// tried on the retry tick from then on, so that leases the ledger
-	// lost during an outage are put back soon after Redis answers again,
-	// not up to TTL/3 later (other edges over-grant meanwhile).
+	// renewAgain is set while the last renewal failed (renewed says
+	// how): the next one is tried on the retry tick from then on, so
+	// that leases the ledger lost during an outage are put back soon
+	// after Redis answers again, not up to TTL/3 later (other edges
+	// over-grant meanwhile).
 	var renewAgain time.Time
+	var renewed renewOutcome
 	// The grants and renewals refused after their kind's last warning
 	// are told at shutdown, as the returner tells its refused returns.
 	defer d.ledger.FlushAllRefusals(d.log)
@@ -126,22 +129,32 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 				return (r.remoteFull && !now.Before(r.remoteFullUntil)) || (r.ledgerRetry && !now.Before(d.ledgerDownUntil))
 			})
 			if !renewAgain.IsZero() && !now.Before(renewAgain) {
-				renewAgain = d.renewLeases(true)
+				renewAgain, renewed = d.renewLeases(renewed)
 			}
 		case <-renew.C:
-			renewAgain = d.renewLeases(!renewAgain.IsZero())
+			renewAgain, renewed = d.renewLeases(renewed)
 		}
 	}
 }
 
+// renewOutcome is how a renewal (with the liveness mark) ended.
+type renewOutcome uint8
+
+const (
+	renewAccepted   renewOutcome = iota
+	renewUnanswered              // Redis did not answer: an outage
+	renewRefused                 // Redis answered with an error reply
+)
+
 // renewLeases renews this edge's leases, puts back (through the returner)
 // those the ledger lost, marks the edge live and publishes its waiting
-// requests. It returns when to try again sooner than the next TTL/3 tick:
-// after ledgerBackoff when Redis did not answer the renewal or the
-// liveness mark, zero when it did. failing says the last one did not: an
-// outage is one warning, not one per retry (two a second for as long as
-// Redis is down).
-func (d *Dispatcher) renewLeases(failing bool) time.Time {
+// requests. It returns when to try again sooner than the next TTL/3 tick
+// (after ledgerBackoff when the renewal or the liveness mark failed, zero
+// when both were accepted) and how it ended. last is how the previous one
+// ended: an outage is one warning, not one per retry (two a second for as
+// long as Redis is down), and the first renewal accepted after failed
+// ones says what ended, an outage or refusals (Redis answered those).
+func (d *Dispatcher) renewLeases(last renewOutcome) (time.Time, renewOutcome) {
 	held, leases := d.heldLeases()
 	missing, err := d.ledger.Renew(d.ctx, held)
 	if len(missing) > 0 {
@@ -153,29 +166,37 @@ func (d *Dispatcher) renewLeases(failing bool) time.Time {
 		err = d.ledger.Alive(d.ctx)
 	}
 	if err != nil {
+		// The other calls would wait out the timeout as well, holding the
+		// loop (and its wakes) up for longer.
+		again := time.Now().Add(ledgerBackoff)
 		switch {
 		case d.ctx.Err() != nil:
+			return again, last
 		case errors.Is(err, cluster.ErrRefused):
 			// Redis answered: no outage. The leases stay with their
 			// requests (the nodes' gates still bound the backends);
 			// retried as after an outage, warned of once a minute.
 			d.ledger.NoteRefused(d.log, cluster.RefusedRenew, err)
-		case failing:
+			return again, renewRefused
+		case last == renewUnanswered:
 			d.log.Debug("cluster lease renewal failed", zap.Error(err))
 		default:
+			// Also right after refusals: Redis answered those, and
+			// this is an outage of its own.
 			d.log.Warn("cluster lease renewal failed", zap.Error(err))
 		}
-		// The other calls would wait out the timeout as well, holding the
-		// loop (and its wakes) up for longer.
-		return time.Now().Add(ledgerBackoff)
+		return again, renewUnanswered
 	}
-	if failing {
+	switch last {
+	case renewUnanswered:
 		d.log.Info("cluster lease renewal answers again")
+	case renewRefused:
+		d.log.Info("cluster ledger accepts lease renewals again")
 	}
 	if err := d.ledger.SetPending(d.ctx, d.pendingByModel()); err != nil && d.ctx.Err() == nil {
 		d.log.Debug("cluster pending not published", zap.Error(err))
 	}
-	return time.Time{}
+	return time.Time{}, renewAccepted
 }
 
 // readd queues OpReadd for the leases the ledger lost (by key, as Renew
@@ -558,7 +579,7 @@ func (d *Dispatcher) wrongTypeLocked(r *resource, err error) {
 // been lost (a Redis slower than the timeout, a connection cut after the
 // command), and that slot, held by no lease of this edge, is never renewed
 // but would stay taken for the whole TTL. A return of an id the ledger
-// does not hold removes nothing (its announcement only wakes the edges).
+// does not hold removes nothing, and is not announced (it wakes no edge).
 func (d *Dispatcher) returnLostTakeLocked(r *resource, id string) {
 	d.returnLocked(r, id)
 }

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -34,17 +33,7 @@ func TestClusterRefusedTakeIsUnavailableAndWarnedOnce(t *testing.T) {
 	rs := testredis.Start(t)
 	f, logs := observedCluster(t, rs)
 	restore := rs.ReadOnly(t)
-	refusedTakes := 0
-	waitFor(t, "two takes Redis refused", func() bool {
-		_, err := f.d.Acquire(context.Background(), Request{Model: "m", NoWait: true})
-		if !errors.Is(err, ErrClusterUnavailable) {
-			t.Fatalf("acquire on a read-only Redis: %v, want %v", err, ErrClusterUnavailable)
-		}
-		if errors.Is(err, cluster.ErrRefused) {
-			refusedTakes++
-		}
-		return refusedTakes == 2
-	})
+	refuseTakes(t, f, 2)
 	warns := refusedGrantWarnings(logs)
 	if len(warns) != 1 {
 		t.Fatalf("%d warnings of refused grants, want 1: %v", len(warns), warns)

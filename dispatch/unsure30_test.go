@@ -16,21 +16,7 @@ import (
 // be on its way), then the return that fenced it.
 func lostFenceFixture(t *testing.T, rs *testredis.Server, id string) (*fixture, *returnerState) {
 	t.Helper()
-	f := closedLedgerFixture(t, oneProviderCfg(t, 1),
-		cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: time.Second, EdgeID: "e1"}, Options{})
-	st := newReturnerState()
-	t.Cleanup(func() { st.timer.Stop() })
-	key := cluster.Key("n", "p")
-	st.unsure.add([]cluster.Update{{Kind: cluster.OpReadd, Key: key, ID: id}}, time.Now(), time.Minute)
-	rs.Stop()
-	ret := []cluster.Update{{Kind: cluster.OpReturn, Key: key, ID: id}}
-	f.d.applyBatch(st, ret, time.Minute)
-	if !ret[0].Fence || st.outage.batches != 1 {
-		t.Fatalf("the return was not fenced (%v) or did not fail (%d failed batches)", ret[0].Fence, st.outage.batches)
-	}
-	rs.Restart()
-	waitFor(t, "Redis to answer again", func() bool { return f.d.ledger.Ping(context.Background()) == nil })
-	return f, st
+	return lostReturnFixture(t, rs, id, true)
 }
 
 // lateReaddHoldsNothing checks that lease id is fenced in rs's ledger, and
@@ -80,28 +66,28 @@ func TestClusterLostFencedReturnIsResentAtProbe(t *testing.T) {
 	lateReaddHoldsNothing(t, f, rs, id)
 }
 
-// The lost fenced returns are bounded (maxLostFences, stale ones dropped
+// The lost fenced returns are bounded (maxLost, stale ones dropped
 // first), each is forgotten a TTL after its re-add was sent (a command
 // lost that long is not run any more), and at most ledgerBatch ride along
 // with one batch.
 func TestLostFencesBoundAndExpiry(t *testing.T) {
 	const ttl = time.Minute
 	t0 := time.Now()
-	lost := lostFences{}
+	lost := lostReturns{}
 	fenced := map[string]time.Time{}
 	var batch []cluster.Update
-	for i := range maxLostFences + 1 {
+	for i := range maxLost + 1 {
 		id := "e/" + strconv.Itoa(i)
 		fenced[id] = t0
 		batch = append(batch, cluster.Update{Kind: cluster.OpReturn, Key: "k", ID: id, Fence: true})
 	}
 	batch = append(batch, cluster.Update{Kind: cluster.OpReturn, Key: "k", ID: "e/unfenced"})
 	lost.keep(batch, fenced, t0, ttl)
-	if len(lost) != maxLostFences {
-		t.Fatalf("kept %d lost fenced returns, want the bound %d", len(lost), maxLostFences)
+	if len(lost) != maxLost {
+		t.Fatalf("kept %d lost fenced returns, want the bound %d", len(lost), maxLost)
 	}
 	if _, ok := lost["e/unfenced"]; ok {
-		t.Fatal("an unfenced return was kept")
+		t.Fatal("a plain return was kept past the bound, which fenced ones filled")
 	}
 	resent := lost.resend(nil, t0.Add(ttl-time.Millisecond), ttl, ledgerBatch)
 	if len(resent) != ledgerBatch {
@@ -112,7 +98,7 @@ func TestLostFencesBoundAndExpiry(t *testing.T) {
 			t.Fatalf("resent %+v, want a fenced return of k", u)
 		}
 	}
-	if next := lost.expire(t0.Add(ttl-time.Millisecond), ttl); !next.Equal(t0.Add(ttl)) || len(lost) != maxLostFences {
+	if next := lost.expire(t0.Add(ttl-time.Millisecond), ttl); !next.Equal(t0.Add(ttl)) || len(lost) != maxLost {
 		t.Fatalf("expire before a TTL: next %v, %d kept", next, len(lost))
 	}
 	// Past the bound, the stale ones make room.

@@ -8,9 +8,10 @@
 // leases' expiry in Redis server milliseconds; long leases are also in
 // <prefix>:lease:<node>/<provider>:long. Taking a lease is one Lua script:
 // drop expired members, check the count against the capacity the caller
-// passes, add. Returning is ZREM (a fenced return: one script marking the
-// lease returned, then removing it) plus a PUBLISH on <prefix>:freed naming
-// the resource, which wakes the edges that have requests waiting for it.
+// passes, add. Returning is one script per resource and batch (ZREM; a
+// fenced return marks the lease returned first) that, when it removed a
+// lease, PUBLISHes on <prefix>:freed naming the resource, which wakes the
+// edges that have requests waiting for it.
 // The scripts read the time from Redis (TIME), so edges' clocks never
 // matter. The prefix is Config.KeyPrefix, "iop" by default.
 package cluster
@@ -20,7 +21,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -371,8 +371,8 @@ func (l *Ledger) Alive(ctx context.Context) error {
 type OpKind uint8
 
 const (
-	// OpReturn gives a lease's slot back and announces the key on
-	// FreedChannel.
+	// OpReturn gives a lease's slot back and, when Redis held the lease,
+	// announces the key on FreedChannel.
 	OpReturn OpKind = iota
 	// OpWait puts a waiter in its wait set at Redis's now, its arrival
 	// (its priority is in its member: see NewWaiterID).
@@ -407,66 +407,6 @@ type Update struct {
 
 // returnedKey is where a fenced return marks lease id returned.
 func (l *Ledger) returnedKey(id string) string { return l.prefix + ":returned:" + id }
-
-// Apply sends updates in one round trip, in their order (one pipeline, on
-// one connection: a waiter's removal never overtakes its registration).
-// Returns of one key are announced once. On an error none, some or all
-// of them took effect: leases not returned expire within the TTL, waiters
-// not removed age out of their set. ErrRefused when Redis answered every
-// update (the ones refused never take effect), ErrUnavailable when some
-// went unanswered (those may still take effect later). NOSCRIPT cannot
-// occur: the scripts are sent whole (EVAL).
-func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
-	if len(updates) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
-	defer cancel()
-	pipe := l.rdb.Pipeline()
-	var freed []string // keys whose returns are announced, in first-return order
-	for _, u := range updates {
-		key := l.at(u.Key)
-		switch u.Kind {
-		case OpWait:
-			// Eval, not EvalSha: a pipeline cannot fall back after NOSCRIPT.
-			waitScript.Eval(ctx, pipe, []string{key}, u.ID, (10 * MaxYield).Milliseconds())
-		case OpUnwait:
-			pipe.ZRem(ctx, key, u.ID)
-		case OpReadd:
-			isLong := "0"
-			if u.Long {
-				isLong = "1"
-			}
-			readdScript.Eval(ctx, pipe, []string{key, key + ":long", l.returnedKey(u.ID)}, l.cfg.TTL.Milliseconds(), u.ID, isLong)
-		default:
-			if u.Fence {
-				// The mark and the removal in one script: as separate
-				// commands Redis could refuse the mark (out of memory)
-				// and run the removal, leaving the lease unfenced.
-				returnScript.Eval(ctx, pipe, []string{key, key + ":long", l.returnedKey(u.ID)}, l.cfg.TTL.Milliseconds(), u.ID)
-			} else {
-				pipe.ZRem(ctx, key, u.ID)
-				pipe.ZRem(ctx, key+":long", u.ID)
-			}
-			if !slices.Contains(freed, key) {
-				freed = append(freed, key)
-			}
-		}
-	}
-	// Announced after every return of the batch is made, so that a woken
-	// edge finds the slots free.
-	for _, k := range freed {
-		pipe.Publish(ctx, l.freed, k)
-	}
-	cmds, err := pipe.Exec(ctx)
-	if err == nil {
-		return nil
-	}
-	if answered(cmds) {
-		return fmt.Errorf("%w: apply: %w", ErrRefused, err)
-	}
-	return fmt.Errorf("%w: apply: %w", ErrUnavailable, err)
-}
 
 // answered reports whether Redis answered every command of an executed
 // pipeline: each succeeded or was refused with an error reply. A command

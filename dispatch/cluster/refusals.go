@@ -21,8 +21,20 @@ const maxRefusalKinds = 8
 // not safe for concurrent use (one owner, the sender of the batches).
 type RefusalLog struct {
 	// Msg is the warning's message; empty: that of refused returns.
-	Msg   string
+	Msg string
+	// Every is how often each kind is warned of at most; zero (or
+	// negative): RefusalLogEvery. Tests shorten it (see
+	// Ledger.SetRefusalLogEvery).
+	Every time.Duration
 	kinds map[string]*refusals
+}
+
+// every is r.Every, or RefusalLogEvery when it is not set.
+func (r *RefusalLog) every() time.Duration {
+	if r.Every <= 0 {
+		return RefusalLogEvery
+	}
+	return r.Every
 }
 
 // refusals is what RefusalLog knows of one kind of reply.
@@ -33,7 +45,7 @@ type refusals struct {
 }
 
 // Record notes one batch of n updates refused with err at now, and warns
-// unless its kind was warned of less than RefusalLogEvery ago.
+// unless its kind was warned of less than Every ago.
 func (r *RefusalLog) Record(log *zap.Logger, n int, err error, now time.Time) {
 	kind := ReplyKind(err)
 	if r.kinds == nil {
@@ -53,7 +65,7 @@ func (r *RefusalLog) Record(log *zap.Logger, n int, err error, now time.Time) {
 	k.batches++
 	k.updates += n
 	k.last = err
-	if !k.logged.IsZero() && now.Sub(k.logged) < RefusalLogEvery {
+	if !k.logged.IsZero() && now.Sub(k.logged) < r.every() {
 		msg := "cluster ledger refused updates"
 		if r.Msg != "" {
 			msg = r.Msg
@@ -78,16 +90,16 @@ func (k *refusals) warn(log *zap.Logger, msg, kind string, now time.Time) {
 	k.logged, k.batches, k.updates, k.last = now, 0, 0, nil
 }
 
-// Due is when refusals held back (recorded less than RefusalLogEvery after
-// their kind's last warning) are to be warned of by Flush: RefusalLogEvery
-// after that warning. Zero when none is held back.
+// Due is when refusals held back (recorded less than Every after their
+// kind's last warning) are to be warned of by Flush: Every after that
+// warning. Zero when none is held back.
 func (r *RefusalLog) Due() time.Time {
 	var at time.Time
 	for _, k := range r.kinds {
 		if k.batches == 0 {
 			continue
 		}
-		if due := k.logged.Add(RefusalLogEvery); at.IsZero() || due.Before(at) {
+		if due := k.logged.Add(r.every()); at.IsZero() || due.Before(at) {
 			at = due
 		}
 	}
@@ -144,8 +156,20 @@ func (l *Ledger) FlushRefusals(log *zap.Logger, now time.Time) {
 	for op := range l.refused {
 		r := &l.refused[op]
 		if due := r.Due(); !due.IsZero() && !now.Before(due) {
-			r.Flush(log, now.Add(-RefusalLogEvery), now)
+			r.Flush(log, now.Add(-r.every()), now)
 		}
+	}
+}
+
+// SetRefusalLogEvery sets how often NoteRefused warns of each kind of
+// reply at most (zero: RefusalLogEvery), for tests of the callers'
+// periodic FlushRefusals, which the fixed minute would otherwise put out
+// of reach. Safe for concurrent use.
+func (l *Ledger) SetRefusalLogEvery(every time.Duration) {
+	l.refusedMu.Lock()
+	defer l.refusedMu.Unlock()
+	for op := range l.refused {
+		l.refused[op].Every = every
 	}
 }
 

@@ -16,13 +16,7 @@ import (
 func TestApplyErrorReplyIsRefusedNotUnavailable(t *testing.T) {
 	rs, l, rdb := ledgerOnRedis(t)
 	ctx := context.Background()
-	broken, good := Key("n", "broken"), Key("n", "good")
-	if err := rdb.Set(ctx, broken, "someone else's", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := l.Take(ctx, good, 2, 2, false, "e/1", "", "", 0, 0); out != Taken || err != nil {
-		t.Fatalf("take: %v %v", out, err)
-	}
+	broken, good := brokenAndGood(t, l, rdb)
 	err := l.Apply(ctx, []Update{
 		{Kind: OpReturn, Key: broken, ID: "e/0"},
 		{Kind: OpReturn, Key: good, ID: "e/1"},

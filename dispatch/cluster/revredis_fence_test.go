@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/iop-gateway/iop/internal/testredis"
 )
 
@@ -40,6 +42,11 @@ func TestFencedReturnMarksBeforeItRemoves(t *testing.T) {
 	l := Open(Config{Address: rs.Addr, TTL: time.Minute, Timeout: 2 * time.Second, EdgeID: "a"})
 	defer l.Close()
 	id := l.NewLeaseID()
+	// Held, so that the return removes it and is announced: the
+	// announcement ends the commands read.
+	if err := l.Client().ZAdd(ctx, Key("n", "p"), redis.Z{Score: 1 << 50, Member: id}).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if err := l.Apply(ctx, []Update{{Kind: OpReturn, Key: Key("n", "p"), ID: id, Fence: true}}); err != nil {
 		t.Fatal(err)
 	}

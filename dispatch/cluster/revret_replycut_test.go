@@ -102,9 +102,9 @@ func TestApplyCutAfterAnErrorReplyIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := ledger(t, cutAfterReply(t, rs.Addr), "e", time.Minute)
-	// ZREM of the key (refused), ZREM of its long set, PUBLISH: the cut
+	// The return's script (refused), then a waiter's removal: the cut
 	// comes after the first reply.
-	err := l.Apply(ctx, []Update{{Kind: OpReturn, Key: broken, ID: "e/0"}})
+	err := l.Apply(ctx, []Update{{Kind: OpReturn, Key: broken, ID: "e/0"}, {Kind: OpUnwait, Key: WaitKey("m", 0), ID: "e/w1:0"}})
 	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRefused) {
 		t.Fatalf("apply cut after an error reply: %v; want %v, not %v", err, ErrUnavailable, ErrRefused)
 	}

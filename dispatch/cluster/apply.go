@@ -1,0 +1,156 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Refusal is the error of an Apply whose updates Redis answered, refusing
+// some of them with an error reply (errors.Is(err, ErrRefused) holds; Err
+// is the first reply). Updates lists the indices of the refused updates,
+// in order. The returns of one resource are sent in one script (see
+// Apply): when it is refused every return of it is listed, though the
+// ones before the refusal may have been made; sending such a return again
+// removes nothing more.
+type Refusal struct {
+	Updates []int
+	Err     error
+}
+
+func (r *Refusal) Error() string { return ErrRefused.Error() + ": apply: " + r.Err.Error() }
+
+// Unwrap is ErrRefused and the reply.
+func (r *Refusal) Unwrap() []error { return []error{ErrRefused, r.Err} }
+
+// returnGroup is the returns of one resource in a batch of Apply: sent as
+// one script at the place of the last of them.
+type returnGroup struct {
+	key  string   // the lease key, under the ledger's prefix
+	last int      // the index of its last return in the batch
+	cmd  int      // the index of its command in the pipeline
+	keys []string // KEYS of return.lua
+	args []any    // ARGV of return.lua
+}
+
+// Apply sends updates in one round trip, in their order (one pipeline, on
+// one connection: a waiter's removal never overtakes its registration),
+// except that the returns of one resource are made together where the
+// last of them stands (one script, return.lua). Moving a return later
+// within its batch never reorders it with what it must follow: an
+// OpReadd of a lease is queued only while the lease is held, so before
+// its return, never after. A resource is announced once per batch, after
+// its returns, and only when one of them removed a lease (a return of a
+// lease Redis does not hold wakes no edge). On an error none, some or all
+// of them took effect: leases not returned expire within the TTL, waiters
+// not removed age out of their set. A *Refusal (ErrRefused) when Redis
+// answered every update (the ones refused never take effect, save a
+// script's writes before its refusal), ErrUnavailable when some went
+// unanswered (those may still take effect later). NOSCRIPT cannot occur:
+// the scripts are sent whole (EVAL).
+func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
+	if len(updates) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	groups := l.returnGroups(updates)
+	pipe := l.rdb.Pipeline()
+	n := 0 // commands queued
+	for i, u := range updates {
+		key := l.at(u.Key)
+		switch u.Kind {
+		case OpWait:
+			// Eval, not EvalSha: a pipeline cannot fall back after NOSCRIPT.
+			waitScript.Eval(ctx, pipe, []string{key}, u.ID, (10 * MaxYield).Milliseconds())
+		case OpUnwait:
+			pipe.ZRem(ctx, key, u.ID)
+		case OpReadd:
+			isLong := "0"
+			if u.Long {
+				isLong = "1"
+			}
+			readdScript.Eval(ctx, pipe, []string{key, key + ":long", l.returnedKey(u.ID)}, l.cfg.TTL.Milliseconds(), u.ID, isLong)
+		default:
+			g := groupOf(groups, key)
+			if g.last != i {
+				continue // sent with the resource's last return
+			}
+			g.cmd = n
+			returnScript.Eval(ctx, pipe, g.keys, g.args...)
+		}
+		n++
+	}
+	cmds, err := pipe.Exec(ctx)
+	if err == nil {
+		return nil
+	}
+	if !answered(cmds) {
+		return fmt.Errorf("%w: apply: %w", ErrUnavailable, err)
+	}
+	return &Refusal{Updates: l.refusedUpdates(updates, groups, cmds), Err: err}
+}
+
+// returnGroups gathers the returns of updates by resource, in the order
+// of their last returns. A batch returns few resources: a linear search
+// costs less than a map.
+func (l *Ledger) returnGroups(updates []Update) []returnGroup {
+	var groups []returnGroup
+	ttl := l.cfg.TTL.Milliseconds()
+	for i, u := range updates {
+		if u.Kind != OpReturn {
+			continue
+		}
+		key := l.at(u.Key)
+		g := groupOf(groups, key)
+		if g == nil {
+			groups = append(groups, returnGroup{key: key, keys: []string{key, key + ":long"}, args: []any{ttl, l.freed, key}})
+			g = &groups[len(groups)-1]
+		}
+		g.last = i
+		fence := "0"
+		if u.Fence {
+			fence = "1"
+			g.keys = append(g.keys, l.returnedKey(u.ID))
+		}
+		g.args = append(g.args, u.ID, fence)
+	}
+	return groups
+}
+
+// groupOf is the group of key in groups, or nil.
+func groupOf(groups []returnGroup, key string) *returnGroup {
+	for i := range groups {
+		if groups[i].key == key {
+			return &groups[i]
+		}
+	}
+	return nil
+}
+
+// refusedUpdates lists the updates whose command Redis refused: cmds are the
+// commands Apply queued for updates (one per update, one per group of
+// returns).
+func (l *Ledger) refusedUpdates(updates []Update, groups []returnGroup, cmds []redis.Cmder) []int {
+	var out []int
+	n := 0
+	for i, u := range updates {
+		c := n
+		if u.Kind == OpReturn {
+			g := groupOf(groups, l.at(u.Key))
+			c = g.cmd
+			if g.last != i {
+				if cmds[c].Err() != nil {
+					out = append(out, i)
+				}
+				continue
+			}
+		}
+		n++
+		if cmds[c].Err() != nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
