@@ -1,7 +1,8 @@
+//go:build unix
+
 package main
 
 import (
-	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -38,8 +39,9 @@ func finalstopStartCLINode(t *testing.T, pidFile string) *drainSetup {
 	cfg := nodeConfig(t, s.edge.NodeAddr, "tok", "reconnect:\n  interval_sec: 0.05\n  max_attempts: 0\nshutdown:\n  drain_sec: 600\n")
 	s.startNode(t, cfg)
 	t.Cleanup(func() {
-		// The CLI outlives a node killed by a signal (its own process
-		// group, SIGTERM ignored).
+		// Killed with the node on Linux (its parent-death signal and
+		// its group's guard); elsewhere it outlives a node killed by a
+		// signal (its own process group, SIGTERM ignored).
 		if b, err := os.ReadFile(pidFile); err == nil {
 			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
 				_ = syscall.Kill(-pid, syscall.SIGKILL)
@@ -95,9 +97,6 @@ func TestSignalKillsTheNodeWhileItsSessionsHangOnClose(t *testing.T) {
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	s.killedBy(t, syscall.SIGTERM)
-	if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
-		t.Fatalf("the CLI was gone when the node was killed: the close did not hang, the test proves nothing\n%s", s.out.String())
-	}
 	select {
 	case <-answered:
 	case <-time.After(20 * time.Second):
