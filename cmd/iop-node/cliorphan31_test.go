@@ -3,8 +3,6 @@
 package main
 
 import (
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/internal/stack"
 	"github.com/iop-gateway/iop/internal/testproc"
 )
@@ -23,33 +20,12 @@ import (
 // grandchild in its process group) by the group's guard.
 func TestCLIAndItsChildrenDieWithAKilledNode(t *testing.T) {
 	dir := t.TempDir()
+	// The grandchild's pid is written before the CLI's: once the CLI's
+	// is there, both are.
 	cliPID, childPID := filepath.Join(dir, "cli.pid"), filepath.Join(dir, "child.pid")
-	s := &drainSetup{done: make(chan error, 1), out: &safeBuffer{}}
-	s.edge = stack.StartEdge(t, &config.Edge{
-		Nodes: []config.NodeSpec{{ID: "n1", Token: "tok", Providers: []config.ProviderSpec{{
-			Name: "agent", Type: "cli", Capacity: 1,
-			// The grandchild's pid is written before the CLI's: once
-			// the CLI's is there, both are.
-			Command: []string{"sh", "-c", `sleep 600 & echo $! > "$1"; echo $$ > "$0"; exec sleep 600`, cliPID, childPID},
-		}}}},
-		Models: []config.ModelSpec{{Name: "agent", Providers: []config.ModelProvider{{Node: "n1", Provider: "agent", Target: "default"}}}},
-	}, stack.EdgeOptions{})
-	s.startNode(t, nodeConfig(t, s.edge.NodeAddr, "tok", "reconnect:\n  interval_sec: 0.05\n  max_attempts: 0\n"))
-	s.edge.WaitReady(t, "n1", 20*time.Second)
-
-	answered := make(chan struct{})
-	// Owner: the test; ends when the run's answer ends (cut when the node
-	// is killed at the latest).
-	go func() {
-		defer close(answered)
-		resp, err := http.Post(s.edge.URL+"/v1/chat/completions", "application/json",
-			strings.NewReader(`{"model":"agent","messages":[{"role":"user","content":"work"}]}`))
-		if err != nil {
-			return
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-	}()
+	s := startCLINode(t, []string{"sh", "-c", `sleep 600 & echo $! > "$1"; echo $$ > "$0"; exec sleep 600`, cliPID, childPID},
+		nil, "reconnect:\n  interval_sec: 0.05\n  max_attempts: 0\n")
+	answered := s.askAgent()
 	readPID := func(name string) int {
 		b, err := os.ReadFile(name)
 		if err != nil {
