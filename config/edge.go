@@ -818,10 +818,42 @@ func checkHostPort(p *problems, key, addr string, dial bool) {
 	case dial && host == "":
 		p.add("%s %s has no host (write 127.0.0.1 or localhost for this machine)", key, quoteSafe(addr))
 	}
+	checkHostName(p, key, addr, host)
 	if n, ok := portNumber(port); !ok {
 		p.add("%s %s has a bad port (a number from 0 to 65535, digits only)", key, quoteSafe(addr))
 	} else if dial && n == 0 {
 		p.add("%s %s has port 0, which cannot be dialled", key, quoteSafe(addr))
+	}
+}
+
+// Longest host name and label resolvers take (RFC 1035 section 2.3.4:
+// 255 octets on the wire are 253 characters written, without the
+// trailing dot).
+const (
+	maxHostName  = 253
+	maxHostLabel = 63
+)
+
+// checkHostName reports a host name no resolver looks up: longer than
+// maxHostName (one trailing dot, the root, not counted) or with a label
+// longer than maxHostLabel. Go's resolver refuses it at every dial ("no
+// such host") without asking DNS, whatever a hosts file says. An IP
+// address (a zone included) is not a name and is not checked; addr is the
+// value as written, for the message.
+func checkHostName(p *problems, key, addr, host string) {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return
+	}
+	name := strings.TrimSuffix(host, ".")
+	if len(name) > maxHostName {
+		p.add("%s %s has a host name of %d characters (at most %d)", key, quoteSafe(addr), len(name), maxHostName)
+		return
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		if len(label) > maxHostLabel {
+			p.add("%s %s has a host name label of %d characters (at most %d between dots)", key, quoteSafe(addr), len(label), maxHostLabel)
+			return
+		}
 	}
 }
 

@@ -38,6 +38,10 @@ func (t *Tracing) normalize(p *problems) {
 		// Checked here, not only when the exporter starts: --check-config
 		// would say ok to a config the process then refuses to start with.
 		p.add("tracing.endpoint %s %v", quoteSafe(t.Endpoint), ErrOTLPEndpoint)
+	case t.Enabled:
+		if u, err := url.Parse("http://" + t.Endpoint); err == nil {
+			checkHostName(p, "tracing.endpoint", t.Endpoint, u.Hostname())
+		}
 	}
 }
 

@@ -78,9 +78,9 @@ func DiesWithParent(t *testing.T, starter, what string, startWait time.Duration,
 	case <-time.After(startWait):
 		t.Fatalf("no %s started:\n%s", what, output())
 	}
-	state, start, ok := procStat(pid)
-	if !ok || state == "Z" {
-		t.Fatalf("%s %d is not running (%q):\n%s", what, pid, state, output())
+	start, ok := Started(pid)
+	if !ok {
+		t.Fatalf("%s %d is not running:\n%s", what, pid, output())
 	}
 	// Whatever happens, it does not outlive this test.
 	t.Cleanup(func() {
@@ -94,10 +94,28 @@ func DiesWithParent(t *testing.T, starter, what string, startWait time.Duration,
 		t.Fatal(err)
 	}
 	<-exited
-	deadline := time.Now().Add(10 * time.Second)
+	WaitGone(t, what+" (after the test process that started it was killed)", pid, start, 10*time.Second)
+}
+
+// Started returns when the running process pid started, for WaitGone; ok
+// is false when it does not run (no such process, or a zombie).
+func Started(pid int) (start string, ok bool) {
+	state, start, ok := procStat(pid)
+	if !ok || state == "Z" || state == "X" {
+		return "", false
+	}
+	return start, true
+}
+
+// WaitGone fails the test unless the process pid, started at start
+// (Started), is gone within d: exited, a zombie, or its pid given to
+// another process.
+func WaitGone(t testing.TB, what string, pid int, start string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for procRunning(pid, start) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s %d still runs 10s after the test process that started it was killed", what, pid)
+			t.Fatalf("%s: pid %d still runs after %s", what, pid, d)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -88,6 +88,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -106,6 +107,9 @@ type instance struct {
 	storeDir      string // absolute
 	getenv        func(string) string
 	log           *zap.Logger
+	// unguardedWarned: a CLI's group has run without its guard (warned
+	// once: a system without one fails every run alike).
+	unguardedWarned atomic.Bool
 
 	mu       sync.Mutex
 	cfg      *config             // guarded by mu; replaced by Reconfigure, runs take a snapshot
@@ -304,6 +308,7 @@ func (a *instance) runSession(ctx context.Context, cfg *config, sid string, in *
 	}
 	spec.terminate = stop
 	out, runErr := runProcess(ctx, spec, sink)
+	a.noteUnguarded(out.guardErr)
 	persisted := false
 	if out.pid != 0 {
 		// The CLI ran, so it may have created or advanced its session:
@@ -337,9 +342,19 @@ func (a *instance) runSession(ctx context.Context, cfg *config, sid string, in *
 	return &adapter.Result{FinishReason: "stop"}, nil
 }
 
+// noteUnguarded warns, once per instance, that a CLI's process group ran
+// without its guard (startGuard): its descendants would outlive a node
+// killed while they ran. nil is a no-op.
+func (a *instance) noteUnguarded(err error) {
+	if err != nil && !a.unguardedWarned.Swap(true) {
+		a.log.Warn("cli: a CLI's descendants would outlive the node if it were killed", zap.Error(err))
+	}
+}
+
 // execute runs spec without a session.
 func (a *instance) execute(ctx context.Context, spec *procSpec, sink adapter.RunSink, log *zap.Logger) (*adapter.Result, error) {
 	out, err := runProcess(ctx, spec, sink)
+	a.noteUnguarded(out.guardErr)
 	log.Debug("cli run finished", zap.Int("pid", out.pid), zap.Int("exit_code", out.exitCode), zap.Error(err))
 	if err != nil {
 		return nil, err

@@ -9,9 +9,12 @@ import (
 
 // groupAttr starts the CLI as the leader of a new process group, so that the
 // whole tree it spawns (shells, language servers, tool processes) can be
-// signalled at once.
+// signalled at once, and, where the system has one, with a parent-death
+// signal (parentDeathAttr).
 func groupAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true}
+	a := &syscall.SysProcAttr{Setpgid: true}
+	parentDeathAttr(a)
+	return a
 }
 
 // signalGroup sends sig to every process in the group led by p.

@@ -11,8 +11,8 @@ import (
 const oNoFollow = syscall.O_NOFOLLOW
 
 // isNoFollowRefusal reports whether err is an open refused by oNoFollow:
-// ELOOP on Linux, macOS and OpenBSD, EMLINK on FreeBSD and DragonFly.
-// (NetBSD's EFTYPE stays a plain open error: still refused.)
+// ELOOP on Linux, macOS and OpenBSD, EMLINK on FreeBSD and DragonFly,
+// EFTYPE on NetBSD (noFollowErrno).
 func isNoFollowRefusal(err error) bool {
-	return errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EMLINK)
+	return errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EMLINK) || errors.Is(err, noFollowErrno)
 }

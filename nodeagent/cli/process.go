@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -54,6 +55,9 @@ type procOutcome struct {
 	pid        int
 	exitCode   int    // -1 when not known
 	upstreamID string // captured session id, "" if none
+	// Why the CLI's group ran without a guard (startGuard); nil when it
+	// had one or the system has none.
+	guardErr error
 }
 
 type stopReason int
@@ -120,25 +124,33 @@ func runProcess(ctx context.Context, spec *procSpec, sink adapter.RunSink) (proc
 		SysProcAttr: groupAttr(),
 		WaitDelay:   max(spec.killGrace, minWaitDelay),
 	}
-	startErr := cmd.Start()
-	// The child holds its own copies of the write ends; ours would keep the
-	// readers from ever seeing EOF.
-	outW.Close()
-	errW.Close()
-	if startErr != nil {
-		outR.Close()
-		errR.Close()
-		return out, &adapter.Error{Code: adapter.CodeUpstream, Message: "cli command could not be started", Err: startErr}
-	}
-	out.pid = cmd.Process.Pid
-	g := &procGroup{proc: cmd.Process}
-
-	var waitErr error
+	var (
+		g        *procGroup
+		guard    *groupGuard
+		guardErr error
+		waitErr  error
+	)
+	started := make(chan error, 1)
 	exited := make(chan struct{})
-	// Owner: runProcess, which always receives from exited before returning.
-	// Stops once the leader has exited and been reaped; cmd.Wait itself is
-	// bounded by WaitDelay for the stdin copy.
+	// Owner: runProcess, which receives from started and, once the CLI has
+	// started, from exited before returning. Stops at once if the CLI
+	// cannot be started, else once it has exited and been reaped (and its
+	// guard with it); cmd.Wait itself is bounded by WaitDelay for the
+	// stdin copy.
 	go func() {
+		// Locked until the CLI is reaped: its parent-death signal follows
+		// the thread that started it (parentDeathAttr). Unlocked, the
+		// thread goes back to the runtime, which keeps it.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		g = &procGroup{proc: cmd.Process}
+		// Started before the leader can be reaped: its group still exists.
+		guard, guardErr = startGuard(cmd.Process.Pid)
+		started <- nil
 		defer close(exited)
 		swept := waitExited(cmd.Process.Pid) == nil
 		if swept {
@@ -146,6 +158,10 @@ func runProcess(ctx context.Context, spec *procSpec, sink adapter.RunSink) (proc
 			// the zombie still pins the group id.
 			g.signal(syscall.SIGKILL)
 		}
+		// Reaped before the leader: once the leader is reaped, what
+		// waited for it (a process that left the group) may write, and
+		// the drain's bound counts from exited.
+		guard.stop()
 		g.mu.Lock()
 		g.reaped = true
 		g.mu.Unlock()
@@ -158,6 +174,18 @@ func runProcess(ctx context.Context, spec *procSpec, sink adapter.RunSink) (proc
 			go reapGroup(cmd.Process.Pid)
 		}
 	}()
+	startErr := <-started
+	// The child holds its own copies of the write ends; ours would keep the
+	// readers from ever seeing EOF.
+	outW.Close()
+	errW.Close()
+	if startErr != nil {
+		outR.Close()
+		errR.Close()
+		return out, &adapter.Error{Code: adapter.CodeUpstream, Message: "cli command could not be started", Err: startErr}
+	}
+	out.pid = cmd.Process.Pid
+	out.guardErr = guardErr
 
 	chunks := make(chan []byte)
 	// Owner: runProcess, which drains chunks until it is closed. Stops at EOF

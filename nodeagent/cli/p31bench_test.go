@@ -1,0 +1,26 @@
+//go:build unix
+
+package cli
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// BenchmarkRunProcessTrue is the cost of one CLI process run around the
+// CLI itself (true: it exits at once): pipes, start, waits, the group's
+// sweep and, on Linux, its guard.
+func BenchmarkRunProcessTrue(b *testing.B) {
+	path, err := exec.LookPath("true")
+	if err != nil {
+		b.Skip("no true binary")
+	}
+	spec := &procSpec{path: path, argv: []string{"true"}, dir: b.TempDir(), env: []string{}, timeout: time.Minute, killGrace: time.Second, maxStderr: 1024}
+	for b.Loop() {
+		if _, err := runProcess(context.Background(), spec, failingSink{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
