@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,9 +36,10 @@ func refuseNativeTools(t *testing.T) http.HandlerFunc {
 // attempt refused first.
 func TestTextToolsWaiterTakesOverCancelledLookup(t *testing.T) {
 	f := newFake(t)
-	var shows atomic.Int32
 	f.handle("/api/show", func(w http.ResponseWriter, r *http.Request) {
-		if shows.Add(1) == 1 {
+		// Told apart by the run that sent it, not by arrival: the server
+		// may run the leader's handler after the waiter's.
+		if r.Header.Get(leaderHeader) != "" {
 			<-r.Context().Done() // the leading run is cancelled while Ollama thinks
 			return
 		}
@@ -48,12 +48,13 @@ func TestTextToolsWaiterTakesOverCancelledLookup(t *testing.T) {
 	f.handle("/api/chat", refuseNativeTools(t))
 	inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
 	sent := countShows(inst)
+	markLeader(inst)
 	// The takeover is timed by the test, not by the runs' budgets.
 	setToolLookupTimeout(t, time.Minute)
 	waiting := make(chan struct{}, 1)
 	setToolWaitHook(t, func() { waiting <- struct{}{} })
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), leadingRun{}, true))
 	defer cancel()
 	leader := make(chan error, 1)
 	go func() { // Owner: this test; ends once ctx is cancelled.
@@ -117,6 +118,25 @@ func TestTextToolsTakeOverWithinBudget(t *testing.T) {
 	if e, ok := entryOf(inst, "gemma:2b"); ok {
 		t.Fatalf("a lookup on part of a budget was remembered: %+v", e)
 	}
+}
+
+// leadingRun is the context key of the run whose requests markLeader marks.
+type leadingRun struct{}
+
+// leaderHeader marks the requests of the run whose context holds leadingRun.
+const leaderHeader = "X-Test-Leading-Run"
+
+// markLeader makes inst mark the requests of the run whose context holds
+// leadingRun with leaderHeader.
+func markLeader(inst *Instance) {
+	next := inst.client.Transport
+	inst.client.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Context().Value(leadingRun{}) != nil {
+			r = r.Clone(r.Context())
+			r.Header.Set(leaderHeader, "1")
+		}
+		return next.RoundTrip(r)
+	})
 }
 
 // observed is an instance whose logs are recorded from debug up.
