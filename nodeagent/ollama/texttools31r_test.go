@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
+
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -229,4 +231,20 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.n.Add(int64(n))
 	return n, err
+}
+
+// A 404 whose JSON error is an object (llama.cpp's server and OpenAI-shaped
+// proxies answer an unknown route so; Ollama's own error is a string) is a
+// route missing, not a model: the failed lookup warns.
+func TestTextToolsRouteNotFoundObjectWarns(t *testing.T) {
+	f := newFake(t)
+	f.handle("/api/show", jsonStatus(http.StatusNotFound, `{"error":{"code":404,"message":"File Not Found","type":"not_found_error"}}`))
+	f.handle("/api/chat", ndjson(chatLineToolCall, chatLineToolDone))
+	inst, logs := observed(t, f.URL)
+	if !inst.nativeTools(context.Background(), inst.cfg.Load(), "gemma:2b") {
+		t.Fatal("a failed lookup did not go native")
+	}
+	if n := logs.FilterLevelExact(zapcore.WarnLevel).Len(); n != 1 {
+		t.Fatalf("%d warnings, want 1: %v", n, logs.All())
+	}
 }
