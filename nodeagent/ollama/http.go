@@ -1,6 +1,7 @@
 package ollama
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -130,7 +131,9 @@ func statusError(resp *http.Response) error {
 	status := &statusErr{status: resp.StatusCode}
 	if c, err := decodeChunk(raw); err == nil {
 		if text := c.errorText(); text != "" {
-			msg, status.ollama = text, true
+			// Ollama's own error is a string; an object is another
+			// server's (llama.cpp's, an OpenAI-shaped proxy's).
+			msg, status.ollama = text, bytes.HasPrefix(*c.Error, []byte(`"`))
 		}
 	}
 	ae := &adapter.Error{
@@ -154,7 +157,7 @@ func statusError(resp *http.Response) error {
 }
 
 // statusErr is the Err of a non-2xx answer's adapter.Error. ollama reports
-// whether the body was Ollama's own {"error": ...}: a 404 with it is
+// whether the body was Ollama's own {"error": "..."}: a 404 with it is
 // Ollama saying a model does not exist, while a route missing (an old
 // server, a proxy) answers 404 with a page.
 type statusErr struct {

@@ -374,8 +374,8 @@ func TestTextToolsRunsShareOneLookup(t *testing.T) {
 	f := newFake(t)
 	inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
 	cfg := inst.cfg.Load()
-	l := &toolLookup{done: make(chan struct{})}
-	inst.tools.inflight = map[string]*toolLookup{modelKey("gemma:2b"): l}
+	setToolLookupTimeout(t, time.Minute) // the wait ends by the lookup, not the budget
+	l := underWay(inst, "gemma:2b")
 
 	got := make(chan bool, 1)
 	go func() { got <- inst.nativeTools(context.Background(), cfg, "gemma:2b") }() // Owner: this test; ends when l.done closes.

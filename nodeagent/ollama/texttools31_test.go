@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,9 +36,10 @@ func refuseNativeTools(t *testing.T) http.HandlerFunc {
 // attempt refused first.
 func TestTextToolsWaiterTakesOverCancelledLookup(t *testing.T) {
 	f := newFake(t)
-	var shows atomic.Int32
 	f.handle("/api/show", func(w http.ResponseWriter, r *http.Request) {
-		if shows.Add(1) == 1 {
+		// Told apart by the run that sent it, not by arrival: the server
+		// may run the leader's handler after the waiter's.
+		if r.Header.Get(leaderHeader) != "" {
 			<-r.Context().Done() // the leading run is cancelled while Ollama thinks
 			return
 		}
@@ -48,11 +48,13 @@ func TestTextToolsWaiterTakesOverCancelledLookup(t *testing.T) {
 	f.handle("/api/chat", refuseNativeTools(t))
 	inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
 	sent := countShows(inst)
+	markLeader(inst)
+	// The takeover is timed by the test, not by the runs' budgets.
+	setToolLookupTimeout(t, time.Minute)
 	waiting := make(chan struct{}, 1)
-	toolWaitHook = func() { waiting <- struct{}{} }
-	t.Cleanup(func() { toolWaitHook = nil })
+	setToolWaitHook(t, func() { waiting <- struct{}{} })
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), leadingRun{}, true))
 	defer cancel()
 	leader := make(chan error, 1)
 	go func() { // Owner: this test; ends once ctx is cancelled.
@@ -101,16 +103,9 @@ func TestTextToolsTakeOverWithinBudget(t *testing.T) {
 	inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
 	cfg := inst.cfg.Load()
 	old := toolLookupTimeout
-	toolLookupTimeout = 200 * time.Millisecond
-	t.Cleanup(func() { toolLookupTimeout = old })
-	key := modelKey("gemma:2b")
-	l := &toolLookup{done: make(chan struct{})}
-	inst.tools.inflight = map[string]*toolLookup{key: l}
-	toolWaitHook = func() {
-		// The run leading l is cancelled as soon as this run waits.
-		inst.tools.finish(cfg.toolGen, key, l, true, 0)
-	}
-	t.Cleanup(func() { toolWaitHook = nil })
+	setToolLookupTimeout(t, 200*time.Millisecond)
+	// The run leading the lookup is cancelled as soon as this run waits.
+	abandonOnWait(t, inst, "gemma:2b", underWay(inst, "gemma:2b"), nil)
 
 	start := time.Now()
 	if !inst.nativeTools(context.Background(), cfg, "gemma:2b") {
@@ -120,11 +115,28 @@ func TestTextToolsTakeOverWithinBudget(t *testing.T) {
 		t.Fatalf("the run waited %v, past its budget", d)
 	}
 	f.show(t) // it did take the lookup over
-	inst.tools.mu.Lock()
-	defer inst.tools.mu.Unlock()
-	if e, ok := inst.tools.entries[key]; ok {
+	if e, ok := entryOf(inst, "gemma:2b"); ok {
 		t.Fatalf("a lookup on part of a budget was remembered: %+v", e)
 	}
+}
+
+// leadingRun is the context key of the run whose requests markLeader marks.
+type leadingRun struct{}
+
+// leaderHeader marks the requests of the run whose context holds leadingRun.
+const leaderHeader = "X-Test-Leading-Run"
+
+// markLeader makes inst mark the requests of the run whose context holds
+// leadingRun with leaderHeader.
+func markLeader(inst *Instance) {
+	next := inst.client.Transport
+	inst.client.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Context().Value(leadingRun{}) != nil {
+			r = r.Clone(r.Context())
+			r.Header.Set(leaderHeader, "1")
+		}
+		return next.RoundTrip(r)
+	})
 }
 
 // observed is an instance whose logs are recorded from debug up.
@@ -201,13 +213,9 @@ func TestTextToolsLookupReusesConnection(t *testing.T) {
 		}
 	})
 	inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
-	next := inst.client.Transport
-	inst.client.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		resp, err := next.RoundTrip(r)
-		if err == nil {
-			resp.Body = &signalAt{ReadCloser: resp.Body, left: len(long), reached: read}
-		}
-		return resp, err
+	setToolLookupTimeout(t, time.Minute) // the lookups end by their answers
+	wrapBodies(inst, func(body io.ReadCloser) io.ReadCloser {
+		return &signalAt{ReadCloser: body, left: len(long), reached: read}
 	})
 	cfg := inst.cfg.Load()
 	for _, model := range []string{"gemma:2b", "gemma:7b"} {
@@ -313,6 +321,20 @@ func TestModelKey(t *testing.T) {
 		"-gemma":                    "-gemma",
 		"gemma:-x":                  "gemma:-x",
 		strings.Repeat("m", 81):     strings.Repeat("m", 81),
+		// "_" may begin and fill a part; every kind is kept as written;
+		// each part has its length bound.
+		"_gemma":         "_gemma:latest",
+		"my_model":       "my_model:latest",
+		"ns/agent/model": "ns/agent/model",
+		"ns/mcp/model":   "ns/mcp/model",
+		"ho!st/ns/model": "ho!st/ns/model",
+		"library/gemma:" + strings.Repeat("t", 80):              "gemma:" + strings.Repeat("t", 80),
+		"library/gemma:" + strings.Repeat("t", 81):              "library/gemma:" + strings.Repeat("t", 81),
+		strings.Repeat("n", 80) + "/gemma":                      strings.Repeat("n", 80) + "/gemma:latest",
+		strings.Repeat("n", 81) + "/gemma":                      strings.Repeat("n", 81) + "/gemma",
+		strings.Repeat("h", 350) + "/ns/gemma":                  strings.Repeat("h", 350) + "/ns/gemma:latest",
+		strings.Repeat("h", 351) + "/ns/gemma":                  strings.Repeat("h", 351) + "/ns/gemma",
+		"registry.ollama.ai/library/" + strings.Repeat("m", 81): "registry.ollama.ai/library/" + strings.Repeat("m", 81),
 	} {
 		if got := modelKey(in); got != want {
 			t.Errorf("modelKey(%q) = %q, want %q", in, got, want)

@@ -20,6 +20,10 @@ func TestHistoryCallArguments(t *testing.T) {
 		`{"a": "<b>"}`: `{"a":"<b>"}`,
 		`not json`:     `"not json"`,
 		`{"a": 1`:      `"{\"a\": 1"`,
+		// Text that is not JSON is kept as the caller gave it, spaces
+		// included: only JSON is trimmed.
+		` not json `: `" not json "`,
+		` {"a": 1`:   `" {\"a\": 1"`,
 	} {
 		in := &iop.RunInput{
 			Messages: []*iop.ChatMessage{{
