@@ -101,3 +101,26 @@ func TestOutageCountsResentReturnsOnce(t *testing.T) {
 		t.Fatalf("%d failed batches of %d updates, want 2 of 6 (2+3, then 1)", o.batches, o.updates)
 	}
 }
+
+// Every resent return Redis refused is kept, waiting lostRetry, not only
+// the first; the one it applied between them is forgotten.
+func TestAnsweredKeepsEveryRefusedResend(t *testing.T) {
+	now := time.Now()
+	lost := lostReturns{}
+	send := []cluster.Update{
+		{Kind: cluster.OpReturn, Key: "k", ID: "e/batch"},
+		{Kind: cluster.OpReturn, Key: "k", ID: "e/1", Fence: true},
+		{Kind: cluster.OpReturn, Key: "q", ID: "e/2"},
+		{Kind: cluster.OpReturn, Key: "k", ID: "e/3"},
+	}
+	lost.keep(send[1:], map[string]time.Time{"e/1": now}, now, time.Minute)
+	lost.answered(send, 1, []int{1, 3}, nil, now, time.Minute)
+	for _, id := range []string{"e/1", "e/3"} {
+		if r, ok := lost[id]; !ok || !r.retryAt.Equal(now.Add(lostRetry)) {
+			t.Fatalf("refused resend %s: kept %v (%+v), want it kept until lostRetry after now", id, ok, r)
+		}
+	}
+	if _, ok := lost["e/2"]; ok || len(lost) != 2 {
+		t.Fatalf("kept %v, want the applied resend e/2 forgotten", lost)
+	}
+}
