@@ -72,13 +72,17 @@ func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
 				isLong = "1"
 			}
 			readdScript.Eval(ctx, pipe, []string{key, key + ":long", l.returnedKey(u.ID)}, l.cfg.TTL.Milliseconds(), u.ID, isLong)
-		default:
+		case OpReturn:
 			g := groupOf(groups, key)
 			if g.last != i {
 				continue // sent with the resource's last return
 			}
 			g.cmd = n
 			returnScript.Eval(ctx, pipe, g.keys, g.args...)
+		default:
+			// Checked before anything is sent: a kind added without its
+			// command here would otherwise shift every later reply.
+			return fmt.Errorf("cluster: apply: update %d has unknown kind %d", i, u.Kind)
 		}
 		n++
 	}
