@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/iop-gateway/iop/internal/testproc"
 )
 
@@ -231,6 +234,9 @@ func TestGuardInheritsOnlyItsPipe(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("guard lacks fds %v", want)
 	}
+	if cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); cwd != "/" {
+		t.Errorf("guard's working directory %q, want /", cwd)
+	}
 	if env := proc("environ"); env != "" {
 		t.Errorf("guard's environment %q, want none", env)
 	}
@@ -287,4 +293,122 @@ func TestRunWithTheBinaryDeletedHelper(t *testing.T) {
 		t.Fatalf("run: %v, guard: %v", err, out.guardErr)
 	}
 	fmt.Println("guarded run ok")
+}
+
+// A run without its guard is warned of once per adapter, on both paths
+// (with and without a session); a guarded run is not warned of.
+func TestUnguardedRunsWarnedOnce(t *testing.T) {
+	r := newRig(t)
+	core, logs := observer.New(zap.WarnLevel)
+	r.env.Logger = zap.New(core)
+	inst := r.instance(t, []string{script(t, "cat >/dev/null; echo ok\n")}, map[string]string{
+		SettingSessionArgs: `["--session-id","{session_uuid}"]`,
+		SettingResumeArgs:  `["--resume","{session}"]`,
+	})
+	warned := func() int { return logs.FilterMessageSnippet("descendants would outlive the node").Len() }
+	if _, err := runSync(t, inst, userRun(t, "x")); err != nil {
+		t.Fatal(err)
+	}
+	if n := warned(); n != 0 {
+		t.Fatalf("a guarded run warned of %d times", n)
+	}
+	guardEntry.Store(false)
+	defer guardEntry.Store(true)
+	if _, err := runSync(t, inst, sessionRun(t, "s-1", "user", "x")); err != nil {
+		t.Fatal(err)
+	}
+	if n := warned(); n != 1 {
+		t.Fatalf("an unguarded session run warned of %d times, want 1", n)
+	}
+	for range 2 {
+		if _, err := runSync(t, inst, userRun(t, "x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := warned(); n != 1 {
+		t.Fatalf("three unguarded runs warned of %d times, want 1", n)
+	}
+	// The other path warns too, on an adapter of its own.
+	inst2 := r.instance(t, []string{script(t, "cat >/dev/null; echo ok\n")}, nil)
+	if _, err := runSync(t, inst2, userRun(t, "x")); err != nil {
+		t.Fatal(err)
+	}
+	if n := warned(); n != 2 {
+		t.Fatalf("an unguarded plain run on a second adapter: %d warnings in all, want 2", n)
+	}
+}
+
+// guardOf returns the pid of the guard in process group pgid, 0 if none
+// runs (a zombie does not).
+func guardOf(pgid int) int {
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if !strings.HasPrefix(string(cmdline), guardArg0+"\x00") {
+			continue
+		}
+		if pg, err := syscall.Getpgid(pid); err == nil && pg == pgid {
+			if _, ok := testproc.Started(pid); ok {
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+// The node's stop sends SIGTERM to the CLI's group: the guard stays,
+// guarding the group through the kill grace, and is gone with the run.
+func TestGuardOutlastsTheStopsSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	pidFile, termFile := filepath.Join(dir, "pid"), filepath.Join(dir, "term")
+	r := newRig(t)
+	inst := r.instance(t, []string{script(t,
+		"trap 'echo term > "+sq(termFile)+"' TERM\necho $$ > "+sq(pidFile)+"\nwhile :; do sleep 0.05; done\n")},
+		map[string]string{"kill_grace_ms": "60000"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runAsync(ctx, inst, userRun(t, "x"), newChanSink())
+	pid := readPID(t, pidFile)
+	guard := 0
+	deadline := time.Now().Add(20 * time.Second)
+	for guard = guardOf(pid); guard == 0; guard = guardOf(pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("no guard in the CLI's group")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Waits until the guard ignores SIGTERM (it does before it reads
+	// its pipe).
+	for !strings.Contains(readProc(guard, "wchan"), "pipe_read") {
+		if time.Now().After(deadline) {
+			t.Fatal("guard never waits on its pipe")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	for {
+		if b, _ := os.ReadFile(termFile); len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the CLI never got SIGTERM")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if guardOf(pid) != guard {
+		t.Fatal("the guard died of the stop's SIGTERM")
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL) // ends the grace
+	await(t, done)
+	if guardOf(pid) != 0 {
+		t.Fatal("the guard outlived its run")
+	}
+}
+
+func readProc(pid int, name string) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
+	return string(b)
 }
