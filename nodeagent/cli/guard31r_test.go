@@ -105,14 +105,6 @@ func TestNoGuardWithoutTheBinarysEntry(t *testing.T) {
 	}
 }
 
-func trueSpec(t testing.TB) *procSpec {
-	path, err := exec.LookPath("true")
-	if err != nil {
-		t.Skip("no true binary")
-	}
-	return &procSpec{path: path, argv: []string{"true"}, dir: t.TempDir(), env: []string{}, timeout: time.Minute, killGrace: time.Second, maxStderr: 1024}
-}
-
 // procCounts is what a run could leak in the node: open descriptors,
 // children (zombies included) and threads.
 func procCounts(t *testing.T) (fds, children, threads int) {
@@ -171,7 +163,8 @@ func TestGuardedRunsLeaveNothingBehind(t *testing.T) {
 		run()
 	}
 	fds2, children2, threads2 := procCounts(t)
-	if fds2 != fds || children2 != children {
+	// More, not different: what an earlier test left may end meanwhile.
+	if fds2 > fds || children2 > children {
 		t.Errorf("after 50 runs: %d descriptors (was %d), %d children (was %d)", fds2, fds, children2, children)
 	}
 	// The runtime may start a thread or two meanwhile (GC, sysmon's

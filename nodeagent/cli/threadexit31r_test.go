@@ -59,4 +59,3 @@ func TestThreadsEndingKillNoCLI(t *testing.T) {
 		t.Error(err)
 	}
 }
-
