@@ -836,8 +836,9 @@ const (
 
 // checkHostName reports a host name no resolver looks up: longer than
 // maxHostName (one trailing dot, the root, not counted) or with a label
-// longer than maxHostLabel. Go's resolver refuses it at every dial ("no
-// such host") without asking DNS, whatever a hosts file says. An IP
+// longer than maxHostLabel. DNS cannot carry it, and Go's resolver
+// refuses it ("no such host") without asking DNS; only a hosts-file entry
+// could name it, which no deployment relies on. An IP
 // address (a zone included) is not a name and is not checked; addr is the
 // value as written, for the message.
 func checkHostName(p *problems, key, addr, host string) {

@@ -23,13 +23,18 @@ import (
 	"github.com/iop-gateway/iop/nodeagent"
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 	"github.com/iop-gateway/iop/nodeagent/adapters"
+	"github.com/iop-gateway/iop/nodeagent/cli"
 	"github.com/iop-gateway/iop/nodewire"
 	"github.com/iop-gateway/iop/tracing"
 )
 
 var version = "dev"
 
-func main() { os.Exit(run()) }
+func main() {
+	// First: started as a CLI group's guard, the process is nothing else.
+	cli.RunGuardIfAsked()
+	os.Exit(run())
+}
 
 func run() int {
 	// SIGHUP is taken first: one during start-up waits in hup instead

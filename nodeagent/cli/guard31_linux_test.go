@@ -45,6 +45,8 @@ func TestOrphanCLIStarter(t *testing.T) {
 	if which == "child" {
 		body = "sleep 600 &\necho $! > " + sq(childPID) + "\n" + body
 	}
+	// SIGTERM ignored (through exec too): only a SIGKILL ends them.
+	body = "trap '' TERM\n" + body
 	inst := newRig(t).instance(t, []string{script(t, body)}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := runAsync(ctx, inst, userRun(t, "x"), newChanSink())

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -32,21 +34,45 @@ const guardArg0 = "iop-node-cli-guard"
 // guardFD is the guard's end of the pipe: its first extra file.
 const guardFD = 3
 
-// The guard runs before anything else of the binary: package
-// initialisation is the only hook every binary that starts CLIs (iop-node,
-// this package's tests) shares. Nothing else of the binary runs.
-func init() {
+// guardEntry is set by RunGuardIfAsked: the running binary answers a
+// guard's invocation, so startGuard may re-execute it as one. A binary
+// that never called it (a test binary of another package) would run its
+// own main with the guard's arguments instead: it gets no guard.
+var guardEntry atomic.Bool
+
+// errNoGuardEntry: the running binary does not call RunGuardIfAsked.
+var errNoGuardEntry = errors.New("cli: the running binary has no group guard entry (RunGuardIfAsked)")
+
+// RunGuardIfAsked runs this process as a CLI group's guard, and exits,
+// when it was started as one (argv[0] guardArg0 and one argument, the
+// group id); otherwise it returns at once. A binary that starts CLIs
+// (iop-node's main, this package's TestMain) calls it first thing, before
+// it parses flags or starts anything: a guard must do nothing else.
+func RunGuardIfAsked() {
 	if len(os.Args) == 2 && os.Args[0] == guardArg0 {
 		os.Exit(runGuard(os.Args[1]))
 	}
+	guardEntry.Store(true)
 }
 
 // runGuard waits until every writer of the pipe at guardFD is gone (the
 // node died, or stopped the guard) and kills process group pgid, itself
-// included. It returns only on a bad argument.
+// included. It returns at once, killing nothing, on a bad argument, when
+// it is not a member of group pgid or when guardFD is not a pipe.
 func runGuard(arg string) int {
 	pgid, err := strconv.Atoi(arg)
 	if err != nil || pgid <= 1 {
+		return 2
+	}
+	// Only a member of the group acts on it (a member keeps its id from
+	// naming another group), and only on the end of its pipe: started
+	// any other way (by hand, by a binary that lost track of its guard),
+	// it kills nothing.
+	if syscall.Getpgrp() != pgid {
+		return 2
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(guardFD, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
 		return 2
 	}
 	// The node's stop sends SIGTERM to the group, the guard included:
@@ -79,6 +105,9 @@ type groupGuard struct {
 func startGuard(pgid int) (*groupGuard, error) {
 	if guardDisabled {
 		return nil, nil
+	}
+	if !guardEntry.Load() {
+		return nil, errNoGuardEntry
 	}
 	r, w, err := os.Pipe()
 	if err != nil {

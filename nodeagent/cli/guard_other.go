@@ -9,3 +9,6 @@ type groupGuard struct{}
 func startGuard(int) (*groupGuard, error) { return nil, nil }
 
 func (*groupGuard) stop() {}
+
+// RunGuardIfAsked returns at once: there is no guard to run here.
+func RunGuardIfAsked() {}

@@ -13,6 +13,8 @@ import (
 // Every run must leave no goroutine behind: readers, waiters and timers all
 // end before Run returns.
 func TestMain(m *testing.M) {
+	// The test binary is the guard of the CLIs its tests start.
+	RunGuardIfAsked()
 	goleak.VerifyTestMain(m)
 }
 
