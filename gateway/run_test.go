@@ -234,59 +234,22 @@ func TestRunTextToolFallbackStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	type call struct{ id, typ, name, args string }
-	calls := map[int]*call{}
-	var content strings.Builder
-	var finish openai.FinishReason
-	var usage *openai.Usage
-	for {
-		resp, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.Usage != nil {
-			usage = resp.Usage
-		}
-		for _, ch := range resp.Choices {
-			content.WriteString(ch.Delta.Content)
-			if ch.FinishReason != "" {
-				finish = ch.FinishReason
-			}
-			for _, d := range ch.Delta.ToolCalls {
-				if d.Index == nil {
-					t.Fatalf("tool call delta without index: %+v", d)
-				}
-				c := calls[*d.Index]
-				if c == nil {
-					c = &call{}
-					calls[*d.Index] = c
-				}
-				c.id += d.ID
-				c.typ += string(d.Type)
-				c.name += d.Function.Name
-				c.args += d.Function.Arguments
-			}
-		}
+	got := readSDKStream(t, st)
+	if got.finish != openai.FinishReasonToolCalls {
+		t.Errorf("finish_reason %q", got.finish)
 	}
-	if finish != openai.FinishReasonToolCalls {
-		t.Errorf("finish_reason %q", finish)
+	if len(got.calls) != 1 || got.calls[0] == nil {
+		t.Fatalf("tool calls %+v", got.calls)
 	}
-	if len(calls) != 1 || calls[0] == nil {
-		t.Fatalf("tool calls %+v", calls)
-	}
-	c := calls[0]
+	c := got.calls[0]
 	if !strings.HasPrefix(c.id, "call_") || c.typ != "function" || c.name != "get_weather" {
 		t.Errorf("tool call %+v", *c)
 	}
 	jsonEqual(t, c.args, `{"city":"Paris"}`)
-	if strings.Contains(content.String(), "tool_call") || strings.TrimSpace(content.String()) != "" {
-		t.Errorf("content %q", content.String())
+	if strings.Contains(got.content, "tool_call") || strings.TrimSpace(got.content) != "" {
+		t.Errorf("content %q", got.content)
 	}
-	if usage == nil || usage.PromptTokens != 12 || usage.CompletionTokens != 3 {
+	if usage := got.usage; usage == nil || usage.PromptTokens != 12 || usage.CompletionTokens != 3 {
 		t.Errorf("usage %+v", usage)
 	}
 	checkFallbackRequests(t, u)

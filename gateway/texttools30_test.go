@@ -8,7 +8,6 @@ package gateway_test
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -119,34 +118,14 @@ func TestOllamaTextToolsStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	var name, args, content strings.Builder
-	var finish openai.FinishReason
-	for {
-		resp, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, ch := range resp.Choices {
-			content.WriteString(ch.Delta.Content)
-			if ch.FinishReason != "" {
-				finish = ch.FinishReason
-			}
-			for _, d := range ch.Delta.ToolCalls {
-				name.WriteString(d.Function.Name)
-				args.WriteString(d.Function.Arguments)
-			}
-		}
+	got := readSDKStream(t, st)
+	name, args := got.joinedCalls()
+	if got.finish != openai.FinishReasonToolCalls || name != "get_weather" {
+		t.Fatalf("finish %q, tool %q", got.finish, name)
 	}
-	if finish != openai.FinishReasonToolCalls || name.String() != "get_weather" {
-		t.Fatalf("finish %q, tool %q", finish, name.String())
-	}
-	jsonEqual(t, args.String(), `{"city":"Paris"}`)
-	if strings.TrimSpace(content.String()) != "" {
-		t.Errorf("content %q", content.String())
+	jsonEqual(t, args, `{"city":"Paris"}`)
+	if strings.TrimSpace(got.content) != "" {
+		t.Errorf("content %q", got.content)
 	}
 	ttCheckOllamaChats(t, u)
 }

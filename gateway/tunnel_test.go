@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -116,35 +115,14 @@ func TestTunnelChatStreamWithUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	var content strings.Builder
-	var usage *openai.Usage
-	finish := openai.FinishReason("")
-	for {
-		resp, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range resp.Choices {
-			content.WriteString(c.Delta.Content)
-			if c.FinishReason != "" {
-				finish = c.FinishReason
-			}
-		}
-		if resp.Usage != nil {
-			usage = resp.Usage
-		}
+	got := readSDKStream(t, st)
+	if got.content != "Hello, world!" {
+		t.Errorf("content %q", got.content)
 	}
-	if content.String() != "Hello, world!" {
-		t.Errorf("content %q", content.String())
+	if got.finish != openai.FinishReasonStop {
+		t.Errorf("finish_reason %q", got.finish)
 	}
-	if finish != openai.FinishReasonStop {
-		t.Errorf("finish_reason %q", finish)
-	}
-	if usage == nil || usage.PromptTokens != 12 || usage.CompletionTokens != 4 || usage.TotalTokens != 16 {
+	if usage := got.usage; usage == nil || usage.PromptTokens != 12 || usage.CompletionTokens != 4 || usage.TotalTokens != 16 {
 		t.Errorf("usage %+v", usage)
 	}
 	up := u.requests()[0]
