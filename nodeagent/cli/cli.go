@@ -88,7 +88,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -107,9 +106,10 @@ type instance struct {
 	storeDir      string // absolute
 	getenv        func(string) string
 	log           *zap.Logger
-	// unguardedWarned: a CLI's group has run without its guard (warned
-	// once: a system without one fails every run alike).
-	unguardedWarned atomic.Bool
+	// unguardedMu guards unguardedSeen: the causes of runs without their
+	// guard already warned of (noteUnguarded); at most maxUnguardedCauses.
+	unguardedMu   sync.Mutex
+	unguardedSeen map[unguardedCause]struct{}
 
 	mu       sync.Mutex
 	cfg      *config             // guarded by mu; replaced by Reconfigure, runs take a snapshot
@@ -340,15 +340,6 @@ func (a *instance) runSession(ctx context.Context, cfg *config, sid string, in *
 		return nil, runErr
 	}
 	return &adapter.Result{FinishReason: "stop"}, nil
-}
-
-// noteUnguarded warns, once per instance, that a CLI's process group ran
-// without its guard (startGuard): its descendants would outlive a node
-// killed while they ran. nil is a no-op.
-func (a *instance) noteUnguarded(err error) {
-	if err != nil && !a.unguardedWarned.Swap(true) {
-		a.log.Warn("cli: a CLI's descendants would outlive the node if it were killed", zap.Error(err))
-	}
 }
 
 // execute runs spec without a session.

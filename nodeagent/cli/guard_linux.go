@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,9 +38,6 @@ const guardFD = 3
 // that never called it (a test binary of another package) would run its
 // own main with the guard's arguments instead: it gets no guard.
 var guardEntry atomic.Bool
-
-// errNoGuardEntry: the running binary does not call RunGuardIfAsked.
-var errNoGuardEntry = errors.New("cli: the running binary has no group guard entry (RunGuardIfAsked)")
 
 // RunGuardIfAsked runs this process as a CLI group's guard, and exits,
 // when it was started as one (argv[0] guardArg0 and one argument, the
@@ -111,7 +107,7 @@ func startGuard(pgid int) (*groupGuard, error) {
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("cli: guard pipe: %w", err)
+		return nil, fmt.Errorf("%w: %w", errGuardPipe, err)
 	}
 	cmd := &exec.Cmd{
 		// The running binary itself, even if replaced on disk since.
@@ -130,7 +126,7 @@ func startGuard(pgid int) (*groupGuard, error) {
 	r.Close()
 	if err != nil {
 		w.Close()
-		return nil, fmt.Errorf("cli: start group guard: %w", err)
+		return nil, fmt.Errorf("%w: %w", errGuardStart, err)
 	}
 	return &groupGuard{cmd: cmd, w: w}, nil
 }

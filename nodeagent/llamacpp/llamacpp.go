@@ -98,7 +98,7 @@ func New(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
 	if t := cfg.GetType(); t != "" && t != TypeName {
 		return nil, fmt.Errorf("llamacpp: type %q is not %q", t, TypeName)
 	}
-	inner, err := openaicompat.New(asOpenAICompat(cfg), env)
+	inner, err := openaicompat.NewLlamaServer(asOpenAICompat(cfg), env)
 	if err != nil {
 		return nil, fmt.Errorf("llamacpp: %w", err)
 	}
@@ -112,7 +112,7 @@ func New(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
 	}
 	base, stop := context.WithCancel(context.Background())
 	return &Instance{
-		Instance: inner.(*openaicompat.Instance),
+		Instance: inner,
 		client:   &http.Client{Transport: newProbeTransport(), Timeout: probeTimeout, CheckRedirect: adapter.NoRedirect},
 		getenv:   getenv,
 		base:     base,

@@ -17,6 +17,31 @@ import (
 // maxErrorBody bounds how much of a non-2xx body is read for its message.
 const maxErrorBody = 64 << 10
 
+// maxErrorDrain bounds what is read and discarded of a non-2xx body past
+// maxErrorBody (a proxy's error page, a long error text), so that its
+// connection goes back to the keep-alive pool; a longer or slower body
+// (errorDrainTime) loses the connection instead.
+const maxErrorDrain = 256 << 10
+
+// errorDrainTime bounds the time spent draining an error body, whatever
+// the request's own deadline (none when timeout_sec is 0): the error is
+// ready, and a peer that stalls mid-body costs it its connection after
+// this, not the wait. A second, not drainAfterDone: an error page of a few
+// hundred KiB on a loaded host should still come back to the pool.
+const errorDrainTime = time.Second
+
+// drainAfterDone bounds the wait for a stream's end after its done line.
+const drainAfterDone = 100 * time.Millisecond
+
+// drainBody reads and discards at most limit bytes of what is left of
+// body, for at most within, so that its connection can be reused; a body
+// longer or slower is closed, losing the connection.
+func drainBody(body io.ReadCloser, limit int64, within time.Duration) {
+	t := time.AfterFunc(within, func() { _ = body.Close() })
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, limit))
+	t.Stop()
+}
+
 // errRunTimeout is the cancellation cause of the adapter's own deadline, so
 // it can be told apart from a caller's cancellation or deadline.
 var errRunTimeout = errors.New("ollama: request timed out")
@@ -120,9 +145,11 @@ func (o *Instance) do(ctx context.Context, cfg *config, method, path string, bod
 }
 
 // statusError turns a non-2xx response into an adapter.Error carrying
-// Ollama's {"error": "..."} message.
+// Ollama's {"error": "..."} message. It reads the body (the caller closes
+// it), draining what follows the message within bounds.
 func statusError(resp *http.Response) error {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	drainBody(resp.Body, maxErrorDrain, errorDrainTime)
 	code := adapter.CodeUpstream
 	if resp.StatusCode == http.StatusBadRequest {
 		code = adapter.CodeInvalidRequest

@@ -26,11 +26,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"sync/atomic"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -149,9 +147,6 @@ func (o *Instance) run(ctx context.Context, cfg *config, req *iop.RunRequest, si
 	}
 }
 
-// drainAfterDone bounds the wait for the body's end after the done line.
-const drainAfterDone = 100 * time.Millisecond
-
 // runStream posts a streaming request and relays its NDJSON output.
 func (o *Instance) runStream(ctx context.Context, cfg *config, path string, body any, text textOf, sink adapter.RunSink) (*adapter.Result, error) {
 	resp, err := o.post(ctx, cfg, path, body)
@@ -169,9 +164,7 @@ func (o *Instance) runStream(ctx context.Context, cfg *config, path string, body
 	// the connection go back to the keep-alive pool instead of being closed.
 	// The answer is complete already: a server (or a proxy) that leaves the
 	// body open gets drainAfterDone, then loses the connection.
-	t := time.AfterFunc(drainAfterDone, func() { _ = resp.Body.Close() })
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-	t.Stop()
+	drainBody(resp.Body, 4<<10, drainAfterDone)
 	return out.result()
 }
 

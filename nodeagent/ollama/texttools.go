@@ -168,30 +168,34 @@ var toolWaitHook func()
 // lookupTools asks Ollama for model's capabilities within budget (derived
 // from the run's ctx). It returns whether to send tools natively and how
 // long that answer holds; 0 means not at all, as when the run's own
-// context ended and the lookup says nothing of Ollama, or when a lookup
-// taken over with part of its budget (whole false) runs out of it.
+// context ended before an answer was read whole and the lookup says
+// nothing of Ollama, or when a lookup taken over with part of its budget
+// (whole false) runs out of it. An answer read whole counts even when the
+// run's context ended just after (during the drain of the body's end).
 // Ollama saying the model does not exist (404) is no failure of the
 // lookup: the run goes native and gets Ollama's own answer to the chat.
 func (o *Instance) lookupTools(ctx, budget context.Context, cfg *config, model string, whole bool) (native bool, ttl time.Duration) {
 	caps, err := o.showCapabilities(budget, cfg, model)
 	switch {
-	case ctx.Err() != nil:
-		return true, 0
-	case err != nil && !whole && budget.Err() != nil:
-		return true, 0
+	// An answer read whole is Ollama's, whatever became of the run since
+	// (cancelled just as it arrived): it is kept for the runs after.
+	case err == nil && caps == nil:
+		// A server from before capabilities: the 400 refusal is the net.
+		return true, toolSupportTTL
+	case err == nil:
+		return slices.Contains(caps, "tools"), toolSupportTTL
 	case modelNotFound(err):
 		o.log.Debug("ollama model not found by the capability lookup, sending tools natively",
 			zap.String("target", model))
 		return true, toolLookupRetry
-	case err != nil:
-		o.log.Warn("ollama capability lookup failed, sending tools natively",
-			zap.String("target", model), zap.Error(err))
-		return true, toolLookupRetry
-	case caps == nil:
-		// A server from before capabilities: the 400 refusal is the net.
-		return true, toolSupportTTL
+	case ctx.Err() != nil, !whole && budget.Err() != nil:
+		// Cut short by the run, or by a taken-over lookup's leftover
+		// budget: nothing was learnt about Ollama.
+		return true, 0
 	}
-	return slices.Contains(caps, "tools"), toolSupportTTL
+	o.log.Warn("ollama capability lookup failed, sending tools natively",
+		zap.String("target", model), zap.Error(err))
+	return true, toolLookupRetry
 }
 
 // modelNotFound reports whether err is Ollama's 404 for a model it does not

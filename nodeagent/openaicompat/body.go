@@ -11,7 +11,9 @@ import (
 // requestBody encodes the normalized run input as the OpenAI request body
 // of op for target: the members of RunInput.extra first (the caller's
 // vendor extensions, passed through), then every typed field over them.
-func requestBody(in *iop.RunInput, op iop.RunOperation, target string) (map[string]json.RawMessage, error) {
+// reasoning names the assistant-message member that carries a turn's
+// earlier reasoning back (see historyReasoning); "" drops it.
+func requestBody(in *iop.RunInput, op iop.RunOperation, target string, reasoning string) (map[string]json.RawMessage, error) {
 	body := map[string]json.RawMessage{}
 	if extra := in.GetExtra(); len(extra) > 0 {
 		if err := json.Unmarshal(extra, &body); err != nil || body == nil {
@@ -25,7 +27,7 @@ func requestBody(in *iop.RunInput, op iop.RunOperation, target string) (map[stri
 	case adapter.OpChat:
 		msgs := make([]wireMessage, 0, len(in.GetMessages()))
 		for _, m := range in.GetMessages() {
-			msgs = append(msgs, toWireMessage(m))
+			msgs = append(msgs, toWireMessage(m, reasoning))
 		}
 		body["messages"] = mustJSON(msgs)
 		if len(in.GetTools()) > 0 {
@@ -77,7 +79,22 @@ type wireMessage struct {
 	Name       string         `json:"name,omitempty"`
 	ToolCalls  []wireToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string         `json:"tool_call_id,omitempty"`
+	// An assistant turn's earlier reasoning, under the one member the
+	// backend reads (historyReasoning); both empty otherwise.
+	Reasoning        string `json:"reasoning,omitempty"`
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
+
+// The members an assistant turn's earlier reasoning can go back in.
+const (
+	// reasoningMember is what vLLM reads (chat_utils'
+	// _parse_chat_message_content takes "reasoning" on an assistant
+	// message and hands it to the template as reasoning_content too).
+	reasoningMember = "reasoning"
+	// reasoningContentMember is what llama-server reads
+	// (common_chat_msgs_parse_oaicompat), as DeepSeek's API names it.
+	reasoningContentMember = "reasoning_content"
+)
 
 type wirePart struct {
 	Type     string        `json:"type"`
@@ -110,9 +127,19 @@ type wireTool struct {
 }
 
 // toWireMessage encodes one message; content that is one text part goes as
-// a plain string (what every OpenAI-compatible server accepts).
-func toWireMessage(m *iop.ChatMessage) wireMessage {
+// a plain string (what every OpenAI-compatible server accepts). An
+// assistant turn's reasoning goes under the member reasoning names, when
+// it has any.
+func toWireMessage(m *iop.ChatMessage, reasoning string) wireMessage {
 	wm := wireMessage{Role: adapter.RoleName(m.GetRole()), Name: m.GetName(), ToolCallID: m.GetToolCallId()}
+	if m.GetRole() == iop.ChatRole_CHAT_ROLE_ASSISTANT {
+		switch reasoning {
+		case reasoningMember:
+			wm.Reasoning = m.GetReasoning()
+		case reasoningContentMember:
+			wm.ReasoningContent = m.GetReasoning()
+		}
+	}
 	parts := m.GetContent()
 	switch {
 	case len(parts) == 1 && parts[0].GetImage() == nil:

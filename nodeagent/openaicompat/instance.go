@@ -33,11 +33,19 @@ const modelsTimeout = 30 * time.Second
 
 // Instance is one configured openai_compat or vllm adapter instance.
 type Instance struct {
-	kind   string
-	cfg    atomic.Pointer[config]
-	client *http.Client
-	getenv func(string) string
-	log    *zap.Logger
+	kind string
+	// historyReasoning names the assistant-message member an earlier
+	// turn's reasoning is sent back in, so that a reasoning model's
+	// template (Qwen 3, DeepSeek, gpt-oss keep the reasoning of the turns
+	// after the last user message) sees its chain: reasoningMember for
+	// vLLM, reasoningContentMember for llama-server; "" (openai_compat)
+	// sends none, since strict OpenAI-style servers refuse a member they
+	// do not know. Set at construction only.
+	historyReasoning string
+	cfg              atomic.Pointer[config]
+	client           *http.Client
+	getenv           func(string) string
+	log              *zap.Logger
 
 	// noNativeTools remembers, per target, that the backend rejected native
 	// tools, so auto mode skips the doomed first attempt for a while.
@@ -89,6 +97,18 @@ func New(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
 	return newInstance(cfg, env, TypeOpenAICompat)
 }
 
+// NewLlamaServer builds the openai_compat instance a llama-server provider
+// (nodeagent/llamacpp) wraps: the same, except that earlier reasoning goes
+// back as reasoning_content, the member llama-server reads.
+func NewLlamaServer(cfg *iop.AdapterConfig, env adapter.Env) (*Instance, error) {
+	in, err := newInstance(cfg, env, TypeOpenAICompat)
+	if err != nil {
+		return nil, err
+	}
+	in.historyReasoning = reasoningContentMember
+	return in, nil
+}
+
 // NewVLLM builds a vllm instance: openai_compat plus adapter.HealthReporter.
 func NewVLLM(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) {
 	in, err := newInstance(cfg, env, TypeVLLM)
@@ -96,6 +116,7 @@ func NewVLLM(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) 
 		return nil, err
 	}
 	in.health = &healthCache{sem: make(chan struct{}, 1)}
+	in.historyReasoning = reasoningMember
 	return VLLMInstance{in}, nil
 }
 

@@ -51,14 +51,14 @@ func (in *Instance) Run(ctx context.Context, req *iop.RunRequest, sink adapter.R
 	case adapter.OpChat:
 		return r.chat(req.GetInput())
 	case adapter.OpCompletion:
-		body, err := requestBody(req.GetInput(), op, r.target)
+		body, err := requestBody(req.GetInput(), op, r.target, "")
 		if err != nil {
 			return nil, err
 		}
 		setStreaming(body)
 		return r.stream("/completions", body)
 	case adapter.OpEmbedding:
-		body, err := requestBody(req.GetInput(), op, r.target)
+		body, err := requestBody(req.GetInput(), op, r.target, "")
 		if err != nil {
 			return nil, err
 		}
@@ -78,7 +78,7 @@ func (in *Instance) Run(ctx context.Context, req *iop.RunRequest, sink adapter.R
 // traffic as text, no instruction, the run not marked), rather than a
 // request it refuses.
 func (r *run) chat(input *iop.RunInput) (*adapter.Result, error) {
-	body, err := requestBody(input, adapter.OpChat, r.target)
+	body, err := requestBody(input, adapter.OpChat, r.target, r.in.historyReasoning)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func (r *run) chat(input *iop.RunInput) (*adapter.Result, error) {
 // textTools runs the chat in the text tool-call form and marks the result.
 func (r *run) textTools(input *iop.RunInput) (*adapter.Result, error) {
 	ti, marked := textToolInput(input)
-	tb, err := requestBody(ti, adapter.OpChat, r.target)
+	tb, err := requestBody(ti, adapter.OpChat, r.target, r.in.historyReasoning)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ func decodeMessages(t *testing.T, body map[string]json.RawMessage) []map[string]
 func textBody(t *testing.T, input string) (map[string]json.RawMessage, bool) {
 	t.Helper()
 	in, marked := textToolInput(testinput.Chat(input))
-	out, err := requestBody(in, adapter.OpChat, "m")
+	out, err := requestBody(in, adapter.OpChat, "m", "")
 	if err != nil {
 		t.Fatalf("requestBody: %v", err)
 	}

@@ -42,7 +42,7 @@ func TestRequestBodyMembers(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			body, err := requestBody(testinput.For(c.op, c.input), c.op, "m")
+			body, err := requestBody(testinput.For(c.op, c.input), c.op, "m", "")
 			if err != nil {
 				t.Fatalf("requestBody: %v", err)
 			}
@@ -64,7 +64,7 @@ func TestRequestBodyMembers(t *testing.T) {
 // Unset sampling sends nothing: no max_tokens of 0 (which vLLM refuses)
 // and no other member the caller did not set.
 func TestRequestBodyUnsetSamplingOmitted(t *testing.T) {
-	body, err := requestBody(testinput.Chat(`{"messages":[{"role":"user","content":"hi"}]}`), adapter.OpChat, "m")
+	body, err := requestBody(testinput.Chat(`{"messages":[{"role":"user","content":"hi"}]}`), adapter.OpChat, "m", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestRequestBodyUnsetSamplingOmitted(t *testing.T) {
 // the node: extra that is JSON null, tool parameters or a schema that are
 // not JSON (dropped, as no parameters).
 func TestRequestBodyMalformedInput(t *testing.T) {
-	if _, err := requestBody(&iop.RunInput{Extra: []byte("null"), Messages: []*iop.ChatMessage{}}, adapter.OpChat, "m"); err == nil {
+	if _, err := requestBody(&iop.RunInput{Extra: []byte("null"), Messages: []*iop.ChatMessage{}}, adapter.OpChat, "m", ""); err == nil {
 		t.Fatal("extra null accepted")
 	} else if ae := asAdapterError(t, err); ae.Code != adapter.CodeInvalidRequest {
 		t.Fatalf("extra null: %v", err)
@@ -89,7 +89,7 @@ func TestRequestBodyMalformedInput(t *testing.T) {
 		ResponseFormat: &iop.ResponseFormat{Type: iop.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA,
 			SchemaName: "n", Schema: []byte(`{bad`)},
 	}
-	body, err := requestBody(in, adapter.OpChat, "m")
+	body, err := requestBody(in, adapter.OpChat, "m", "")
 	if err != nil {
 		t.Fatalf("requestBody: %v", err)
 	}
