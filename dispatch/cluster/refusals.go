@@ -81,7 +81,7 @@ func (r *RefusalLog) message() string {
 	if r.Msg != "" {
 		return r.Msg
 	}
-	return "cluster ledger refused updates; Redis answered, the refused returns' leases expire within the TTL"
+	return "cluster ledger refused updates; Redis answered, the refused returns are sent again until their leases expire within the TTL"
 }
 
 // warn tells of the refusals of kind not warned of yet, and forgets them.
