@@ -23,6 +23,18 @@ func shortLostRetry(t *testing.T, d time.Duration) {
 	t.Cleanup(func() { lostRetry = old })
 }
 
+// observedLedger is a cluster fixture on the Redis at addr (leases of a
+// minute, a 1 s timeout, node n with provider p of capacity 1) whose logs
+// are observed.
+func observedLedger(t *testing.T, addr string) (*fixture, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zapcore.DebugLevel)
+	f := closedLedgerFixture(t, oneProviderCfg(t, 1),
+		cluster.Config{Address: addr, TTL: time.Minute, Timeout: time.Second, EdgeID: "e1"},
+		Options{Logger: zap.New(core)})
+	return f, logs
+}
+
 // idleRefusedCluster is a cluster fixture on rs (leases of a minute,
 // logs observed, lostRetry shortened to 20 ms) whose one lease Redis
 // refused to return (read-only): it waits for that refusal's warning, and
@@ -30,10 +42,7 @@ func shortLostRetry(t *testing.T, d time.Duration) {
 func idleRefusedCluster(t *testing.T, rs *testredis.Server) (*fixture, *observer.ObservedLogs, string, func()) {
 	t.Helper()
 	shortLostRetry(t, 20*time.Millisecond)
-	core, logs := observer.New(zapcore.DebugLevel)
-	f := closedLedgerFixture(t, oneProviderCfg(t, 1),
-		cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: time.Second, EdgeID: "e1"},
-		Options{Logger: zap.New(core)})
+	f, logs := observedLedger(t, rs.Addr)
 	f.up("n")
 	l := mustAcquire(t, f.d, Request{Model: "m"})
 	id := l.ledgerID
@@ -117,10 +126,7 @@ func TestLostRetryTimerOnlyWithoutAnOutage(t *testing.T) {
 // and resent into it still counts once.
 func TestRefusedReturnResentIntoAnOutageCounts(t *testing.T) {
 	rs := testredis.Start(t)
-	core, logs := observer.New(zapcore.DebugLevel)
-	f := closedLedgerFixture(t, oneProviderCfg(t, 1),
-		cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: time.Second, EdgeID: "e1"},
-		Options{Logger: zap.New(core)})
+	f, logs := observedLedger(t, rs.Addr)
 	st := newReturnerState()
 	defer st.timer.Stop()
 	const ttl = time.Minute
@@ -164,11 +170,8 @@ func TestRenewalRecoveryTellsOfBothOutageAndRefusals(t *testing.T) {
 	}{{"outage then refusals", false}, {"refusals then outage", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := testredis.Start(t)
-			core, logs := observer.New(zapcore.DebugLevel)
 			// Renewals every 20 s: the loop's own do not run meanwhile.
-			f := closedLedgerFixture(t, oneProviderCfg(t, 1),
-				cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: time.Second, EdgeID: "e1"},
-				Options{Logger: zap.New(core)})
+			f, logs := observedLedger(t, rs.Addr)
 			outage := func(last renewOutcome) renewOutcome {
 				rs.Stop()
 				_, out := f.d.renewLeases(last)
@@ -202,10 +205,7 @@ func TestRenewalRecoveryTellsOfBothOutageAndRefusals(t *testing.T) {
 // are (the returner's tick flushed on the fixed minute, out of reach of a
 // test).
 func TestReturnerRefusalLogFollowsTheLedgersInterval(t *testing.T) {
-	core, logs := observer.New(zapcore.DebugLevel)
-	f := closedLedgerFixture(t, oneProviderCfg(t, 1),
-		cluster.Config{Address: deadAddr(t), TTL: time.Minute, Timeout: time.Second, EdgeID: "e1"},
-		Options{Logger: zap.New(core)})
+	f, logs := observedLedger(t, deadAddr(t))
 	st := newReturnerState()
 	defer st.timer.Stop()
 	refused := errors.New("refused")

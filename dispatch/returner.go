@@ -392,15 +392,16 @@ var lostRetry = outageProbe
 const lostRetryShifts = 4 // lostRetry << 4: 32 s
 
 // lostReturns is the returns whose batch failed without an answer, and
-// the fenced or resent ones Redis refused, by lease id (owned by the
-// returner goroutine). Such a return may never have taken effect: its
+// those Redis refused, by lease id (owned by the returner goroutine). Such a return may never have taken effect: its
 // lease, no longer renewed, holds its slot in every edge's count until it
 // expires (up to a TTL), and a fenced one's lease may moreover be put
 // back by the re-add it was fenced for, still on its way (its unsure
 // entry ended when it was fenced). Each is sent again (fenced if it was)
-// with the next batches, alone right after the first probe Redis answers,
-// and first in the shutdown flush, until a batch carrying it is answered
-// without refusing it, or until a TTL after its at (see lostReturn).
+// with the next batches, alone right after the first probe Redis answers
+// or on the returner's timer once due (a refused one waits lostRetry,
+// doubling; see retryAfter), and first in the shutdown flush, until a
+// batch carrying it is answered without refusing it, or until a TTL after
+// its at (see lostReturn).
 //
 // A return sent again can remove no other lease than its own: lease ids
 // are <edge id>/<n>, the edge id this process's own (its host name and 48

@@ -27,9 +27,9 @@ import (
 //     did not answer is marked ledgerRetry and pumped again by the retry
 //     tick once the backoff has passed;
 //   - a released lease goes back to the ledger from the returner (bounded
-//     queue, never under the lock); a return whose batch got no answer is
-//     sent again (lostReturns), one that cannot be made expires within
-//     the TTL; one released after Close is sent by a short-lived
+//     queue, never under the lock); a return whose batch got no answer,
+//     or that Redis refused, is sent again (lostReturns), one that cannot
+//     be made expires within the TTL; one released after Close is sent by a short-lived
 //     goroutine of its own (sendLate);
 //   - the cluster loop renews this edge's leases every TTL/3 (sooner
 //     after a renewal failed) and puts back, through the returner, those
