@@ -36,9 +36,7 @@ func (d *Dispatcher) returner(ttl time.Duration) {
 			d.mu.Unlock()
 			d.takes.Wait()
 			st.outage.end(d.log, "until shutdown")
-			now := time.Now()
-			st.refused.Flush(d.log, now, now)
-			d.flushReturnsLost(batch, st.unsure, st.lost, ttl)
+			d.flushReturnsLog(batch, st.unsure, st.lost, &st.refused, ttl)
 			return
 		case <-st.timer.C:
 			st.timerAt = time.Time{}
@@ -80,8 +78,11 @@ type returnerState struct {
 	send   []cluster.Update
 	// probeAt is when Redis is probed while an outage is open; sweepAt
 	// when unsure's and lost's entries a TTL old are dropped next (zero:
-	// none recorded since the last sweep).
-	probeAt, sweepAt time.Time
+	// none recorded since the last sweep); retryAt when the first lost
+	// return is due (zero: none kept), sent then alone unless a batch
+	// carried it before (while no outage is open: the probe resends them
+	// once it ends).
+	probeAt, sweepAt, retryAt time.Time
 	// timer fires at timerAt (zero: stopped or fired).
 	timer   *time.Timer
 	timerAt time.Time
@@ -115,15 +116,24 @@ func (d *Dispatcher) applyBatch(st *returnerState, batch []cluster.Update, ttl t
 		// Redis answered every update: the refused ones never take
 		// effect, so no re-add of the batch is unsure, and an outage
 		// open until now is over. The lost returns sent again were
-		// answered too; those refused are sent again later.
+		// answered too; those refused are sent again later, as are
+		// the batch's own refused returns.
 		st.lost.answered(send, len(batch), refusedUpdates(err), st.fenced, now, ttl)
 		st.outage.record(d.log, len(batch), 0, nil)
+		st.refused.Every = d.ledger.RefusalLogEvery()
 		st.refused.Record(d.log, len(send), err, now)
 	case err != nil:
+		// The resent returns this outage has not counted yet (those
+		// refused before it, or lost in an earlier one) count now; a
+		// return lost in this outage and resent into it does not
+		// count twice.
+		serial := st.outage.open()
+		resent := st.lost.count(send[len(batch):], serial)
 		st.unsure.add(batch, now, ttl)
 		st.lost.keep(batch, st.fenced, now, ttl)
+		st.lost.count(batch, serial)
 		st.probeAt = now.Add(outageProbe)
-		st.outage.record(d.log, len(batch), len(send)-len(batch), err)
+		st.outage.record(d.log, len(batch), resent, err)
 	default:
 		if len(send) > len(batch) {
 			st.lost.answered(send, len(batch), nil, nil, now, ttl)
@@ -136,6 +146,10 @@ func (d *Dispatcher) applyBatch(st *returnerState, batch []cluster.Update, ttl t
 	if len(st.fenced) > 0 {
 		clear(st.fenced)
 	}
+	st.retryAt = time.Time{}
+	if len(st.lost) > 0 {
+		st.retryAt = st.lost.due(now)
+	}
 	st.arm()
 }
 
@@ -144,7 +158,8 @@ func (d *Dispatcher) applyBatch(st *returnerState, batch []cluster.Update, ttl t
 // have come.
 func (d *Dispatcher) returnerTick(st *returnerState, ttl time.Duration) {
 	now := time.Now()
-	st.refused.Flush(d.log, now.Add(-cluster.RefusalLogEvery), now)
+	st.refused.Every = d.ledger.RefusalLogEvery()
+	st.refused.FlushDue(d.log, now)
 	if !st.sweepAt.IsZero() && !now.Before(st.sweepAt) {
 		st.sweepAt = st.unsure.expire(now, ttl)
 		if next := st.lost.expire(now, ttl); !next.IsZero() && (st.sweepAt.IsZero() || next.Before(st.sweepAt)) {
@@ -175,18 +190,26 @@ func (d *Dispatcher) returnerTick(st *returnerState, ttl time.Duration) {
 			st.probeAt = time.Now().Add(outageProbe)
 			d.log.Debug("cluster ledger probe not answered", zap.Error(err))
 		}
+	} else if st.outage.batches == 0 && !st.retryAt.IsZero() && !now.Before(st.retryAt) && d.ctx.Err() == nil {
+		// Lost returns due and no batch went out to carry them: an
+		// idle edge would otherwise leave their slots taken, in every
+		// edge's count, until their leases expire.
+		d.applyBatch(st, nil, ttl)
 	}
 	st.arm()
 }
 
 // arm sets the timer for the earliest of the probe (while an outage is
-// open), the sweep and the warning of refusals held back, unless it is set
-// for sooner already. Without an outage, unsure entries or refusals it
-// costs three checks.
+// open), the lost returns' retry (while none is), the sweep and the
+// warning of refusals held back, unless it is set for sooner already.
+// Without an outage, lost returns, unsure entries or refusals it costs
+// four checks.
 func (st *returnerState) arm() {
 	var at time.Time
 	if st.outage.batches > 0 {
 		at = st.probeAt
+	} else {
+		at = st.retryAt
 	}
 	if due := st.refused.Due(); !due.IsZero() && (at.IsZero() || due.Before(at)) {
 		at = due
@@ -215,14 +238,26 @@ type applyOutage struct {
 	batches, updates int
 	since            time.Time
 	first            error
+	// serial numbers the outages (0: none yet), the open one's or the
+	// last's: lostReturn.counted tells by it whether a lost return was
+	// counted in the open outage.
+	serial uint64
 }
 
-// record notes one batch of n updates sent with resent lost returns,
-// err its outcome: a failure is counted (and logged at debug level); a
-// success after failures ends the outage. The resent returns count only
-// in a batch that begins an outage: in one already open they were
-// counted when they were lost. So a batch of lost returns alone (n = 0),
-// sent right after the probe that ended their outage, counts them.
+// open is the serial of the open outage, or of the one the next failure
+// opens.
+func (o *applyOutage) open() uint64 {
+	if o.batches == 0 {
+		return o.serial + 1
+	}
+	return o.serial
+}
+
+// record notes one batch of n updates sent with resent lost returns not
+// counted yet in the outage (see lostReturns.count), err its outcome: a
+// failure is counted (and logged at debug level); a success after
+// failures ends the outage. A batch of lost returns alone (n = 0), sent
+// right after the probe that ended their outage, counts them.
 func (o *applyOutage) record(log *zap.Logger, n, resent int, err error) {
 	if err == nil {
 		o.end(log, "until Redis answered again")
@@ -230,8 +265,9 @@ func (o *applyOutage) record(log *zap.Logger, n, resent int, err error) {
 	}
 	if o.batches == 0 {
 		o.since, o.first = time.Now(), err
-		n += resent
+		o.serial++
 	}
+	n += resent
 	o.batches++
 	o.updates += n
 	log.Debug("cluster ledger updates not applied", zap.Int("updates", n), zap.Error(err))
@@ -246,7 +282,7 @@ func (o *applyOutage) end(log *zap.Logger, until string) {
 	log.Warn("cluster ledger updates not applied "+until+"; their leases expire within the TTL, their waiters age out",
 		zap.Int("batches", o.batches), zap.Int("updates", o.updates),
 		zap.Duration("outage", time.Since(o.since)), zap.Error(o.first))
-	*o = applyOutage{}
+	*o = applyOutage{serial: o.serial}
 }
 
 // maxUnsure bounds the leases whose re-add the returner is unsure of.
@@ -343,21 +379,29 @@ func (u unsureReadds) fenceInto(batch []cluster.Update, now time.Time, ttl time.
 const maxLost = returnQueue
 
 // lostRetry is how long a return kept after Redis refused it waits before
-// it rides along with a batch again: Redis refuses it for as long as it is
-// out of memory or read-only, and sending it with every batch meanwhile
-// would only grow each batch.
-const lostRetry = outageProbe
+// it is sent again, with a batch or alone: Redis refuses it for as long as
+// it is out of memory or read-only (or a key of another type stays), and
+// sending it with every batch meanwhile would only grow each batch. Each
+// refusal in a row doubles the wait, up to lostRetryMax. A var: tests
+// shorten it (set before the dispatcher starts, restored after Close).
+var lostRetry = outageProbe
+
+// lostRetryShifts bounds the doublings of lostRetry between two sends of
+// a return refused again and again (a return waits no longer than its
+// lease's TTL anyway).
+const lostRetryShifts = 4 // lostRetry << 4: 32 s
 
 // lostReturns is the returns whose batch failed without an answer, and
-// the fenced or resent ones Redis refused, by lease id (owned by the
-// returner goroutine). Such a return may never have taken effect: its
+// those Redis refused, by lease id (owned by the returner goroutine). Such a return may never have taken effect: its
 // lease, no longer renewed, holds its slot in every edge's count until it
 // expires (up to a TTL), and a fenced one's lease may moreover be put
 // back by the re-add it was fenced for, still on its way (its unsure
 // entry ended when it was fenced). Each is sent again (fenced if it was)
-// with the next batches, alone right after the first probe Redis answers,
-// and first in the shutdown flush, until a batch carrying it is answered
-// without refusing it, or until a TTL after its at (see lostReturn).
+// with the next batches, alone right after the first probe Redis answers
+// or on the returner's timer once due (a refused one waits lostRetry,
+// doubling; see retryAfter), and first in the shutdown flush, until a
+// batch carrying it is answered without refusing it, or until a TTL after
+// its at (see lostReturn).
 //
 // A return sent again can remove no other lease than its own: lease ids
 // are <edge id>/<n>, the edge id this process's own (its host name and 48
@@ -379,10 +423,21 @@ type lostReturn struct {
 	// not run any more, and the lease, not renewed since its release,
 	// has expired.
 	at time.Time
-	// retryAt is zero, or, once Redis refused the return, when it rides
-	// along with a batch again.
+	// retryAt is zero, or, once Redis refused the return, when it is
+	// sent again (with a batch, or alone once it is due).
 	retryAt time.Time
-	fence   bool
+	// refusals is how many sends of it Redis refused in a row (see
+	// lostRetry); counted the serial of the last outage that counted it
+	// (applyOutage.serial).
+	refusals uint8
+	counted  uint64
+	fence    bool
+}
+
+// retryAfter is when a return refused the refusals-th time in a row at
+// now is sent again.
+func retryAfter(now time.Time, refusals uint8) time.Time {
+	return now.Add(lostRetry << min(refusals-1, lostRetryShifts))
 }
 
 // keep records the returns of batch, whose batch failed without an
@@ -412,7 +467,42 @@ func (l lostReturns) add(op cluster.Update, fenced map[string]time.Time, now, re
 			return
 		}
 	}
-	l[op.ID] = lostReturn{key: op.Key, at: at, retryAt: retryAt, fence: op.Fence}
+	r := lostReturn{key: op.Key, at: at, retryAt: retryAt, fence: op.Fence}
+	if !retryAt.IsZero() {
+		r.refusals = 1
+	}
+	l[op.ID] = r
+}
+
+// count marks the returns of ops that l keeps as counted in the outage of
+// serial, and returns how many were not yet.
+func (l lostReturns) count(ops []cluster.Update, serial uint64) int {
+	n := 0
+	for _, op := range ops {
+		if r, ok := l[op.ID]; ok && op.Kind == cluster.OpReturn && r.counted != serial {
+			r.counted = serial
+			l[op.ID] = r
+			n++
+		}
+	}
+	return n
+}
+
+// due is when the first of the returns is to be sent again: now for one
+// lost without an answer (sent with the next batch, or alone as soon as
+// no outage is open), the earliest retryAt of the refused ones otherwise.
+func (l lostReturns) due(now time.Time) time.Time {
+	var at time.Time
+	for _, r := range l {
+		t := r.retryAt
+		if t.Before(now) {
+			return now
+		}
+		if at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	return at
 }
 
 // dropPlain forgets one unfenced return, and reports whether there was
@@ -449,14 +539,14 @@ func (l lostReturns) resend(dst []cluster.Update, now time.Time, ttl time.Durati
 // answered notes a batch Redis answered: send is what was sent, the lost
 // returns resent from index from on, and refused the indices Redis
 // refused, ascending. The resent returns are forgotten, save the refused
-// ones, which ride along again lostRetry after now; a fenced return of
-// the batch that Redis refused is kept the same way (the re-add it was
-// fenced for may still be on its way; fenced holds when it was sent).
-// Plain returns of the batch refused are not: their leases expire within
-// the TTL, as before (a key of another type refuses them for as long as
-// it stays).
+// ones, which are sent again later (retryAfter); a return of the batch
+// that Redis refused is kept the same way, within maxLost, fenced ones
+// first (the re-add it was fenced for may still be on its way; fenced
+// holds when it was sent). A key of another type refuses a plain one for
+// as long as it stays: it is then sent again a few times until its lease
+// has expired, as a lost one is (its slot is taken meanwhile anyway).
 func (l lostReturns) answered(send []cluster.Update, from int, refused []int, fenced map[string]time.Time, now time.Time, ttl time.Duration) {
-	retryAt := now.Add(lostRetry)
+	retryAt := retryAfter(now, 1)
 	for i, op := range send {
 		isRefused := len(refused) > 0 && refused[0] == i
 		if isRefused {
@@ -464,14 +554,15 @@ func (l lostReturns) answered(send []cluster.Update, from int, refused []int, fe
 		}
 		switch {
 		case i < from:
-			if isRefused && op.Kind == cluster.OpReturn && op.Fence {
+			if isRefused && op.Kind == cluster.OpReturn {
 				l.add(op, fenced, now, retryAt, ttl)
 			}
 		case !isRefused:
 			delete(l, op.ID)
 		default:
 			if r, ok := l[op.ID]; ok {
-				r.retryAt = retryAt
+				r.refusals = min(r.refusals+1, lostRetryShifts+1)
+				r.retryAt = retryAfter(now, r.refusals)
 				l[op.ID] = r
 			}
 		}
@@ -537,9 +628,21 @@ func (d *Dispatcher) flushReturns(batch []cluster.Update, unsure unsureReadds, t
 // returns, those waiting after a refusal too (the last chance to send
 // them).
 func (d *Dispatcher) flushReturnsLost(batch []cluster.Update, unsure unsureReadds, lost lostReturns, ttl time.Duration) {
+	var refused cluster.RefusalLog // one warning per kind of reply
+	d.flushReturnsLog(batch, unsure, lost, &refused, ttl)
+}
+
+// flushReturnsLog is flushReturnsLost recording the batches Redis refused
+// in refused (the returner's: a kind it warned of within the minute is not
+// warned of again), whose refusals held back it warns of once done, the
+// shutdown's with them: no later call would tell them.
+func (d *Dispatcher) flushReturnsLog(batch []cluster.Update, unsure unsureReadds, lost lostReturns, refused *cluster.RefusalLog, ttl time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), closeFlush)
 	defer cancel()
-	var refused cluster.RefusalLog // one warning per kind of reply
+	defer func() {
+		now := time.Now()
+		refused.Flush(d.log, now, now)
+	}()
 	var again []cluster.Update
 	if len(lost) > 0 {
 		lost.allDue()

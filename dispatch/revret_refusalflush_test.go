@@ -20,10 +20,7 @@ import (
 // passed, though no refusal follows. The old code told them only at
 // debug level, unless another refusal of the kind came a minute later.
 func TestReturnerWarnsOfHeldBackRefusalsOnItsTimer(t *testing.T) {
-	core, logs := observer.New(zapcore.DebugLevel)
-	f := closedLedgerFixture(t, oneProviderCfg(t, 1),
-		cluster.Config{Address: deadAddr(t), TTL: time.Minute, Timeout: time.Second, EdgeID: "e1"},
-		Options{Logger: zap.New(core)})
+	f, logs := observedLedger(t, deadAddr(t))
 	st := newReturnerState()
 	defer st.timer.Stop()
 	refused := errors.New("refused")

@@ -27,9 +27,9 @@ import (
 //     did not answer is marked ledgerRetry and pumped again by the retry
 //     tick once the backoff has passed;
 //   - a released lease goes back to the ledger from the returner (bounded
-//     queue, never under the lock); a return whose batch got no answer is
-//     sent again (lostReturns), one that cannot be made expires within
-//     the TTL; one released after Close is sent by a short-lived
+//     queue, never under the lock); a return whose batch got no answer,
+//     or that Redis refused, is sent again (lostReturns), one that cannot
+//     be made expires within the TTL; one released after Close is sent by a short-lived
 //     goroutine of its own (sendLate);
 //   - the cluster loop renews this edge's leases every TTL/3 (sooner
 //     after a renewal failed) and puts back, through the returner, those
@@ -137,13 +137,23 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 	}
 }
 
-// renewOutcome is how a renewal (with the liveness mark) ended.
-type renewOutcome uint8
+// renewOutcome is how the last renewal (with the liveness mark) ended,
+// and what failed since the last one accepted (zero: accepted).
+type renewOutcome struct {
+	last renewResult
+	// unanswered and refused: a renewal since the last one accepted got
+	// no answer (an outage), an error reply. Both may have happened: the
+	// first renewal accepted tells of each.
+	unanswered, refused bool
+}
+
+// renewResult is how one renewal ended.
+type renewResult uint8
 
 const (
-	renewAccepted   renewOutcome = iota
-	renewUnanswered              // Redis did not answer: an outage
-	renewRefused                 // Redis answered with an error reply
+	renewAccepted   renewResult = iota
+	renewUnanswered             // Redis did not answer: an outage
+	renewRefused                // Redis answered with an error reply
 )
 
 // renewLeases renews this edge's leases, puts back (through the returner)
@@ -153,7 +163,8 @@ const (
 // when both were accepted) and how it ended. last is how the previous one
 // ended: an outage is one warning, not one per retry (two a second for as
 // long as Redis is down), and the first renewal accepted after failed
-// ones says what ended, an outage or refusals (Redis answered those).
+// ones says what ended, an outage, refusals (Redis answered those), or
+// both.
 func (d *Dispatcher) renewLeases(last renewOutcome) (time.Time, renewOutcome) {
 	held, leases := d.heldLeases()
 	missing, err := d.ledger.Renew(d.ctx, held)
@@ -177,26 +188,26 @@ func (d *Dispatcher) renewLeases(last renewOutcome) (time.Time, renewOutcome) {
 			// requests (the nodes' gates still bound the backends);
 			// retried as after an outage, warned of once a minute.
 			d.ledger.NoteRefused(d.log, cluster.RefusedRenew, err)
-			return again, renewRefused
-		case last == renewUnanswered:
+			return again, renewOutcome{last: renewRefused, unanswered: last.unanswered, refused: true}
+		case last.last == renewUnanswered:
 			d.log.Debug("cluster lease renewal failed", zap.Error(err))
 		default:
 			// Also right after refusals: Redis answered those, and
 			// this is an outage of its own.
 			d.log.Warn("cluster lease renewal failed", zap.Error(err))
 		}
-		return again, renewUnanswered
+		return again, renewOutcome{last: renewUnanswered, unanswered: true, refused: last.refused}
 	}
-	switch last {
-	case renewUnanswered:
+	if last.unanswered {
 		d.log.Info("cluster lease renewal answers again")
-	case renewRefused:
+	}
+	if last.refused {
 		d.log.Info("cluster ledger accepts lease renewals again")
 	}
 	if err := d.ledger.SetPending(d.ctx, d.pendingByModel()); err != nil && d.ctx.Err() == nil {
 		d.log.Debug("cluster pending not published", zap.Error(err))
 	}
-	return time.Time{}, renewAccepted
+	return time.Time{}, renewOutcome{}
 }
 
 // readd queues OpReadd for the leases the ledger lost (by key, as Renew

@@ -91,7 +91,7 @@ func TestClusterLeaseReturnedDuringRenewalIsNotPutBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, line := range strings.Split(list, "\n") {
-			if strings.Contains(line, "flags=b") && strings.Contains(line, "cmd=eval ") {
+			if strings.Contains(line, "flags=b") && strings.Contains(line, "cmd=evalsha ") {
 				return true
 			}
 		}

@@ -47,8 +47,11 @@ type returnGroup struct {
 // not removed age out of their set. A *Refusal (ErrRefused) when Redis
 // answered every update (the ones refused never take effect, save a
 // script's writes before its refusal), ErrUnavailable when some went
-// unanswered (those may still take effect later). NOSCRIPT cannot occur:
-// the scripts are sent whole (EVAL).
+// unanswered (those may still take effect later).
+//
+// The scripts go by their SHA1 (EVALSHA), not their bodies: a batch of
+// one return is some 150 bytes, not 2 KB. A Redis that lost its script
+// cache (a restart, SCRIPT FLUSH) answers NOSCRIPT; see evalAgain.
 func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
 	if len(updates) == 0 {
 		return nil
@@ -62,8 +65,7 @@ func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
 		key := l.at(u.Key)
 		switch u.Kind {
 		case OpWait:
-			// Eval, not EvalSha: a pipeline cannot fall back after NOSCRIPT.
-			waitScript.Eval(ctx, pipe, []string{key}, u.ID, (10 * MaxYield).Milliseconds())
+			waitScript.EvalSha(ctx, pipe, []string{key}, u.ID, (10 * MaxYield).Milliseconds())
 		case OpUnwait:
 			pipe.ZRem(ctx, key, u.ID)
 		case OpReadd:
@@ -71,14 +73,14 @@ func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
 			if u.Long {
 				isLong = "1"
 			}
-			readdScript.Eval(ctx, pipe, []string{key, key + ":long", l.returnedKey(u.ID)}, l.cfg.TTL.Milliseconds(), u.ID, isLong)
+			readdScript.EvalSha(ctx, pipe, []string{key, key + ":long", l.returnedKey(u.ID)}, l.cfg.TTL.Milliseconds(), u.ID, isLong)
 		case OpReturn:
 			g := groupOf(groups, key)
 			if g.last != i {
 				continue // sent with the resource's last return
 			}
 			g.cmd = n
-			returnScript.Eval(ctx, pipe, g.keys, g.args...)
+			returnScript.EvalSha(ctx, pipe, g.keys, g.args...)
 		default:
 			// Checked before anything is sent: a kind added without its
 			// command here would otherwise shift every later reply.
@@ -89,6 +91,12 @@ func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
 	cmds, err := pipe.Exec(ctx)
 	if err == nil {
 		return nil
+	}
+	if answered(cmds) {
+		err = evalAgain(ctx, l.rdb, cmds)
+		if err == nil {
+			return nil
+		}
 	}
 	if !answered(cmds) {
 		return fmt.Errorf("%w: apply: %w", ErrUnavailable, err)
@@ -157,4 +165,65 @@ func (l *Ledger) refusedUpdates(updates []Update, groups []returnGroup, cmds []r
 		}
 	}
 	return out
+}
+
+// scriptBodies are the ledger's pipelined scripts' bodies by SHA1, for
+// evalAgain.
+var scriptBodies = map[string]string{
+	waitScript.Hash():   waitSrc,
+	readdScript.Hash():  readdSrc,
+	returnScript.Hash(): returnSrc,
+	renewScript.Hash():  renewSrc,
+}
+
+// noScript reports whether err is Redis's NOSCRIPT reply to an EVALSHA
+// (the script is not in its cache). go-redis gives replies no type: the
+// reply's prefix, which Redis documents, is the only way to tell.
+func noScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// evalAgain sends again, in one more round trip, the commands of an
+// answered pipeline from the first one Redis answered NOSCRIPT on, in
+// their order, each EVALSHA as EVAL with its script's body (which loads
+// the script for the next batches); it puts their replies in cmds and
+// returns the first error left among cmds (nil: none). Without NOSCRIPT
+// it only returns that error.
+//
+// Not only the NOSCRIPT ones: the commands after the first of them did
+// run (a plain command, or a script another client loaded meanwhile), and
+// sending the refused ones alone would run them after those. So a re-add
+// and a return of one lease never end applied in the wrong order. Running
+// the others twice, in their order, changes nothing: a return of a lease
+// already returned removes nothing and announces nothing, a re-add of a
+// lease still held sets its expiry anew, as does a renewal, a ZREM
+// removes nothing more; a waiter registered twice keeps the later arrival
+// (a race with another client's SCRIPT FLUSH, so rare).
+func evalAgain(ctx context.Context, rdb *redis.Client, cmds []redis.Cmder) error {
+	first := -1
+	for i, c := range cmds {
+		if noScript(c.Err()) {
+			first = i
+			break
+		}
+	}
+	if first >= 0 {
+		pipe := rdb.Pipeline()
+		again := make([]redis.Cmder, 0, len(cmds)-first)
+		for _, c := range cmds[first:] {
+			args := c.Args()
+			if name, _ := args[0].(string); name == "evalsha" {
+				args = append([]any{"eval", scriptBodies[args[1].(string)]}, args[2:]...)
+			}
+			again = append(again, pipe.Do(ctx, args...))
+		}
+		_, _ = pipe.Exec(ctx) // each command's error is read below
+		copy(cmds[first:], again)
+	}
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

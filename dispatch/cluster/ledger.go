@@ -494,7 +494,6 @@ func (l *Ledger) Renew(ctx context.Context, held map[string][]HeldLease) (map[st
 	defer cancel()
 	pipe := l.rdb.Pipeline()
 	keys := make([]string, 0, len(held))
-	cmds := make([]*redis.Cmd, 0, len(held))
 	for key, leases := range held {
 		args := make([]any, 0, 2*len(leases)+1)
 		args = append(args, l.cfg.TTL.Milliseconds())
@@ -506,14 +505,17 @@ func (l *Ledger) Renew(ctx context.Context, held map[string][]HeldLease) (map[st
 			args = append(args, hl.ID, isLong)
 		}
 		at := l.at(key)
-		// Eval, not EvalSha: a pipeline cannot fall back after NOSCRIPT.
-		cmds = append(cmds, renewScript.Eval(ctx, pipe, []string{at, at + ":long"}, args...))
+		// By its SHA1 (see Apply), sent again whole after NOSCRIPT.
+		renewScript.EvalSha(ctx, pipe, []string{at, at + ":long"}, args...)
 		keys = append(keys, key)
 	}
 	sent, err := pipe.Exec(ctx)
+	if err != nil && answered(sent) {
+		err = evalAgain(ctx, l.rdb, sent)
+	}
 	var missing map[string][]string
-	for i, c := range cmds {
-		ids, cerr := c.StringSlice()
+	for i, c := range sent {
+		ids, cerr := c.(*redis.Cmd).StringSlice()
 		if cerr != nil || len(ids) == 0 {
 			continue
 		}

@@ -81,7 +81,7 @@ func (r *RefusalLog) message() string {
 	if r.Msg != "" {
 		return r.Msg
 	}
-	return "cluster ledger refused updates; Redis answered, the refused returns' leases expire within the TTL"
+	return "cluster ledger refused updates; Redis answered, the refused returns are sent again until their leases expire within the TTL"
 }
 
 // warn tells of the refusals of kind not warned of yet, and forgets them.
@@ -115,6 +115,14 @@ func (r *RefusalLog) Flush(log *zap.Logger, lastWarned, now time.Time) {
 		if k.batches > 0 && !k.logged.After(lastWarned) {
 			k.warn(log, r.message(), kind, now)
 		}
+	}
+}
+
+// FlushDue warns of the refusals held back whose warning is due at now
+// (Due): those of each kind last warned of Every or more before now.
+func (r *RefusalLog) FlushDue(log *zap.Logger, now time.Time) {
+	if due := r.Due(); !due.IsZero() && !now.Before(due) {
+		r.Flush(log, now.Add(-r.every()), now)
 	}
 }
 
@@ -154,23 +162,29 @@ func (l *Ledger) FlushRefusals(log *zap.Logger, now time.Time) {
 	l.refusedMu.Lock()
 	defer l.refusedMu.Unlock()
 	for op := range l.refused {
-		r := &l.refused[op]
-		if due := r.Due(); !due.IsZero() && !now.Before(due) {
-			r.Flush(log, now.Add(-r.every()), now)
-		}
+		l.refused[op].FlushDue(log, now)
 	}
 }
 
 // SetRefusalLogEvery sets how often NoteRefused warns of each kind of
-// reply at most (zero: RefusalLogEvery), for tests of the callers'
-// periodic FlushRefusals, which the fixed minute would otherwise put out
-// of reach. Safe for concurrent use.
+// reply at most (zero: RefusalLogEvery), and what RefusalLogEvery then
+// answers, for tests of the callers' periodic flushes, which the fixed
+// minute would otherwise put out of reach. Safe for concurrent use.
 func (l *Ledger) SetRefusalLogEvery(every time.Duration) {
 	l.refusedMu.Lock()
 	defer l.refusedMu.Unlock()
 	for op := range l.refused {
 		l.refused[op].Every = every
 	}
+}
+
+// RefusalLogEvery is what SetRefusalLogEvery last set (zero:
+// RefusalLogEvery, the constant), for the callers' own RefusalLogs (the
+// dispatcher's returner keeps one for Apply). Safe for concurrent use.
+func (l *Ledger) RefusalLogEvery() time.Duration {
+	l.refusedMu.Lock()
+	defer l.refusedMu.Unlock()
+	return l.refused[0].Every
 }
 
 // FlushAllRefusals warns of every refusal NoteRefused held back, due or
