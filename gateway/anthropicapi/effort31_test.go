@@ -23,7 +23,7 @@ func TestParseOutputConfigEffort(t *testing.T) {
 		{`{"effort":"max"}`, `{"type":"disabled"}`, ``},
 		{`{"effort":null}`, ``, ``},
 		{`{}`, ``, ``},
-		{`{"format":{"type":"json_schema"},"task_budget":{"total":1}}`, ``, ``},
+		{`{"format":{"type":"json_schema","schema":{"type":"object"}},"task_budget":{"total":1}}`, ``, ``},
 		{`null`, ``, ``},
 	} {
 		body := `{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"hi"}],"output_config":` + c.in
@@ -143,7 +143,7 @@ func runAndTunnelChat(t *testing.T, r *Request) (run, tunnel []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tunnel, err = r.TunnelChat(run); err != nil {
+	if tunnel, err = r.TunnelChat(run, ReasoningNone); err != nil {
 		t.Fatal(err)
 	}
 	return run, tunnel
