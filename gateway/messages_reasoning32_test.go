@@ -41,35 +41,26 @@ func TestMessagesTunnelReasoningByProviderKind(t *testing.T) {
 			for _, stream := range []bool{false, true} {
 				sendMessage(t, an, p, stream)
 			}
-			for _, s := range []struct {
-				u   *upstream
-				typ string
-			}{{first, c.first}, {second, c.second}} {
-				chats := thinkoffChats(t, s.u)
-				if len(chats) != 2 {
-					t.Fatalf("%s got %d chat requests", s.typ, len(chats))
+			eachFailoverChat(t, 2, first, second, c.first, c.second, func(typ string, chat map[string]json.RawMessage) {
+				var msgs []map[string]any
+				if err := json.Unmarshal(chat["messages"], &msgs); err != nil {
+					t.Fatal(err)
 				}
-				for _, chat := range chats {
-					var msgs []map[string]any
-					if err := json.Unmarshal(chat["messages"], &msgs); err != nil {
-						t.Fatal(err)
-					}
-					member := reasoningMember[s.typ]
-					want := []map[string]any{{"role": "user", "content": "Plan my trip."}}
-					if member != "" {
-						want = append(want, map[string]any{"role": "assistant", "content": "", member: "Nothing to plan yet."})
-					}
-					want = append(want, map[string]any{"role": "user", "content": "To Paris."})
-					asst := map[string]any{"role": "assistant", "content": "Sunny."}
-					if member != "" {
-						asst[member] = reasoningThinking
-					}
-					want = append(want, asst, map[string]any{"role": "user", "content": "Thanks."})
-					got, _ := json.Marshal(msgs)
-					wantJSON, _ := json.Marshal(want)
-					jsonEqual(t, string(got), string(wantJSON))
+				member := reasoningMember[typ]
+				want := []map[string]any{{"role": "user", "content": "Plan my trip."}}
+				if member != "" {
+					want = append(want, map[string]any{"role": "assistant", "content": "", member: "Nothing to plan yet."})
 				}
-			}
+				want = append(want, map[string]any{"role": "user", "content": "To Paris."})
+				asst := map[string]any{"role": "assistant", "content": "Sunny."}
+				if member != "" {
+					asst[member] = reasoningThinking
+				}
+				want = append(want, asst, map[string]any{"role": "user", "content": "Thanks."})
+				got, _ := json.Marshal(msgs)
+				wantJSON, _ := json.Marshal(want)
+				jsonEqual(t, string(got), string(wantJSON))
+			})
 		})
 	}
 }

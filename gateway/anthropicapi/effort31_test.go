@@ -31,15 +31,7 @@ func TestParseOutputConfigEffort(t *testing.T) {
 			body += `,"thinking":` + c.thinking
 		}
 		body += `}`
-		for _, parse := range []func([]byte) (*Request, *Error){ParseRequest, ParseCountRequest} {
-			r, e := parse([]byte(body))
-			if e != nil {
-				t.Fatalf("%s: %v", body, e)
-			}
-			chat, err := r.OpenAIChat()
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, chat := range bothChats(t, body) {
 			var got struct {
 				ReasoningEffort *string `json:"reasoning_effort"`
 			}

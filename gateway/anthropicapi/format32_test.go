@@ -9,11 +9,11 @@ import (
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
-// formatChat parses body (count_tokens' parser too) and returns its chat
-// body's response_format ("" when none).
-func formatChat(t *testing.T, body string) string {
+// bothChats parses body with ParseRequest and ParseCountRequest and
+// returns the chat body each renders, failing the test on a refusal.
+func bothChats(t *testing.T, body string) [][]byte {
 	t.Helper()
-	var got string
+	var out [][]byte
 	for _, parse := range []func([]byte) (*Request, *Error){ParseRequest, ParseCountRequest} {
 		r, e := parse([]byte(body))
 		if e != nil {
@@ -23,15 +23,29 @@ func formatChat(t *testing.T, body string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
+		out = append(out, chat)
+	}
+	return out
+}
+
+// formatChat parses body (count_tokens' parser too) and returns its chat
+// body's response_format ("" when none), the same from both.
+func formatChat(t *testing.T, body string) string {
+	t.Helper()
+	var got []string
+	for _, chat := range bothChats(t, body) {
 		var out struct {
 			ResponseFormat json.RawMessage `json:"response_format"`
 		}
 		if err := json.Unmarshal(chat, &out); err != nil {
 			t.Fatal(err)
 		}
-		got = string(out.ResponseFormat)
+		got = append(got, string(out.ResponseFormat))
 	}
-	return got
+	if got[0] != got[1] {
+		t.Errorf("%s: response_format %s from ParseRequest, %s from ParseCountRequest", body, got[0], got[1])
+	}
+	return got[0]
 }
 
 // output_config.format (and the deprecated top-level output_format) becomes
