@@ -22,6 +22,20 @@ var formatSchema = map[string]any{
 // formatWant is the response_format the chat body carries for formatSchema.
 const formatWant = `{"type":"json_schema","json_schema":{"name":"Contact","schema":{"additionalProperties":false,"properties":{"name":{"type":"string"}},"required":["name"],"title":"Contact","type":"object"},"strict":true}}`
 
+// formatWantSchema is the schema formatWant carries.
+func formatWantSchema(t *testing.T) string {
+	t.Helper()
+	var want struct {
+		JSONSchema struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	}
+	if err := json.Unmarshal([]byte(formatWant), &want); err != nil {
+		t.Fatal(err)
+	}
+	return string(want.JSONSchema.Schema)
+}
+
 // formatParams asks for formatSchema's JSON on model.
 func formatParams(model string) anthropic.MessageNewParams {
 	return anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: 256, Messages: []anthropic.MessageParam{userText("Who wrote it?")},
@@ -78,15 +92,7 @@ func TestMessagesFormatInRunRequest(t *testing.T) {
 	if rf.GetType() != iop.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA || rf.GetSchemaName() != "Contact" || !rf.GetStrict() {
 		t.Fatalf("run response format %v", rf)
 	}
-	var want struct {
-		JSONSchema struct {
-			Schema json.RawMessage `json:"schema"`
-		} `json:"json_schema"`
-	}
-	if err := json.Unmarshal([]byte(formatWant), &want); err != nil {
-		t.Fatal(err)
-	}
-	jsonEqual(t, string(rf.GetSchema()), string(want.JSONSchema.Schema))
+	jsonEqual(t, string(rf.GetSchema()), formatWantSchema(t))
 
 	// Without a format the run has none.
 	if _, err := cl.Messages.New(ctxT(t), anthropic.MessageNewParams{Model: "demo", MaxTokens: 16, Messages: []anthropic.MessageParam{userText("Hi")}}); err != nil {
@@ -94,6 +100,21 @@ func TestMessagesFormatInRunRequest(t *testing.T) {
 	}
 	if rf := n.nextRequest(t).GetRunRequest().GetInput().GetResponseFormat(); rf != nil {
 		t.Errorf("a request without a format ran with %v", rf)
+	}
+}
+
+// End to end with the ollama adapter: the format is Ollama's format, the
+// schema itself, streamed or not.
+func TestMessagesFormatReachesOllama(t *testing.T) {
+	e, u := histOllamaStack(t)
+	an := anClient(t, e, "")
+	for _, stream := range []bool{false, true} {
+		sendMessage(t, an, formatParams("qwen"), stream)
+		bodies := histOllamaBodies(u, "/api/chat")
+		if len(bodies) == 0 {
+			t.Fatal("Ollama got no chat")
+		}
+		jsonEqual(t, string(bodies[len(bodies)-1]["format"]), formatWantSchema(t))
 	}
 }
 
