@@ -97,10 +97,11 @@ func (s *Server) messagesCall(c *gin.Context) *call {
 		mw.start(areq, req.EstimatePromptTokens())
 	}
 	// The run path reads req (earlier thinking included); a tunnel sends
-	// the body without it, rendered when a tunnel is chosen (tunnelBody).
+	// the body its provider reads earlier thinking by, rendered when a
+	// tunnel is chosen (tunnelBody).
 	k := &call{op: opChat, path: "/chat/completions", model: req.Model, body: chat, stream: req.Stream,
 		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), messages: areq,
-		thinkingOff: areq.ThinkingOff}
+		bodyReasoning: anthropicapi.ReasoningVLLM, thinkingOff: areq.ThinkingOff}
 	k.parsed = &messagesChat{ChatRequest: req, k: k}
 	return k
 }

@@ -9,7 +9,7 @@ import (
 
 // A middle assistant turn that thought and answered empty text reaches
 // Ollama on the run path as an assistant message with empty content and
-// its thinking; through a tunnel the turn is left out, as before.
+// its thinking; through a vLLM tunnel too, as the message's reasoning.
 func TestEmptyTurnThinkingReachesOllama(t *testing.T) {
 	e, u := histOllamaStack(t)
 	an := anClient(t, e, "")
@@ -39,5 +39,5 @@ func TestEmptyTurnThinkingReachesOllama(t *testing.T) {
 	if len(reqs) != 1 {
 		t.Fatalf("tunnel requests %d", len(reqs))
 	}
-	jsonEqual(t, string(reqs[0].Body), `{"model":"`+target+`","messages":[{"role":"user","content":"Hi"},{"role":"user","content":"Weather in Paris?"}],"max_tokens":64}`)
+	jsonEqual(t, string(reqs[0].Body), `{"model":"`+target+`","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"","reasoning":"Nothing to say yet."},{"role":"user","content":"Weather in Paris?"}],"max_tokens":64}`)
 }

@@ -19,10 +19,10 @@ const lazyThinking = "Greet back, briefly."
 const lazyOllamaBusy = `{"error":"server busy, please try again.  maximum pending requests exceeded"}`
 
 // A Messages conversation with earlier thinking fails over tunnel, run,
-// tunnel: both tunnelled providers get the body without reasoning, the
-// same bytes both times (rendered once for the first tunnel, reused by the
-// second), and the run between them gets the thinking (Ollama's thinking
-// member of the assistant message).
+// tunnel: both tunnelled vLLM providers get the thinking as the assistant
+// turn's reasoning, the same bytes both times (the run rendering, reused),
+// and the run between them gets the thinking (Ollama's thinking member of
+// the assistant message).
 func TestMessagesFailoverTunnelRunTunnel(t *testing.T) {
 	first, ol, third, e := busyVLLMOllamaThenVLLM(t, vllmChatJSON)
 
@@ -43,7 +43,7 @@ func TestMessagesFailoverTunnelRunTunnel(t *testing.T) {
 		t.Fatalf("tunnel requests: first %d, third %d", len(a), len(b))
 	}
 	for _, body := range [][]byte{a[0].Body, b[0].Body} {
-		if bytes.Contains(body, []byte("reasoning")) || bytes.Contains(body, []byte(lazyThinking)) || !bytes.Contains(body, []byte(`"Hello!"`)) {
+		if !bytes.Contains(body, []byte(`"content":"Hello!","reasoning":"`+lazyThinking+`"`)) || bytes.Contains(body, []byte("EqQBCkYIBxgC")) {
 			t.Errorf("tunnel body %s", body)
 		}
 	}

@@ -45,11 +45,13 @@ type call struct {
 	render   openaiapi.RenderOptions
 	parsed   parsedRequest // nil for /v1/responses (passthrough only)
 	embed    openaiapi.EmbeddingOptions
-	// messages is set while body is a Messages call's run rendering with
-	// earlier thinking as reasoning (anthropicapi.Request.OpenAIChat): a
-	// tunnel renders its own once it is chosen (tunnelBody), which a run
-	// never needs. Nil for every other call.
-	messages *anthropicapi.Request
+	// messages is a Messages call's request, from which a tunnel renders
+	// its body for its provider's kind (tunnelBody), which a run never
+	// needs; bodyReasoning is the member by which body carries earlier
+	// thinking (the run rendering's, anthropicapi.ReasoningVLLM, at
+	// first). Nil for every other call.
+	messages      *anthropicapi.Request
+	bodyReasoning anthropicapi.ReasoningMember
 	// tunnelProvider: the current attempt's provider is OpenAI-compatible
 	// (its lease is Tunnel), whichever route serves it; see messagesChat.
 	tunnelProvider bool
@@ -78,18 +80,23 @@ type call struct {
 // hold its handler for minutes.
 func (k *call) answered() { k.body, k.parsed, k.messages, k.prompt = nil, nil, nil, nil }
 
-// tunnelBody is the body a tunnel sends: k.body, rendered for a tunnel
-// first when it carries earlier thinking (anthropicapi.Request.TunnelChat),
-// once, so that a later tunnel attempt (failover) reuses it. Thinking off
-// is added for the current attempt's provider only (a copy, never k.body):
-// a failover from vLLM to a strict server must not carry it.
+// tunnelBody is the body a tunnel sends: k.body, rendered again for the
+// current attempt's provider first when a Messages call's body carries
+// earlier thinking under another member than the provider reads
+// (tunnelReasoning, anthropicapi.Request.TunnelChat). The rendering
+// replaces k.body, so one copy is alive at a time and a later attempt on
+// a provider of the same kind (failover) reuses it. Thinking off is added
+// for the current attempt's provider only (a copy, never k.body): a
+// failover from vLLM to a strict server must not carry it.
 func (k *call) tunnelBody() ([]byte, error) {
 	if k.messages != nil {
-		b, err := k.messages.TunnelChat(k.body)
-		if err != nil {
-			return nil, fmt.Errorf("gateway: tunnel body: %w", err)
+		if member := tunnelReasoning(k.providerType); member != k.bodyReasoning {
+			b, err := k.messages.TunnelChat(k.body, member)
+			if err != nil {
+				return nil, fmt.Errorf("gateway: tunnel body: %w", err)
+			}
+			k.body, k.bodyReasoning = b, member
 		}
-		k.body, k.messages = b, nil
 	}
 	if k.thinkingOff && templateThinking(k.providerType) {
 		b, err := anthropicapi.WithTemplateThinkingOff(k.body)
@@ -99,6 +106,21 @@ func (k *call) tunnelBody() ([]byte, error) {
 		return b, nil
 	}
 	return k.body, nil
+}
+
+// tunnelReasoning is the assistant message member by which a tunnel to a
+// provider of adapter type typ (a config.ProviderSpec type) gets a
+// Messages conversation's earlier thinking: vLLM's and llama.cpp's own
+// names; none for openai_compat, which may be any server, OpenAI's own
+// included, and strict ones refuse a member they do not know.
+func tunnelReasoning(typ string) anthropicapi.ReasoningMember {
+	switch typ {
+	case config.ProviderTypeVLLM:
+		return anthropicapi.ReasoningVLLM
+	case config.ProviderTypeLlamaCpp:
+		return anthropicapi.ReasoningContent
+	}
+	return anthropicapi.ReasoningNone
 }
 
 // parsedRequest is the validated request of a call that a normalized run

@@ -14,8 +14,8 @@ import (
 
 // A Messages conversation on prefix_affinity goes back to the provider
 // that served its earlier turn, although the next turn carries that turn's
-// thinking (the call's run rendering, with reasoning, is what is hashed)
-// and the tunnel sends a body without it. The earlier turn is steered to
+// thinking (the call's run rendering, with reasoning, is what is hashed);
+// the vLLM tunnel sends that thinking as the assistant turn's reasoning. The earlier turn is steered to
 // the second provider by a request held on the first, so that order alone
 // (least_load's tie-break) would not pick it again.
 func TestMessagesPrefixAffinityFollowsThinkingConversation(t *testing.T) {
@@ -70,7 +70,7 @@ func TestMessagesPrefixAffinityFollowsThinkingConversation(t *testing.T) {
 	if len(reqs) != 2 {
 		t.Fatalf("the next turn went to a (b served %d requests, a %d)", len(reqs), len(a.requests()))
 	}
-	if body := reqs[1].Body; bytes.Contains(body, []byte("reasoning")) || !bytes.Contains(body, []byte("And the sun?")) {
+	if body := reqs[1].Body; !bytes.Contains(body, []byte(`"reasoning":"The moon, mostly."`)) || !bytes.Contains(body, []byte("And the sun?")) {
 		t.Errorf("tunnel body %s", body)
 	}
 }

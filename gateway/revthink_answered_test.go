@@ -15,8 +15,8 @@ func TestAnsweredLetsGoOfAffinityPrompt(t *testing.T) {
 	k := lazyBodyCall(t, s, []byte(`{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"Hi"},`+
 		`{"role":"assistant","content":[{"type":"thinking","thinking":"Greet back.","signature":"s"},{"type":"text","text":"Hello!"}]},`+
 		`{"role":"user","content":"More"}]}`))
-	k.prompt = k.body // as acquire keeps it (the run rendering)
-	k.providerType = "vllm"
+	k.prompt = k.body                // as acquire keeps it (the run rendering)
+	k.providerType = "openai_compat" // a tunnel that gets no reasoning: its own rendering
 	if _, err := k.tunnelBody(); err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,25 @@ func thinkoffChats(t *testing.T, u *upstream) []map[string]json.RawMessage {
 	return out
 }
 
+// eachFailoverChat checks that first and second (of adapter types
+// firstType and secondType) each got n chat requests, and calls check on
+// every one with its upstream's type.
+func eachFailoverChat(t *testing.T, n int, first, second *upstream, firstType, secondType string, check func(typ string, chat map[string]json.RawMessage)) {
+	t.Helper()
+	for _, p := range []struct {
+		u   *upstream
+		typ string
+	}{{first, firstType}, {second, secondType}} {
+		chats := thinkoffChats(t, p.u)
+		if len(chats) != n {
+			t.Fatalf("%s got %d chat requests, want %d", p.typ, len(chats), n)
+		}
+		for _, chat := range chats {
+			check(p.typ, chat)
+		}
+	}
+}
+
 // thinkoffFailover starts model m on two providers tried in order: the
 // first, of type firstType, answers 503; the second, of type secondType,
 // answers.
@@ -110,26 +129,19 @@ func TestThinkingOffTemplateFollowsFailover(t *testing.T) {
 			if len(msg.Content) != 1 || msg.Content[0].Text != "Hello! How can I help you today?" {
 				t.Fatalf("answer %+v", msg.Content)
 			}
-			for _, p := range []struct {
-				u   *upstream
-				typ string
-			}{{first, c.first}, {second, c.second}} {
-				chats := thinkoffChats(t, p.u)
-				if len(chats) != 1 {
-					t.Fatalf("%s got %d chat requests", p.typ, len(chats))
-				}
-				got, ok := chats[0]["chat_template_kwargs"]
-				if p.typ == "openai_compat" {
+			eachFailoverChat(t, 1, first, second, c.first, c.second, func(typ string, chat map[string]json.RawMessage) {
+				got, ok := chat["chat_template_kwargs"]
+				if typ == "openai_compat" {
 					if ok {
 						t.Errorf("openai_compat got chat_template_kwargs %s", got)
 					}
 				} else if string(got) != thinkoffKwargs {
-					t.Errorf("%s got chat_template_kwargs %q, want %s", p.typ, got, thinkoffKwargs)
+					t.Errorf("%s got chat_template_kwargs %q, want %s", typ, got, thinkoffKwargs)
 				}
-				if _, ok := chats[0]["reasoning_effort"]; ok {
-					t.Errorf("%s got reasoning_effort", p.typ)
+				if _, ok := chat["reasoning_effort"]; ok {
+					t.Errorf("%s got reasoning_effort", typ)
 				}
-			}
+			})
 		})
 	}
 }

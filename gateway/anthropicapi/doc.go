@@ -26,8 +26,10 @@
 //	                            concatenated), on a turn with text or
 //	                            tool_use, or on a middle turn whose text is
 //	                            empty (then with content ""); redacted_thinking
-//	                            dropped; the run path only (TunnelChat leaves
-//	                            it out, and the empty turn with it)
+//	                            dropped; on a tunnel (TunnelChat) under the
+//	                            member its server reads: reasoning (vLLM),
+//	                            reasoning_content (llama.cpp), or none (any
+//	                            other server; the empty turn goes with it)
 //	tools                       {"type":"function","function":{name,
 //	                            description,parameters:input_schema}}
 //	tool_choice auto|any|tool|none
@@ -61,6 +63,13 @@
 //	                            default) as nothing; nothing when thinking
 //	                            is "disabled"; any other value is refused
 //	                            (400)
+//	output_config.format        response_format {"type":"json_schema",
+//	(or the deprecated          "json_schema":{name,schema,"strict":true}};
+//	output_format)              name: the schema's title when it matches
+//	                            ^[a-zA-Z0-9_-]{1,64}$, else "response"; type
+//	                            must be "json_schema" and schema an object
+//	                            (else 400); output_config.format wins when
+//	                            both are given
 //
 // Response mapping (OpenAI → Messages):
 //

@@ -28,25 +28,32 @@ var efforts = map[string]string{
 }
 
 // outputConfig parses output_config: an object whose effort, when present
-// and not null, must be one of Anthropic's levels. Its other members
-// (format, task_budget) are ignored, as unknown members are everywhere.
-func outputConfig(raw json.RawMessage) (string, *Error) {
+// and not null, must be one of Anthropic's levels, and whose format, when
+// present and not null, is a JSON output format (parseFormat). Its other
+// members (task_budget) are ignored, as unknown members are everywhere.
+func outputConfig(raw json.RawMessage) (string, *outputFormat, *Error) {
 	obj, e := object(raw, "output_config")
 	if e != nil {
-		return "", e
+		return "", nil, e
+	}
+	var format *outputFormat
+	if rawFormat, ok := field(obj, "format"); ok {
+		if format, e = parseFormat(rawFormat, "output_config.format"); e != nil {
+			return "", nil, e
+		}
 	}
 	rawEffort, ok := field(obj, "effort")
 	if !ok {
-		return "", nil
+		return "", format, nil
 	}
 	effort, e := str(rawEffort, "output_config.effort")
 	if e != nil {
-		return "", e
+		return "", nil, e
 	}
 	if _, ok := efforts[effort]; !ok {
-		return "", invalid("output_config.effort: must be one of low, medium, high, xhigh, max")
+		return "", nil, invalid("output_config.effort: must be one of low, medium, high, xhigh, max")
 	}
-	return effort, nil
+	return effort, format, nil
 }
 
 // reasoningEffort is the reasoning_effort the chat body carries for the

@@ -23,7 +23,7 @@ func TestParseOutputConfigEffort(t *testing.T) {
 		{`{"effort":"max"}`, `{"type":"disabled"}`, ``},
 		{`{"effort":null}`, ``, ``},
 		{`{}`, ``, ``},
-		{`{"format":{"type":"json_schema"},"task_budget":{"total":1}}`, ``, ``},
+		{`{"format":{"type":"json_schema","schema":{"type":"object"}},"task_budget":{"total":1}}`, ``, ``},
 		{`null`, ``, ``},
 	} {
 		body := `{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"hi"}],"output_config":` + c.in
@@ -31,15 +31,7 @@ func TestParseOutputConfigEffort(t *testing.T) {
 			body += `,"thinking":` + c.thinking
 		}
 		body += `}`
-		for _, parse := range []func([]byte) (*Request, *Error){ParseRequest, ParseCountRequest} {
-			r, e := parse([]byte(body))
-			if e != nil {
-				t.Fatalf("%s: %v", body, e)
-			}
-			chat, err := r.OpenAIChat()
-			if err != nil {
-				t.Fatal(err)
-			}
+		for _, chat := range bothChats(t, body) {
 			var got struct {
 				ReasoningEffort *string `json:"reasoning_effort"`
 			}
@@ -143,7 +135,7 @@ func runAndTunnelChat(t *testing.T, r *Request) (run, tunnel []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tunnel, err = r.TunnelChat(run); err != nil {
+	if tunnel, err = r.TunnelChat(run, ReasoningNone); err != nil {
 		t.Fatal(err)
 	}
 	return run, tunnel

@@ -42,7 +42,7 @@ func TestEmptyTurnKeepsItsThinkingForARun(t *testing.T) {
 		if m := in.GetMessages()[1]; m.GetRole() != iop.ChatRole_CHAT_ROLE_ASSISTANT || m.GetReasoning() != "Hmm" || len(m.GetToolCalls()) != 0 {
 			t.Errorf("%s: run input message %v", blocks, m)
 		}
-		tunnel, err := r.TunnelChat(chat)
+		tunnel, err := r.TunnelChat(chat, ReasoningNone)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +66,7 @@ func TestEmptyTurnWithoutThinkingLeftOut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tunnel, err := r.TunnelChat(chat)
+		tunnel, err := r.TunnelChat(chat, ReasoningNone)
 		if err != nil {
 			t.Fatal(err)
 		}

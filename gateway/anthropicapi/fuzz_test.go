@@ -16,6 +16,7 @@ func FuzzParseRequest(f *testing.F) {
 		{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","is_error":true,"content":[{"type":"text","text":"e"}]}]}]}`))
 	f.Add([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"thinking","thinking":"x"}]}]}`))
 	f.Add([]byte(`{"model":"m","max_tokens":1e3,"messages":null}`))
+	f.Add([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"output_config":{"effort":"low","format":{"type":"json_schema","schema":{"title":"T","type":"object"}}},"output_format":{"type":"json_schema","schema":{}}}`))
 	f.Add([]byte(`[`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, e := ParseRequest(body)
@@ -40,6 +41,23 @@ func FuzzParseRequest(f *testing.F) {
 		if err := json.Unmarshal(out, &m); err != nil || m.Model != r.Model || m.Stream != r.Stream {
 			t.Fatalf("bad chat body %s: %v", out, err)
 		}
+		var rf struct {
+			ResponseFormat *struct {
+				Type       string `json:"type"`
+				JSONSchema struct {
+					Name   string          `json:"name"`
+					Schema json.RawMessage `json:"schema"`
+					Strict bool            `json:"strict"`
+				} `json:"json_schema"`
+			} `json:"response_format"`
+		}
+		if err := json.Unmarshal(out, &rf); err != nil || (rf.ResponseFormat == nil) != (r.format == nil) {
+			t.Fatalf("response_format of %s: %v", out, err)
+		}
+		if f := rf.ResponseFormat; f != nil && (f.Type != "json_schema" || !f.JSONSchema.Strict || len(f.JSONSchema.Name) > 64 ||
+			!validToolName(f.JSONSchema.Name) || len(f.JSONSchema.Schema) == 0 || f.JSONSchema.Schema[0] != '{') {
+			t.Fatalf("bad response_format %s", out)
+		}
 		if CountTokens(r) < 4*len(r.messages) {
 			t.Fatalf("count %d below framing", CountTokens(r))
 		}
@@ -59,6 +77,9 @@ func FuzzStreamWriter(f *testing.F) {
 	f.Add(join(`{"choices":[{"index":0,"delta":{"function_call":{"name":"f","arguments":"{}"}}}]}`, `garbage`), uint8(3))
 	f.Add(join(`{"choices":[{"index":0,"delta":{"reasoning":"hm"}}]}`, `{"choices":[{"index":0,"delta":{"reasoning_content":"m","content":"a"}}]}`,
 		`{"choices":[{"index":0,"delta":{"reasoning":"again"}}]}`, `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"x","function":{"name":"f"}}]}}]}`, `[DONE]`), uint8(0))
+	f.Add(join(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"x","function":{"name":"f","arguments":"{"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"reasoning":"mid"}}]}`, `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"}"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"reasoning":"end"}}]}`, `[DONE]`), uint8(4))
 	f.Fuzz(func(t *testing.T, input []byte, mode uint8) {
 		var buf bytes.Buffer
 		s := NewStreamWriter(&buf, nil, "m", 1, []string{"S"}, true)

@@ -42,7 +42,7 @@ func benchConversion(b *testing.B, body []byte, tunnel bool) {
 			b.Fatal(err)
 		}
 		if tunnel {
-			if _, err = r.TunnelChat(chat); err != nil {
+			if _, err = r.TunnelChat(chat, ReasoningNone); err != nil {
 				b.Fatal(err)
 			}
 		}

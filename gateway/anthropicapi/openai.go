@@ -24,6 +24,9 @@ type oaRequest struct {
 	// ReasoningEffort is output_config.effort in OpenAI's terms
 	// (Request.reasoningEffort); omitted when there is none to send.
 	ReasoningEffort string `json:"reasoning_effort,omitempty"`
+	// ResponseFormat is the output format (Request.responseFormat);
+	// omitted for a free-text answer.
+	ResponseFormat *oaResponseFormat `json:"response_format,omitempty"`
 }
 
 type oaStreamOptions struct {
@@ -39,9 +42,13 @@ type oaMessage struct {
 	// renders it by and vLLM's chat messages take it by (vLLM hands it to
 	// the template as reasoning and reasoning_content); omitted when empty,
 	// so a conversation without thinking is the body it always was.
-	Reasoning  string       `json:"reasoning,omitempty"`
-	ToolCalls  []oaToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string       `json:"tool_call_id,omitempty"`
+	Reasoning string `json:"reasoning,omitempty"`
+	// ReasoningContent is the same thinking under the name llama.cpp's
+	// server (and DeepSeek's API) take it by, for a tunnel to llama.cpp
+	// (ReasoningContent); a message carries one of the two at most.
+	ReasoningContent string       `json:"reasoning_content,omitempty"`
+	ToolCalls        []oaToolCall `json:"tool_calls,omitempty"`
+	ToolCallID       string       `json:"tool_call_id,omitempty"`
 }
 
 type oaPart struct {
@@ -92,20 +99,44 @@ const toolErrorPrefix = "Error: "
 // package documentation for the mapping), assistant thinking included as
 // reasoning: the body a normalized run is parsed from. It fails only if the
 // request was not produced by ParseRequest.
-func (r *Request) OpenAIChat() ([]byte, error) { return r.openAIChat(true) }
+func (r *Request) OpenAIChat() ([]byte, error) { return r.openAIChat(ReasoningVLLM) }
 
-// TunnelChat is the body a tunnelled provider receives: OpenAIChat's, or,
-// when an assistant turn carries thinking, the same without reasoning. A
-// tunnel target is any OpenAI-compatible server, and strict ones refuse a
-// message member they do not know (Groq: "property 'reasoning' is
-// unsupported"), which would fail every later turn of a thinking
-// conversation. (Many chat templates drop earlier turns' reasoning too;
-// those that keep it for a tool loop lose it only on a tunnel.)
-func (r *Request) TunnelChat(chat []byte) ([]byte, error) {
+// ReasoningMember names the assistant message member by which a tunnel
+// body carries earlier thinking (TunnelChat). The names differ by server
+// and no name is safe everywhere: vLLM reads only "reasoning" (it renamed
+// reasoning_content in late 2025 and removed the old name), llama.cpp's
+// server reads only "reasoning_content", and strict OpenAI-compatible
+// servers refuse a message member they do not know (Groq: "property
+// 'reasoning' is unsupported"), which would fail every later turn of a
+// thinking conversation.
+type ReasoningMember string
+
+const (
+	// ReasoningNone leaves earlier thinking out, and with it a middle turn
+	// of thinking and empty text: for a server of unknown kind.
+	ReasoningNone ReasoningMember = ""
+	// ReasoningVLLM is vLLM's member, the one OpenAIChat renders.
+	ReasoningVLLM ReasoningMember = "reasoning"
+	// ReasoningContent is llama.cpp's member (DeepSeek's name).
+	ReasoningContent ReasoningMember = "reasoning_content"
+)
+
+// TunnelChat is the body a tunnel to a server that reads earlier thinking
+// by member receives, given chat, a rendering of the request (OpenAIChat's,
+// or an earlier TunnelChat's): chat itself when no assistant turn carries
+// thinking text (every rendering is then the same bytes), else the request
+// rendered again with the thinking under member, or without it
+// (ReasoningNone; a middle turn of thinking and empty text is left out
+// with it, as it would be an empty assistant message). Models whose
+// templates keep the reasoning within a tool loop (Qwen 3, gpt-oss,
+// DeepSeek, MiniMax) see their chain; templates that drop earlier
+// reasoning drop it, as on a run. The caller keeps a rendering for the
+// member it carries: asking for that member again renders the same bytes.
+func (r *Request) TunnelChat(chat []byte, member ReasoningMember) ([]byte, error) {
 	if !r.carriesThinking() {
 		return chat, nil
 	}
-	return r.openAIChat(false)
+	return r.openAIChat(member)
 }
 
 // carriesThinking reports whether OpenAIChat sends reasoning: an assistant
@@ -132,7 +163,7 @@ func thinkingText(blocks []block) bool {
 	return false
 }
 
-func (r *Request) openAIChat(reasoning bool) ([]byte, error) {
+func (r *Request) openAIChat(member ReasoningMember) ([]byte, error) {
 	out := oaRequest{
 		Model:       r.Model,
 		MaxTokens:   r.MaxTokens,
@@ -144,6 +175,7 @@ func (r *Request) openAIChat(reasoning bool) ([]byte, error) {
 		User:        r.userID,
 
 		ReasoningEffort: r.reasoningEffort(),
+		ResponseFormat:  r.responseFormat(),
 	}
 	if r.Stream {
 		out.StreamOptions = &oaStreamOptions{IncludeUsage: true}
@@ -154,7 +186,7 @@ func (r *Request) openAIChat(reasoning bool) ([]byte, error) {
 	}
 	for i, m := range r.messages {
 		if m.role == "assistant" {
-			out.Messages = appendAssistant(out.Messages, m.blocks, reasoning, i < len(r.messages)-1)
+			out.Messages = appendAssistant(out.Messages, m.blocks, member, i < len(r.messages)-1)
 		} else {
 			out.Messages = appendUser(out.Messages, m.blocks)
 		}
@@ -198,10 +230,12 @@ func (r *Request) openAIChat(reasoning bool) ([]byte, error) {
 // an assistant message without content or calls is refused by OpenAI's
 // API, and thinking cut short before an answer has nothing to go with.
 // The one exception is a middle turn whose answer was empty text after
-// thinking, when reasoning is rendered (the run path): it is kept with
-// empty content, so the model sees its own earlier thinking and the
-// turns keep alternating (Ollama takes such a message as it is).
-func appendAssistant(msgs []oaMessage, blocks []block, reasoning, middle bool) []oaMessage {
+// thinking, when reasoning is rendered (member is not ReasoningNone): it
+// is kept with empty content, so the model sees its own earlier thinking
+// and the turns keep alternating (Ollama, vLLM and llama.cpp take such a
+// message as it is).
+func appendAssistant(msgs []oaMessage, blocks []block, member ReasoningMember, middle bool) []oaMessage {
+	reasoning := member != ReasoningNone
 	if !assistantKeeps(blocks, reasoning, middle) {
 		return msgs
 	}
@@ -219,7 +253,12 @@ func appendAssistant(msgs []oaMessage, blocks []block, reasoning, middle bool) [
 			calls = append(calls, oaToolCall{ID: b.id, Type: "function", Function: oaFunctionCall{Name: b.name, Arguments: string(b.input)}})
 		}
 	}
-	m := oaMessage{Role: "assistant", Reasoning: thinking.String(), ToolCalls: calls}
+	m := oaMessage{Role: "assistant", ToolCalls: calls}
+	if member == ReasoningContent {
+		m.ReasoningContent = thinking.String()
+	} else {
+		m.Reasoning = thinking.String()
+	}
 	if text.Len() > 0 || len(calls) == 0 {
 		m.Content = text.String()
 	}

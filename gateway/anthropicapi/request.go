@@ -64,6 +64,10 @@ type Request struct {
 	// the levels efforts lists; the chat body carries it as
 	// reasoning_effort (reasoningEffort).
 	effort string
+	// format is the JSON output format (output_config.format, or the
+	// deprecated output_format), nil when the answer is free text; the
+	// chat body carries it as response_format (responseFormat).
+	format *outputFormat
 	// thinkingUpdates: thinking.display was "updates", which Anthropic's
 	// API takes only under a beta (CheckBetas); it reads as "omitted".
 	thinkingUpdates bool
@@ -218,9 +222,12 @@ func parse(body []byte, needMaxTokens bool) (*Request, *Error) {
 		r.thinkingUpdates = tc.updates
 	}
 	if raw, ok = field(obj, "output_config"); ok {
-		if r.effort, e = outputConfig(raw); e != nil {
+		if r.effort, r.format, e = outputConfig(raw); e != nil {
 			return nil, e
 		}
+	}
+	if r.format, e = outputFormats(obj, r.format); e != nil {
+		return nil, e
 	}
 	return r, nil
 }

@@ -110,8 +110,11 @@ const functionCallIndex = -1
 // or, on failure, the events so far followed by `event: error` and nothing
 // else. Each event is `event: NAME\ndata: JSON\n\n`, flushed on its own.
 // Only one block is open at a time: a text delta after a tool call opens a
-// new text block, a new tool call index opens a new tool_use block. Only
-// choice 0 is translated. Not safe for concurrent use.
+// new text block, a new tool call index opens a new tool_use block;
+// reasoning between a tool call's fragments is held and shown as a
+// thinking block once the call's block closes (at most
+// MaxHeldThinkingBytes). Only choice 0 is translated. Not safe for
+// concurrent use.
 //
 // Reasoning (delta "reasoning", or "reasoning_content") becomes thinking
 // blocks when the request enabled thinking, and is dropped otherwise, as
@@ -151,6 +154,12 @@ type StreamWriter struct {
 	outBytes   int
 	hidden     int // reasoning bytes dropped since the last hidden-thinking ping
 	stopReason string
+
+	// Reasoning that came while a tool_use block was open (holdThinking):
+	// owed is whether a thinking block is owed once that block closes,
+	// held its text (none when omitted), at most MaxHeldThinkingBytes.
+	owed bool
+	held []byte
 }
 
 // NewStreamWriter prepares a writer; it writes nothing yet. flush (may be
@@ -256,10 +265,27 @@ func (s *StreamWriter) text(t string) {
 // (nginx: 60 s) would cut the answer before its text.
 const HiddenThinkingPingBytes = 2048
 
-// think handles one piece of reasoning (see StreamWriter).
+// MaxHeldThinkingBytes bounds the reasoning a stream holds back while a
+// tool call's block is open (see think): past it the tool's block closes
+// and the reasoning shows, and a later fragment of that call fails the
+// stream as malformed, as it did before reasoning was held.
+const MaxHeldThinkingBytes = 1 << 20
+
+// think handles one piece of reasoning (see StreamWriter). Reasoning that
+// comes while a tool call's block is open, between its fragments (an
+// interleaved-thinking model may do so), is held and shown as a thinking
+// block once that block closes: closing the tool's block for it would
+// leave the call's later fragments without their block, which Messages
+// cannot reopen.
 func (s *StreamWriter) think(t string) {
 	s.outBytes += len(t)
-	if s.thinking && s.open != openThinking {
+	if s.thinking && s.open == openTool && len(s.held)+len(t) <= MaxHeldThinkingBytes {
+		s.owed = true
+		if !s.omit {
+			s.held = append(s.held, t...)
+			return
+		}
+	} else if s.thinking && s.open != openThinking {
 		s.closeBlock()
 		s.startBlock(openThinking, thinkingOut{Type: "thinking"})
 	}
@@ -306,6 +332,8 @@ func (s *StreamWriter) startBlock(kind openBlock, cb any) {
 	s.next++
 }
 
+// closeBlock closes the open block; a tool's block is followed by the
+// thinking held while it was open (think), as a closed block of its own.
 func (s *StreamWriter) closeBlock() {
 	if s.open == openNone {
 		return
@@ -314,7 +342,17 @@ func (s *StreamWriter) closeBlock() {
 		s.event("content_block_delta", signatureDelta(s.next-1))
 	}
 	s.event("content_block_stop", blockStopEvent{Type: "content_block_stop", Index: s.next - 1})
+	wasTool := s.open == openTool
 	s.open = openNone
+	if wasTool && s.owed {
+		held := s.held
+		s.owed, s.held = false, nil
+		s.startBlock(openThinking, thinkingOut{Type: "thinking"})
+		if len(held) > 0 {
+			s.event("content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: s.next - 1, Delta: thinkingDelta{Type: "thinking_delta", Thinking: string(held)}})
+		}
+		s.closeBlock()
+	}
 }
 
 func (s *StreamWriter) ensureStart() {
