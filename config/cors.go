@@ -1,10 +1,13 @@
 package config
 
 import (
+	"fmt"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // EdgeCORS lets browser apps on other origins call /v1/* (the OpenAI and
@@ -34,11 +37,12 @@ func (c *EdgeCORS) normalize(p *problems) {
 			}
 			continue
 		}
-		canon, ok := canonicalOrigin(o)
+		canon, host, ok := canonicalOrigin(o)
 		if !ok {
 			p.add("cors.allowed_origins[%d] %s is not an origin: scheme://host[:port], without path (not even /), wildcard or credentials", i, quoteSafe(o))
 			continue
 		}
+		checkOriginHost(p, fmt.Sprintf("cors.allowed_origins[%d]", i), o, host)
 		c.AllowedOrigins[i] = canon
 		if j := slices.Index(c.AllowedOrigins[:i], canon); j >= 0 {
 			p.add("cors.allowed_origins[%d] repeats cors.allowed_origins[%d]", i, j)
@@ -51,29 +55,51 @@ func (c *EdgeCORS) normalize(p *problems) {
 // out. Configured otherwise ("https://Chat.example.com:443") it would
 // never match. "null" (sandboxed frames, file: pages) is not an origin
 // here: allowing it would let any sandboxed page in.
-func canonicalOrigin(o string) (string, bool) {
+// host is its host as url.Parse reads it (unbracketed, unescaped), for
+// checkOriginHost.
+func canonicalOrigin(o string) (canon, host string, ok bool) {
 	u, err := url.Parse(o)
 	if err != nil || u.Scheme == "" || u.Host == "" || u.Opaque != "" || u.User != nil ||
 		u.Path != "" || u.RawPath != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" ||
 		strings.ContainsAny(o, "#*") || strings.HasSuffix(u.Host, ":") {
-		return "", false
+		return "", "", false
 	}
 	scheme := strings.ToLower(u.Scheme)
-	host := strings.ToLower(u.Hostname())
+	host = u.Hostname()
+	canonHost := strings.ToLower(host)
 	port := u.Port()
 	if port != "" {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return "", false
+			return "", "", false
 		}
 	}
 	if (scheme == "https" && port == "443") || (scheme == "http" && port == "80") {
 		port = ""
 	}
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]" // IPv6
+	if strings.Contains(canonHost, ":") {
+		canonHost = "[" + canonHost + "]" // IPv6
 	}
 	if port != "" {
-		host += ":" + port
+		canonHost += ":" + port
 	}
-	return scheme + "://" + host, true
+	return scheme + "://" + canonHost, host, true
+}
+
+// checkOriginHost reports an origin's host that no browser sends in
+// Origin, so that the entry would never match: none (https://:8443), one
+// checkHostName refuses (https://a..example), an IPv6 address with a zone
+// (the URL standard has no zones), or a name that is not ASCII (browsers
+// send it in punycode: https://xn--bcher-kva.example, not
+// https://bücher.example). o is the entry as written, for the message.
+func checkOriginHost(p *problems, key, o, host string) {
+	switch ip, err := netip.ParseAddr(host); {
+	case host == "":
+		p.add("%s %s has no host", key, quoteSafe(o))
+	case err == nil && ip.Zone() != "":
+		p.add("%s %s has an IPv6 zone, which no browser sends in Origin", key, quoteSafe(o))
+	case strings.ContainsFunc(host, func(r rune) bool { return r >= utf8.RuneSelf }):
+		p.add("%s %s has a host name that is not ASCII: write it as browsers send it, in punycode (xn--…)", key, quoteSafe(o))
+	default:
+		checkHostName(p, key, o, host)
+	}
 }

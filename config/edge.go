@@ -440,6 +440,8 @@ func (c *Edge) Normalize() error {
 		} else {
 			p.add("listen.http %s and listen.node %s are one address; they need different addresses", quoteSafe(c.Listen.HTTP), quoteSafe(c.Listen.Node))
 		}
+	} else if wild, ok := listenOverlap(c.Listen.HTTP, c.Listen.Node); ok {
+		p.add("listen.http %s and listen.node %s share a port, and %s listens on every address of this machine; they need different ports", quoteSafe(c.Listen.HTTP), quoteSafe(c.Listen.Node), quoteSafe(wild))
 	}
 	if t := c.Listen.TLS; t.Enabled() && (t.CertFile == "" || t.KeyFile == "") {
 		p.add("listen.tls: cert_file and key_file must be set together")

@@ -18,8 +18,8 @@ import (
 // answers on port 0, and an empty host is the local system only to a
 // single dial (as one of edge.addresses it is looked up as a name, which
 // fails on every attempt, and TLS has no name to verify), so
-// 127.0.0.1 or localhost says the same thing plainly. A host of dots
-// alone (".", the DNS root) names no host to dial or listen on.
+// 127.0.0.1 or localhost says the same thing plainly. The host name
+// itself is checked by checkHostName.
 func checkHostPort(p *problems, key, addr string, dial bool) {
 	host, port, err := net.SplitHostPort(addr)
 	switch {
@@ -27,8 +27,6 @@ func checkHostPort(p *problems, key, addr string, dial bool) {
 		// A URL (scheme://, user:password@) is not host:port.
 		p.add("%s %s is not host:port", key, quoteSafe(addr))
 		return
-	case host != "" && strings.Trim(host, ".") == "":
-		p.add("%s %s has no host name (only dots)", key, quoteSafe(addr))
 	case strings.Contains(host, "%") && !zonedIPv6(host):
 		// Neither an address nor a name: looked up as a name, it fails
 		// ("no such host") at every attempt.
@@ -52,15 +50,25 @@ const (
 	maxHostLabel = 63
 )
 
-// checkHostName reports a host name no resolver looks up: longer than
-// maxHostName (one trailing dot, the root, not counted) or with a label
-// longer than maxHostLabel. DNS cannot carry it, and Go's resolver
-// refuses it ("no such host") without asking DNS; only a hosts-file entry
-// could name it, which no deployment relies on. An IP
-// address (a zone included) is not a name and is not checked; addr is the
-// value as written, for the message.
+// checkHostName reports, once, a host name no resolver looks up: dots
+// alone (".", the DNS root, names no host), an empty label (a..b, .a, a..:
+// a typo, which Go's resolver refuses as "no such host" without asking
+// DNS), longer than maxHostName (one trailing dot, the root, not counted)
+// or with a label longer than maxHostLabel (DNS cannot carry either, and
+// the resolver refuses them the same way). Only a hosts-file entry could
+// name such a host, which no deployment relies on. An empty host is the
+// caller's to judge (every interface to listen on; refused to dial), and
+// an IP address (a zone included) is not a name: neither is checked. addr
+// is the value as written, for the message.
 func checkHostName(p *problems, key, addr, host string) {
+	if host == "" {
+		return
+	}
 	if _, err := netip.ParseAddr(host); err == nil {
+		return
+	}
+	if strings.Trim(host, ".") == "" {
+		p.add("%s %s has no host name (only dots)", key, quoteSafe(addr))
 		return
 	}
 	name := strings.TrimSuffix(host, ".")
@@ -69,6 +77,10 @@ func checkHostName(p *problems, key, addr, host string) {
 		return
 	}
 	for label := range strings.SplitSeq(name, ".") {
+		if label == "" {
+			p.add("%s %s has an empty label in its host name (a dot at its start or two in a row)", key, quoteSafe(addr))
+			return
+		}
 		if len(label) > maxHostLabel {
 			p.add("%s %s has a host name label of %d characters (at most %d between dots)", key, quoteSafe(addr), len(label), maxHostLabel)
 			return
@@ -86,8 +98,7 @@ func zonedIPv6(host string) bool {
 // sameListenSocket reports whether two listen addresses bind one socket
 // as written: compared as EdgeAddressKey spells them (:08080 is :8080,
 // LOCALHOST is localhost), port 0 (a free port each) never. A wildcard
-// host beside a specific one on the same port is not caught: whether
-// both bind depends on the system.
+// host beside another on the same port is listenOverlap's.
 func sameListenSocket(a, b string) bool {
 	_, port, err := net.SplitHostPort(a)
 	if err != nil {
@@ -97,6 +108,48 @@ func sameListenSocket(a, b string) bool {
 		return false
 	}
 	return EdgeAddressKey(a) == EdgeAddressKey(b)
+}
+
+// listenOverlap reports whether two listen addresses that are not one
+// socket still cannot both bind: they share a port (not 0) and one of
+// them listens on every address (an empty host, 0.0.0.0, :: or another
+// spelling of an unspecified address). Go listens on such an address
+// with one dual-stack socket, so it takes the port on every IPv4 and
+// IPv6 address, and the second bind fails ("address already in use") on
+// Linux whatever the other host (127.0.0.1, ::1, a name); systems that
+// let a specific bind beside a wildcard one would split the port's
+// traffic between the two listeners by destination address, which no
+// config means. wildcard is the address that listens everywhere. Two
+// different specific hosts on one port (127.0.0.1 and 10.0.0.1, or a
+// name and the address it resolves to) are not caught.
+func listenOverlap(a, b string) (wildcard string, overlap bool) {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil {
+		return "", false
+	}
+	na, okA := portNumber(pa)
+	nb, okB := portNumber(pb)
+	if !okA || !okB || na == 0 || na != nb {
+		return "", false
+	}
+	switch {
+	case anyAddress(ha):
+		return a, true
+	case anyAddress(hb):
+		return b, true
+	}
+	return "", false
+}
+
+// anyAddress reports whether a listen host means every address of the
+// machine.
+func anyAddress(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsUnspecified()
 }
 
 // portNumber reads a port written in decimal digits only (leading zeros

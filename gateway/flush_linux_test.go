@@ -1,15 +1,11 @@
 package gateway_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
-	"net/http"
-	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -132,57 +128,6 @@ func testBurst(t *testing.T, tc burstCase) {
 	if segs >= burstChunks/4 {
 		t.Errorf("%d chunks arrived in %d segments: written one by one", burstChunks, segs)
 	}
-}
-
-// queueFrames queues frames on st (sequences from seq, run id set) and
-// sends them in one write.
-func queueFrames(st *nodewire.Stream, runID string, seq uint64, frames []*iop.ProviderTunnelFrame) error {
-	for i, f := range frames {
-		f.Sequence, f.RunId = seq+uint64(i), runID
-		if err := st.Queue(tunnelFrameEnv(f)); err != nil {
-			return err
-		}
-	}
-	return st.Flush()
-}
-
-// rawStream posts body to the edge's path over a connection of its
-// own and returns it with a reader at the start of the (de-chunked) body.
-func rawStream(t *testing.T, base, path, body string) (net.Conn, *bufio.Reader) {
-	t.Helper()
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.DialTimeout("tcp", u.Host, waitLong)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	_ = conn.SetDeadline(time.Now().Add(waitLong))
-	req := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, u.Host, len(body), body)
-	if _, err := conn.Write([]byte(req)); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = resp.Body.Close() })
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("status %d", resp.StatusCode)
-	}
-	return conn, bufio.NewReader(resp.Body)
-}
-
-// readRest reads br to its end.
-func readRest(t *testing.T, br *bufio.Reader) string {
-	t.Helper()
-	var sb strings.Builder
-	if _, err := br.WriteTo(&sb); err != nil {
-		t.Fatalf("reading the stream's end: %v", err)
-	}
-	return sb.String()
 }
 
 // segmentsIn is how many TCP segments conn has received (tcpi_segs_in):

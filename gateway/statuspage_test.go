@@ -25,38 +25,13 @@ import (
 
 	"golang.org/x/net/html"
 
-	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/internal/stack"
 	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
-const pageAdminToken = "adm-page-token-4d2e"
-
 // errorText is the page's error line in a dumped DOM.
 var errorText = regexp.MustCompile(`id="error"[^>]*>([^<]*)<`)
-
-func pageStack(t *testing.T, settings map[string]any) *stack.Edge {
-	t.Helper()
-	e, _ := pageStackNode(t, settings)
-	return e
-}
-
-func pageStackNode(t *testing.T, settings map[string]any) (*stack.Edge, *stack.Node) {
-	t.Helper()
-	p := mockProvider("mock", settings)
-	p.Capacity, p.LongCapacity = 1, 1
-	m := modelOn("demo", "mock", "mock-echo")
-	// Longer than go test's default timeout (10 minutes): a request the
-	// page is to show queued leaves the queue only when its test ends it.
-	m.QueueTimeoutSec = 600
-	cfg := edgeConfig([]config.ProviderSpec{p}, m)
-	cfg.Auth.AdminToken = pageAdminToken
-	// Offline after the grace, a request would fail at once instead of
-	// waiting for the page to show it.
-	cfg.Models[0].OfflineGraceSec = new(float64)
-	return startStack(t, cfg)
-}
 
 func TestStatusPageServedWithoutToken(t *testing.T) {
 	e := pageStack(t, nil)

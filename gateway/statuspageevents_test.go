@@ -1,3 +1,5 @@
+//go:build linux
+
 package gateway_test
 
 import (
@@ -8,6 +10,8 @@ import (
 	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
+
+// A browser test, Linux only as statuspage_test.go (Debian's Chromium).
 
 // Refused registrations of one node for one reason share one event entry
 // (dispatch counts them); the page says how many there were, so that a

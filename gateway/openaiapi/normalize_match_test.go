@@ -304,9 +304,14 @@ func randomRunBody(rng *rand.Rand, kind int) []byte {
 	switch kind {
 	case 0:
 		members = append(members, `"messages":`+g.messages())
+		n := len(members)
 		members = g.maybe(members, "tools", g.tools)
 		members = g.maybe(members, "tool_choice", g.toolChoice)
-		members = g.maybe(members, "parallel_tool_calls", g.boolish)
+		// parallel_tool_calls without tools is refused: now and then only,
+		// or validation would refuse most bodies.
+		if len(members) > n && strings.HasPrefix(members[n], `"tools"`) || g.rng.IntN(16) == 0 {
+			members = g.maybe(members, "parallel_tool_calls", g.boolish)
+		}
 		members = g.maybe(members, "response_format", g.responseFormat)
 		members = g.maybe(members, "stream_options", func() string { return `{"include_usage":` + g.boolish() + `}` })
 		members = g.maybe(members, "max_completion_tokens", g.intish)

@@ -38,7 +38,7 @@ type ChatRequest struct {
 	// IncludeUsage is stream_options.include_usage, and only true when
 	// Stream is (OpenAI ignores it for non-stream requests).
 	IncludeUsage bool
-	// HasTools is true when `tools` is a non-empty array.
+	// HasTools is true when `tools` is given: an empty array is refused.
 	HasTools bool
 	// ToolNames are the offered function names (tools[].function.name), in
 	// order, without duplicates. Text tool calls are restored only for these
@@ -430,9 +430,17 @@ func validateContent(raw json.RawMessage, p pname) (int, *Error) {
 // Non-function tool types (e.g. "custom") pass through unexamined; they are
 // offered to the provider but never restored from text.
 func chatTools(obj object, r *ChatRequest) *Error {
-	tools, _, e := optArray(obj, "tools", "tools")
+	tools, given, e := optArray(obj, "tools", "tools")
 	if e != nil {
 		return e
+	}
+	if given && len(tools) == 0 {
+		// OpenAI's answer, word for word (Azure, DeepSeek and vLLM since
+		// 2026-04 refuse it too): the SDKs leave an empty list out
+		// (Vercel's AI SDK, pydantic-ai, Continue), so accepting it would
+		// only let a request through that a provider behind the edge may
+		// refuse in its own words.
+		return InvalidRequest("Invalid 'tools': empty array. Expected an array with minimum length 1, but got an empty array instead.", "tools")
 	}
 	seen := make(map[string]bool, len(tools))
 	for i, t := range tools {
@@ -561,6 +569,14 @@ func chatScalars(obj object, r *ChatRequest) *Error {
 		parallel, e := optBool(obj, "parallel_tool_calls", "parallel_tool_calls")
 		if e != nil {
 			return e
+		}
+		if !r.HasTools {
+			// OpenAI's answer, word for word (Azure's too); the SDKs send
+			// it only when the app sets it, and agent frameworks that set
+			// it on every call dropped it without tools because of this
+			// 400 (swarm, camel, Upsonic). An OpenAI-shaped provider
+			// behind the edge would refuse it the same way.
+			return invalidValue("parallel_tool_calls", "'parallel_tool_calls' is only allowed when 'tools' are specified.")
 		}
 		r.SingleToolCall = !parallel
 	}

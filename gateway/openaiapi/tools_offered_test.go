@@ -2,11 +2,10 @@ package openaiapi
 
 import "testing"
 
-// HasTools, which routing reads, is true only when a tool is offered: an
-// empty tools array (which vLLM accepts) offers none.
+// HasTools, which routing reads, is true only when a tool is offered (an
+// empty tools array is refused: TestEmptyToolsAndParallelWithoutToolsRefused).
 func TestHasToolsOnlyWhenOffered(t *testing.T) {
 	for body, want := range map[string]bool{
-		`"tools":[]`:   false,
 		`"tools":null`: false,
 		`"tools":[{"type":"function","function":{"name":"f"}}]`: true,
 		`"tools":[{"type":"custom","custom":{"name":"c"}}]`:     true,
