@@ -58,27 +58,44 @@ func runPlainChat(ctx context.Context, in *Instance) error {
 	return err
 }
 
+// sizedError answers 502 with a body of n bytes and its length.
+func sizedError(n int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = io.WriteString(w, strings.Repeat(" ", n))
+	}
+}
+
 // An upstream error body longer than what is read for its message is
-// drained, so that its connection serves the next request.
+// drained, so that its connection serves the next request. The drain's
+// bound is exact: maxErrorBody+maxErrorDrain bytes keep the connection,
+// one byte more costs it.
 func TestUpstreamErrorBodyDrainedConnectionReused(t *testing.T) {
 	if len(errorPage32r) <= maxErrorBody || len(errorPage32r) > maxErrorBody+maxErrorDrain {
 		t.Fatalf("page of %d bytes, want it past maxErrorBody and within the drain", len(errorPage32r))
 	}
-	for name, page := range map[string]http.HandlerFunc{
-		"length": func(w http.ResponseWriter, r *http.Request) {
+	for name, c := range map[string]struct {
+		page  http.HandlerFunc
+		conns int32 // for the two requests
+	}{
+		"length": {func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/html")
 			w.Header().Set("Content-Length", strconv.Itoa(len(errorPage32r)))
 			w.WriteHeader(http.StatusBadGateway)
 			_, _ = io.WriteString(w, errorPage32r)
-		},
-		"chunked": func(w http.ResponseWriter, r *http.Request) {
+		}, 1},
+		"chunked": {func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = io.WriteString(w, `{"error":{"message":"`+strings.Repeat("x", maxErrorBody)+`"}}`)
-		},
+		}, 1},
+		"at the bound":   {sizedError(maxErrorBody + maxErrorDrain), 1},
+		"past the bound": {sizedError(maxErrorBody + maxErrorDrain + 1), 2},
 	} {
 		t.Run(name, func(t *testing.T) {
-			srv, conns := countingServer(t, page, answerChat)
+			srv, conns := countingServer(t, c.page, answerChat)
 			in := newTestInstance(t, TypeVLLM, testConfig(srv.URL))
 			var ae *adapter.Error
 			if err := runPlainChat(context.Background(), in); !errors.As(err, &ae) || ae.HTTPStatus < 500 {
@@ -87,8 +104,8 @@ func TestUpstreamErrorBodyDrainedConnectionReused(t *testing.T) {
 			if err := runPlainChat(context.Background(), in); err != nil {
 				t.Fatal(err)
 			}
-			if n := conns.Load(); n != 1 {
-				t.Fatalf("%d connections for two requests, want 1", n)
+			if n := conns.Load(); n != c.conns {
+				t.Fatalf("%d connections for two requests, want %d", n, c.conns)
 			}
 		})
 	}
@@ -134,6 +151,7 @@ func TestUpstreamErrorBodyDrainBounded(t *testing.T) {
 					t.Fatalf("%d bytes written of the error body, want the drain bounded", n)
 				}
 			case <-time.After(10 * time.Second):
+				srv.CloseClientConnections() // for the run to end
 				t.Fatal("the run is still draining the error body")
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/iop-gateway/iop/nodeagent/adapter"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -41,5 +42,29 @@ func TestTextFormKeepsHistoryReasoning(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Reasoning goes back on assistant turns only: a system, user or tool
+// message carrying some (no client sends it; the node does not judge)
+// gets no such member.
+func TestHistoryReasoningOnOtherRolesNotSent(t *testing.T) {
+	text := func(s string) []*iop.ContentPart { return []*iop.ContentPart{{Part: &iop.ContentPart_Text{Text: s}}} }
+	in := &iop.RunInput{Messages: []*iop.ChatMessage{
+		{Role: iop.ChatRole_CHAT_ROLE_SYSTEM, Content: text("be brief"), Reasoning: "s"},
+		{Role: iop.ChatRole_CHAT_ROLE_USER, Content: text("hi"), Reasoning: "u"},
+		{Role: iop.ChatRole_CHAT_ROLE_ASSISTANT, Content: text("hello"), Reasoning: "greet back"},
+		{Role: iop.ChatRole_CHAT_ROLE_TOOL, Content: text("r"), ToolCallId: "c", Reasoning: "t"},
+	}}
+	for _, member := range []string{reasoningMember, reasoningContentMember} {
+		body, err := requestBody(in, adapter.OpChat, "m", member)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `[{"role":"system","content":"be brief"},{"role":"user","content":"hi"},` +
+			`{"role":"assistant","content":"hello","` + member + `":"greet back"},{"role":"tool","content":"r","tool_call_id":"c"}]`
+		if got := string(body["messages"]); got != want {
+			t.Fatalf("%s: messages %s, want %s", member, got, want)
+		}
 	}
 }
