@@ -23,29 +23,36 @@ var errorPage = "<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title><sty
 	"</style></head><body><h1>502 Bad Gateway</h1></body></html>\n"
 
 // An error body longer than what is read for its message is drained, so
-// its connection serves the next request (before, it was closed).
+// its connection serves the next request (before, it was closed). The
+// drain's bound is exact: maxErrorBody+maxErrorDrain bytes keep the
+// connection, one byte more costs it.
 func TestErrorBodyDrainedConnectionReused(t *testing.T) {
 	if len(errorPage) <= maxErrorBody || len(errorPage) > maxErrorBody+maxErrorDrain {
 		t.Fatalf("page of %d bytes, want it past maxErrorBody and within the drain", len(errorPage))
 	}
-	for name, page := range map[string]http.HandlerFunc{
+	for name, c := range map[string]struct {
+		page  http.HandlerFunc
+		conns int32 // for the two requests
+	}{
 		// A length the client knows, as a proxy serving a static page sends.
-		"length": func(w http.ResponseWriter, r *http.Request) {
+		"length": {func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/html")
 			w.Header().Set("Content-Length", strconv.Itoa(len(errorPage)))
 			w.WriteHeader(http.StatusBadGateway)
 			_, _ = io.WriteString(w, errorPage)
-		},
+		}, 1},
 		// Chunked, as Ollama (gin) writes a long error.
-		"chunked": func(w http.ResponseWriter, r *http.Request) {
+		"chunked": {func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json; charset=utf-8")
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = io.WriteString(w, `{"error":"`+strings.Repeat("x", maxErrorBody)+`"}`)
-		},
+		}, 1},
+		"at the bound":   {sized(http.StatusBadGateway, maxErrorBody+maxErrorDrain), 1},
+		"past the bound": {sized(http.StatusBadGateway, maxErrorBody+maxErrorDrain+1), 2},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFake(t)
-			f.handle("/api/chat", page)
+			f.handle("/api/chat", c.page)
 			inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
 			var ae *adapter.Error
 			if _, _, err := runChat(t, inst, simpleChat); !errors.As(err, &ae) || ae.HTTPStatus < 500 {
@@ -56,10 +63,20 @@ func TestErrorBodyDrainedConnectionReused(t *testing.T) {
 			if _, _, err := runChat(t, inst, simpleChat); err != nil {
 				t.Fatal(err)
 			}
-			if n := f.conns.Load(); n != 1 {
-				t.Fatalf("%d connections for two requests, want 1", n)
+			if n := f.conns.Load(); n != c.conns {
+				t.Fatalf("%d connections for two requests, want %d", n, c.conns)
 			}
 		})
+	}
+}
+
+// sized answers status with a body of n bytes and its length.
+func sized(status, n int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, strings.Repeat(" ", n))
 	}
 }
 

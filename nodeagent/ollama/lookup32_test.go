@@ -57,10 +57,13 @@ func TestTextToolsAnswerKeptWhenItsRunIsCancelled(t *testing.T) {
 		n          int
 		chat       http.HandlerFunc
 		wantNative bool
+		chatStatus int // of the next run's chat; 0: it succeeds
 	}{
-		"capabilities": {holdEnd(http.StatusOK, showNoTools), len(showNoTools), ndjson(textCallLines...), false},
+		"capabilities": {holdEnd(http.StatusOK, showNoTools), len(showNoTools), ndjson(textCallLines...), false, 0},
 		"model not found": {holdEnd(http.StatusNotFound, `{"error":"model 'gemma:2b' not found"}`), len(`{"error":"model 'gemma:2b' not found"}`),
-			jsonStatus(http.StatusNotFound, `{"error":"model \"gemma:2b\" not found, try pulling it first"}`), true},
+			jsonStatus(http.StatusNotFound, `{"error":"model \"gemma:2b\" not found, try pulling it first"}`), true, http.StatusNotFound},
+		// An Ollama older than capabilities: native, for toolSupportTTL.
+		"no capabilities": {holdEnd(http.StatusOK, showNoCapabilities), len(showNoCapabilities), ndjson(chatLineThe, chatLineFinal), true, 0},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFake(t)
@@ -82,19 +85,15 @@ func TestTextToolsAnswerKeptWhenItsRunIsCancelled(t *testing.T) {
 				t.Fatalf("entry %+v (%v), want the answer remembered (native %v)", e, ok, c.wantNative)
 			}
 			_, _, err = runTarget(t, inst, "gemma:2b", toolChat)
-			if c.wantNative {
-				var ae *adapter.Error
-				if !errors.As(err, &ae) || ae.HTTPStatus != http.StatusNotFound {
-					t.Fatalf("err = %v, want Ollama's 404 to the chat", err)
-				}
-				if _, ok := decodeBody(t, f.request(t).body)["tools"]; !ok {
-					t.Fatal("tools not sent natively")
-				}
-			} else {
-				if err != nil {
-					t.Fatal(err)
-				}
-				wantTextForm(t, f.request(t).body)
+			if ae := (*adapter.Error)(nil); c.chatStatus != 0 && (!errors.As(err, &ae) || ae.HTTPStatus != c.chatStatus) {
+				t.Fatalf("err = %v, want Ollama's %d to the chat", err, c.chatStatus)
+			} else if c.chatStatus == 0 && err != nil {
+				t.Fatal(err)
+			}
+			if body := f.request(t).body; !c.wantNative {
+				wantTextForm(t, body)
+			} else if _, ok := decodeBody(t, body)["tools"]; !ok {
+				t.Fatal("tools not sent natively")
 			}
 			if n := shows.Load(); n != 1 {
 				t.Fatalf("%d lookups, want the cancelled run's alone", n)

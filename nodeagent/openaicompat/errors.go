@@ -19,6 +19,16 @@ import (
 const (
 	// maxErrorBody bounds how much of an upstream error body is read.
 	maxErrorBody = 64 << 10
+	// maxErrorDrain bounds what is read and discarded of an error body
+	// past maxErrorBody (a proxy's error page, vLLM's long validation
+	// text), so that its connection goes back to the keep-alive pool (the
+	// transport closes a connection whose body is closed unread); a longer
+	// body, or a slower one (errorDrainTime), loses the connection instead.
+	maxErrorDrain = 256 << 10
+	// errorDrainTime bounds the drain whatever the request's own deadline
+	// (none when timeout_sec is 0): the error is ready, and a peer that
+	// stalls mid-body costs its connection after this, not the wait.
+	errorDrainTime = time.Second
 	// maxErrorMessage bounds the message shown to the API caller.
 	maxErrorMessage = 1024
 )
@@ -123,12 +133,23 @@ func truncate(s string, n int) string {
 	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
-// readUpstreamError reads and parses a non-2xx response body.
+// readUpstreamError reads and parses a non-2xx response body, draining
+// what follows the part read within bounds (the caller closes it).
 func readUpstreamError(resp *http.Response) upstreamError {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	drainBody(resp.Body, maxErrorDrain, errorDrainTime)
 	ue := parseUpstreamError(resp.StatusCode, bytes.TrimSpace(body))
 	ue.retryAfter = adapter.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return ue
+}
+
+// drainBody reads and discards at most limit bytes of what is left of
+// body, for at most within, so that its connection can be reused; a body
+// longer or slower is closed, losing the connection.
+func drainBody(body io.ReadCloser, limit int64, within time.Duration) {
+	t := time.AfterFunc(within, func() { _ = body.Close() })
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, limit))
+	t.Stop()
 }
 
 // adapterError turns an upstream error into the failure a run returns. A

@@ -23,6 +23,7 @@ import (
 
 	"go.uber.org/zap"
 
+	iopconfig "github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 	"github.com/iop-gateway/iop/nodeagent/h1client"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
@@ -40,7 +41,7 @@ type Instance struct {
 	// after the last user message) sees its chain: reasoningMember for
 	// vLLM, reasoningContentMember for llama-server; "" (openai_compat)
 	// sends none, since strict OpenAI-style servers refuse a member they
-	// do not know. Set at construction only.
+	// do not know. Set at construction only (historyReasoningOf).
 	historyReasoning string
 	cfg              atomic.Pointer[config]
 	client           *http.Client
@@ -105,8 +106,24 @@ func NewLlamaServer(cfg *iop.AdapterConfig, env adapter.Env) (*Instance, error) 
 	if err != nil {
 		return nil, err
 	}
-	in.historyReasoning = reasoningContentMember
+	in.historyReasoning = historyReasoningOf(iopconfig.ProviderTypeLlamaCpp)
 	return in, nil
+}
+
+// historyReasoningOf is the assistant-message member by which a backend
+// of provider type kind (the config's nodes[].providers[].type, the key the
+// edge's tunnel uses for the same choice) reads an earlier turn's
+// reasoning: vLLM's "reasoning", llama-server's "reasoning_content"; none
+// for any other type (openai_compat may be any server, a strict one among
+// them).
+func historyReasoningOf(kind string) string {
+	switch kind {
+	case iopconfig.ProviderTypeVLLM:
+		return reasoningMember
+	case iopconfig.ProviderTypeLlamaCpp:
+		return reasoningContentMember
+	}
+	return ""
 }
 
 // NewVLLM builds a vllm instance: openai_compat plus adapter.HealthReporter.
@@ -116,7 +133,6 @@ func NewVLLM(cfg *iop.AdapterConfig, env adapter.Env) (adapter.Instance, error) 
 		return nil, err
 	}
 	in.health = &healthCache{sem: make(chan struct{}, 1)}
-	in.historyReasoning = reasoningMember
 	return VLLMInstance{in}, nil
 }
 
@@ -126,10 +142,11 @@ func newInstance(cfg *iop.AdapterConfig, env adapter.Env, kind string) (*Instanc
 		return nil, err
 	}
 	in := &Instance{
-		kind:   kind,
-		client: &http.Client{Transport: newTransport(), CheckRedirect: adapter.NoRedirect},
-		getenv: env.Getenv,
-		log:    env.Logger,
+		kind:             kind,
+		historyReasoning: historyReasoningOf(kind),
+		client:           &http.Client{Transport: newTransport(), CheckRedirect: adapter.NoRedirect},
+		getenv:           env.Getenv,
+		log:              env.Logger,
 	}
 	if in.getenv == nil {
 		in.getenv = os.Getenv

@@ -188,7 +188,11 @@ func textHistory(messages []*iop.ChatMessage) []*iop.ChatMessage {
 
 // renderToolCalls returns an assistant message with its tool calls written
 // as <tool_call> blocks after its text: arguments that are JSON as they
-// are (compacted by the block's encoding), others as a JSON string.
+// are (compacted by the block's encoding), others as a JSON string. Its
+// reasoning is kept: the adapter sends it back as its backend reads it
+// (a template such as Qwen 3's keeps the reasoning of the turns after the
+// last user query, and takes a user turn of <tool_response> blocks, the
+// text form's tool results, for no query).
 func renderToolCalls(m *iop.ChatMessage, names map[string]string) *iop.ChatMessage {
 	blocks := make([]string, 0, len(m.GetToolCalls()))
 	for _, c := range m.GetToolCalls() {
@@ -212,7 +216,7 @@ func renderToolCalls(m *iop.ChatMessage, names map[string]string) *iop.ChatMessa
 	if prev := adapter.MessageText(m); prev != "" {
 		text = prev + "\n" + text
 	}
-	return &iop.ChatMessage{Role: m.GetRole(), Name: m.GetName(), Content: []*iop.ContentPart{textPart(text)}}
+	return &iop.ChatMessage{Role: m.GetRole(), Name: m.GetName(), Reasoning: m.GetReasoning(), Content: []*iop.ContentPart{textPart(text)}}
 }
 
 // mustJSON encodes values that cannot fail to encode (strings, maps of
