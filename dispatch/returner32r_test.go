@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -179,5 +180,44 @@ func TestRenewalOutageAfterRefusalsAfterAnOutageIsWarned(t *testing.T) {
 	warned := logs.FilterMessage("cluster lease renewal failed").FilterLevelExact(zapcore.WarnLevel).Len()
 	if warned != 2 || out != (renewOutcome{last: renewUnanswered, unanswered: true, refused: true}) {
 		t.Fatalf("%d outage warnings, outcome %+v; want 2 (each outage), all three failures remembered", warned, out)
+	}
+}
+
+// The kept returns are sent again from the earliest retry time on: due
+// is the soonest of the refused ones' times, and now once one is past
+// (or lost without an answer: no time).
+func TestKeptReturnsDueAtTheEarliest(t *testing.T) {
+	now := time.Now()
+	lost := lostReturns{
+		"e/late":  {key: "k", at: now, retryAt: now.Add(4 * time.Second), refusals: 2},
+		"e/early": {key: "k", at: now, retryAt: now.Add(2 * time.Second), refusals: 1},
+	}
+	if due := lost.due(now); !due.Equal(now.Add(2 * time.Second)) {
+		t.Fatalf("due at +%v, want the earliest retry, +2s", due.Sub(now))
+	}
+	lost["e/lost"] = lostReturn{key: "k", at: now}
+	if due := lost.due(now); !due.Equal(now) {
+		t.Fatalf("due at +%v with a return lost without an answer, want now", due.Sub(now))
+	}
+}
+
+// Kept returns left over by a batch that could carry only ledgerBatch of
+// them are sent on the timer right away, not with the next batch (an
+// idle edge may send none until their leases expire).
+func TestKeptReturnsBeyondABatchAreSentOnTheTimer(t *testing.T) {
+	_, f, _, st := returnerOnRedis(t)
+	const ttl = time.Minute
+	var lost []cluster.Update
+	for i := range ledgerBatch + 1 {
+		lost = append(lost, returnOf(fmt.Sprintf("e1/%d", i))...)
+	}
+	st.lost.keep(lost, nil, time.Now(), ttl) // lost without an answer
+	f.d.applyBatch(st, nil, ttl)
+	if len(st.lost) != 1 || st.retryAt.IsZero() || st.retryAt.After(time.Now()) {
+		t.Fatalf("after one batch: kept %d, retry at %v; want 1 kept, due now", len(st.lost), st.retryAt)
+	}
+	f.d.returnerTick(st, ttl)
+	if len(st.lost) != 0 {
+		t.Fatalf("kept %v after the timer's send, want none", st.lost)
 	}
 }
