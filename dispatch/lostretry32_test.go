@@ -125,29 +125,18 @@ func TestLostRetryTimerOnlyWithoutAnOutage(t *testing.T) {
 // outage, so the outage's warning left it out. One lost in the outage
 // and resent into it still counts once.
 func TestRefusedReturnResentIntoAnOutageCounts(t *testing.T) {
-	rs := testredis.Start(t)
-	f, logs := observedLedger(t, rs.Addr)
-	st := newReturnerState()
-	defer st.timer.Stop()
+	rs, f, logs, st := returnerOnRedis(t)
 	const ttl = time.Minute
-	ret := func(id string) []cluster.Update {
-		return []cluster.Update{{Kind: cluster.OpReturn, Key: cluster.Key("n", "p"), ID: id}}
-	}
-	restore := rs.ReadOnly(t)
-	f.d.applyBatch(st, ret("e1/refused"), ttl)
-	restore()
-	if _, ok := st.lost["e1/refused"]; !ok || st.outage.batches != 0 {
-		t.Fatalf("the refused return kept: %v, %d failed batches; want it kept, no outage", ok, st.outage.batches)
-	}
+	refusedKept(t, rs, f, st, "e1/refused")
 	rs.Stop()
-	f.d.applyBatch(st, ret("e1/lost"), ttl) // opens the outage: 1 update
+	f.d.applyBatch(st, returnOf("e1/lost"), ttl) // opens the outage: 1 update
 	r := st.lost["e1/refused"]
 	if r.retryAt.IsZero() {
 		t.Fatal("the refused return was resent with the batch before its retry time")
 	}
 	r.retryAt = time.Now() // its retry time come
 	st.lost["e1/refused"] = r
-	f.d.applyBatch(st, ret("e1/next"), ttl) // the refused and the lost resent
+	f.d.applyBatch(st, returnOf("e1/next"), ttl) // the refused and the lost resent
 	if st.outage.batches != 2 || st.outage.updates != 3 {
 		t.Fatalf("%d failed batches of %d updates, want 2 of 3 (lost, then next and the refused one resent; lost not again)",
 			st.outage.batches, st.outage.updates)

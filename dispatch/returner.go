@@ -382,8 +382,9 @@ const maxLost = returnQueue
 // it is sent again, with a batch or alone: Redis refuses it for as long as
 // it is out of memory or read-only (or a key of another type stays), and
 // sending it with every batch meanwhile would only grow each batch. Each
-// refusal in a row doubles the wait, up to lostRetryMax. A var: tests
-// shorten it (set before the dispatcher starts, restored after Close).
+// refusal in a row doubles the wait, up to lostRetry<<lostRetryShifts. A
+// var: tests shorten it (set before the dispatcher starts, restored after
+// Close).
 var lostRetry = outageProbe
 
 // lostRetryShifts bounds the doublings of lostRetry between two sends of
@@ -392,8 +393,9 @@ var lostRetry = outageProbe
 const lostRetryShifts = 4 // lostRetry << 4: 32 s
 
 // lostReturns is the returns whose batch failed without an answer, and
-// those Redis refused, by lease id (owned by the returner goroutine). Such a return may never have taken effect: its
-// lease, no longer renewed, holds its slot in every edge's count until it
+// those Redis refused, by lease id (owned by the returner goroutine).
+// Such a return may never have taken effect: its lease, no longer
+// renewed, holds its slot in every edge's count until it
 // expires (up to a TTL), and a fenced one's lease may moreover be put
 // back by the re-add it was fenced for, still on its way (its unsure
 // entry ended when it was fenced). Each is sent again (fenced if it was)
