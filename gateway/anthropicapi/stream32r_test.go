@@ -2,6 +2,7 @@ package anthropicapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -31,6 +32,27 @@ func TestStreamHeldThinkingPings(t *testing.T) {
 		checkEvents(t, buf.Bytes())
 		if shown := strings.Contains(buf.String(), strings.Repeat(piece, 12)); shown == omit {
 			t.Errorf("omit %v: held thinking shown %v", omit, shown)
+		}
+	}
+}
+
+// The name is the schema's "title" member, by its exact name as JSON
+// Schema spells it: a root member "Title" or "TITLE" is not a title
+// (encoding/json matches struct fields case-insensitively), and a title
+// that is not a valid OpenAI name, unicode or too long, gives "response".
+func TestFormatNameExactTitle(t *testing.T) {
+	for schema, want := range map[string]string{
+		`{"Title":"Upper"}`:                           "response",
+		`{"TITLE":"Upper","type":"object"}`:           "response",
+		`{"title":"Good","Title":"not a name"}`:       "Good",
+		`{"Title":"not a name","title":"Good"}`:       "Good",
+		`{"title":"Caf\u00e9"}`:                       "response",
+		`{"title":"` + strings.Repeat("a", 65) + `"}`: "response",
+		`{"title":["A"]}`:                             "response",
+		`{"title":"A"}`:                               "A",
+	} {
+		if got := formatName(json.RawMessage(schema)); got != want {
+			t.Errorf("%s: name %q, want %q", schema, got, want)
 		}
 	}
 }
