@@ -122,3 +122,7 @@ func outputFormats(obj map[string]json.RawMessage, format *outputFormat) (*outpu
 	}
 	return old, nil
 }
+
+// HasFormat reports whether the request asks for a JSON output format
+// (the chat body carries a response_format).
+func (r *Request) HasFormat() bool { return r.format != nil }
