@@ -101,7 +101,8 @@ func (s *Server) messagesCall(c *gin.Context) *call {
 	// tunnel is chosen (tunnelBody).
 	k := &call{op: opChat, path: "/chat/completions", model: req.Model, body: chat, stream: req.Stream,
 		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), messages: areq,
-		bodyReasoning: anthropicapi.ReasoningVLLM, thinkingOff: areq.ThinkingOff}
+		bodyReasoning: anthropicapi.ReasoningVLLM, thinkingOff: areq.ThinkingOff,
+		formatWithTools: areq.HasFormat() && req.HasTools && req.ToolChoice != "none"}
 	k.parsed = &messagesChat{ChatRequest: req, k: k}
 	return k
 }
@@ -144,8 +145,14 @@ func templateThinking(typ string) bool {
 // take it (see messagesChat).
 func (m *messagesChat) RunInput() (*iop.RunInput, error) {
 	in, err := m.ChatRequest.RunInput()
-	if err != nil || !m.k.thinkingOff {
-		return in, err
+	if err != nil {
+		return nil, err
+	}
+	if m.k.formatWithTools && formatBlocksTools(m.k.providerType) {
+		in.ResponseFormat = nil // as on a tunnel (tunnelBody)
+	}
+	if !m.k.thinkingOff {
+		return in, nil
 	}
 	name, value := "reasoning_effort", reasoningOff
 	switch {

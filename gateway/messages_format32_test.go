@@ -44,19 +44,24 @@ func formatParams(model string) anthropic.MessageNewParams {
 
 // output_config.format set through the Anthropic SDK reaches vLLM through
 // the tunnel as OpenAI's response_format, json_schema with the schema's
-// title as its name and strict, streamed or not, with tools offered too
-// and with thinking on; the JSON the model writes comes back as the text.
+// title as its name and strict, streamed or not, with thinking on and with
+// tools offered that tool_choice forbids; the JSON the model writes comes
+// back as the text. With tools the model may call, vLLM gets the tools
+// and no format (see TestMessagesFormatWithToolsByProviderKind).
 func TestMessagesFormatReachesTunnel(t *testing.T) {
 	u := newUpstream(t, vllmHello(`{"name":"Ada"}`))
 	s := tunnelStack(t, u, func(c *config.Edge) { c.Nodes[0].Providers[0].ToolMode = "native" })
 	cl := anClient(t, s.Edge, "")
-	tool := anthropic.ToolUnionParam{OfTool: &anthropic.ToolParam{Name: "lookup", InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{}}}}
 	for _, c := range []struct {
 		name string
 		edit func(*anthropic.MessageNewParams)
 	}{
 		{"plain", func(*anthropic.MessageNewParams) {}},
-		{"tools", func(p *anthropic.MessageNewParams) { p.Tools = []anthropic.ToolUnionParam{tool} }},
+		{"tools", func(p *anthropic.MessageNewParams) { p.Tools = []anthropic.ToolUnionParam{formatTool} }},
+		{"tools none", func(p *anthropic.MessageNewParams) {
+			p.Tools = []anthropic.ToolUnionParam{formatTool}
+			p.ToolChoice = anthropic.ToolChoiceUnionParam{OfNone: &anthropic.ToolChoiceNoneParam{}}
+		}},
 		{"thinking", func(p *anthropic.MessageNewParams) { p.Thinking = anthropic.ThinkingConfigParamOfEnabled(1024) }},
 	} {
 		for _, stream := range []bool{false, true} {
@@ -71,9 +76,15 @@ func TestMessagesFormatReachesTunnel(t *testing.T) {
 			if err := json.Unmarshal(seen[len(seen)-1].Body, &body); err != nil {
 				t.Fatal(err)
 			}
-			jsonEqual(t, string(body["response_format"]), formatWant)
-			if c.name == "tools" && body["tools"] == nil {
-				t.Errorf("tools: vLLM got no tools")
+			if c.name == "tools" {
+				if rf, ok := body["response_format"]; ok {
+					t.Errorf("tools: vLLM got response_format %s", rf)
+				}
+			} else {
+				jsonEqual(t, string(body["response_format"]), formatWant)
+			}
+			if c.name != "plain" && c.name != "thinking" && body["tools"] == nil {
+				t.Errorf("%s: vLLM got no tools", c.name)
 			}
 		}
 	}

@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -62,6 +64,10 @@ type call struct {
 	// thinkingOff: a Messages call turned thinking off
 	// (anthropicapi.Request.ThinkingOff).
 	thinkingOff bool
+	// formatWithTools: a Messages call asks for an output format
+	// (response_format) and offers tools it does not forbid
+	// (tool_choice is not none); see formatBlocksTools.
+	formatWithTools bool
 	// prompt is the prefix_affinity rendering the first acquire hashed:
 	// failover's re-acquire passes the same, so that the provider the
 	// conversation failed over to is the one its next turn finds. k.body
@@ -98,14 +104,51 @@ func (k *call) tunnelBody() ([]byte, error) {
 			k.body, k.bodyReasoning = b, member
 		}
 	}
+	body := k.body
+	if k.formatWithTools && formatBlocksTools(k.providerType) {
+		b, err := withoutResponseFormat(body)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: tunnel body: %w", err)
+		}
+		body = b
+	}
 	if k.thinkingOff && templateThinking(k.providerType) {
-		b, err := anthropicapi.WithTemplateThinkingOff(k.body)
+		b, err := anthropicapi.WithTemplateThinkingOff(body)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: tunnel body: %w", err)
 		}
 		return b, nil
 	}
-	return k.body, nil
+	return body, nil
+}
+
+// formatBlocksTools reports whether a provider of adapter type typ (a
+// config.ProviderSpec type) can call no tool while it follows a
+// response_format: vLLM turns the format into constrained decoding of the
+// whole answer, tool calls included, so with tool_choice auto it answers
+// the format's JSON at once and never calls a tool (vllm-project/vllm
+// #39929; it drops the format itself for a required or named
+// tool_choice). A Messages call that offers tools then goes to vLLM
+// without its format: the tools work, and the answer that follows them is
+// asked for by the prompt only. OpenAI (openai_compat) and llama.cpp take
+// both.
+func formatBlocksTools(typ string) bool { return typ == config.ProviderTypeVLLM }
+
+// withoutResponseFormat is a copy of the chat body chat without its
+// response_format member; chat is the edge's own rendering (valid JSON).
+func withoutResponseFormat(chat []byte) ([]byte, error) {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(chat, &members); err != nil {
+		return nil, err
+	}
+	delete(members, "response_format")
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(members); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // tunnelReasoning is the assistant message member by which a tunnel to a

@@ -74,14 +74,17 @@ func eachFailoverChat(t *testing.T, n int, first, second *upstream, firstType, s
 
 // thinkoffFailover starts model m on two providers tried in order: the
 // first, of type firstType, answers 503; the second, of type secondType,
-// answers.
-func thinkoffFailover(t *testing.T, firstType, secondType string) (first, second *upstream, e *stack.Edge) {
+// answers; mut edit the config before the stack starts.
+func thinkoffFailover(t *testing.T, firstType, secondType string, mut ...func(*config.Edge)) (first, second *upstream, e *stack.Edge) {
 	t.Helper()
 	first = thinkoffUpstream(t, http.StatusServiceUnavailable, thinkoffBusy)
 	second = thinkoffUpstream(t, http.StatusOK, vllmChatJSON)
 	cfg := edgeConfig([]config.ProviderSpec{thinkoffProvider("first", firstType, first), thinkoffProvider("second", secondType, second)})
 	cfg.Models = []config.ModelSpec{{Name: "m", Routing: "ordered", MaxAttempts: 2, Providers: []config.ModelProvider{
 		{Node: nodeID, Provider: "first", Target: target}, {Node: nodeID, Provider: "second", Target: target}}}}
+	for _, m := range mut {
+		m(cfg)
+	}
 	e, _ = startStack(t, cfg)
 	return first, second, e
 }

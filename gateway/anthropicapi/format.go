@@ -59,14 +59,18 @@ const maxFormatNameLen = 64
 // generators title the root after the type, "ContactInfo", which tells a
 // model that reads the name what it is writing), else defaultFormatName.
 // Backends with constrained decoding ignore the name.
+// The title is the member named exactly "title" (a map, not a struct
+// field, which encoding/json would match to "Title" too).
 func formatName(schema json.RawMessage) string {
-	var s struct {
-		Title json.RawMessage `json:"title"`
-	}
-	if json.Unmarshal(schema, &s) != nil || !isString(s.Title) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(schema, &obj) != nil {
 		return defaultFormatName
 	}
-	title, e := str(s.Title, "title")
+	raw, ok := field(obj, "title")
+	if !ok {
+		return defaultFormatName
+	}
+	title, e := str(raw, "title")
 	if e != nil || len(title) > maxFormatNameLen || !validToolName(title) {
 		return defaultFormatName
 	}
@@ -118,3 +122,7 @@ func outputFormats(obj map[string]json.RawMessage, format *outputFormat) (*outpu
 	}
 	return old, nil
 }
+
+// HasFormat reports whether the request asks for a JSON output format
+// (the chat body carries a response_format).
+func (r *Request) HasFormat() bool { return r.format != nil }

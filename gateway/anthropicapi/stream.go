@@ -276,22 +276,24 @@ const MaxHeldThinkingBytes = 1 << 20
 // interleaved-thinking model may do so), is held and shown as a thinking
 // block once that block closes: closing the tool's block for it would
 // leave the call's later fragments without their block, which Messages
-// cannot reopen.
+// cannot reopen. Held reasoning pings as dropped reasoning does.
 func (s *StreamWriter) think(t string) {
 	s.outBytes += len(t)
+	held := false
 	if s.thinking && s.open == openTool && len(s.held)+len(t) <= MaxHeldThinkingBytes {
-		s.owed = true
+		s.owed, held = true, true
 		if !s.omit {
 			s.held = append(s.held, t...)
-			return
 		}
 	} else if s.thinking && s.open != openThinking {
 		s.closeBlock()
 		s.startBlock(openThinking, thinkingOut{Type: "thinking"})
 	}
-	if !s.thinking || s.omit {
-		// Only a started stream is kept alive: before it, the caller may
-		// still answer with an HTTP error, and starts it itself.
+	if !s.thinking || s.omit || held {
+		// Dropped reasoning, and held reasoning (which writes nothing
+		// until the call's block closes), keep the stream alive with
+		// pings. Only a started stream is kept alive: before it, the
+		// caller may still answer with an HTTP error, and starts it itself.
 		if s.hidden += len(t); s.hidden >= HiddenThinkingPingBytes && s.msgStarted {
 			s.hidden = 0
 			s.eventRaw("ping", eventPing)
