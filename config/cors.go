@@ -69,20 +69,38 @@ func canonicalOrigin(o string) (canon, host string, ok bool) {
 	canonHost := strings.ToLower(host)
 	port := u.Port()
 	if port != "" {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 {
 			return "", "", false
 		}
+		port = strconv.Itoa(n) // as browsers send it: 0443 is 443
 	}
 	if (scheme == "https" && port == "443") || (scheme == "http" && port == "80") {
 		port = ""
 	}
 	if strings.Contains(canonHost, ":") {
+		if ip, err := netip.ParseAddr(canonHost); err == nil {
+			canonHost = originIPv6(ip)
+		}
 		canonHost = "[" + canonHost + "]" // IPv6
 	}
 	if port != "" {
 		canonHost += ":" + port
 	}
 	return scheme + "://" + canonHost, host, true
+}
+
+// originIPv6 is an IPv6 address as the URL standard serialises it in
+// Origin: the longest run of zero groups compressed (the first of equal
+// runs, none of one group), groups in lower-case hex, and an IPv4-mapped
+// address in hex too (::ffff:7f00:1, where netip writes ::ffff:127.0.0.1).
+// Written otherwise ([0:0::1]) the entry would never match.
+func originIPv6(ip netip.Addr) string {
+	if !ip.Is4In6() {
+		return ip.String() // RFC 5952, the standard's serialisation
+	}
+	b := ip.As16()
+	return fmt.Sprintf("::ffff:%x:%x", uint16(b[12])<<8|uint16(b[13]), uint16(b[14])<<8|uint16(b[15]))
 }
 
 // checkOriginHost reports an origin's host that no browser sends in
