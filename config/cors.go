@@ -115,9 +115,25 @@ func checkOriginHost(p *problems, key, o, host string) {
 		p.add("%s %s has no host", key, quoteSafe(o))
 	case err == nil && ip.Zone() != "":
 		p.add("%s %s has an IPv6 zone, which no browser sends in Origin", key, quoteSafe(o))
+	case err != nil && endsInNumber(host):
+		p.add("%s %s has a host ending in a number that is not an IPv4 address as browsers send it (four decimal numbers, no trailing dot)", key, quoteSafe(o))
 	case strings.ContainsFunc(host, func(r rune) bool { return r >= utf8.RuneSelf }):
 		p.add("%s %s has a host name that is not ASCII: write it as browsers send it, in punycode (xn--…)", key, quoteSafe(o))
 	default:
 		checkHostName(p, key, o, host)
 	}
+}
+
+// endsInNumber reports whether the URL standard reads host as an IPv4
+// address: its last label (one trailing dot dropped) is decimal digits or
+// 0x hex. Browsers send such a host as four decimal numbers
+// (http://127.1 and http://0x7f.0.0.1. as http://127.0.0.1, and refuse
+// one that is no address), so only that spelling can match.
+func endsInNumber(host string) bool {
+	name := strings.TrimSuffix(host, ".")
+	last := name[strings.LastIndexByte(name, '.')+1:]
+	if hex, ok := strings.CutPrefix(strings.ToLower(last), "0x"); ok {
+		return strings.Trim(hex, "0123456789abcdef") == ""
+	}
+	return last != "" && strings.Trim(last, "0123456789") == ""
 }

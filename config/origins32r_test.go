@@ -68,3 +68,24 @@ func TestHostProblemsToldOnceAndTheWildcardNamed(t *testing.T) {
 		}
 	}
 }
+
+// A host the URL standard reads as an IPv4 address (its last label a
+// number) matches only written as browsers send it, four decimal numbers:
+// any other spelling is refused; names with numbers in them pass.
+func TestOriginHostsEndingInANumber(t *testing.T) {
+	for _, o := range []string{"http://127.1:5173", "http://010.0.0.1", "http://127.0.0.1.", "http://0x7f.0.0.1",
+		"https://example.123", "https://a.0x1F", "http://1.2.3.4.5"} {
+		c := minimalEdge()
+		c.CORS.AllowedOrigins = []string{o}
+		err := c.Normalize()
+		want := "cors.allowed_origins[0] " + quoteSafe(o) + " has a host ending in a number"
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Count(err.Error(), "cors.allowed_origins[0]") != 1 {
+			t.Errorf("%s: err = %v, want once %q", o, err, want)
+		}
+	}
+	c := minimalEdge()
+	c.CORS.AllowedOrigins = []string{"http://127.0.0.1:5173", "https://123.example", "https://a1.b2", "https://x.0xg", "http://[::1]"}
+	if err := c.Normalize(); err != nil {
+		t.Errorf("refused: %v", err)
+	}
+}
