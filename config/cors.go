@@ -69,20 +69,38 @@ func canonicalOrigin(o string) (canon, host string, ok bool) {
 	canonHost := strings.ToLower(host)
 	port := u.Port()
 	if port != "" {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 {
 			return "", "", false
 		}
+		port = strconv.Itoa(n) // as browsers send it: 0443 is 443
 	}
 	if (scheme == "https" && port == "443") || (scheme == "http" && port == "80") {
 		port = ""
 	}
 	if strings.Contains(canonHost, ":") {
+		if ip, err := netip.ParseAddr(canonHost); err == nil {
+			canonHost = originIPv6(ip)
+		}
 		canonHost = "[" + canonHost + "]" // IPv6
 	}
 	if port != "" {
 		canonHost += ":" + port
 	}
 	return scheme + "://" + canonHost, host, true
+}
+
+// originIPv6 is an IPv6 address as the URL standard serialises it in
+// Origin: the longest run of zero groups compressed (the first of equal
+// runs, none of one group), groups in lower-case hex, and an IPv4-mapped
+// address in hex too (::ffff:7f00:1, where netip writes ::ffff:127.0.0.1).
+// Written otherwise ([0:0::1]) the entry would never match.
+func originIPv6(ip netip.Addr) string {
+	if !ip.Is4In6() {
+		return ip.String() // RFC 5952, the standard's serialisation
+	}
+	b := ip.As16()
+	return fmt.Sprintf("::ffff:%x:%x", uint16(b[12])<<8|uint16(b[13]), uint16(b[14])<<8|uint16(b[15]))
 }
 
 // checkOriginHost reports an origin's host that no browser sends in
@@ -97,9 +115,25 @@ func checkOriginHost(p *problems, key, o, host string) {
 		p.add("%s %s has no host", key, quoteSafe(o))
 	case err == nil && ip.Zone() != "":
 		p.add("%s %s has an IPv6 zone, which no browser sends in Origin", key, quoteSafe(o))
+	case err != nil && endsInNumber(host):
+		p.add("%s %s has a host ending in a number that is not an IPv4 address as browsers send it (four decimal numbers, no trailing dot)", key, quoteSafe(o))
 	case strings.ContainsFunc(host, func(r rune) bool { return r >= utf8.RuneSelf }):
 		p.add("%s %s has a host name that is not ASCII: write it as browsers send it, in punycode (xn--…)", key, quoteSafe(o))
 	default:
 		checkHostName(p, key, o, host)
 	}
+}
+
+// endsInNumber reports whether the URL standard reads host as an IPv4
+// address: its last label (one trailing dot dropped) is decimal digits or
+// 0x hex. Browsers send such a host as four decimal numbers
+// (http://127.1 and http://0x7f.0.0.1. as http://127.0.0.1, and refuse
+// one that is no address), so only that spelling can match.
+func endsInNumber(host string) bool {
+	name := strings.TrimSuffix(host, ".")
+	last := name[strings.LastIndexByte(name, '.')+1:]
+	if hex, ok := strings.CutPrefix(strings.ToLower(last), "0x"); ok {
+		return strings.Trim(hex, "0123456789abcdef") == ""
+	}
+	return last != "" && strings.Trim(last, "0123456789") == ""
 }
