@@ -5,50 +5,39 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/iop-gateway/iop/internal/testhttp"
 	"github.com/iop-gateway/iop/internal/testinput"
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
-
-// errorPage is a proxy's 502 page in front of Ollama, longer than
-// maxErrorBody (an HTML page with its inline styles and scripts).
-var errorPage = "<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title><style>" +
-	strings.Repeat("body{font-family:sans-serif;margin:0;padding:0} ", 2000) +
-	"</style></head><body><h1>502 Bad Gateway</h1></body></html>\n"
 
 // An error body longer than what is read for its message is drained, so
 // its connection serves the next request (before, it was closed). The
 // drain's bound is exact: maxErrorBody+maxErrorDrain bytes keep the
 // connection, one byte more costs it.
 func TestErrorBodyDrainedConnectionReused(t *testing.T) {
-	if len(errorPage) <= maxErrorBody || len(errorPage) > maxErrorBody+maxErrorDrain {
-		t.Fatalf("page of %d bytes, want it past maxErrorBody and within the drain", len(errorPage))
+	if n := len(testhttp.ErrorPage); n <= maxErrorBody || n > maxErrorBody+maxErrorDrain {
+		t.Fatalf("page of %d bytes, want it past maxErrorBody and within the drain", n)
 	}
 	for name, c := range map[string]struct {
 		page  http.HandlerFunc
 		conns int32 // for the two requests
 	}{
 		// A length the client knows, as a proxy serving a static page sends.
-		"length": {func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/html")
-			w.Header().Set("Content-Length", strconv.Itoa(len(errorPage)))
-			w.WriteHeader(http.StatusBadGateway)
-			_, _ = io.WriteString(w, errorPage)
-		}, 1},
+		"length": {testhttp.ErrorPageHandler, 1},
 		// Chunked, as Ollama (gin) writes a long error.
 		"chunked": {func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json; charset=utf-8")
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = io.WriteString(w, `{"error":"`+strings.Repeat("x", maxErrorBody)+`"}`)
 		}, 1},
-		"at the bound":   {sized(http.StatusBadGateway, maxErrorBody+maxErrorDrain), 1},
-		"past the bound": {sized(http.StatusBadGateway, maxErrorBody+maxErrorDrain+1), 2},
+		"at the bound":   {testhttp.SizedError(http.StatusBadGateway, maxErrorBody+maxErrorDrain), 1},
+		"past the bound": {testhttp.SizedError(http.StatusBadGateway, maxErrorBody+maxErrorDrain+1), 2},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFake(t)
@@ -67,16 +56,6 @@ func TestErrorBodyDrainedConnectionReused(t *testing.T) {
 				t.Fatalf("%d connections for two requests, want %d", n, c.conns)
 			}
 		})
-	}
-}
-
-// sized answers status with a body of n bytes and its length.
-func sized(status, n int) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html")
-		w.Header().Set("Content-Length", strconv.Itoa(n))
-		w.WriteHeader(status)
-		_, _ = io.WriteString(w, strings.Repeat(" ", n))
 	}
 }
 

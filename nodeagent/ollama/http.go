@@ -33,15 +33,6 @@ const errorDrainTime = time.Second
 // drainAfterDone bounds the wait for a stream's end after its done line.
 const drainAfterDone = 100 * time.Millisecond
 
-// drainBody reads and discards at most limit bytes of what is left of
-// body, for at most within, so that its connection can be reused; a body
-// longer or slower is closed, losing the connection.
-func drainBody(body io.ReadCloser, limit int64, within time.Duration) {
-	t := time.AfterFunc(within, func() { _ = body.Close() })
-	_, _ = io.Copy(io.Discard, io.LimitReader(body, limit))
-	t.Stop()
-}
-
 // errRunTimeout is the cancellation cause of the adapter's own deadline, so
 // it can be told apart from a caller's cancellation or deadline.
 var errRunTimeout = errors.New("ollama: request timed out")
@@ -149,7 +140,7 @@ func (o *Instance) do(ctx context.Context, cfg *config, method, path string, bod
 // it), draining what follows the message within bounds.
 func statusError(resp *http.Response) error {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	drainBody(resp.Body, maxErrorDrain, errorDrainTime)
+	adapter.DrainBody(resp.Body, maxErrorDrain, errorDrainTime)
 	code := adapter.CodeUpstream
 	if resp.StatusCode == http.StatusBadRequest {
 		code = adapter.CodeInvalidRequest

@@ -164,7 +164,7 @@ func (o *Instance) runStream(ctx context.Context, cfg *config, path string, body
 	// the connection go back to the keep-alive pool instead of being closed.
 	// The answer is complete already: a server (or a proxy) that leaves the
 	// body open gets drainAfterDone, then loses the connection.
-	drainBody(resp.Body, 4<<10, drainAfterDone)
+	adapter.DrainBody(resp.Body, 4<<10, drainAfterDone)
 	return out.result()
 }
 

@@ -7,22 +7,16 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/iop-gateway/iop/internal/testhttp"
 	"github.com/iop-gateway/iop/internal/testinput"
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
-
-// errorPage32r is a proxy's 502 page in front of vLLM, longer than
-// maxErrorBody and within the drain.
-var errorPage32r = "<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title><style>" +
-	strings.Repeat("body{font-family:sans-serif;margin:0;padding:0} ", 2000) +
-	"</style></head><body><h1>502 Bad Gateway</h1></body></html>\n"
 
 // countingServer is an httptest server that counts the connections it
 // accepted; h answers the first request, ok every later one.
@@ -58,41 +52,26 @@ func runPlainChat(ctx context.Context, in *Instance) error {
 	return err
 }
 
-// sizedError answers 502 with a body of n bytes and its length.
-func sizedError(n int) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html")
-		w.Header().Set("Content-Length", strconv.Itoa(n))
-		w.WriteHeader(http.StatusBadGateway)
-		_, _ = io.WriteString(w, strings.Repeat(" ", n))
-	}
-}
-
 // An upstream error body longer than what is read for its message is
 // drained, so that its connection serves the next request. The drain's
 // bound is exact: maxErrorBody+maxErrorDrain bytes keep the connection,
 // one byte more costs it.
 func TestUpstreamErrorBodyDrainedConnectionReused(t *testing.T) {
-	if len(errorPage32r) <= maxErrorBody || len(errorPage32r) > maxErrorBody+maxErrorDrain {
-		t.Fatalf("page of %d bytes, want it past maxErrorBody and within the drain", len(errorPage32r))
+	if n := len(testhttp.ErrorPage); n <= maxErrorBody || n > maxErrorBody+maxErrorDrain {
+		t.Fatalf("page of %d bytes, want it past maxErrorBody and within the drain", n)
 	}
 	for name, c := range map[string]struct {
 		page  http.HandlerFunc
 		conns int32 // for the two requests
 	}{
-		"length": {func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/html")
-			w.Header().Set("Content-Length", strconv.Itoa(len(errorPage32r)))
-			w.WriteHeader(http.StatusBadGateway)
-			_, _ = io.WriteString(w, errorPage32r)
-		}, 1},
+		"length": {testhttp.ErrorPageHandler, 1},
 		"chunked": {func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = io.WriteString(w, `{"error":{"message":"`+strings.Repeat("x", maxErrorBody)+`"}}`)
 		}, 1},
-		"at the bound":   {sizedError(maxErrorBody + maxErrorDrain), 1},
-		"past the bound": {sizedError(maxErrorBody + maxErrorDrain + 1), 2},
+		"at the bound":   {testhttp.SizedError(http.StatusBadGateway, maxErrorBody+maxErrorDrain), 1},
+		"past the bound": {testhttp.SizedError(http.StatusBadGateway, maxErrorBody+maxErrorDrain+1), 2},
 	} {
 		t.Run(name, func(t *testing.T) {
 			srv, conns := countingServer(t, c.page, answerChat)

@@ -137,19 +137,10 @@ func truncate(s string, n int) string {
 // what follows the part read within bounds (the caller closes it).
 func readUpstreamError(resp *http.Response) upstreamError {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	drainBody(resp.Body, maxErrorDrain, errorDrainTime)
+	adapter.DrainBody(resp.Body, maxErrorDrain, errorDrainTime)
 	ue := parseUpstreamError(resp.StatusCode, bytes.TrimSpace(body))
 	ue.retryAfter = adapter.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return ue
-}
-
-// drainBody reads and discards at most limit bytes of what is left of
-// body, for at most within, so that its connection can be reused; a body
-// longer or slower is closed, losing the connection.
-func drainBody(body io.ReadCloser, limit int64, within time.Duration) {
-	t := time.AfterFunc(within, func() { _ = body.Close() })
-	_, _ = io.Copy(io.Discard, io.LimitReader(body, limit))
-	t.Stop()
 }
 
 // adapterError turns an upstream error into the failure a run returns. A
