@@ -21,27 +21,16 @@ import (
 // drain's bound is exact: maxErrorBody+maxErrorDrain bytes keep the
 // connection, one byte more costs it.
 func TestErrorBodyDrainedConnectionReused(t *testing.T) {
-	if n := len(testhttp.ErrorPage); n <= maxErrorBody || n > maxErrorBody+maxErrorDrain {
-		t.Fatalf("page of %d bytes, want it past maxErrorBody and within the drain", n)
+	// Chunked, as Ollama (gin) writes a long error.
+	chunked := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, `{"error":"`+strings.Repeat("x", maxErrorBody)+`"}`)
 	}
-	for name, c := range map[string]struct {
-		page  http.HandlerFunc
-		conns int32 // for the two requests
-	}{
-		// A length the client knows, as a proxy serving a static page sends.
-		"length": {testhttp.ErrorPageHandler, 1},
-		// Chunked, as Ollama (gin) writes a long error.
-		"chunked": {func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json; charset=utf-8")
-			w.WriteHeader(http.StatusInternalServerError)
-			_, _ = io.WriteString(w, `{"error":"`+strings.Repeat("x", maxErrorBody)+`"}`)
-		}, 1},
-		"at the bound":   {testhttp.SizedError(http.StatusBadGateway, maxErrorBody+maxErrorDrain), 1},
-		"past the bound": {testhttp.SizedError(http.StatusBadGateway, maxErrorBody+maxErrorDrain+1), 2},
-	} {
-		t.Run(name, func(t *testing.T) {
+	for _, c := range testhttp.DrainCases(t, maxErrorBody, maxErrorDrain, chunked) {
+		t.Run(c.Name, func(t *testing.T) {
 			f := newFake(t)
-			f.handle("/api/chat", c.page)
+			f.handle("/api/chat", c.Page)
 			inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
 			var ae *adapter.Error
 			if _, _, err := runChat(t, inst, simpleChat); !errors.As(err, &ae) || ae.HTTPStatus < 500 {
@@ -52,8 +41,8 @@ func TestErrorBodyDrainedConnectionReused(t *testing.T) {
 			if _, _, err := runChat(t, inst, simpleChat); err != nil {
 				t.Fatal(err)
 			}
-			if n := f.conns.Load(); n != c.conns {
-				t.Fatalf("%d connections for two requests, want %d", n, c.conns)
+			if n := f.conns.Load(); n != c.Conns {
+				t.Fatalf("%d connections for two requests, want %d", n, c.Conns)
 			}
 		})
 	}

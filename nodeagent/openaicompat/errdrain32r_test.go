@@ -57,24 +57,15 @@ func runPlainChat(ctx context.Context, in *Instance) error {
 // bound is exact: maxErrorBody+maxErrorDrain bytes keep the connection,
 // one byte more costs it.
 func TestUpstreamErrorBodyDrainedConnectionReused(t *testing.T) {
-	if n := len(testhttp.ErrorPage); n <= maxErrorBody || n > maxErrorBody+maxErrorDrain {
-		t.Fatalf("page of %d bytes, want it past maxErrorBody and within the drain", n)
+	// Chunked, as vLLM writes a long error.
+	chunked := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, `{"error":{"message":"`+strings.Repeat("x", maxErrorBody)+`"}}`)
 	}
-	for name, c := range map[string]struct {
-		page  http.HandlerFunc
-		conns int32 // for the two requests
-	}{
-		"length": {testhttp.ErrorPageHandler, 1},
-		"chunked": {func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusInternalServerError)
-			_, _ = io.WriteString(w, `{"error":{"message":"`+strings.Repeat("x", maxErrorBody)+`"}}`)
-		}, 1},
-		"at the bound":   {testhttp.SizedError(http.StatusBadGateway, maxErrorBody+maxErrorDrain), 1},
-		"past the bound": {testhttp.SizedError(http.StatusBadGateway, maxErrorBody+maxErrorDrain+1), 2},
-	} {
-		t.Run(name, func(t *testing.T) {
-			srv, conns := countingServer(t, c.page, answerChat)
+	for _, c := range testhttp.DrainCases(t, maxErrorBody, maxErrorDrain, chunked) {
+		t.Run(c.Name, func(t *testing.T) {
+			srv, conns := countingServer(t, c.Page, answerChat)
 			in := newTestInstance(t, TypeVLLM, testConfig(srv.URL))
 			var ae *adapter.Error
 			if err := runPlainChat(context.Background(), in); !errors.As(err, &ae) || ae.HTTPStatus < 500 {
@@ -83,8 +74,8 @@ func TestUpstreamErrorBodyDrainedConnectionReused(t *testing.T) {
 			if err := runPlainChat(context.Background(), in); err != nil {
 				t.Fatal(err)
 			}
-			if n := conns.Load(); n != c.conns {
-				t.Fatalf("%d connections for two requests, want %d", n, c.conns)
+			if n := conns.Load(); n != c.Conns {
+				t.Fatalf("%d connections for two requests, want %d", n, c.Conns)
 			}
 		})
 	}
