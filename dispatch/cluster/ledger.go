@@ -77,7 +77,11 @@ type Config struct {
 	// TTL is how long a lease lives in Redis without renewal: the longest
 	// a crashed edge's capacity stays taken. Renewal runs every TTL/3.
 	TTL time.Duration
-	// Timeout bounds each Redis call.
+	// Timeout bounds each call of the ledger as a whole: every round trip
+	// it makes (a NOSCRIPT resend, a fresh connection's dial and
+	// handshake included) keeps to one deadline this long after the call
+	// began. It must be positive (config: cluster.redis.timeout_ms, 1 ms
+	// to 10 s); zero fails every call at once.
 	Timeout time.Duration
 	// EdgeID names this edge in lease ids (unique per edge process).
 	EdgeID string
@@ -117,11 +121,25 @@ type Ledger struct {
 }
 
 // Open connects (lazily: the first call dials) and returns the ledger.
+//
+// Every call sets its context's deadline Timeout after it began, and
+// ContextTimeoutEnabled makes go-redis bound each socket read and write by
+// that deadline: without it the client set a fresh ReadTimeout and
+// WriteTimeout on every round trip, so a call of two round trips (a
+// NOSCRIPT resend, Held's TIME then counts, a fresh connection's
+// handshake) could take twice the timeout or more. A connection whose
+// read or write the deadline cut (a reply left half-read) is closed, not
+// put back in the pool (go-redis counts any timeout as a bad connection:
+// isBadConn without allowTimeout), so the next call never reads another
+// call's reply. ReadTimeout and WriteTimeout still bound each round trip
+// too (the earlier of the two wins), and what the pub/sub subscription
+// does (go-redis's PubSub does not read this option).
 func Open(cfg Config) *Ledger {
 	rdb := redis.NewClient(&redis.Options{
 		Addr: cfg.Address, Password: cfg.Password, DB: cfg.DB,
 		DialTimeout: cfg.Timeout, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
-		PoolSize: 16, MaxRetries: -1, // a failed call fails now; the caller decides
+		ContextTimeoutEnabled: true,
+		PoolSize:              16, MaxRetries: -1, // a failed call fails now; the caller decides
 	})
 	prefix := cfg.KeyPrefix
 	if prefix == "" {
