@@ -282,8 +282,8 @@ var takeSrc string
 var renewSrc string
 
 var (
-	takeScript  = redis.NewScript(takeSrc)
-	renewScript = redis.NewScript(renewSrc)
+	takeScript  = newScript(takeSrc)
+	renewScript = newScript(renewSrc)
 )
 
 // Outcome of Take.
@@ -372,7 +372,7 @@ func (l *Ledger) NewWaiterID(shift time.Duration) string {
 //go:embed wait.lua
 var waitSrc string
 
-var waitScript = redis.NewScript(waitSrc)
+var waitScript = newScript(waitSrc)
 
 // Alive marks this edge live for the TTL: its waiters count (see Take).
 // ErrRefused when Redis answers with an error reply, else ErrUnavailable.
@@ -487,8 +487,8 @@ var readdSrc string
 var returnSrc string
 
 var (
-	readdScript  = redis.NewScript(readdSrc)
-	returnScript = redis.NewScript(returnSrc)
+	readdScript  = newScript(readdSrc)
+	returnScript = newScript(returnSrc)
 )
 
 // HeldLease is one lease this edge holds, for Renew.
