@@ -42,9 +42,13 @@ type returnGroup struct {
 // OpReadd of a lease is queued only while the lease is held, so before
 // its return, never after. A resource is announced once per batch, after
 // its returns, and only when one of them removed a lease (a return of a
-// lease Redis does not hold wakes no edge). On an error none, some or all
-// of them took effect: leases not returned expire within the TTL, waiters
-// not removed age out of their set. A *Refusal (ErrRefused) when Redis
+// lease Redis does not hold wakes no edge: one whose take was refused or
+// unanswered, one sent again, and one Redis lost, whose slot was freed,
+// unannounced, when Redis lost it; every take since counted it free, and
+// an edge told Full before the loss retries on its own backoff; see
+// TestReturnOfALeaseRedisLostAnnouncesNothing). On an error none, some
+// or all of them took effect: leases not returned expire within the TTL,
+// waiters not removed age out of their set. A *Refusal (ErrRefused) when Redis
 // answered every update (the ones refused never take effect, save a
 // script's writes before its refusal), ErrUnavailable when some went
 // unanswered (those may still take effect later).

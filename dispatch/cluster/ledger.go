@@ -327,8 +327,11 @@ func clampShift(shift time.Duration) time.Duration { return min(max(shift, -MaxS
 // edges. It fails with
 // ErrUnavailable when Redis does not answer (the script may then have run
 // or not), with ErrRefused when Redis answers with an error reply (out
-// of memory, a read-only replica, loading), and with ErrWrongType when
-// one of the keys holds another type.
+// of memory, a read-only replica, loading: the server's, the same for
+// every key; an ACL's NOPERM, for one key or for the script command, one
+// kind either way), and with ErrWrongType when one of the keys holds
+// another type (the one refusal that is the key's own: the caller may
+// try another resource).
 func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity int, long bool, id, waitKey, member string, shift, waited time.Duration) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
