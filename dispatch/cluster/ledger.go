@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -134,12 +135,22 @@ type Ledger struct {
 // call's reply. ReadTimeout and WriteTimeout still bound each round trip
 // too (the earlier of the two wins), and what the pub/sub subscription
 // does (go-redis's PubSub does not read this option).
+//
+// A new connection's handshake is made within the deadline of the call
+// that needs it, so it is kept to HELLO alone: no CLIENT SETINFO (the
+// library's name and version in CLIENT LIST) and no CLIENT
+// MAINT_NOTIFICATIONS (Redis Enterprise's maintenance events, which a
+// Redis 7 refuses after a round trip), each a round trip more that a
+// Redis a fifth of the timeout away could not afford: its calls on new
+// connections would fail at the deadline, and the connection with them.
 func Open(cfg Config) *Ledger {
 	rdb := redis.NewClient(&redis.Options{
 		Addr: cfg.Address, Password: cfg.Password, DB: cfg.DB,
 		DialTimeout: cfg.Timeout, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
-		ContextTimeoutEnabled: true,
-		PoolSize:              16, MaxRetries: -1, // a failed call fails now; the caller decides
+		ContextTimeoutEnabled:    true,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		PoolSize:                 16, MaxRetries: -1, // a failed call fails now; the caller decides
 	})
 	prefix := cfg.KeyPrefix
 	if prefix == "" {
