@@ -42,9 +42,13 @@ type returnGroup struct {
 // OpReadd of a lease is queued only while the lease is held, so before
 // its return, never after. A resource is announced once per batch, after
 // its returns, and only when one of them removed a lease (a return of a
-// lease Redis does not hold wakes no edge). On an error none, some or all
-// of them took effect: leases not returned expire within the TTL, waiters
-// not removed age out of their set. A *Refusal (ErrRefused) when Redis
+// lease Redis does not hold wakes no edge: one whose take was refused or
+// unanswered, one sent again, and one Redis lost, whose slot was freed,
+// unannounced, when Redis lost it; every take since counted it free, and
+// an edge told Full before the loss retries on its own backoff; see
+// TestReturnOfALeaseRedisLostAnnouncesNothing). On an error none, some
+// or all of them took effect: leases not returned expire within the TTL,
+// waiters not removed age out of their set. A *Refusal (ErrRefused) when Redis
 // answered every update (the ones refused never take effect, save a
 // script's writes before its refusal), ErrUnavailable when some went
 // unanswered (those may still take effect later).
@@ -167,13 +171,20 @@ func (l *Ledger) refusedUpdates(updates []Update, groups []returnGroup, cmds []r
 	return out
 }
 
-// scriptBodies are the ledger's pipelined scripts' bodies by SHA1, for
-// evalAgain.
-var scriptBodies = map[string]string{
-	waitScript.Hash():   waitSrc,
-	readdScript.Hash():  readdSrc,
-	returnScript.Hash(): returnSrc,
-	renewScript.Hash():  renewSrc,
+// scriptBodies are the bodies of the ledger's scripts by SHA1, for
+// evalAgain. newScript fills it as it makes each script, and every script
+// of the package is made by it (TestScriptsAreMadeByNewScriptOnly): a
+// script sent by hash always has its body here. Written only while the
+// package's variables are initialized, read-only after.
+var scriptBodies = map[string]string{}
+
+// newScript is redis.NewScript that also records the script's body by its
+// SHA1 in scriptBodies. Only for package-level variables (the map is not
+// guarded).
+func newScript(src string) *redis.Script {
+	s := redis.NewScript(src)
+	scriptBodies[s.Hash()] = src
+	return s
 }
 
 // noScript reports whether err is Redis's NOSCRIPT reply to an EVALSHA
@@ -213,13 +224,28 @@ func evalAgain(ctx context.Context, rdb *redis.Client, cmds []redis.Cmder) error
 		for _, c := range cmds[first:] {
 			args := c.Args()
 			if name, _ := args[0].(string); name == "evalsha" {
-				args = append([]any{"eval", scriptBodies[args[1].(string)]}, args[2:]...)
+				body, ok := scriptBodies[args[1].(string)]
+				if !ok {
+					// A script not made by newScript (which the tests
+					// rule out): its NOSCRIPT stands, a refusal of that
+					// kind, and nothing is sent again. Redis runs an
+					// EVAL of an empty body as a script doing nothing
+					// and answers nil (redis.Nil): the update not made,
+					// and the batch refused with a kind no reply has.
+					return firstErr(cmds)
+				}
+				args = append([]any{"eval", body}, args[2:]...)
 			}
 			again = append(again, pipe.Do(ctx, args...))
 		}
 		_, _ = pipe.Exec(ctx) // each command's error is read below
 		copy(cmds[first:], again)
 	}
+	return firstErr(cmds)
+}
+
+// firstErr is the first error among cmds, or nil.
+func firstErr(cmds []redis.Cmder) error {
 	for _, c := range cmds {
 		if err := c.Err(); err != nil {
 			return err

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -77,7 +78,11 @@ type Config struct {
 	// TTL is how long a lease lives in Redis without renewal: the longest
 	// a crashed edge's capacity stays taken. Renewal runs every TTL/3.
 	TTL time.Duration
-	// Timeout bounds each Redis call.
+	// Timeout bounds each call of the ledger as a whole: every round trip
+	// it makes (a NOSCRIPT resend, a fresh connection's dial and
+	// handshake included) keeps to one deadline this long after the call
+	// began. It must be positive (config: cluster.redis.timeout_ms, 1 ms
+	// to 10 s); zero fails every call at once.
 	Timeout time.Duration
 	// EdgeID names this edge in lease ids (unique per edge process).
 	EdgeID string
@@ -117,11 +122,35 @@ type Ledger struct {
 }
 
 // Open connects (lazily: the first call dials) and returns the ledger.
+//
+// Every call sets its context's deadline Timeout after it began, and
+// ContextTimeoutEnabled makes go-redis bound each socket read and write by
+// that deadline: without it the client set a fresh ReadTimeout and
+// WriteTimeout on every round trip, so a call of two round trips (a
+// NOSCRIPT resend, Held's TIME then counts, a fresh connection's
+// handshake) could take twice the timeout or more. A connection whose
+// read or write the deadline cut (a reply left half-read) is closed, not
+// put back in the pool (go-redis counts any timeout as a bad connection:
+// isBadConn without allowTimeout), so the next call never reads another
+// call's reply. ReadTimeout and WriteTimeout still bound each round trip
+// too (the earlier of the two wins), and what the pub/sub subscription
+// does (go-redis's PubSub does not read this option).
+//
+// A new connection's handshake is made within the deadline of the call
+// that needs it, so it is kept to HELLO alone: no CLIENT SETINFO (the
+// library's name and version in CLIENT LIST) and no CLIENT
+// MAINT_NOTIFICATIONS (Redis Enterprise's maintenance events, which a
+// Redis 7 refuses after a round trip), each a round trip more that a
+// Redis a fifth of the timeout away could not afford: its calls on new
+// connections would fail at the deadline, and the connection with them.
 func Open(cfg Config) *Ledger {
 	rdb := redis.NewClient(&redis.Options{
 		Addr: cfg.Address, Password: cfg.Password, DB: cfg.DB,
 		DialTimeout: cfg.Timeout, ReadTimeout: cfg.Timeout, WriteTimeout: cfg.Timeout,
-		PoolSize: 16, MaxRetries: -1, // a failed call fails now; the caller decides
+		ContextTimeoutEnabled:    true,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		PoolSize:                 16, MaxRetries: -1, // a failed call fails now; the caller decides
 	})
 	prefix := cfg.KeyPrefix
 	if prefix == "" {
@@ -264,8 +293,8 @@ var takeSrc string
 var renewSrc string
 
 var (
-	takeScript  = redis.NewScript(takeSrc)
-	renewScript = redis.NewScript(renewSrc)
+	takeScript  = newScript(takeSrc)
+	renewScript = newScript(renewSrc)
 )
 
 // Outcome of Take.
@@ -309,8 +338,11 @@ func clampShift(shift time.Duration) time.Duration { return min(max(shift, -MaxS
 // edges. It fails with
 // ErrUnavailable when Redis does not answer (the script may then have run
 // or not), with ErrRefused when Redis answers with an error reply (out
-// of memory, a read-only replica, loading), and with ErrWrongType when
-// one of the keys holds another type.
+// of memory, a read-only replica, loading: the server's, the same for
+// every key; an ACL's NOPERM, for one key or for the script command, one
+// kind either way), and with ErrWrongType when one of the keys holds
+// another type (the one refusal that is the key's own: the caller may
+// try another resource).
 func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity int, long bool, id, waitKey, member string, shift, waited time.Duration) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
@@ -354,7 +386,7 @@ func (l *Ledger) NewWaiterID(shift time.Duration) string {
 //go:embed wait.lua
 var waitSrc string
 
-var waitScript = redis.NewScript(waitSrc)
+var waitScript = newScript(waitSrc)
 
 // Alive marks this edge live for the TTL: its waiters count (see Take).
 // ErrRefused when Redis answers with an error reply, else ErrUnavailable.
@@ -469,8 +501,8 @@ var readdSrc string
 var returnSrc string
 
 var (
-	readdScript  = redis.NewScript(readdSrc)
-	returnScript = redis.NewScript(returnSrc)
+	readdScript  = newScript(readdSrc)
+	returnScript = newScript(returnSrc)
 )
 
 // HeldLease is one lease this edge holds, for Renew.

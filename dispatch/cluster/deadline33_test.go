@@ -1,0 +1,245 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/iop-gateway/iop/internal/testredis"
+)
+
+// pauser is a go-redis hook: while on (ms > 0) it pauses the Redis server
+// for ms milliseconds (CLIENT PAUSE ... ALL, sent by another client, which
+// Redis answers at once) before each command or pipeline of the client it
+// is added to, handshakes included. Each of that client's round trips then
+// takes at least ms, as on a Redis slow to answer: every reply arrives,
+// each within the timeout when ms is below it.
+//
+// trips counts the round trips (commands and pipelines) it saw.
+type pauser struct {
+	t     *testing.T
+	by    *redis.Client
+	ms    atomic.Int64
+	trips atomic.Int64
+}
+
+func (p *pauser) pause() {
+	p.trips.Add(1)
+	if ms := p.ms.Load(); ms > 0 {
+		if err := p.by.Do(context.Background(), "CLIENT", "PAUSE", ms, "ALL").Err(); err != nil {
+			p.t.Error(err)
+		}
+	}
+}
+
+func (p *pauser) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (p *pauser) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		p.pause()
+		return next(ctx, cmd)
+	}
+}
+
+func (p *pauser) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		p.pause()
+		return next(ctx, cmds)
+	}
+}
+
+// deadlineTimeout is the ledger timeout of the deadline tests, and
+// deadlinePause how long each round trip is held: two round trips
+// (2 × 400 ms) overrun the timeout, one does not. Generous against a
+// loaded machine: the old client answered a two-round-trip call in about
+// 800 ms without an error, the new one fails it at 600 ms.
+const (
+	deadlineTimeout = 600 * time.Millisecond
+	deadlinePause   = 400 * time.Millisecond
+	// deadlineSlack is how late past the timeout a call may return: the
+	// scheduler's delay on a loaded 2-core machine (156 ms seen at load
+	// 16). A call that waited for its second reply instead (200 ms past
+	// the timeout) would have succeeded, which the tests refuse anyway.
+	deadlineSlack = 300 * time.Millisecond
+)
+
+// pausedLedger is a ledger of edge "e" with the timeout of the deadline
+// tests on rs, its round trips paused by the returned pauser (off until
+// its ms is set).
+func pausedLedger(t *testing.T, rs *testredis.Server) (*Ledger, *pauser) {
+	t.Helper()
+	l := Open(Config{Address: rs.Addr, TTL: time.Minute, Timeout: deadlineTimeout, EdgeID: "e"})
+	t.Cleanup(func() { _ = l.Close() })
+	p := &pauser{t: t, by: rs.Client(t)}
+	l.Client().AddHook(p)
+	return l, p
+}
+
+// unpaused waits until the server answers a plain client again (the last
+// pause has ended), so that checks after a paused call are not cut by it.
+func unpaused(t *testing.T, rdb *redis.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Every call of the ledger keeps to one deadline, cfg.Timeout after it
+// began, across all its round trips: a call of two round trips on a Redis
+// that takes 400 ms to answer each fails as unanswered at the 600 ms
+// timeout (the old client gave each round trip its own read timeout and
+// answered after about 800 ms, twice the NOSCRIPT resend's share), while a
+// call of one round trip still succeeds. After each, the same ledger's
+// next calls read their own replies: the connection the deadline cut was
+// dropped, not reused with the late reply still on its way.
+func TestEveryLedgerCallKeepsToOneDeadline(t *testing.T) {
+	rs := testredis.Start(t)
+	rdb := rs.Client(t)
+	l, p := pausedLedger(t, rs)
+	ctx := context.Background()
+	key := Key("n", "p")
+	held := takeN(t, l, key, 1)[0]
+	if err := l.SetPending(ctx, map[string]int{"m": 1}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		// trips is how many round trips the call makes with the
+		// script cache flushed and the connections warm.
+		trips int
+		call  func() error
+	}{
+		{"take (EVALSHA, NOSCRIPT, EVAL)", 2, func() error {
+			_, err := l.Take(ctx, key, 100, 100, false, l.NewLeaseID(), WaitKey("m", 0), "", 0, 0)
+			return err
+		}},
+		{"renew and its resend", 2, func() error {
+			_, err := l.Renew(ctx, map[string][]HeldLease{key: {{ID: held}}})
+			return err
+		}},
+		{"wait and its resend", 2, func() error {
+			return l.Apply(ctx, []Update{{Kind: OpWait, Key: WaitKey("m", 0), ID: l.NewWaiterID(0)}})
+		}},
+		{"return and its resend", 2, func() error {
+			return l.Apply(ctx, []Update{{Kind: OpReturn, Key: key, ID: "e/not-held", Fence: true}})
+		}},
+		{"held (TIME, then counts)", 2, func() error {
+			_, err := l.Held(ctx, []string{key})
+			return err
+		}},
+		{"pending (edges, then their figures)", 2, func() error {
+			_, err := l.Pending(ctx)
+			return err
+		}},
+		{"publish pending", 1, func() error { return l.SetPending(ctx, map[string]int{"m": 1}) }},
+		{"alive", 1, func() error { return l.Alive(ctx) }},
+		{"ping", 1, func() error { return l.Ping(ctx) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// Warm both pools (commands, pipelines) unpaused: the call
+			// under test makes only its own round trips.
+			if err := l.Ping(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Apply(ctx, []Update{{Kind: OpUnwait, Key: WaitKey("m", 0), ID: "e/none"}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			p.ms.Store(deadlinePause.Milliseconds())
+			start := time.Now()
+			err := c.call()
+			took := time.Since(start)
+			p.ms.Store(0)
+			unpaused(t, rdb)
+			if c.trips > 1 {
+				if !errors.Is(err, ErrUnavailable) || took > deadlineTimeout+deadlineSlack {
+					t.Fatalf("%d round trips of %v each: %v after %v; want %v within %v", c.trips, deadlinePause, err, took, ErrUnavailable, deadlineTimeout+deadlineSlack)
+				}
+			} else if err != nil {
+				t.Fatalf("one round trip of %v within the %v timeout: %v after %v", deadlinePause, deadlineTimeout, err, took)
+			}
+			checkReplies(t, l, rdb, key)
+		})
+	}
+}
+
+// A fresh connection's dial and handshake (HELLO, CLIENT SETINFO) count
+// in the call's deadline: a Ping on a new ledger, each of its handshake's
+// round trips and its own taking 400 ms, fails at the timeout (the old
+// client, whose handshake read with the per-read timeout only, answered
+// after three of them).
+func TestAFreshConnectionsHandshakeKeepsToTheCallsDeadline(t *testing.T) {
+	rs := testredis.Start(t)
+	rdb := rs.Client(t)
+	l, p := pausedLedger(t, rs)
+	p.ms.Store(deadlinePause.Milliseconds())
+	start := time.Now()
+	err := l.Ping(context.Background())
+	took := time.Since(start)
+	p.ms.Store(0)
+	unpaused(t, rdb)
+	if !errors.Is(err, ErrUnavailable) || took > deadlineTimeout+deadlineSlack {
+		t.Fatalf("ping on a new connection, each round trip %v: %v after %v; want %v within %v", deadlinePause, err, took, ErrUnavailable, deadlineTimeout+deadlineSlack)
+	}
+	checkReplies(t, l, rdb, Key("n", "p"))
+}
+
+// checkReplies checks, unpaused, that l's calls read their own replies:
+// its count of key is the server's, a take is granted and counted, and
+// its return frees the slot.
+func checkReplies(t *testing.T, l *Ledger, rdb *redis.Client, key string) {
+	t.Helper()
+	ctx := context.Background()
+	for range 3 {
+		want, err := rdb.ZCard(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := l.Held(ctx, []string{key})
+		if err != nil || got[key] != int(want) {
+			t.Fatalf("held after the deadline: %v %v, want %d", got, err, want)
+		}
+		id := l.NewLeaseID()
+		if out, err := l.Take(ctx, key, int(want)+1, int(want)+1, false, id, "", "", 0, 0); out != Taken || err != nil {
+			t.Fatalf("take after the deadline: %v %v", out, err)
+		}
+		if !inSet(t, rdb, key, id) {
+			t.Fatalf("lease %s taken but not in Redis", id)
+		}
+		if err := l.Apply(ctx, []Update{{Kind: OpReturn, Key: key, ID: id}}); err != nil || inSet(t, rdb, key, id) {
+			t.Fatalf("return after the deadline: %v (still held: %v)", err, inSet(t, rdb, key, id))
+		}
+		if err := l.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A new connection's handshake is HELLO alone (no CLIENT SETINFO, no
+// CLIENT MAINT_NOTIFICATIONS): a Ping on a new ledger makes two round
+// trips, and with each taking a third of the timeout it succeeds within
+// it. With the client's default handshake it made four (three once the
+// server had refused maintenance notifications), and failed at the
+// deadline.
+func TestAFreshConnectionsHandshakeIsOneRoundTrip(t *testing.T) {
+	rs := testredis.Start(t)
+	rdb := rs.Client(t)
+	l, p := pausedLedger(t, rs)
+	p.ms.Store((deadlineTimeout / 3).Milliseconds())
+	err := l.Ping(context.Background())
+	p.ms.Store(0)
+	unpaused(t, rdb)
+	if n := p.trips.Load(); err != nil || n != 2 {
+		t.Fatalf("ping on a new connection, each round trip %v: %v after %d round trips; want success after 2 (HELLO, PING)", deadlineTimeout/3, err, n)
+	}
+	checkReplies(t, l, rdb, Key("n", "p"))
+}
