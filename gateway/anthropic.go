@@ -448,6 +448,19 @@ func (c committer) Write(p []byte) (int, error) {
 
 var errHeldTooLarge = errors.New("gateway: answer too large to convert")
 
+// upstreamError answers a held whole answer that is an upstream's error
+// document though its status said success (anthropicapi.UpstreamError)
+// with that error in Anthropic's envelope and status, and reports whether
+// it did. The OpenAI surface relays such a body as it came; a Messages
+// client would get a completion it cannot convert.
+func (w *messagesWriter) upstreamError() bool {
+	e, ok := anthropicapi.UpstreamError(w.held.Bytes())
+	if ok {
+		anthropicapi.WriteError(w.ResponseWriter, w.requestID, e)
+	}
+	return ok
+}
+
 // finish renders what was held: an error in Anthropic's shape, or the
 // chat.completion as a Messages answer; and ends a stream that stopped
 // without [DONE] or an error event with an error event.
@@ -482,6 +495,8 @@ func (w *messagesWriter) finish() {
 		anthropicapi.WriteError(rw, w.requestID, e)
 	case w.req == nil || w.overflow:
 		anthropicapi.WriteError(rw, w.requestID, anthropicapi.NewError(http.StatusBadGateway, "The provider's answer could not be converted."))
+	case w.upstreamError():
+		// An error document with a success status: the upstream's error.
 	case w.streaming():
 		// A whole answer to a stream request (see wholeAnswer).
 		sw := w.newStreamWriter()

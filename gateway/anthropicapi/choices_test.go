@@ -21,18 +21,21 @@ func TestStreamTranslatesOnlyChoiceZero(t *testing.T) {
 	}
 }
 
-// A tool call that continues after another one opened its block cannot
-// be rendered (its block is closed): the stream is malformed rather than
-// given a second tool_use block with the same call's remaining arguments,
-// also when the fragment repeats the call's id and name (as some
-// OpenAI-compatible servers send them with every fragment).
+// A tool call that continues after its block closed (here text after
+// the calls closed it and wrote the held one) cannot be rendered: the
+// stream is malformed rather than given a second tool_use block with the
+// same call's remaining arguments, also when the fragment repeats the
+// call's id and name (as some OpenAI-compatible servers send them with
+// every fragment). Calls interleaved while a call's block is open are
+// held instead (toolinterleave33_test.go).
 func TestStreamToolCallResumedAfterAnotherIsMalformed(t *testing.T) {
 	s, buf, _ := newTestStream(nil)
 	feed(t, s,
 		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"f","arguments":"{\"a\":"}}]}}]}`,
-		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"g","arguments":"{}"}}]}}]}`)
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"g","arguments":"{}"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"content":"then"}}]}`)
 	err := s.Chunk([]byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","function":{"name":"f","arguments":"1}"}}]}}]}`))
-	if !errors.Is(err, ErrMalformedUpstream) || strings.Count(buf.String(), "event: content_block_start\n") != 2 {
+	if !errors.Is(err, ErrMalformedUpstream) || strings.Count(buf.String(), "event: content_block_start\n") != 3 {
 		t.Fatalf("err %v, stream:\n%s", err, buf)
 	}
 }

@@ -32,6 +32,7 @@
 //	                            other server; the empty turn goes with it)
 //	tools                       {"type":"function","function":{name,
 //	                            description,parameters:input_schema}}
+//	tools[].strict true         function.strict: true (false: omitted)
 //	tool_choice auto|any|tool|none
 //	                            "auto" | "required" | {"type":"function",
 //	                            "function":{"name"}} | "none"

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/iop-gateway/iop/gateway/openaiapi"
 	"github.com/iop-gateway/iop/internal/jsonenc"
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -156,7 +158,7 @@ func fixedMessage(status int) string {
 }
 
 // openAIEnvelope accepts OpenAI's {"error":{…}} and old vLLM's flat
-// {"object":"error","message":…} shapes.
+// {"object":"error","message":…,"type":…,"code":400} shapes.
 type openAIEnvelope struct {
 	Error *struct {
 		Message json.RawMessage `json:"message"`
@@ -165,6 +167,8 @@ type openAIEnvelope struct {
 	} `json:"error"`
 	Object  string          `json:"object"`
 	Message json.RawMessage `json:"message"`
+	Type    json.RawMessage `json:"type"`
+	Code    json.RawMessage `json:"code"`
 }
 
 // FromOpenAIError translates an OpenAI error answer (HTTP status and body)
@@ -192,6 +196,9 @@ func FromOpenAIError(status int, body []byte) *Error {
 			numeric = jsonStatus(env.Error.Code)
 		case env.Object == "error":
 			msg = jsonString(env.Message)
+			code = jsonString(env.Code)
+			typ = jsonString(env.Type)
+			numeric = jsonStatus(env.Code)
 		}
 	}
 	if status == 0 {
@@ -202,11 +209,58 @@ func FromOpenAIError(status int, body []byte) *Error {
 	} else if status < 400 || status > 599 {
 		status = http.StatusBadGateway
 	}
-	msg = strings.TrimSpace(truncate(msg, maxUpstreamMessage))
+	msg = strings.TrimSpace(truncate(cleanMessage(msg), maxUpstreamMessage))
 	if msg == "" {
 		msg = fixedMessage(status)
 	}
 	return NewError(status, msg)
+}
+
+// cleanMessage is an upstream's message without control characters: line
+// breaks and tabs become spaces, the rest (escape sequences that would
+// drive a terminal showing the error, NULs, C1 controls) are dropped.
+func cleanMessage(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+			return ' '
+		case unicode.IsControl(r):
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// UpstreamError reads a whole answer that came with a success status: when
+// body is an upstream's error document instead of a completion (OpenAI's
+// {"error":{…}} or old vLLM's {"object":"error",…}, with no choices),
+// it is that error, and true: the status as FromOpenAIError(0, body) reads
+// it (the envelope's code, else its kind, else 502), the message as
+// openaiapi.NormalizeUpstreamError reads it. A 401 or 403
+// becomes 502, as the tunnel turns an upstream's 401 and 403 into 502
+// (openaiapi.NormalizeUpstreamError): the node's provider key failed, not
+// the caller's. Anything else (a completion, or not JSON, which
+// RenderMessage refuses as malformed) is nil and false.
+func UpstreamError(body []byte) (*Error, bool) {
+	var doc struct {
+		Choices json.RawMessage `json:"choices"`
+		Error   json.RawMessage `json:"error"`
+		Object  string          `json:"object"`
+	}
+	if json.Unmarshal(body, &doc) != nil || (len(doc.Choices) > 0 && string(doc.Choices) != "null") {
+		return nil, false
+	}
+	if (len(doc.Error) == 0 || string(doc.Error) == "null") && doc.Object != "error" {
+		return nil, false
+	}
+	status := FromOpenAIError(0, body).Status
+	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+		status = http.StatusBadGateway
+	}
+	// The message as the OpenAI surface reads an upstream's error (an
+	// "error" that is a string, FastAPI's detail, …), as an envelope.
+	_, env := openaiapi.NormalizeUpstreamError(status, "application/json", body)
+	return FromOpenAIError(status, env), true
 }
 
 func statusFromOpenAICode(code, typ string) int {

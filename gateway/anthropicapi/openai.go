@@ -81,6 +81,10 @@ type oaFunction struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters"`
+	// Strict is the tool's strict (tool.strict): only true is sent, so a
+	// server that does not know the member (older llama.cpp, Ollama's
+	// OpenAI layer) sees the body it always did for a tool without it.
+	Strict bool `json:"strict,omitempty"`
 }
 
 type oaNamedToolChoice struct {
@@ -194,7 +198,7 @@ func (r *Request) openAIChat(member ReasoningMember) ([]byte, error) {
 	if len(r.tools) > 0 {
 		out.Tools = make([]oaTool, len(r.tools))
 		for i, t := range r.tools {
-			out.Tools[i] = oaTool{Type: "function", Function: oaFunction{Name: t.name, Description: t.description, Parameters: t.schema}}
+			out.Tools[i] = oaTool{Type: "function", Function: oaFunction{Name: t.name, Description: t.description, Parameters: t.schema, Strict: t.strict}}
 		}
 		// tool_choice and parallel_tool_calls only with tools: OpenAI
 		// refuses them without.

@@ -116,6 +116,11 @@ type block struct {
 type tool struct {
 	name, description string
 	schema            json.RawMessage // a compact JSON object
+	// strict is the tool's "strict": true (Anthropic's strict tool use:
+	// inputs constrained to the schema), sent as OpenAI's function.strict.
+	// Absent, null and false are all false: nothing is sent, OpenAI's
+	// default.
+	strict bool
 }
 
 type toolChoice struct {
@@ -771,6 +776,11 @@ func tools(raw json.RawMessage) ([]tool, *Error) {
 		}
 		if t.schema, e = compactObject(rawSchema, path+".input_schema"); e != nil {
 			return nil, e
+		}
+		if rawStrict, ok := field(obj, "strict"); ok {
+			if t.strict, e = boolean(rawStrict, path+".strict"); e != nil {
+				return nil, e
+			}
 		}
 		out = append(out, t)
 	}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 )
 
 // Wire shapes of the Messages SSE events.
@@ -110,7 +112,11 @@ const functionCallIndex = -1
 // or, on failure, the events so far followed by `event: error` and nothing
 // else. Each event is `event: NAME\ndata: JSON\n\n`, flushed on its own.
 // Only one block is open at a time: a text delta after a tool call opens a
-// new text block, a new tool call index opens a new tool_use block;
+// new text block, a new tool call index opens a new tool_use block, except
+// while another call's block is open: then the new call is held and
+// written whole, in index order, once that block closes (OpenAI streams
+// may interleave parallel calls' fragments; held calls and held reasoning
+// together at most MaxHeldThinkingBytes, pinging as hidden thinking does);
 // reasoning between a tool call's fragments is held and shown as a
 // thinking block once the call's block closes (at most
 // MaxHeldThinkingBytes). Only choice 0 is translated. Not safe for
@@ -160,7 +166,26 @@ type StreamWriter struct {
 	// held its text (none when omitted), at most MaxHeldThinkingBytes.
 	owed bool
 	held []byte
+
+	// Tool calls that started while another call's block was open (see
+	// tool), by OpenAI index: written whole, in index order, once that
+	// block closes. heldTools is what they hold (names and arguments,
+	// heldToolCost each besides), counted with held against
+	// MaxHeldThinkingBytes; nil map until the first is held.
+	pendingTools map[int]*heldTool
+	heldTools    int
 }
+
+// heldTool is a tool call held while another call's block is open.
+type heldTool struct {
+	id, name string
+	args     []byte
+}
+
+// heldToolCost is what a held call costs besides its name and arguments
+// (its map entry and struct), so that many calls with one-byte names
+// cannot hold more memory than the bound says.
+const heldToolCost = 64
 
 // NewStreamWriter prepares a writer; it writes nothing yet. flush (may be
 // nil) is called after every event. inputTokens is the prompt estimate
@@ -271,6 +296,10 @@ const HiddenThinkingPingBytes = 2048
 // stream as malformed, as it did before reasoning was held.
 const MaxHeldThinkingBytes = 1 << 20
 
+// heldBytes is what the stream holds back: reasoning inside a tool call
+// and the tool calls held behind the open one.
+func (s *StreamWriter) heldBytes() int { return len(s.held) + s.heldTools }
+
 // think handles one piece of reasoning (see StreamWriter). Reasoning that
 // comes while a tool call's block is open, between its fragments (an
 // interleaved-thinking model may do so), is held and shown as a thinking
@@ -280,7 +309,7 @@ const MaxHeldThinkingBytes = 1 << 20
 func (s *StreamWriter) think(t string) {
 	s.outBytes += len(t)
 	held := false
-	if s.thinking && s.open == openTool && len(s.held)+len(t) <= MaxHeldThinkingBytes {
+	if s.thinking && s.open == openTool && len(s.pendingTools) == 0 && s.heldBytes()+len(t) <= MaxHeldThinkingBytes {
 		s.owed, held = true, true
 		if !s.omit {
 			s.held = append(s.held, t...)
@@ -291,22 +320,48 @@ func (s *StreamWriter) think(t string) {
 	}
 	if !s.thinking || s.omit || held {
 		// Dropped reasoning, and held reasoning (which writes nothing
-		// until the call's block closes), keep the stream alive with
-		// pings. Only a started stream is kept alive: before it, the
-		// caller may still answer with an HTTP error, and starts it itself.
-		if s.hidden += len(t); s.hidden >= HiddenThinkingPingBytes && s.msgStarted {
-			s.hidden = 0
-			s.eventRaw("ping", eventPing)
-		}
+		// until the call's block closes), keep the stream alive.
+		s.keepAlive(len(t))
 		return
 	}
 	s.event("content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: s.next - 1, Delta: thinkingDelta{Type: "thinking_delta", Thinking: t}})
 }
 
+// keepAlive counts n bytes that wrote nothing (reasoning dropped or held,
+// tool calls held) and pings for every HiddenThinkingPingBytes of them.
+// Only a started stream is kept alive: before it, the caller may still
+// answer with an HTTP error, and starts it itself.
+func (s *StreamWriter) keepAlive(n int) {
+	if s.hidden += n; s.hidden >= HiddenThinkingPingBytes && s.msgStarted {
+		s.hidden = 0
+		s.eventRaw("ping", eventPing)
+	}
+}
+
 // tool handles one tool call fragment. The first fragment of an index opens
 // its block and must carry the function name (OpenAI and vLLM send it
-// there); later fragments add argument text.
+// there); later fragments add argument text. An index that starts while
+// another call's block is open is held (holdTool): OpenAI streams may
+// interleave the fragments of parallel calls, and a Messages block cannot
+// be reopened once closed.
 func (s *StreamWriter) tool(index int, id string, f oaFunctionCall) error {
+	if h := s.pendingTools[index]; h != nil {
+		return s.holdTool(index, h, f.Arguments)
+	}
+	if s.open == openTool && s.curTool != index && !s.toolsSeen[index] {
+		if f.Name == "" {
+			return fmt.Errorf("%w: tool call %d starts without a name", ErrMalformedUpstream, index)
+		}
+		if s.pendingTools == nil {
+			s.pendingTools = map[int]*heldTool{}
+		}
+		h := &heldTool{id: toolID(id), name: f.Name}
+		s.toolsSeen[index] = true
+		s.outBytes += len(f.Name)
+		s.heldTools += heldToolCost + len(f.Name)
+		s.pendingTools[index] = h
+		return s.holdTool(index, h, f.Arguments)
+	}
 	if s.open != openTool || s.curTool != index {
 		if s.toolsSeen[index] {
 			return fmt.Errorf("%w: tool call %d continued after its block closed", ErrMalformedUpstream, index)
@@ -334,8 +389,39 @@ func (s *StreamWriter) startBlock(kind openBlock, cb any) {
 	s.next++
 }
 
+// holdTool adds a held call's argument fragment, within the stream's hold
+// bound: past it the stream fails as malformed, as interleaved calls did
+// before they were held.
+func (s *StreamWriter) holdTool(index int, h *heldTool, args string) error {
+	if s.heldBytes()+len(args) > MaxHeldThinkingBytes {
+		return fmt.Errorf("%w: tool call %d held past %d bytes", ErrMalformedUpstream, index, MaxHeldThinkingBytes)
+	}
+	h.args = append(h.args, args...)
+	s.heldTools += len(args)
+	s.outBytes += len(args)
+	s.keepAlive(len(args))
+	return nil
+}
+
+// writeHeldTools writes the calls held behind a closed tool block, each a
+// whole block (start, one input_json_delta, stop), in index order.
+func (s *StreamWriter) writeHeldTools() {
+	pending := s.pendingTools
+	s.pendingTools, s.heldTools = nil, 0
+	for _, index := range slices.Sorted(maps.Keys(pending)) {
+		h := pending[index]
+		s.startBlock(openTool, toolUseOut{Type: "tool_use", ID: h.id, Name: h.name, Input: emptyObject})
+		if len(h.args) > 0 {
+			s.event("content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: s.next - 1, Delta: inputJSONDelta{Type: "input_json_delta", PartialJSON: string(h.args)}})
+		}
+		s.event("content_block_stop", blockStopEvent{Type: "content_block_stop", Index: s.next - 1})
+		s.open = openNone
+	}
+}
+
 // closeBlock closes the open block; a tool's block is followed by the
-// thinking held while it was open (think), as a closed block of its own.
+// thinking held while it was open (think), as a closed block of its own,
+// then by the calls held behind it (writeHeldTools).
 func (s *StreamWriter) closeBlock() {
 	if s.open == openNone {
 		return
@@ -354,6 +440,9 @@ func (s *StreamWriter) closeBlock() {
 			s.event("content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: s.next - 1, Delta: thinkingDelta{Type: "thinking_delta", Thinking: string(held)}})
 		}
 		s.closeBlock()
+	}
+	if wasTool && len(s.pendingTools) > 0 {
+		s.writeHeldTools()
 	}
 }
 
