@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/iop-gateway/iop/internal/testproc"
 )
 
 // A CLI that exits 0 while the copy of its prompt cannot end (a process
@@ -22,7 +24,7 @@ import (
 func TestWaitDelayKeepsExitCodeZero(t *testing.T) {
 	spec := trueSpec(t)
 	sh, _ := escapedStdinHolder(t, "")
-	spec.path, spec.argv = "/bin/sh", []string{"sh", sh}
+	spec.path, spec.argv = testproc.Shell(t), []string{"sh", sh}
 	// More than any pipe holds: the copy blocks for good.
 	spec.stdin = strings.Repeat("p", 4<<20)
 	out, err := runProcess(context.Background(), spec, failingSink{})

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/iop-gateway/iop/internal/testproc"
 )
 
 // A CLI's parent-death signal follows the thread that started it, and a
@@ -19,7 +21,7 @@ import (
 func TestThreadsEndingKillNoCLI(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	spec := trueSpec(t)
-	spec.path, spec.argv = "/bin/sh", []string{"sh", "-c", "sleep 0.1"}
+	spec.path, spec.argv = testproc.Shell(t), []string{"sh", "-c", "sleep 0.1"}
 	// The forty runs share one P with the churn: on a loaded machine they
 	// took up to 30 s together (load 13). The timeout only bounds a
 	// failure, so it leaves room for far slower machines.
