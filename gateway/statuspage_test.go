@@ -26,6 +26,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/iop-gateway/iop/internal/stack"
+	"github.com/iop-gateway/iop/internal/testproc"
 	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -124,9 +125,10 @@ func chromium(t *testing.T) string {
 	if os.Getenv("IOP_BROWSER_TESTS") != "1" && os.Getenv("CI") != "true" {
 		t.Skipf("%s is missing: install Debian's chromium package, or set IOP_BROWSER_TESTS=1 to let this test install it", bin)
 	}
+	sh := testproc.Shell(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium")
+	cmd := exec.CommandContext(ctx, sh, "-c", "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("installing chromium (browser tests were requested): %v\n%s", err, out)
 	}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/iop-gateway/iop/internal/testproc"
 )
 
 func buildEdge(t *testing.T) string {
@@ -89,7 +91,7 @@ models:
 	}
 	var out syncBuffer
 	// sh execs iop-edge in its own place: the parent-death signal is kept.
-	cmd := exec.Command("sh", "-c", `ulimit -n 64 && exec "$0" --config "$1"`, bin, cfgFile)
+	cmd := exec.Command(testproc.Shell(t), "-c", `ulimit -n 64 && exec "$0" --config "$1"`, bin, cfgFile)
 	cmd.SysProcAttr = gatewayProcAttr()
 	exited := startHealthy(t, cmd, &out, httpAddr)
 

@@ -19,6 +19,7 @@ import (
 // dies by its parent-death signal, and what the CLI started (here a
 // grandchild in its process group) by the group's guard.
 func TestCLIAndItsChildrenDieWithAKilledNode(t *testing.T) {
+	testproc.Shell(t)
 	dir := t.TempDir()
 	// The grandchild's pid is written before the CLI's: once the CLI's
 	// is there, both are.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/internal/stack"
+	"github.com/iop-gateway/iop/internal/testproc"
 )
 
 // finalstopKillGraceMS is the CLI provider's kill grace: the sessions'
@@ -63,6 +64,7 @@ func (s *drainSetup) askAgent() <-chan struct{} {
 // is killed at cleanup.
 func finalstopStartCLINode(t *testing.T, pidFile string) *drainSetup {
 	t.Helper()
+	testproc.Shell(t)
 	t.Cleanup(func() {
 		// Killed with the node on Linux (its parent-death signal and
 		// its group's guard); elsewhere it outlives a node killed by a

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/internal/testproc"
 )
 
 // A cancelled run hands its slot to the next waiter without a gap: the
@@ -17,6 +18,7 @@ import (
 // its kill grace (2.5 s here, longer than the edge's old fixed 2 s drain).
 // The waiter queued behind it is served, never refused with 503.
 func TestCancelHandOffWithoutGap(t *testing.T) {
+	testproc.Shell(t)
 	cfg := &config.Edge{
 		Nodes: []config.NodeSpec{{ID: "a", Token: "tok-a", Providers: []config.ProviderSpec{{
 			Name: "agent", Type: "cli", Capacity: 1,

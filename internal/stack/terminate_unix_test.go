@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/internal/testproc"
 )
 
 // POST /admin/sessions/{id}/terminate ends a CLI session's running process
 // on the node, end to end.
 func TestTerminateSessionKillsTheProcess(t *testing.T) {
+	testproc.Shell(t)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	cfg := &config.Edge{
 		Nodes: []config.NodeSpec{{ID: "a", Token: "tok-a", Providers: []config.ProviderSpec{

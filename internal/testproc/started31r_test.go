@@ -12,7 +12,7 @@ import (
 // A running process is Started; once exited (a zombie not yet reaped)
 // it is not, nor once reaped.
 func TestStartedTellsAZombieFromARunningProcess(t *testing.T) {
-	c := exec.Command("sh", "-c", "read x")
+	c := exec.Command(Shell(t), "-c", "read x")
 	w, err := c.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@
 package adapters
 
 import (
+	iopconfig "github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 	"github.com/iop-gateway/iop/nodeagent/cli"
 	"github.com/iop-gateway/iop/nodeagent/llamacpp"
@@ -13,14 +14,16 @@ import (
 )
 
 // Factories returns the factory of every adapter type, by the type name
-// providers use in the edge config (nodes[].providers[].type).
+// providers use in the edge config (nodes[].providers[].type). The names the
+// edge also reads (it shapes a tunnelled request by them) are config's
+// constants, so the two sides cannot drift apart.
 func Factories() map[string]adapter.Factory {
 	return map[string]adapter.Factory{
-		"openai_compat": openaicompat.New,
-		"vllm":          openaicompat.NewVLLM,
-		"ollama":        ollama.New,
-		"cli":           cli.New,
-		"llamacpp":      llamacpp.New,
-		"mock":          mock.New,
+		"openai_compat":                openaicompat.New,
+		iopconfig.ProviderTypeVLLM:     openaicompat.NewVLLM,
+		"ollama":                       ollama.New,
+		"cli":                          cli.New,
+		iopconfig.ProviderTypeLlamaCpp: llamacpp.New,
+		"mock":                         mock.New,
 	}
 }

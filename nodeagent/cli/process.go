@@ -375,9 +375,12 @@ func runProcess(ctx context.Context, spec *procSpec, sink adapter.RunSink) (proc
 		}
 	}
 
+	// ErrWaitDelay comes only after a successful exit (the stdin copy
+	// outlived the wait delay: a descendant held the prompt unread, or the
+	// copy was not scheduled in time on a loaded node), so it is exit 0.
 	if ee, ok := errors.AsType[*exec.ExitError](waitErr); ok {
 		out.exitCode = ee.ExitCode()
-	} else if waitErr == nil {
+	} else if waitErr == nil || errors.Is(waitErr, exec.ErrWaitDelay) {
 		out.exitCode = 0
 	}
 	switch reason {

@@ -195,7 +195,12 @@ func toolNameFor(prior []*iop.ChatMessage, id string) string {
 }
 
 // objectArguments turns a call's JSON-text arguments into the JSON object
-// Ollama expects. Empty text means no arguments.
+// Ollama expects. Empty text means no arguments. Anything but an object
+// (an array, a number, a string, true or false, null, text that is no
+// JSON) is refused: Ollama types /api/chat's tool_calls[].function.arguments
+// as an object (api.ToolCallFunctionArguments, an ordered map), and its
+// own OpenAI layer refuses such arguments too ("invalid tool call
+// arguments", openai.FromCompletionToolCall).
 func objectArguments(text string) (json.RawMessage, error) {
 	raw := bytes.TrimSpace([]byte(text))
 	if len(raw) == 0 {
@@ -210,6 +215,25 @@ func objectArguments(text string) (json.RawMessage, error) {
 		return nil, fmt.Errorf("%w: arguments: %w", errBadInput, err)
 	}
 	return buf.Bytes(), nil
+}
+
+// checkHistoryArguments refuses msgs when an assistant turn's tool call has
+// arguments the native form refuses (objectArguments), so that the text
+// form, which writes them into the prompt, shows the model only what
+// Ollama itself would take; the error names the call as convertMessages
+// does.
+func checkHistoryArguments(msgs []*iop.ChatMessage) error {
+	for i, m := range msgs {
+		if m.GetRole() != iop.ChatRole_CHAT_ROLE_ASSISTANT {
+			continue
+		}
+		for j, tc := range m.GetToolCalls() {
+			if _, err := objectArguments(tc.GetArguments()); err != nil {
+				return fmt.Errorf("messages[%d].tool_calls[%d]: %w", i, j, err)
+			}
+		}
+	}
+	return nil
 }
 
 // dataURLImage extracts the base64 payload of an image data URL.

@@ -24,10 +24,22 @@ const (
 // Only forms every Ollama version reads alike are folded; anything else
 // is its own key, as written: a digest ("@"), a scheme ("://"), four or
 // more parts, a middle part newer Ollamas read as a kind ("skill",
-// "agent", "mcp"), an empty or invalid part. No such name equals a folded
-// key of another name, whose parts are all valid. Case is kept: older
-// Ollamas find models case-sensitively. A name kept as written costs at
-// most one lookup more, never another model's answer.
+// "agent", "mcp", in any case), an empty or invalid part. No such name
+// equals a folded key of another name, whose parts are all valid. A name
+// kept as written costs at most one lookup more, never another model's
+// answer.
+//
+// Case is folded (ASCII, the only letters a valid part has): since 0.5.2
+// Ollama finds a model whatever the case of its name (/api/show, /api/chat,
+// /api/generate and /api/embed resolve it through getExistingName, each
+// part compared with strings.EqualFold, ollama #8017), and pull, create and
+// copy keep one spelling per name (#7676), so "Gemma" and "gemma" are one
+// model. An older Ollama on a case-sensitive disk answers 404 for a
+// spelling it does not have; that request fails whichever form it took,
+// and the 404's native answer shared with the right spelling costs that
+// one a refused native request (then remembered) at most. The key is a
+// substring of model, without an allocation, when model has its tag and
+// no upper-case letter.
 func modelKey(model string) string {
 	if strings.Contains(model, "@") || strings.Contains(model, "://") {
 		return model
@@ -45,19 +57,19 @@ func modelKey(model string) string {
 	case 0:
 	case 1:
 		ns, name, _ = strings.Cut(rest, "/")
-		if ns == defaultModelNamespace {
+		if strings.EqualFold(ns, defaultModelNamespace) {
 			start = len(ns) + 1
 		}
 	case 2:
 		var mid string
 		host, mid, _ = strings.Cut(rest, "/")
 		ns, name, _ = strings.Cut(mid, "/")
-		if modelKinds[ns] {
+		if isModelKind(ns) {
 			return model
 		}
-		if host == defaultModelHost {
+		if strings.EqualFold(host, defaultModelHost) {
 			start = len(host) + 1
-			if ns == defaultModelNamespace {
+			if strings.EqualFold(ns, defaultModelNamespace) {
 				start += len(ns) + 1
 			}
 		}
@@ -68,14 +80,37 @@ func modelKey(model string) string {
 		return model
 	}
 	if tag == "" {
-		return model[start:] + ":" + defaultModelTag
+		return foldKey(model[start:], ":"+defaultModelTag)
 	}
-	return model[start:]
+	return foldKey(model[start:], "")
 }
 
-// modelKinds are the middle parts newer Ollamas read as a kind
-// (namespace/kind/model) where older ones read host/namespace/model.
-var modelKinds = map[string]bool{"skill": true, "agent": true, "mcp": true}
+// foldKey is s in lower case (ASCII) followed by suffix: s itself, without
+// an allocation, when there is no suffix and nothing to fold.
+func foldKey(s, suffix string) string {
+	upper := strings.IndexFunc(s, func(r rune) bool { return r >= 'A' && r <= 'Z' })
+	if upper < 0 && suffix == "" {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + len(suffix))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b.WriteByte(c)
+	}
+	b.WriteString(suffix)
+	return b.String()
+}
+
+// isModelKind reports whether a middle part is one newer Ollamas read as a
+// kind (namespace/kind/model) where older ones read host/namespace/model;
+// in any case, so that no spelling of such a name is folded.
+func isModelKind(part string) bool {
+	return strings.EqualFold(part, "skill") || strings.EqualFold(part, "agent") || strings.EqualFold(part, "mcp")
+}
 
 // validNamePart reports whether s is a valid part of an Ollama name: 1 to
 // maxLen bytes, a letter, digit or "_" first, then letters, digits, "_", "-"

@@ -58,6 +58,12 @@ func (o *Instance) chat(ctx context.Context, cfg *config, in *iop.RunInput, mode
 	if len(in.GetTools()) == 0 || cfg.toolMode == iop.ToolMode_TOOL_MODE_NATIVE {
 		return o.chatAs(ctx, cfg, in, model, sink)
 	}
+	// Earlier calls' arguments are held to the native rule whatever form
+	// the run takes, and before any lookup: the same request is refused
+	// alike whether or not its model takes tools.
+	if err := checkHistoryArguments(in.GetMessages()); err != nil {
+		return nil, err
+	}
 	if cfg.toolMode == iop.ToolMode_TOOL_MODE_TEXT || !o.nativeTools(ctx, cfg, model) {
 		return o.textTools(ctx, cfg, in, model, sink)
 	}

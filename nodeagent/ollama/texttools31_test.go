@@ -253,18 +253,7 @@ func TestTextToolsNameFormsShareOneLookup(t *testing.T) {
 	f.handle("/api/chat", ndjson(textCallLines...))
 	inst := newInstance(t, &iop.AdapterConfig{BaseUrl: f.URL})
 	shows := countShows(inst)
-	for _, name := range []string{"gemma", "gemma:latest", "registry.ollama.ai/library/gemma:latest", "library/gemma"} {
-		res, deltas, err := runTarget(t, inst, name, toolChat)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		wantMarked(t, res, deltas)
-		c := f.request(t)
-		wantTextForm(t, c.body)
-		if got := decodeBody(t, c.body)["model"]; got != name {
-			t.Fatalf("model sent as %v, want %s as the caller wrote it", got, name)
-		}
-	}
+	runInTextForm(t, f, inst, "gemma", "gemma:latest", "registry.ollama.ai/library/gemma:latest", "library/gemma")
 	if n := shows.Load(); n != 1 {
 		t.Fatalf("%d lookups, want 1", n)
 	}
@@ -296,16 +285,16 @@ func TestModelKey(t *testing.T) {
 		"registry.ollama.ai/library/gemma:latest": "gemma:latest",
 		"gemma:2b":                                          "gemma:2b",
 		"registry.ollama.ai/library/gemma:2b":               "gemma:2b",
-		"llama3.2:3b-instruct-q4_K_M":                       "llama3.2:3b-instruct-q4_K_M",
+		"llama3.2:3b-instruct-q4_K_M":                       "llama3.2:3b-instruct-q4_k_m",
 		"jmorgan/gemma":                                     "jmorgan/gemma:latest",
 		"registry.ollama.ai/jmorgan/gemma:v1":               "jmorgan/gemma:v1",
-		"hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M": "hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M",
+		"hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M": "hf.co/bartowski/llama-3.2-1b-instruct-gguf:q4_k_m",
 		"hf.co/library/gemma":                               "hf.co/library/gemma:latest",
 		// A registry with a port: the ":" before the last "/" is no tag.
 		"host:5000/ns/model":    "host:5000/ns/model:latest",
 		"host:5000/ns/model:v1": "host:5000/ns/model:v1",
-		// Case is kept: an older Ollama finds names case-sensitively.
-		"Gemma": "Gemma:latest",
+		// Case is folded, as Ollama finds names (modelcase33_test.go).
+		"Gemma": "gemma:latest",
 		// Kept as written: digests, schemes, kinds, too many or empty
 		// parts, characters Ollama refuses.
 		"gemma@sha256:9c5b1a0b2f6c": "gemma@sha256:9c5b1a0b2f6c",
