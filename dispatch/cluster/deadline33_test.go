@@ -172,25 +172,33 @@ func TestEveryLedgerCallKeepsToOneDeadline(t *testing.T) {
 	}
 }
 
-// A fresh connection's dial and handshake (HELLO, CLIENT SETINFO) count
-// in the call's deadline: a Ping on a new ledger, each of its handshake's
-// round trips and its own taking 400 ms, fails at the timeout (the old
-// client, whose handshake read with the per-read timeout only, answered
-// after three of them).
+// A fresh connection's dial and handshake (HELLO) count in the call's
+// deadline: a Ping on a new ledger, its handshake's round trip and its
+// own taking 400 ms each, fails at the timeout (the old client, whose
+// handshake read with the per-read timeout only, answered after four of
+// them: HELLO, CLIENT MAINT_NOTIFICATIONS, CLIENT SETINFO, PING).
 func TestAFreshConnectionsHandshakeKeepsToTheCallsDeadline(t *testing.T) {
 	rs := testredis.Start(t)
 	rdb := rs.Client(t)
 	l, p := pausedLedger(t, rs)
-	p.ms.Store(deadlinePause.Milliseconds())
+	pingFailsAtTheDeadline(t, l, p, rdb, deadlinePause)
+	checkReplies(t, l, rdb, Key("n", "p"))
+}
+
+// pingFailsAtTheDeadline checks that a Ping on l, each of its round trips
+// held for pause by p, fails as unanswered within the deadline, and waits
+// until the pause has ended.
+func pingFailsAtTheDeadline(t *testing.T, l *Ledger, p *pauser, rdb *redis.Client, pause time.Duration) {
+	t.Helper()
+	p.ms.Store(pause.Milliseconds())
 	start := time.Now()
 	err := l.Ping(context.Background())
 	took := time.Since(start)
 	p.ms.Store(0)
 	unpaused(t, rdb)
 	if !errors.Is(err, ErrUnavailable) || took > deadlineTimeout+deadlineSlack {
-		t.Fatalf("ping on a new connection, each round trip %v: %v after %v; want %v within %v", deadlinePause, err, took, ErrUnavailable, deadlineTimeout+deadlineSlack)
+		t.Fatalf("ping on a new connection, each round trip %v: %v after %v; want %v within %v", pause, err, took, ErrUnavailable, deadlineTimeout+deadlineSlack)
 	}
-	checkReplies(t, l, rdb, Key("n", "p"))
 }
 
 // checkReplies checks, unpaused, that l's calls read their own replies:
