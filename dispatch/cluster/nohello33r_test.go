@@ -58,8 +58,8 @@ func noHelloRedis(t *testing.T) (string, *redis.Client) {
 	}
 }
 
-// respOf is the protocol (CLIENT LIST's resp=) of every connection of rs
-// named name, by its client id.
+// respOf is the protocol (CLIENT LIST's resp=) of each connection named
+// name of the Redis rdb is a client of.
 func respOf(t *testing.T, rdb *redis.Client, name string) []string {
 	t.Helper()
 	list, err := rdb.ClientList(context.Background()).Result()
