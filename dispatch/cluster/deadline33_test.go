@@ -53,17 +53,23 @@ func (p *pauser) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 }
 
 // deadlineTimeout is the ledger timeout of the deadline tests, and
-// deadlinePause how long each round trip is held: two round trips
-// (2 × 400 ms) overrun the timeout, one does not. Generous against a
-// loaded machine: the old client answered a two-round-trip call in about
-// 800 ms without an error, the new one fails it at 600 ms.
+// deadlinePause how long each round trip is held. Two round trips overrun
+// the timeout whatever the machine's load: each ends at least
+// deadlinePause after it began (the pause starts before the command is
+// sent), so two take 1100 ms or more, past the 1000 ms deadline. One
+// round trip is left 450 ms for the hook's CLIENT PAUSE, the command's own
+// round trip and the scheduler: with 400 ms of 600 ms (200 ms left) one
+// took 562 ms at load 16 under -race, 38 ms short of a false failure.
+// The old client (a fresh read timeout per round trip) answered a
+// two-round-trip call after about 1100 ms without an error.
 const (
-	deadlineTimeout = 600 * time.Millisecond
-	deadlinePause   = 400 * time.Millisecond
+	deadlineTimeout = 1000 * time.Millisecond
+	deadlinePause   = 550 * time.Millisecond
 	// deadlineSlack is how late past the timeout a call may return: the
 	// scheduler's delay on a loaded 2-core machine (156 ms seen at load
-	// 16). A call that waited for its second reply instead (200 ms past
-	// the timeout) would have succeeded, which the tests refuse anyway.
+	// 16). A call that waited for its second reply instead (100 ms or
+	// more past the timeout) would have succeeded, which the tests refuse
+	// anyway.
 	deadlineSlack = 300 * time.Millisecond
 )
 
@@ -74,7 +80,14 @@ func pausedLedger(t *testing.T, rs *testredis.Server) (*Ledger, *pauser) {
 	t.Helper()
 	l := Open(Config{Address: rs.Addr, TTL: time.Minute, Timeout: deadlineTimeout, EdgeID: "e"})
 	t.Cleanup(func() { _ = l.Close() })
-	p := &pauser{t: t, by: rs.Client(t)}
+	by := rs.Client(t)
+	// The pauser's own connection is made now: its dial and handshake
+	// (four round trips, unpaused) would otherwise run in the hook of the
+	// first paused call, within that call's deadline.
+	if err := by.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := &pauser{t: t, by: by}
 	l.Client().AddHook(p)
 	return l, p
 }
@@ -92,9 +105,9 @@ func unpaused(t *testing.T, rdb *redis.Client) {
 
 // Every call of the ledger keeps to one deadline, cfg.Timeout after it
 // began, across all its round trips: a call of two round trips on a Redis
-// that takes 400 ms to answer each fails as unanswered at the 600 ms
+// that takes 550 ms to answer each fails as unanswered at the 1000 ms
 // timeout (the old client gave each round trip its own read timeout and
-// answered after about 800 ms, twice the NOSCRIPT resend's share), while a
+// answered after about 1100 ms, twice the NOSCRIPT resend's share), while a
 // call of one round trip still succeeds. After each, the same ledger's
 // next calls read their own replies: the connection the deadline cut was
 // dropped, not reused with the late reply still on its way.
@@ -172,25 +185,33 @@ func TestEveryLedgerCallKeepsToOneDeadline(t *testing.T) {
 	}
 }
 
-// A fresh connection's dial and handshake (HELLO, CLIENT SETINFO) count
-// in the call's deadline: a Ping on a new ledger, each of its handshake's
-// round trips and its own taking 400 ms, fails at the timeout (the old
-// client, whose handshake read with the per-read timeout only, answered
-// after three of them).
+// A fresh connection's dial and handshake (HELLO) count in the call's
+// deadline: a Ping on a new ledger, its handshake's round trip and its
+// own taking 550 ms each, fails at the timeout (the old client, whose
+// handshake read with the per-read timeout only, answered after four of
+// them: HELLO, CLIENT MAINT_NOTIFICATIONS, CLIENT SETINFO, PING).
 func TestAFreshConnectionsHandshakeKeepsToTheCallsDeadline(t *testing.T) {
 	rs := testredis.Start(t)
 	rdb := rs.Client(t)
 	l, p := pausedLedger(t, rs)
-	p.ms.Store(deadlinePause.Milliseconds())
+	pingFailsAtTheDeadline(t, l, p, rdb, deadlinePause)
+	checkReplies(t, l, rdb, Key("n", "p"))
+}
+
+// pingFailsAtTheDeadline checks that a Ping on l, each of its round trips
+// held for pause by p, fails as unanswered within the deadline, and waits
+// until the pause has ended.
+func pingFailsAtTheDeadline(t *testing.T, l *Ledger, p *pauser, rdb *redis.Client, pause time.Duration) {
+	t.Helper()
+	p.ms.Store(pause.Milliseconds())
 	start := time.Now()
 	err := l.Ping(context.Background())
 	took := time.Since(start)
 	p.ms.Store(0)
 	unpaused(t, rdb)
 	if !errors.Is(err, ErrUnavailable) || took > deadlineTimeout+deadlineSlack {
-		t.Fatalf("ping on a new connection, each round trip %v: %v after %v; want %v within %v", deadlinePause, err, took, ErrUnavailable, deadlineTimeout+deadlineSlack)
+		t.Fatalf("ping on a new connection, each round trip %v: %v after %v; want %v within %v", pause, err, took, ErrUnavailable, deadlineTimeout+deadlineSlack)
 	}
-	checkReplies(t, l, rdb, Key("n", "p"))
 }
 
 // checkReplies checks, unpaused, that l's calls read their own replies:
@@ -226,20 +247,21 @@ func checkReplies(t *testing.T, l *Ledger, rdb *redis.Client, key string) {
 
 // A new connection's handshake is HELLO alone (no CLIENT SETINFO, no
 // CLIENT MAINT_NOTIFICATIONS): a Ping on a new ledger makes two round
-// trips, and with each taking a third of the timeout it succeeds within
-// it. With the client's default handshake it made four (three once the
-// server had refused maintenance notifications), and failed at the
-// deadline.
+// trips, and with each taking a quarter of the timeout it succeeds within
+// it (half of it left for the pauses' own round trips and the
+// scheduler). With the client's default handshake it made four (three
+// once the server had refused maintenance notifications), which the
+// count of round trips tells whatever the machine's load.
 func TestAFreshConnectionsHandshakeIsOneRoundTrip(t *testing.T) {
 	rs := testredis.Start(t)
 	rdb := rs.Client(t)
 	l, p := pausedLedger(t, rs)
-	p.ms.Store((deadlineTimeout / 3).Milliseconds())
+	p.ms.Store((deadlineTimeout / 4).Milliseconds())
 	err := l.Ping(context.Background())
 	p.ms.Store(0)
 	unpaused(t, rdb)
 	if n := p.trips.Load(); err != nil || n != 2 {
-		t.Fatalf("ping on a new connection, each round trip %v: %v after %d round trips; want success after 2 (HELLO, PING)", deadlineTimeout/3, err, n)
+		t.Fatalf("ping on a new connection, each round trip %v: %v after %d round trips; want success after 2 (HELLO, PING)", deadlineTimeout/4, err, n)
 	}
 	checkReplies(t, l, rdb, Key("n", "p"))
 }

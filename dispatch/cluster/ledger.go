@@ -133,8 +133,9 @@ type Ledger struct {
 // put back in the pool (go-redis counts any timeout as a bad connection:
 // isBadConn without allowTimeout), so the next call never reads another
 // call's reply. ReadTimeout and WriteTimeout still bound each round trip
-// too (the earlier of the two wins), and what the pub/sub subscription
-// does (go-redis's PubSub does not read this option).
+// too (the earlier of the two wins). The pub/sub subscription is not
+// changed by the option: go-redis's PubSub always bounds its reads by its
+// context's deadline, and the subscriber's context has none.
 //
 // A new connection's handshake is made within the deadline of the call
 // that needs it, so it is kept to HELLO alone: no CLIENT SETINFO (the
@@ -143,6 +144,10 @@ type Ledger struct {
 // Redis 7 refuses after a round trip), each a round trip more that a
 // Redis a fifth of the timeout away could not afford: its calls on new
 // connections would fail at the deadline, and the connection with them.
+// Two cases still take one more: a DB other than 0 (SELECT), and a Redis
+// without HELLO (before 6, which the ledger supports: go-redis falls back
+// to RESP2 on HELLO's error reply) with a password (AUTH); both within
+// the same deadline (TestAHandshakeWithoutHelloKeepsToTheCallsDeadline).
 func Open(cfg Config) *Ledger {
 	rdb := redis.NewClient(&redis.Options{
 		Addr: cfg.Address, Password: cfg.Password, DB: cfg.DB,
