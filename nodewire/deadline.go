@@ -14,9 +14,9 @@ type streamDeadline struct {
 	at      time.Time // zero: none
 	expired bool      // at has passed: waits in this direction fail with errTimeout
 	// timer runs expire; nil until a deadline is set ahead, and again once
-	// it is cleared (or the direction is off): a held stream keeps none for
-	// a direction it no longer bounds, as the edge's write side after the
-	// request went out (~140 bytes each: the timer and its closure).
+	// the direction is off or a cleared write deadline dropped it
+	// (dropLocked): a held stream keeps none for a direction it no longer
+	// bounds (~140 bytes each: the timer and its closure).
 	timer *time.Timer
 	// off: the direction can no longer wait (the stream failed or was
 	// closed that way); no timer is armed again, so a finished stream is
@@ -35,22 +35,11 @@ func (d *streamDeadline) setLocked(t time.Time, st *muxStream, expire func(*muxS
 		wait = time.Until(t)
 		d.expired = wait <= 0
 	}
-	if t.IsZero() || d.off {
-		// Nothing to wait for: the timer goes. A callback already running
-		// finds no deadline (fireLocked) and does nothing. Only a caller
-		// that sets and clears a deadline per wait would pay a timer per
-		// wait for this; none does (the read side's deadline moves, it is
-		// not cleared between frames).
-		d.dropLocked()
-		return d.expired
-	}
-	if d.expired {
-		// Kept: a deadline set to now (a cancellation) is usually set
-		// ahead again.
+	if t.IsZero() || d.expired || d.off {
 		if d.timer != nil {
 			d.timer.Stop()
 		}
-		return true
+		return d.expired
 	}
 	if d.timer == nil {
 		d.timer = time.AfterFunc(wait, func() { expire(st) })
@@ -85,7 +74,10 @@ func (d *streamDeadline) offLocked() {
 	d.dropLocked()
 }
 
-// dropLocked stops the timer and lets go of it.
+// dropLocked stops the timer and lets go of it. A callback already running
+// finds no deadline, or a later one that another timer is armed for
+// (fireLocked), so the stale timer does nothing; a deadline set ahead
+// later makes a new one.
 func (d *streamDeadline) dropLocked() {
 	if d.timer != nil {
 		d.timer.Stop()
