@@ -57,18 +57,15 @@ func TestWriteDeadlineAfterClearEndsBlockedWrite(t *testing.T) {
 	_ = a.SetWriteDeadline(time.Now().Add(time.Hour))
 	_ = a.SetWriteDeadline(time.Time{})
 	_ = a.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
-	done := make(chan error, 1)
+	done := make(chan readResult, 1)
 	go func() { // Owner: the test; ends with the write (the deadline or the pair's close).
 		_, err := a.Write(make([]byte, muxWindow+1))
-		done <- err
+		done <- readResult{err, time.Now()}
 	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("write past the window: %v, want a deadline error", err)
-		}
-	case <-time.After(waitLong):
-		t.Fatal("the blocked write never ended: the deadline set after a clear armed no timer")
+	// awaitRead fails the test if the write never ends: the deadline set
+	// after a clear armed no timer.
+	if r := awaitRead(t, done, "write blocked for credit"); !errors.Is(r.err, os.ErrDeadlineExceeded) {
+		t.Fatalf("write past the window: %v, want a deadline error", r.err)
 	}
 }
 
