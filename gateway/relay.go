@@ -482,7 +482,7 @@ func (t *tunnelExchange) writeHead(status int) {
 	// held open for minutes after it.
 	t.status = nil
 	if t.sse {
-		t.c.Writer.Header().Set("X-Accel-Buffering", "no")
+		setNoBuffering(t.c.Writer.Header())
 	}
 	t.c.Status(status)
 	t.c.Writer.WriteHeaderNow()
@@ -731,6 +731,31 @@ func (s *Server) logMetadata(in *reqInfo, f *iop.ProviderTunnelFrame) {
 
 // sseType is the media type of an event stream.
 const sseType = "text/event-stream"
+
+// The values of the fixed headers of the edge's event streams, one slice
+// each shared by every response instead of Header.Set's new one per
+// header and stream, which the handler's header map then holds for the
+// stream's life. Sharing is safe: net/http and gin only read a response's
+// header values (WriteHeader copies them into its own clone), Set replaces
+// the slice, and Add appends to a full slice, which copies it. Never write
+// into these (their one element) nor hand them out for writing.
+var (
+	sseTypeValues     = []string{sseType}
+	noCacheValues     = []string{"no-cache"}
+	noBufferingValues = []string{"no"}
+)
+
+// setNoBuffering asks proxies in front of the edge (nginx honours it) not
+// to buffer the stream.
+func setNoBuffering(h http.Header) { h["X-Accel-Buffering"] = noBufferingValues }
+
+// setSSEHeaders sets the headers of an event stream the edge writes
+// itself (a run's).
+func setSSEHeaders(h http.Header) {
+	h["Content-Type"] = sseTypeValues
+	h["Cache-Control"] = noCacheValues
+	setNoBuffering(h)
+}
 
 var sseDone = []byte("data: [DONE]")
 

@@ -292,10 +292,7 @@ func (r *runExchange) streamWriter() streamRenderer {
 	w := newDeadlineWriter(c.Writer, time.Duration(r.limits.WriteTimeoutSec)*time.Second)
 	opts := r.k.render
 	opts.OnFirstWrite = func() {
-		h := c.Writer.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
+		setSSEHeaders(c.Writer.Header())
 		c.Status(http.StatusOK)
 		c.Writer.WriteHeaderNow()
 		r.firstToken()

@@ -11,9 +11,13 @@ import "time"
 //
 // All fields are guarded by the stream's mu.
 type streamDeadline struct {
-	at      time.Time   // zero: none
-	expired bool        // at has passed: waits in this direction fail with errTimeout
-	timer   *time.Timer // runs expire; nil until a deadline is first set ahead
+	at      time.Time // zero: none
+	expired bool      // at has passed: waits in this direction fail with errTimeout
+	// timer runs expire; nil until a deadline is set ahead, and again once
+	// the direction is off or a cleared write deadline dropped it
+	// (dropLocked): a held stream keeps none for a direction it no longer
+	// bounds (~140 bytes each: the timer and its closure).
+	timer *time.Timer
 	// off: the direction can no longer wait (the stream failed or was
 	// closed that way); no timer is armed again, so a finished stream is
 	// not kept alive by a deadline minutes away.
@@ -67,7 +71,16 @@ func (d *streamDeadline) fireLocked() bool {
 // wait.
 func (d *streamDeadline) offLocked() {
 	d.off = true
+	d.dropLocked()
+}
+
+// dropLocked stops the timer and lets go of it. A callback already running
+// finds no deadline, or a later one that another timer is armed for
+// (fireLocked), so the stale timer does nothing; a deadline set ahead
+// later makes a new one.
+func (d *streamDeadline) dropLocked() {
 	if d.timer != nil {
 		d.timer.Stop()
+		d.timer = nil
 	}
 }

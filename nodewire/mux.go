@@ -609,7 +609,7 @@ func (s *muxSession) writeLoop() {
 			close(s.progress)
 			s.progress = nil
 		}
-		if cap(buf) <= 2*muxMaxPending {
+		if keepSpare(len(buf), cap(buf)) {
 			s.spare = buf[:0]
 		}
 		s.wmu.Unlock()
@@ -633,6 +633,20 @@ func (s *muxSession) writeAll(buf []byte, timeout time.Duration) error {
 		buf = buf[n:]
 	}
 	return nil
+}
+
+// muxSpareKeep is the capacity up to which a written batch's buffer is
+// always kept for reuse (takePendingLocked). A larger one, grown by a burst
+// (thousands of streams opened at once leave ~400 bytes each), is kept only
+// while batches still fill a quarter of it: once they no longer do, it goes
+// with the batch that shows it, so a session whose streams are held idle
+// keeps no burst-sized buffers (up to two of 2 MiB) for the rest of its life.
+const muxSpareKeep = 64 << 10
+
+// keepSpare reports whether the writer keeps a buffer of capacity c, just
+// written with a batch of n bytes, for the next batch.
+func keepSpare(n, c int) bool {
+	return c <= muxSpareKeep || (c <= 2*muxMaxPending && n >= c/4)
 }
 
 // takePendingLocked hands the writer every pending frame (wmu held) and

@@ -634,6 +634,15 @@ func (st *muxStream) SetWriteDeadline(t time.Time) error {
 		return nil
 	}
 	passed := st.wdl.setLocked(t, st, (*muxStream).expireWrite)
+	if t.IsZero() {
+		// Cleared: the timer goes too. A write deadline bounds a send (the
+		// edge's request, a node's answer to a cancellation) and is then
+		// cleared, while the stream may be held for minutes; a read
+		// deadline is not dropped, as one is cleared and set again within
+		// an exchange (dispatch's response and idle deadlines), which
+		// would then cost a new timer each time.
+		st.wdl.dropLocked()
+	}
 	st.mu.Unlock()
 	if passed {
 		notify(st.wnotify)
