@@ -34,14 +34,20 @@ func TestHistoryArgumentsCheckedOnAssistantTurnsOnly(t *testing.T) {
 // The fold's bounds: "A" and "Z" are letters to fold, in the check that
 // decides whether there is anything to fold as in the fold itself.
 func TestModelKeyFoldsTheEdgeLetters(t *testing.T) {
-	for in, want := range map[string]string{
+	wantModelKeys(t, map[string]string{
 		"Alpha:v1": "alpha:v1",
 		"Zeta:v1":  "zeta:v1",
 		"zetA":     "zeta:latest",
 		"alphZ":    "alphz:latest",
-	} {
-		if got := modelKey(in); got != want {
-			t.Errorf("modelKey(%q) = %q, want %q", in, got, want)
+	})
+}
+
+// wantModelKeys checks modelKey on each name of want.
+func wantModelKeys(t *testing.T, want map[string]string) {
+	t.Helper()
+	for in, key := range want {
+		if got := modelKey(in); got != key {
+			t.Errorf("modelKey(%q) = %q, want %q", in, got, key)
 		}
 	}
 }
