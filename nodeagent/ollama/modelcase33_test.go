@@ -48,7 +48,7 @@ func runInTextForm(t *testing.T, f *fakeOllama, inst *Instance, names ...string)
 // case, an invalid part, a digest) equal to another's key; a lower-case
 // name with its tag still costs no allocation.
 func TestModelKeyFoldsCase(t *testing.T) {
-	for in, want := range map[string]string{
+	wantModelKeys(t, map[string]string{
 		"Gemma:2B":      "gemma:2b",
 		"LIBRARY/gemma": "gemma:latest",
 		"REGISTRY.OLLAMA.AI/Library/Gemma:Latest": "gemma:latest",
@@ -59,11 +59,7 @@ func TestModelKeyFoldsCase(t *testing.T) {
 		"ns/MCP/model":         "ns/MCP/model",
 		"Gemma@sha256:9C5B1A0": "Gemma@sha256:9C5B1A0",
 		"Gemma Model":          "Gemma Model",
-	} {
-		if got := modelKey(in); got != want {
-			t.Errorf("modelKey(%q) = %q, want %q", in, got, want)
-		}
-	}
+	})
 	if k := modelKey("ns/skill/model"); k == modelKey("NS/Skill/Model") {
 		t.Errorf("two kept names share the key %q", k)
 	}

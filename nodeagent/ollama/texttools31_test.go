@@ -276,7 +276,7 @@ func TestTextToolsNameFormsShareOneLookup(t *testing.T) {
 }
 
 func TestModelKey(t *testing.T) {
-	for in, want := range map[string]string{
+	wantModelKeys(t, map[string]string{
 		"gemma":                            "gemma:latest",
 		"gemma:latest":                     "gemma:latest",
 		"library/gemma":                    "gemma:latest",
@@ -324,11 +324,7 @@ func TestModelKey(t *testing.T) {
 		strings.Repeat("h", 350) + "/ns/gemma":                  strings.Repeat("h", 350) + "/ns/gemma:latest",
 		strings.Repeat("h", 351) + "/ns/gemma":                  strings.Repeat("h", 351) + "/ns/gemma",
 		"registry.ollama.ai/library/" + strings.Repeat("m", 81): "registry.ollama.ai/library/" + strings.Repeat("m", 81),
-	} {
-		if got := modelKey(in); got != want {
-			t.Errorf("modelKey(%q) = %q, want %q", in, got, want)
-		}
-	}
+	})
 	if n := testing.AllocsPerRun(100, func() { _ = modelKey("registry.ollama.ai/library/gemma:2b") }); n != 0 {
 		t.Errorf("%v allocations for a name with its tag", n)
 	}
