@@ -73,3 +73,20 @@ func TestBurstBuffersKeptBetweenSmallBatches(t *testing.T) {
 		t.Fatalf("the buffers' capacities went from %d and %d to %d and %d: a buffer was let go between bursts and grown again", p0, s0, p, sp)
 	}
 }
+
+// A batch that fills exactly a quarter of a large buffer counts as a
+// burst: the small batch right after it keeps the buffer.
+func TestKeepSpareLockedRemembersBurst(t *testing.T) {
+	var s muxSession
+	const c = 4 * muxSpareKeep
+	if !s.keepSpareLocked(c/4, c) {
+		t.Fatal("a batch filling a quarter of the buffer let it go")
+	}
+	if !s.keepSpareLocked(1, c) {
+		t.Fatal("a small batch right after a burst let the burst's buffer go")
+	}
+	s.burstAt = s.burstAt.Add(-muxSpareLinger)
+	if s.keepSpareLocked(1, c) {
+		t.Fatal("a small batch muxSpareLinger after the last burst kept its buffer")
+	}
+}
