@@ -90,3 +90,16 @@ func TestKeepSpareLockedRemembersBurst(t *testing.T) {
 		t.Fatal("a small batch muxSpareLinger after the last burst kept its buffer")
 	}
 }
+
+// Only a buffer over muxSpareKeep makes a burst: a batch filling a quarter
+// of one kept anyway (the usual batch) must not keep a large buffer
+// through a later lull.
+func TestKeepSpareSmallBufferIsNoBurst(t *testing.T) {
+	var s muxSession
+	if !s.keepSpareLocked(muxSpareKeep/4, muxSpareKeep) {
+		t.Fatal("a buffer of muxSpareKeep was let go")
+	}
+	if s.keepSpareLocked(1, 4*muxSpareKeep) {
+		t.Fatal("a batch in a buffer of muxSpareKeep counted as a burst: a large buffer was kept through the lull")
+	}
+}
