@@ -179,6 +179,9 @@ type muxSession struct {
 	drained chan struct{} // guarded by wmu: closed when the writer takes pending; nil while nobody waits
 	wake    chan struct{} // capacity 1: pending has frames
 	queued  int64         // guarded by wmu: bytes ever appended to pending
+	// burstAt (guarded by wmu) is when the writer last wrote a batch
+	// that filled a quarter of a buffer over muxSpareKeep (keepSpareLocked).
+	burstAt time.Time
 
 	// written counts bytes the writer has written to the connection;
 	// progress (guarded by wmu; nil while nobody waits) is closed after
@@ -609,7 +612,7 @@ func (s *muxSession) writeLoop() {
 			close(s.progress)
 			s.progress = nil
 		}
-		if keepSpare(len(buf), cap(buf)) {
+		if s.keepSpareLocked(len(buf), cap(buf)) {
 			s.spare = buf[:0]
 		}
 		s.wmu.Unlock()
@@ -637,16 +640,39 @@ func (s *muxSession) writeAll(buf []byte, timeout time.Duration) error {
 
 // muxSpareKeep is the capacity up to which a written batch's buffer is
 // always kept for reuse (takePendingLocked). A larger one, grown by a burst
-// (thousands of streams opened at once leave ~400 bytes each), is kept only
-// while batches still fill a quarter of it: once they no longer do, it goes
-// with the batch that shows it, so a session whose streams are held idle
-// keeps no burst-sized buffers (up to two of 2 MiB) for the rest of its life.
-const muxSpareKeep = 64 << 10
+// (thousands of streams opened at once leave ~400 bytes each), is kept
+// while batches still fill a quarter of it, and for muxSpareLinger after
+// the last that did: a buffer that goes is grown again, allocation by
+// allocation, by the next burst, so a session whose bursts come between a
+// few small batches (data frames of many streams, then window updates)
+// would otherwise pay that for every burst. Once batches stay small
+// longer, the buffer goes with the batch that shows it, so a session whose
+// streams are held idle keeps no burst-sized buffers (up to two of 2 MiB)
+// for the rest of its life.
+const (
+	muxSpareKeep   = 64 << 10
+	muxSpareLinger = time.Second
+)
+
+// keepSpareLocked reports whether the writer keeps a buffer of capacity c,
+// just written with a batch of n bytes, for the next batch (wmu held). The
+// common small buffer reads no clock.
+func (s *muxSession) keepSpareLocked(n, c int) bool {
+	if c <= muxSpareKeep {
+		return true
+	}
+	now := time.Now()
+	if n >= c/4 {
+		s.burstAt = now
+	}
+	return keepSpare(n, c, now.Sub(s.burstAt))
+}
 
 // keepSpare reports whether the writer keeps a buffer of capacity c, just
-// written with a batch of n bytes, for the next batch.
-func keepSpare(n, c int) bool {
-	return c <= muxSpareKeep || (c <= 2*muxMaxPending && n >= c/4)
+// written with a batch of n bytes, lull after the last batch that filled a
+// quarter of a large buffer (the longest duration when none has).
+func keepSpare(n, c int, lull time.Duration) bool {
+	return c <= muxSpareKeep || (c <= 2*muxMaxPending && (n >= c/4 || lull < muxSpareLinger))
 }
 
 // takePendingLocked hands the writer every pending frame (wmu held) and

@@ -53,8 +53,12 @@ func TestBurstBuffersLetGoWhenBatchesShrink(t *testing.T) {
 		return len(b.rbuf)-b.roff >= 6*muxMaxData
 	})
 
-	// Small batches from then on: within two batches (the buffers take
-	// turns), neither buffer is burst-sized any more.
+	// Small batches from then on, once the burst is muxSpareLinger old
+	// (aged here rather than waited for): within two batches (the buffers
+	// take turns), neither buffer is burst-sized any more.
+	s.wmu.Lock()
+	s.burstAt = s.burstAt.Add(-muxSpareLinger)
+	s.wmu.Unlock()
 	for range 4 {
 		writeAndWait(t, a, []byte("z"))
 	}
@@ -65,22 +69,27 @@ func TestBurstBuffersLetGoWhenBatchesShrink(t *testing.T) {
 
 // The writer keeps a large buffer while batches still fill a quarter of
 // it (steady heavy traffic reuses it, allocating nothing per batch), and
-// always keeps one up to muxSpareKeep; never one over 2*muxMaxPending.
+// for muxSpareLinger after the last that did; it always keeps one up to
+// muxSpareKeep, and never one over 2*muxMaxPending.
 func TestKeepSpare(t *testing.T) {
+	const never = time.Duration(1<<63 - 1)
 	for _, c := range []struct {
 		n, c int
+		lull time.Duration
 		want bool
 	}{
-		{0, muxSpareKeep, true},
-		{1, muxSpareKeep, true},
-		{1, muxSpareKeep + 1, false},
-		{(muxSpareKeep + 4) / 4, muxSpareKeep + 4, true},
-		{(muxSpareKeep+4)/4 - 1, muxSpareKeep + 4, false},
-		{muxMaxPending, 2 * muxMaxPending, true},
-		{2*muxMaxPending + 1, 2*muxMaxPending + 1, false},
+		{0, muxSpareKeep, never, true},
+		{1, muxSpareKeep, never, true},
+		{1, muxSpareKeep + 1, never, false},
+		{1, muxSpareKeep + 1, muxSpareLinger - 1, true},
+		{1, muxSpareKeep + 1, muxSpareLinger, false},
+		{(muxSpareKeep + 4) / 4, muxSpareKeep + 4, never, true},
+		{(muxSpareKeep+4)/4 - 1, muxSpareKeep + 4, never, false},
+		{muxMaxPending, 2 * muxMaxPending, never, true},
+		{2*muxMaxPending + 1, 2*muxMaxPending + 1, 0, false},
 	} {
-		if got := keepSpare(c.n, c.c); got != c.want {
-			t.Errorf("keepSpare(%d, %d) = %v, want %v", c.n, c.c, got, c.want)
+		if got := keepSpare(c.n, c.c, c.lull); got != c.want {
+			t.Errorf("keepSpare(%d, %d, %v) = %v, want %v", c.n, c.c, c.lull, got, c.want)
 		}
 	}
 }

@@ -38,6 +38,19 @@ func TestHeldStreamMemory(t *testing.T) {
 	if n <= 0 {
 		t.Skip("set IOPBENCH_HELD to the number of streams to hold")
 	}
+	heldStreamMemory33(t, n)
+}
+
+// held33 is what heldStreamMemory33 measured, per held stream.
+type held33 struct {
+	handler    float64            // live heap bytes under the edge's handler
+	sites      []site33           // the handler's sites of at least 8 B/stream, largest first
+	goroutines map[string]float64 // by proc label
+}
+
+// heldStreamMemory33 holds n streams, logs the figures TestHeldStreamMemory
+// describes and returns them.
+func heldStreamMemory33(t *testing.T, n int) held33 {
 	old := runtime.MemProfileRate
 	runtime.MemProfileRate = 1
 	defer func() { runtime.MemProfileRate = old }()
@@ -92,8 +105,10 @@ func TestHeldStreamMemory(t *testing.T) {
 	per := func(a, b uint64) float64 { return (float64(b) - float64(a)) / float64(n) }
 	t.Logf("%d held streams: heap in use %.0f B/stream, stacks %.0f B/stream, live heap %.0f B/stream",
 		n, per(base.heapInuse, held.heapInuse), per(base.stackInuse, held.stackInuse), per(base.heapAlloc, held.heapAlloc))
+	out := held33{goroutines: map[string]float64{}}
 	for _, p := range []string{"edge", "node", "mock", "client"} {
-		t.Logf("goroutines per stream, proc=%s: %.2f", p, per(uint64(base.goroutines[p]), uint64(held.goroutines[p])))
+		out.goroutines[p] = (float64(held.goroutines[p]) - float64(base.goroutines[p])) / float64(n)
+		t.Logf("goroutines per stream, proc=%s: %.2f", p, out.goroutines[p])
 	}
 	var total int64
 	sites := make([]site33, 0, len(held.sites))
@@ -105,7 +120,8 @@ func TestHeldStreamMemory(t *testing.T) {
 		}
 	}
 	slices.SortFunc(sites, func(a, b site33) int { return cmp.Compare(b.bytes, a.bytes) })
-	t.Logf("under the edge's handler: %.0f B/stream live", float64(total)/float64(n))
+	out.handler, out.sites = float64(total)/float64(n), sites
+	t.Logf("under the edge's handler: %.0f B/stream live", out.handler)
 	for _, s := range sites {
 		t.Logf("  %6.0f B/stream  %s", float64(s.bytes)/float64(n), s.key)
 	}
@@ -119,6 +135,7 @@ func TestHeldStreamMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return out
 }
 
 type site33 struct {
