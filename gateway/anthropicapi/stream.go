@@ -562,8 +562,11 @@ func (s *StreamWriter) Whole(body []byte) error {
 	if err := json.Unmarshal(body, &c); err != nil {
 		return fmt.Errorf("%w: completion: %w", ErrMalformedUpstream, err)
 	}
-	if len(c.Error) > 0 && string(c.Error) != "null" {
-		return s.Fail(FromOpenAIError(0, body))
+	// An error document, read as a whole answer's is (UpstreamError); an
+	// "error" member beside choices is a provider's extra, and the
+	// completion is rendered, as RenderMessage renders it.
+	if e, ok := UpstreamError(body); ok {
+		return s.Fail(e)
 	}
 	if len(c.Choices) == 0 {
 		return fmt.Errorf("%w: completion without a choice", ErrMalformedUpstream)

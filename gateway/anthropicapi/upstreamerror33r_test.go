@@ -40,3 +40,22 @@ func TestUpstreamErrorStatusBounded(t *testing.T) {
 		}
 	}
 }
+
+// A whole completion to a stream request with a provider's extra "error"
+// member beside its choices is the completion, as RenderMessage renders it
+// for a request that did not stream (UpstreamError does not take it); a
+// body without choices that is an error document is that error.
+func TestStreamWholeErrorBesideChoicesRendered(t *testing.T) {
+	body := `{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"error":{"message":"x","code":500}}`
+	s, buf, _ := newTestStream(nil)
+	if err := s.Whole([]byte(body)); err != nil || s.Failure() != nil || !strings.Contains(buf.String(), `"text":"hi"`) || s.StopReason() != StopEndTurn {
+		t.Errorf("err %v, failure %v, stream:\n%s", err, s.Failure(), buf)
+	}
+	if _, err := RenderMessage([]byte(body), "m", nil, 1, false); err != nil {
+		t.Errorf("RenderMessage: %v", err)
+	}
+	s, _, _ = newTestStream(nil)
+	if err := s.Whole([]byte(`{"error":{"message":"busy","code":503}}`)); err != nil || s.Failure() == nil || s.Failure().Status != http.StatusServiceUnavailable {
+		t.Errorf("error document: err %v, failure %+v", err, s.Failure())
+	}
+}
