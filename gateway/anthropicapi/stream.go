@@ -308,11 +308,13 @@ func (s *StreamWriter) heldBytes() int { return len(s.held) + s.heldTools }
 // interleaved-thinking model may do so), is held and shown as a thinking
 // block once that block closes: closing the tool's block for it would
 // leave the call's later fragments without their block, which Messages
-// cannot reopen. Held reasoning pings as dropped reasoning does.
+// cannot reopen. So with calls held behind the open one: closing it would
+// write them whole before their last fragments came. It shows before the
+// held calls. Held reasoning pings as dropped reasoning does.
 func (s *StreamWriter) think(t string) {
 	s.outBytes += len(t)
 	held := false
-	if s.thinking && s.open == openTool && len(s.pendingTools) == 0 && s.heldBytes()+len(t) <= MaxHeldThinkingBytes {
+	if s.thinking && s.open == openTool && s.heldBytes()+len(t) <= MaxHeldThinkingBytes {
 		s.owed, held = true, true
 		if !s.omit {
 			s.held = append(s.held, t...)
