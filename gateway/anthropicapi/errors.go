@@ -237,9 +237,9 @@ func cleanMessage(s string) string {
 // it is that error, and true: the status as FromOpenAIError(0, body) reads
 // it (the envelope's code, else its kind, else 502), the message as
 // openaiapi.NormalizeUpstreamError reads it. A 401 or 403
-// becomes 502, as the tunnel turns an upstream's 401 and 403 into 502
-// (openaiapi.NormalizeUpstreamError): the node's provider key failed, not
-// the caller's. Anything else (a completion, or not JSON, which
+// becomes 502 with NormalizeUpstreamError's fixed message, as the tunnel
+// answers an upstream's 401 and 403: the node's provider key failed, not
+// the caller's, and the upstream's message may quote that key. Anything else (a completion, or not JSON, which
 // RenderMessage refuses as malformed) is nil and false.
 func UpstreamError(body []byte) (*Error, bool) {
 	var doc struct {
@@ -253,13 +253,11 @@ func UpstreamError(body []byte) (*Error, bool) {
 	if (len(doc.Error) == 0 || string(doc.Error) == "null") && doc.Object != "error" {
 		return nil, false
 	}
-	status := FromOpenAIError(0, body).Status
-	if status == http.StatusUnauthorized || status == http.StatusForbidden {
-		status = http.StatusBadGateway
-	}
-	// The message as the OpenAI surface reads an upstream's error (an
-	// "error" that is a string, FastAPI's detail, …), as an envelope.
-	_, env := openaiapi.NormalizeUpstreamError(status, "application/json", body)
+	// The status and message as the OpenAI surface reads an upstream's
+	// error (an "error" that is a string, FastAPI's detail, …), as an
+	// envelope; a 401 or 403 comes back as 502 with the surface's own
+	// message, as the upstream's may quote the node's key.
+	status, env := openaiapi.NormalizeUpstreamError(FromOpenAIError(0, body).Status, "application/json", body)
 	return FromOpenAIError(status, env), true
 }
 

@@ -112,9 +112,11 @@ const functionCallIndex = -1
 // or, on failure, the events so far followed by `event: error` and nothing
 // else. Each event is `event: NAME\ndata: JSON\n\n`, flushed on its own.
 // Only one block is open at a time: a text delta after a tool call opens a
-// new text block, a new tool call index opens a new tool_use block, except
-// while another call's block is open: then the new call is held and
-// written whole, in index order, once that block closes (OpenAI streams
+// new text block, a new tool call index opens a new tool_use block (the
+// open call's block closes), except while another call's block is open
+// with arguments that are not yet a whole JSON object or array, or calls
+// are held: then the new call is held and written whole, in index order,
+// once that block closes (OpenAI streams
 // may interleave parallel calls' fragments; held calls and held reasoning
 // together at most MaxHeldThinkingBytes, pinging as hidden thinking does);
 // reasoning between a tool call's fragments is held and shown as a
@@ -152,6 +154,7 @@ type StreamWriter struct {
 	next      int          // index of the next content block
 	open      openBlock    // kind of the open block
 	curTool   int          // OpenAI index of the open tool_use block
+	curArgs   argScan      // the open tool_use block's arguments so far
 	toolsSeen map[int]bool // OpenAI indexes whose tool_use block was opened
 
 	finish     *string
@@ -305,11 +308,13 @@ func (s *StreamWriter) heldBytes() int { return len(s.held) + s.heldTools }
 // interleaved-thinking model may do so), is held and shown as a thinking
 // block once that block closes: closing the tool's block for it would
 // leave the call's later fragments without their block, which Messages
-// cannot reopen. Held reasoning pings as dropped reasoning does.
+// cannot reopen. So with calls held behind the open one: closing it would
+// write them whole before their last fragments came. It shows before the
+// held calls. Held reasoning pings as dropped reasoning does.
 func (s *StreamWriter) think(t string) {
 	s.outBytes += len(t)
 	held := false
-	if s.thinking && s.open == openTool && len(s.pendingTools) == 0 && s.heldBytes()+len(t) <= MaxHeldThinkingBytes {
+	if s.thinking && s.open == openTool && s.heldBytes()+len(t) <= MaxHeldThinkingBytes {
 		s.owed, held = true, true
 		if !s.omit {
 			s.held = append(s.held, t...)
@@ -340,15 +345,18 @@ func (s *StreamWriter) keepAlive(n int) {
 
 // tool handles one tool call fragment. The first fragment of an index opens
 // its block and must carry the function name (OpenAI and vLLM send it
-// there); later fragments add argument text. An index that starts while
-// another call's block is open is held (holdTool): OpenAI streams may
-// interleave the fragments of parallel calls, and a Messages block cannot
-// be reopened once closed.
+// there); later fragments add argument text. A new index closes the open
+// call's block and streams live when that call's arguments are a whole
+// JSON object or array (curArgs): vLLM and OpenAI send calls one after the
+// other, and the client should see each as it comes. An index that starts
+// while the open call is still incomplete, or while calls are held, is
+// held (holdTool): OpenAI streams may interleave the fragments of
+// parallel calls, and a Messages block cannot be reopened once closed.
 func (s *StreamWriter) tool(index int, id string, f oaFunctionCall) error {
 	if h := s.pendingTools[index]; h != nil {
 		return s.holdTool(index, h, f.Arguments)
 	}
-	if s.open == openTool && s.curTool != index && !s.toolsSeen[index] {
+	if s.open == openTool && s.curTool != index && !s.toolsSeen[index] && (len(s.pendingTools) > 0 || !s.curArgs.complete()) {
 		if f.Name == "" {
 			return fmt.Errorf("%w: tool call %d starts without a name", ErrMalformedUpstream, index)
 		}
@@ -371,15 +379,71 @@ func (s *StreamWriter) tool(index int, id string, f oaFunctionCall) error {
 		}
 		s.closeBlock()
 		s.toolsSeen[index] = true
-		s.curTool = index
+		s.curTool, s.curArgs = index, argScan{}
 		s.outBytes += len(f.Name)
 		s.startBlock(openTool, toolUseOut{Type: "tool_use", ID: toolID(id), Name: f.Name, Input: emptyObject})
 	}
 	if f.Arguments != "" {
+		s.curArgs.feed(f.Arguments)
 		s.outBytes += len(f.Arguments)
 		s.event("content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: s.next - 1, Delta: inputJSONDelta{Type: "input_json_delta", PartialJSON: f.Arguments}})
 	}
 	return nil
+}
+
+// argScan follows a tool call's argument text as it streams, in constant
+// memory (the text itself is streamed, not kept), to tell whether it is a
+// whole JSON object or array so far: the call is then over, and a new
+// index after it is the next call rather than an interleaved one. It
+// counts brackets outside strings without checking that they pair; a
+// value it takes for whole that is not valid JSON was invalid anyway.
+type argScan struct {
+	state      uint8 // argsNone, argsOpen, argsWhole or argsOther
+	depth      int   // open brackets
+	inStr, esc bool  // inside a string; after its backslash
+}
+
+const (
+	argsNone  = iota // only whitespace so far
+	argsOpen         // an object or array not closed yet
+	argsWhole        // an object or array closed, whitespace after it
+	argsOther        // anything else: not known to be whole
+)
+
+// complete reports whether the text fed so far is one whole object or array.
+func (a *argScan) complete() bool { return a.state == argsWhole }
+
+func (a *argScan) feed(text string) {
+	for i := 0; i < len(text) && a.state != argsOther; i++ {
+		c := text[i]
+		switch {
+		case a.inStr:
+			switch {
+			case a.esc:
+				a.esc = false
+			case c == '\\':
+				a.esc = true
+			case c == '"':
+				a.inStr = false
+			}
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		case a.state == argsNone:
+			a.state = argsOther
+			if c == '{' || c == '[' {
+				a.state, a.depth = argsOpen, 1
+			}
+		case a.state == argsWhole:
+			a.state = argsOther // text after the value
+		case c == '"':
+			a.inStr = true
+		case c == '{' || c == '[':
+			a.depth++
+		case c == '}' || c == ']':
+			if a.depth--; a.depth == 0 {
+				a.state = argsWhole
+			}
+		}
+	}
 }
 
 func (s *StreamWriter) startBlock(kind openBlock, cb any) {
@@ -500,8 +564,11 @@ func (s *StreamWriter) Whole(body []byte) error {
 	if err := json.Unmarshal(body, &c); err != nil {
 		return fmt.Errorf("%w: completion: %w", ErrMalformedUpstream, err)
 	}
-	if len(c.Error) > 0 && string(c.Error) != "null" {
-		return s.Fail(FromOpenAIError(0, body))
+	// An error document, read as a whole answer's is (UpstreamError); an
+	// "error" member beside choices is a provider's extra, and the
+	// completion is rendered, as RenderMessage renders it.
+	if e, ok := UpstreamError(body); ok {
+		return s.Fail(e)
 	}
 	if len(c.Choices) == 0 {
 		return fmt.Errorf("%w: completion without a choice", ErrMalformedUpstream)
