@@ -422,12 +422,11 @@ func (c committer) Write(p []byte) (int, error) {
 	rw := c.w.ResponseWriter
 	if !rw.Written() {
 		h := rw.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
 		// The pipeline's own stream headers went to w.header, which
-		// stays behind: without this a proxy in front (nginx) buffers the
-		// stream, as the OpenAI surface's streams tell it not to.
-		h.Set("X-Accel-Buffering", "no")
+		// stays behind: these are the OpenAI surface's run-stream
+		// headers (X-Accel-Buffering keeps a proxy in front, nginx, from
+		// buffering the stream), their values shared as there.
+		setSSEHeaders(h)
 		h.Set("request-id", c.w.requestID)
 		rw.WriteHeader(http.StatusOK)
 	}

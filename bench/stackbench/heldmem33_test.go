@@ -1,12 +1,9 @@
 package stackbench
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -72,20 +69,9 @@ func heldStreamMemory33(t *testing.T, n int) held33 {
 			// gives up the stream) or the stream ends.
 			go func() {
 				defer wg.Done()
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.edge.URL+"/v1/chat/completions", bytes.NewReader(payload))
-				resp, err := e.client.Do(req)
-				if err != nil {
+				if _, ok := holdStream(ctx, e, payload, func() { open.Add(1) }); !ok {
 					failed.Add(1)
-					return
 				}
-				defer resp.Body.Close()
-				br := bufio.NewReader(resp.Body)
-				if _, err := br.ReadSlice('\n'); err != nil || resp.StatusCode != http.StatusOK {
-					failed.Add(1)
-					return
-				}
-				open.Add(1)
-				_, _ = io.Copy(io.Discard, br)
 			}()
 		}
 	}

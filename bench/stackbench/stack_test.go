@@ -205,6 +205,26 @@ func BenchmarkTunnelStream(b *testing.B)         { bench(b, false, "bench-tunnel
 func BenchmarkTunnelStreamParallel(b *testing.B) { bench(b, false, "bench-tunnel", 64, true, true) }
 func BenchmarkRunStream(b *testing.B)            { bench(b, false, "bench-run", 64, true, false) }
 
+// holdStream opens one chat stream through the edge and reads it until it
+// ends or ctx is cancelled, calling opened once its first line arrived. A
+// stream that failed before that returns its status (0: no answer) and
+// false, without calling opened.
+func holdStream(ctx context.Context, e *env, payload []byte, opened func()) (int, bool) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.edge.URL+"/v1/chat/completions", bytes.NewReader(payload))
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadSlice('\n'); err != nil || resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, false
+	}
+	opened()
+	_, _ = io.Copy(io.Discard, br)
+	return resp.StatusCode, true
+}
+
 // TestHeldStreams holds IOPBENCH_STREAMS long-paced tunnel streams open at
 // once and writes heap and goroutine profiles to IOPBENCH_PROFILE_DIR: where
 // per-stream memory goes. Skipped unless IOPBENCH_STREAMS is set.
@@ -222,23 +242,13 @@ func TestHeldStreams(t *testing.T) {
 	payload := body("bench-tunnel", 16, true, 100, 5000)
 	for range n {
 		wg.Add(1)
+		// Owner: this test; ends when ctx is cancelled or the stream ends.
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.edge.URL+"/v1/chat/completions", bytes.NewReader(payload))
-			resp, err := e.client.Do(req)
-			if err != nil {
+			if code, ok := holdStream(ctx, e, payload, func() { open.Add(1) }); !ok {
+				status.CompareAndSwap(0, int64(code))
 				failed.Add(1)
-				return
 			}
-			defer resp.Body.Close()
-			br := bufio.NewReader(resp.Body)
-			if _, err := br.ReadSlice('\n'); err != nil || resp.StatusCode != http.StatusOK {
-				status.CompareAndSwap(0, int64(resp.StatusCode))
-				failed.Add(1)
-				return
-			}
-			open.Add(1)
-			_, _ = io.Copy(io.Discard, br)
 		}()
 	}
 	stack.WaitFor(t, 60*time.Second, "streams open", func() bool { return open.Load()+failed.Load() == int64(n) })
