@@ -347,7 +347,7 @@ func (d *Dispatcher) handOn(h handOn) {
 		return
 	case err != nil:
 		// Also at Close: the take may have run in Redis all the same.
-		d.returnLostTakeLocked(r, h.id)
+		d.returnLostTakeLocked(r, h.id, err)
 		if d.ctx.Err() == nil {
 			d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
 			r.ledgerRetry = true
@@ -478,7 +478,7 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 	case err != nil:
 		// Also at Close: the take may have run in Redis all the same.
 		// Also when refused: a script refused part-way keeps its writes.
-		d.returnLostTakeLocked(r, id)
+		d.returnLostTakeLocked(r, id, err)
 		if d.ctx.Err() != nil {
 			// Close cut the round trip short: Redis is not the cause.
 			return nil, ErrDispatcherShutdown
@@ -544,8 +544,13 @@ func (d *Dispatcher) unwaitLocked(w *waiter) {
 // lease expires within the TTL). After Close, when the returner may have
 // sent its last batch, a goroutine sends it (sendLate).
 func (d *Dispatcher) returnLocked(r *resource, id string) {
+	d.queueReturnLocked(r, cluster.Update{Kind: cluster.OpReturn, Key: r.ledgerKey, ID: id})
+}
+
+// queueReturnLocked is returnLocked for the return op of r's lease.
+func (d *Dispatcher) queueReturnLocked(r *resource, op cluster.Update) {
 	select {
-	case d.returns <- cluster.Update{Kind: cluster.OpReturn, Key: r.ledgerKey, ID: id}:
+	case d.returns <- op:
 	default:
 		d.log.Warn("cluster return queue full; the lease expires within the TTL", zap.String("key", r.ledgerKey))
 	}
@@ -591,8 +596,17 @@ func (d *Dispatcher) wrongTypeLocked(r *resource, err error) {
 // command), and that slot, held by no lease of this edge, is never renewed
 // but would stay taken for the whole TTL. A return of an id the ledger
 // does not hold removes nothing, and is not announced (it wakes no edge).
-func (d *Dispatcher) returnLostTakeLocked(r *resource, id string) {
-	d.returnLocked(r, id)
+//
+// err is the take's failure. One unanswered (ErrUnavailable, Close's
+// cancellation included) may also not have reached Redis yet (its bytes
+// held in a socket buffer or a stalled network while the return goes out
+// on another connection): that return is fenced, so that the take, run
+// after it, finds its id marked returned and takes nothing (take.lua);
+// the mark costs one key for the TTL. A refused take was answered, and
+// nothing of it is on its way: its return is plain, so that a Redis out
+// of memory, which refuses the mark, still removes what the take wrote.
+func (d *Dispatcher) returnLostTakeLocked(r *resource, id string, err error) {
+	d.queueReturnLocked(r, cluster.Update{Kind: cluster.OpReturn, Key: r.ledgerKey, ID: id, Fence: errors.Is(err, cluster.ErrUnavailable)})
 }
 
 // pendingByModel is this edge's waiting requests by model.

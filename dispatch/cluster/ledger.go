@@ -348,6 +348,11 @@ func clampShift(shift time.Duration) time.Duration { return min(max(shift, -MaxS
 // kind either way), and with ErrWrongType when one of the keys holds
 // another type (the one refusal that is the key's own: the caller may
 // try another resource).
+//
+// A take of an id already marked returned (a fenced OpReturn of it ran
+// first) takes nothing and answers Full: a take that got no answer may
+// still reach Redis after the return its caller sent for it, which must
+// then fence it (see Update.Fence).
 func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity int, long bool, id, waitKey, member string, shift, waited time.Duration) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
@@ -356,7 +361,7 @@ func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity in
 		isLong = "1"
 	}
 	key, waitKey = l.at(key), l.at(waitKey)
-	n, err := takeScript.Run(ctx, l.rdb, []string{key, key + ":long", waitKey},
+	n, err := takeScript.Run(ctx, l.rdb, []string{key, key + ":long", waitKey, l.returnedKey(id)},
 		l.cfg.TTL.Milliseconds(), capacity, longCapacity, isLong, id, member,
 		FairSlack.Milliseconds(), MaxYield.Milliseconds(), clampShift(shift).Milliseconds(), MaxShift.Milliseconds(),
 		max(waited, 0).Milliseconds(), l.edgeKeysArg).Int()
@@ -429,7 +434,8 @@ const (
 // member; Long marks a long lease (OpReadd).
 //
 // Fence (OpReturn) also marks the lease returned for the TTL, so that an
-// OpReadd of it that Redis runs after the return is refused: one sent in
+// OpReadd or a Take of it that Redis runs after the return is refused
+// (a take that got no answer may still be on its way too): one sent in
 // a batch that failed without an answer may still be on its way (held in
 // a socket buffer, a Redis slower than the timeout), and would otherwise
 // take the slot again, held by nobody, for the TTL. Only such returns
