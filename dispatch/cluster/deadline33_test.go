@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,7 +79,13 @@ const (
 // its ms is set).
 func pausedLedger(t *testing.T, rs *testredis.Server) (*Ledger, *pauser) {
 	t.Helper()
-	l := Open(Config{Address: rs.Addr, TTL: time.Minute, Timeout: deadlineTimeout, EdgeID: "e"})
+	return pausedLedgerOf(t, rs, Config{Address: rs.Addr, TTL: time.Minute, Timeout: deadlineTimeout, EdgeID: "e"})
+}
+
+// pausedLedgerOf is pausedLedger with the ledger of cfg.
+func pausedLedgerOf(t *testing.T, rs *testredis.Server, cfg Config) (*Ledger, *pauser) {
+	t.Helper()
+	l := Open(cfg)
 	t.Cleanup(func() { _ = l.Close() })
 	by := rs.Client(t)
 	// The pauser's own connection is made now: its dial and handshake
@@ -256,12 +263,21 @@ func TestAFreshConnectionsHandshakeIsOneRoundTrip(t *testing.T) {
 	rs := testredis.Start(t)
 	rdb := rs.Client(t)
 	l, p := pausedLedger(t, rs)
-	p.ms.Store((deadlineTimeout / 4).Milliseconds())
+	pingTakesRoundTrips(t, l, p, rdb, deadlineTimeout/4, "HELLO, PING")
+}
+
+// pingTakesRoundTrips checks that a Ping on l, each of its round trips
+// held for pause by p, succeeds after the round trips named in trips
+// (comma-separated), and that l's calls read their own replies after it.
+func pingTakesRoundTrips(t *testing.T, l *Ledger, p *pauser, rdb *redis.Client, pause time.Duration, trips string) {
+	t.Helper()
+	p.ms.Store(pause.Milliseconds())
 	err := l.Ping(context.Background())
 	p.ms.Store(0)
 	unpaused(t, rdb)
-	if n := p.trips.Load(); err != nil || n != 2 {
-		t.Fatalf("ping on a new connection, each round trip %v: %v after %d round trips; want success after 2 (HELLO, PING)", deadlineTimeout/4, err, n)
+	want := int64(strings.Count(trips, ",") + 1)
+	if n := p.trips.Load(); err != nil || n != want {
+		t.Fatalf("ping on a new connection, each round trip %v: %v after %d round trips; want success after %d (%s)", pause, err, n, want, trips)
 	}
 	checkReplies(t, l, rdb, Key("n", "p"))
 }
