@@ -165,20 +165,24 @@ const (
 // long as Redis is down), and the first renewal accepted after failed
 // ones says what ended, an outage, refusals (Redis answered those), or
 // both.
+//
+// The three go in one round trip under one deadline (cluster.Ledger.Tick):
+// while it runs the loop wakes no provider whose return was announced, so
+// a Redis that does not answer holds the loop up for one timeout, not
+// one per call.
 func (d *Dispatcher) renewLeases(last renewOutcome) (time.Time, renewOutcome) {
 	held, leases := d.heldLeases()
-	missing, err := d.ledger.Renew(d.ctx, held)
-	if len(missing) > 0 {
-		d.readd(missing, leases)
+	res := d.ledger.Tick(d.ctx, held, d.pendingByModel())
+	if len(res.Missing) > 0 {
+		d.readd(res.Missing, leases)
 	}
+	// The liveness mark tells whether Redis answers when there was
+	// nothing to renew.
+	err := res.Renew
 	if err == nil {
-		// Also when there was nothing to renew (no round trip): Redis
-		// answering is told by this call then.
-		err = d.ledger.Alive(d.ctx)
+		err = res.Alive
 	}
 	if err != nil {
-		// The other calls would wait out the timeout as well, holding the
-		// loop (and its wakes) up for longer.
 		again := time.Now().Add(ledgerBackoff)
 		switch {
 		case d.ctx.Err() != nil:
@@ -204,8 +208,8 @@ func (d *Dispatcher) renewLeases(last renewOutcome) (time.Time, renewOutcome) {
 	if last.refused {
 		d.log.Info("cluster ledger accepts lease renewals again")
 	}
-	if err := d.ledger.SetPending(d.ctx, d.pendingByModel()); err != nil && d.ctx.Err() == nil {
-		d.log.Debug("cluster pending not published", zap.Error(err))
+	if res.Pending != nil && d.ctx.Err() == nil {
+		d.log.Debug("cluster pending not published", zap.Error(res.Pending))
 	}
 	return time.Time{}, renewOutcome{}
 }

@@ -7,13 +7,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/iop-gateway/iop/dispatch/cluster/clustertest"
 	"github.com/iop-gateway/iop/internal/testredis"
 )
 
 // dbLedger is a ledger of edge "e" on database 1 of rs, with the timeout
 // of the deadline tests and its round trips paused by the returned pauser
 // (off until its ms is set), and a plain client of that database.
-func dbLedger(t *testing.T, rs *testredis.Server) (*Ledger, *pauser, *redis.Client) {
+func dbLedger(t *testing.T, rs *testredis.Server) (*Ledger, *clustertest.Pauser, *redis.Client) {
 	t.Helper()
 	l, p := pausedLedgerOf(t, rs, Config{Address: rs.Addr, DB: 1, TTL: time.Minute, Timeout: deadlineTimeout, EdgeID: "e"})
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr, DB: 1, MaxRetries: -1})
