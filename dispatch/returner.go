@@ -409,8 +409,9 @@ const lostRetryShifts = 4 // lostRetry << 4: 32 s
 // are <edge id>/<n>, the edge id this process's own (its host name and 48
 // random bits, edgeapp's edgeID) and n its ledger's counter, which never
 // repeats, so no lease taken after the return was lost bears its id. A
-// take of that id still on its way (one that got no answer, see
-// returnLostTakeLocked) is the very slot the return must free, and a
+// take of that id that ran before it (one that got no answer, see
+// returnLostTakeLocked) is the very slot the return must free; one still
+// on its way finds the fenced return's mark and takes nothing; and a
 // lease's OpReadd is queued only while the lease is held, so before its
 // return, never after. A return applied twice removes nothing more, and
 // is not announced again (cluster.Ledger.Apply); a fence's mark is

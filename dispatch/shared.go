@@ -165,20 +165,24 @@ const (
 // long as Redis is down), and the first renewal accepted after failed
 // ones says what ended, an outage, refusals (Redis answered those), or
 // both.
+//
+// The three go in one round trip under one deadline (cluster.Ledger.Tick):
+// while it runs the loop wakes no provider whose return was announced, so
+// a Redis that does not answer holds the loop up for one timeout, not
+// one per call.
 func (d *Dispatcher) renewLeases(last renewOutcome) (time.Time, renewOutcome) {
 	held, leases := d.heldLeases()
-	missing, err := d.ledger.Renew(d.ctx, held)
-	if len(missing) > 0 {
-		d.readd(missing, leases)
+	res := d.ledger.Tick(d.ctx, held, d.pendingByModel())
+	if len(res.Missing) > 0 {
+		d.readd(res.Missing, leases)
 	}
+	// The liveness mark tells whether Redis answers when there was
+	// nothing to renew.
+	err := res.Renew
 	if err == nil {
-		// Also when there was nothing to renew (no round trip): Redis
-		// answering is told by this call then.
-		err = d.ledger.Alive(d.ctx)
+		err = res.Alive
 	}
 	if err != nil {
-		// The other calls would wait out the timeout as well, holding the
-		// loop (and its wakes) up for longer.
 		again := time.Now().Add(ledgerBackoff)
 		switch {
 		case d.ctx.Err() != nil:
@@ -204,8 +208,8 @@ func (d *Dispatcher) renewLeases(last renewOutcome) (time.Time, renewOutcome) {
 	if last.refused {
 		d.log.Info("cluster ledger accepts lease renewals again")
 	}
-	if err := d.ledger.SetPending(d.ctx, d.pendingByModel()); err != nil && d.ctx.Err() == nil {
-		d.log.Debug("cluster pending not published", zap.Error(err))
+	if res.Pending != nil && d.ctx.Err() == nil {
+		d.log.Debug("cluster pending not published", zap.Error(res.Pending))
 	}
 	return time.Time{}, renewOutcome{}
 }
@@ -347,7 +351,7 @@ func (d *Dispatcher) handOn(h handOn) {
 		return
 	case err != nil:
 		// Also at Close: the take may have run in Redis all the same.
-		d.returnLostTakeLocked(r, h.id)
+		d.returnLostTakeLocked(r, h.id, err)
 		if d.ctx.Err() == nil {
 			d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
 			r.ledgerRetry = true
@@ -478,7 +482,7 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 	case err != nil:
 		// Also at Close: the take may have run in Redis all the same.
 		// Also when refused: a script refused part-way keeps its writes.
-		d.returnLostTakeLocked(r, id)
+		d.returnLostTakeLocked(r, id, err)
 		if d.ctx.Err() != nil {
 			// Close cut the round trip short: Redis is not the cause.
 			return nil, ErrDispatcherShutdown
@@ -544,8 +548,13 @@ func (d *Dispatcher) unwaitLocked(w *waiter) {
 // lease expires within the TTL). After Close, when the returner may have
 // sent its last batch, a goroutine sends it (sendLate).
 func (d *Dispatcher) returnLocked(r *resource, id string) {
+	d.queueReturnLocked(r, cluster.Update{Kind: cluster.OpReturn, Key: r.ledgerKey, ID: id})
+}
+
+// queueReturnLocked is returnLocked for the return op of r's lease.
+func (d *Dispatcher) queueReturnLocked(r *resource, op cluster.Update) {
 	select {
-	case d.returns <- cluster.Update{Kind: cluster.OpReturn, Key: r.ledgerKey, ID: id}:
+	case d.returns <- op:
 	default:
 		d.log.Warn("cluster return queue full; the lease expires within the TTL", zap.String("key", r.ledgerKey))
 	}
@@ -591,8 +600,17 @@ func (d *Dispatcher) wrongTypeLocked(r *resource, err error) {
 // command), and that slot, held by no lease of this edge, is never renewed
 // but would stay taken for the whole TTL. A return of an id the ledger
 // does not hold removes nothing, and is not announced (it wakes no edge).
-func (d *Dispatcher) returnLostTakeLocked(r *resource, id string) {
-	d.returnLocked(r, id)
+//
+// err is the take's failure. One unanswered (ErrUnavailable, Close's
+// cancellation included) may also not have reached Redis yet (its bytes
+// held in a socket buffer or a stalled network while the return goes out
+// on another connection): that return is fenced, so that the take, run
+// after it, finds its id marked returned and takes nothing (take.lua);
+// the mark costs one key for the TTL. A refused take was answered, and
+// nothing of it is on its way: its return is plain, so that a Redis out
+// of memory, which refuses the mark, still removes what the take wrote.
+func (d *Dispatcher) returnLostTakeLocked(r *resource, id string, err error) {
+	d.queueReturnLocked(r, cluster.Update{Kind: cluster.OpReturn, Key: r.ledgerKey, ID: id, Fence: errors.Is(err, cluster.ErrUnavailable)})
 }
 
 // pendingByModel is this edge's waiting requests by model.

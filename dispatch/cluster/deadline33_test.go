@@ -3,54 +3,15 @@ package cluster
 import (
 	"context"
 	"errors"
-	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/iop-gateway/iop/dispatch/cluster/clustertest"
 	"github.com/iop-gateway/iop/internal/testredis"
 )
-
-// pauser is a go-redis hook: while on (ms > 0) it pauses the Redis server
-// for ms milliseconds (CLIENT PAUSE ... ALL, sent by another client, which
-// Redis answers at once) before each command or pipeline of the client it
-// is added to, handshakes included. Each of that client's round trips then
-// takes at least ms, as on a Redis slow to answer: every reply arrives,
-// each within the timeout when ms is below it.
-//
-// trips counts the round trips (commands and pipelines) it saw.
-type pauser struct {
-	t     *testing.T
-	by    *redis.Client
-	ms    atomic.Int64
-	trips atomic.Int64
-}
-
-func (p *pauser) pause() {
-	p.trips.Add(1)
-	if ms := p.ms.Load(); ms > 0 {
-		if err := p.by.Do(context.Background(), "CLIENT", "PAUSE", ms, "ALL").Err(); err != nil {
-			p.t.Error(err)
-		}
-	}
-}
-
-func (p *pauser) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (p *pauser) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		p.pause()
-		return next(ctx, cmd)
-	}
-}
-
-func (p *pauser) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		p.pause()
-		return next(ctx, cmds)
-	}
-}
 
 // deadlineTimeout is the ledger timeout of the deadline tests, and
 // deadlinePause how long each round trip is held. Two round trips overrun
@@ -76,20 +37,30 @@ const (
 // pausedLedger is a ledger of edge "e" with the timeout of the deadline
 // tests on rs, its round trips paused by the returned pauser (off until
 // its ms is set).
-func pausedLedger(t *testing.T, rs *testredis.Server) (*Ledger, *pauser) {
+func pausedLedger(t *testing.T, rs *testredis.Server) (*Ledger, *clustertest.Pauser) {
 	t.Helper()
-	l := Open(Config{Address: rs.Addr, TTL: time.Minute, Timeout: deadlineTimeout, EdgeID: "e"})
+	return pausedLedgerOf(t, rs, Config{Address: rs.Addr, TTL: time.Minute, Timeout: deadlineTimeout, EdgeID: "e"})
+}
+
+// pausedLedgerOf is pausedLedger with the ledger of cfg.
+func pausedLedgerOf(t *testing.T, rs *testredis.Server, cfg Config) (*Ledger, *clustertest.Pauser) {
+	t.Helper()
+	l := Open(cfg)
 	t.Cleanup(func() { _ = l.Close() })
-	by := rs.Client(t)
-	// The pauser's own connection is made now: its dial and handshake
-	// (four round trips, unpaused) would otherwise run in the hook of the
-	// first paused call, within that call's deadline.
-	if err := by.Ping(context.Background()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	p := &pauser{t: t, by: by}
+	p := clustertest.NewPauser(t, rs.Client(t))
 	l.Client().AddHook(p)
 	return l, p
+}
+
+// pausedWithLease is pausedLedger on a Redis of its own, with a plain
+// client of it, the key of resource n/p and a lease the ledger holds on
+// it.
+func pausedWithLease(t *testing.T) (rdb *redis.Client, l *Ledger, p *clustertest.Pauser, key, held string) {
+	t.Helper()
+	rs := testredis.Start(t)
+	l, p = pausedLedger(t, rs)
+	key = Key("n", "p")
+	return rs.Client(t), l, p, key, takeN(t, l, key, 1)[0]
 }
 
 // unpaused waits until the server answers a plain client again (the last
@@ -112,12 +83,8 @@ func unpaused(t *testing.T, rdb *redis.Client) {
 // next calls read their own replies: the connection the deadline cut was
 // dropped, not reused with the late reply still on its way.
 func TestEveryLedgerCallKeepsToOneDeadline(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
-	l, p := pausedLedger(t, rs)
+	rdb, l, p, key, held := pausedWithLease(t)
 	ctx := context.Background()
-	key := Key("n", "p")
-	held := takeN(t, l, key, 1)[0]
 	if err := l.SetPending(ctx, map[string]int{"m": 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +117,11 @@ func TestEveryLedgerCallKeepsToOneDeadline(t *testing.T) {
 			_, err := l.Pending(ctx)
 			return err
 		}},
-		{"publish pending", 1, func() error { return l.SetPending(ctx, map[string]int{"m": 1}) }},
+		{"publish pending and its resend", 2, func() error { return l.SetPending(ctx, map[string]int{"m": 1}) }},
+		{"tick (renew, alive, pending) and its resend", 2, func() error {
+			r := l.Tick(ctx, map[string][]HeldLease{key: {{ID: held}}}, map[string]int{"m": 1})
+			return errors.Join(r.Renew, r.Alive, r.Pending)
+		}},
 		{"alive", 1, func() error { return l.Alive(ctx) }},
 		{"ping", 1, func() error { return l.Ping(ctx) }},
 	}
@@ -167,11 +138,11 @@ func TestEveryLedgerCallKeepsToOneDeadline(t *testing.T) {
 			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
-			p.ms.Store(deadlinePause.Milliseconds())
+			p.MS.Store(deadlinePause.Milliseconds())
 			start := time.Now()
 			err := c.call()
 			took := time.Since(start)
-			p.ms.Store(0)
+			p.MS.Store(0)
 			unpaused(t, rdb)
 			if c.trips > 1 {
 				if !errors.Is(err, ErrUnavailable) || took > deadlineTimeout+deadlineSlack {
@@ -201,13 +172,13 @@ func TestAFreshConnectionsHandshakeKeepsToTheCallsDeadline(t *testing.T) {
 // pingFailsAtTheDeadline checks that a Ping on l, each of its round trips
 // held for pause by p, fails as unanswered within the deadline, and waits
 // until the pause has ended.
-func pingFailsAtTheDeadline(t *testing.T, l *Ledger, p *pauser, rdb *redis.Client, pause time.Duration) {
+func pingFailsAtTheDeadline(t *testing.T, l *Ledger, p *clustertest.Pauser, rdb *redis.Client, pause time.Duration) {
 	t.Helper()
-	p.ms.Store(pause.Milliseconds())
+	p.MS.Store(pause.Milliseconds())
 	start := time.Now()
 	err := l.Ping(context.Background())
 	took := time.Since(start)
-	p.ms.Store(0)
+	p.MS.Store(0)
 	unpaused(t, rdb)
 	if !errors.Is(err, ErrUnavailable) || took > deadlineTimeout+deadlineSlack {
 		t.Fatalf("ping on a new connection, each round trip %v: %v after %v; want %v within %v", pause, err, took, ErrUnavailable, deadlineTimeout+deadlineSlack)
@@ -256,12 +227,21 @@ func TestAFreshConnectionsHandshakeIsOneRoundTrip(t *testing.T) {
 	rs := testredis.Start(t)
 	rdb := rs.Client(t)
 	l, p := pausedLedger(t, rs)
-	p.ms.Store((deadlineTimeout / 4).Milliseconds())
+	pingTakesRoundTrips(t, l, p, rdb, deadlineTimeout/4, "HELLO, PING")
+}
+
+// pingTakesRoundTrips checks that a Ping on l, each of its round trips
+// held for pause by p, succeeds after the round trips named in trips
+// (comma-separated), and that l's calls read their own replies after it.
+func pingTakesRoundTrips(t *testing.T, l *Ledger, p *clustertest.Pauser, rdb *redis.Client, pause time.Duration, trips string) {
+	t.Helper()
+	p.MS.Store(pause.Milliseconds())
 	err := l.Ping(context.Background())
-	p.ms.Store(0)
+	p.MS.Store(0)
 	unpaused(t, rdb)
-	if n := p.trips.Load(); err != nil || n != 2 {
-		t.Fatalf("ping on a new connection, each round trip %v: %v after %d round trips; want success after 2 (HELLO, PING)", deadlineTimeout/4, err, n)
+	want := int64(strings.Count(trips, ",") + 1)
+	if n := p.Trips.Load(); err != nil || n != want {
+		t.Fatalf("ping on a new connection, each round trip %v: %v after %d round trips; want success after %d (%s)", pause, err, n, want, trips)
 	}
 	checkReplies(t, l, rdb, Key("n", "p"))
 }

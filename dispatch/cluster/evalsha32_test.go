@@ -3,45 +3,18 @@ package cluster
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/iop-gateway/iop/dispatch/cluster/clustertest"
 )
 
-// infoField is the integer field name of the INFO section's line that
-// begins with prefix (name empty: the line's value), or -1 when the
-// section has none (a command never called has no commandstats line).
+// infoField is clustertest.InfoField.
 func infoField(t *testing.T, rdb *redis.Client, section, prefix, name string) int64 {
 	t.Helper()
-	info, err := rdb.Info(context.Background(), section).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(info) {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), prefix)
-		if !ok {
-			continue
-		}
-		if name == "" {
-			n, err := strconv.ParseInt(rest, 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-		for field := range strings.SplitSeq(rest, ",") {
-			if v, ok := strings.CutPrefix(field, name+"="); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return n
-			}
-		}
-	}
-	return -1
+	return clustertest.InfoField(t, rdb, section, prefix, name)
 }
 
 // evalCalls is how many EVALs (bodies) and EVALSHAs Redis has run.

@@ -348,6 +348,11 @@ func clampShift(shift time.Duration) time.Duration { return min(max(shift, -MaxS
 // kind either way), and with ErrWrongType when one of the keys holds
 // another type (the one refusal that is the key's own: the caller may
 // try another resource).
+//
+// A take of an id already marked returned (a fenced OpReturn of it ran
+// first) takes nothing and answers Full: a take that got no answer may
+// still reach Redis after the return its caller sent for it, which must
+// then fence it (see Update.Fence).
 func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity int, long bool, id, waitKey, member string, shift, waited time.Duration) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
@@ -356,7 +361,7 @@ func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity in
 		isLong = "1"
 	}
 	key, waitKey = l.at(key), l.at(waitKey)
-	n, err := takeScript.Run(ctx, l.rdb, []string{key, key + ":long", waitKey},
+	n, err := takeScript.Run(ctx, l.rdb, []string{key, key + ":long", waitKey, l.returnedKey(id)},
 		l.cfg.TTL.Milliseconds(), capacity, longCapacity, isLong, id, member,
 		FairSlack.Milliseconds(), MaxYield.Milliseconds(), clampShift(shift).Milliseconds(), MaxShift.Milliseconds(),
 		max(waited, 0).Milliseconds(), l.edgeKeysArg).Int()
@@ -393,17 +398,6 @@ var waitSrc string
 
 var waitScript = newScript(waitSrc)
 
-// Alive marks this edge live for the TTL: its waiters count (see Take).
-// ErrRefused when Redis answers with an error reply, else ErrUnavailable.
-func (l *Ledger) Alive(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
-	defer cancel()
-	if err := l.rdb.Set(ctx, l.edgeKeys+l.cfg.EdgeID, 1, l.cfg.TTL).Err(); err != nil {
-		return fmt.Errorf("%w: alive: %w", failureClass(err), err)
-	}
-	return nil
-}
-
 // OpKind is what an Update does.
 type OpKind uint8
 
@@ -429,7 +423,8 @@ const (
 // member; Long marks a long lease (OpReadd).
 //
 // Fence (OpReturn) also marks the lease returned for the TTL, so that an
-// OpReadd of it that Redis runs after the return is refused: one sent in
+// OpReadd or a Take of it that Redis runs after the return is refused
+// (a take that got no answer may still be on its way too): one sent in
 // a batch that failed without an answer may still be on its way (held in
 // a socket buffer, a Redis slower than the timeout), and would otherwise
 // take the slot again, held by nobody, for the TTL. Only such returns
@@ -516,60 +511,6 @@ type HeldLease struct {
 	Long bool
 }
 
-// Renew extends the leases this edge holds (by key) by the TTL, and
-// returns, by key, those the ledger no longer counts: expired (renewals
-// failed for longer than the TTL), or gone with the data (a Redis that
-// restarted without persistence, a flushed database). Renew does not put
-// those back itself: one may have been returned since the caller listed
-// it, and a return can be overtaken by this round trip; the caller sends
-// the ones still held as OpReadd, in order with its returns. On an error
-// the keys whose renewal did answer are still reported; ErrRefused when
-// Redis answered every key (those refused were not extended),
-// ErrUnavailable when some went unanswered.
-func (l *Ledger) Renew(ctx context.Context, held map[string][]HeldLease) (map[string][]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
-	defer cancel()
-	pipe := l.rdb.Pipeline()
-	keys := make([]string, 0, len(held))
-	for key, leases := range held {
-		args := make([]any, 0, 2*len(leases)+1)
-		args = append(args, l.cfg.TTL.Milliseconds())
-		for _, hl := range leases {
-			isLong := "0"
-			if hl.Long {
-				isLong = "1"
-			}
-			args = append(args, hl.ID, isLong)
-		}
-		at := l.at(key)
-		// By its SHA1 (see Apply), sent again whole after NOSCRIPT.
-		renewScript.EvalSha(ctx, pipe, []string{at, at + ":long"}, args...)
-		keys = append(keys, key)
-	}
-	sent, err := pipe.Exec(ctx)
-	if err != nil && answered(sent) {
-		err = evalAgain(ctx, l.rdb, sent)
-	}
-	var missing map[string][]string
-	for i, c := range sent {
-		ids, cerr := c.(*redis.Cmd).StringSlice()
-		if cerr != nil || len(ids) == 0 {
-			continue
-		}
-		if missing == nil {
-			missing = map[string][]string{}
-		}
-		missing[keys[i]] = ids
-	}
-	if err != nil {
-		if answered(sent) {
-			return missing, fmt.Errorf("%w: renew: %w", ErrRefused, err)
-		}
-		return missing, fmt.Errorf("%w: renew: %w", ErrUnavailable, err)
-	}
-	return missing, nil
-}
-
 // Held counts the live leases of each key across the cluster.
 func (l *Ledger) Held(ctx context.Context, keys []string) (map[string]int, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
@@ -602,32 +543,6 @@ func (l *Ledger) Held(ctx context.Context, keys []string) (map[string]int, error
 // none; a crashed edge is removed by the next Pending that finds its
 // figures expired, and the set itself expires when no edge has published
 // for three TTLs.
-
-// SetPending publishes this edge's waiting requests by model (a hash that
-// expires after the TTL unless refreshed), for every edge's status.
-func (l *Ledger) SetPending(ctx context.Context, pending map[string]int) error {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
-	defer cancel()
-	key := l.pendingKeys + l.cfg.EdgeID
-	pipe := l.rdb.TxPipeline()
-	pipe.Del(ctx, key)
-	if len(pending) > 0 {
-		vals := make([]any, 0, 2*len(pending))
-		for m, n := range pending {
-			vals = append(vals, m, n)
-		}
-		pipe.HSet(ctx, key, vals...)
-		pipe.PExpire(ctx, key, l.cfg.TTL)
-		pipe.SAdd(ctx, l.pendingEdges, l.cfg.EdgeID)
-		pipe.PExpire(ctx, l.pendingEdges, 3*l.cfg.TTL)
-	} else {
-		pipe.SRem(ctx, l.pendingEdges, l.cfg.EdgeID)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("%w: pending: %w", ErrUnavailable, err)
-	}
-	return nil
-}
 
 // maxEdges bounds the edges' pending hashes read for a status.
 const maxEdges = 256

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/iop-gateway/iop/dispatch/cluster/clustertest"
 	"github.com/iop-gateway/iop/internal/testredis"
 )
 
@@ -161,17 +162,17 @@ func TestTheLedgerWorksOnARedisWithoutHello(t *testing.T) {
 // read timeout, and answered after three halves of it).
 func TestAHandshakeWithoutHelloKeepsToTheCallsDeadline(t *testing.T) {
 	addr, rdb := noHelloRedis(t)
-	open := func() (*Ledger, *pauser) {
+	open := func() (*Ledger, *clustertest.Pauser) {
 		l := Open(Config{Address: addr, Password: noHelloPassword, TTL: time.Minute, Timeout: deadlineTimeout, EdgeID: "e"})
 		t.Cleanup(func() { _ = l.Close() })
-		p := &pauser{t: t, by: rdb}
+		p := clustertest.NewPauser(t, rdb)
 		l.Client().AddHook(p)
 		return l, p
 	}
 	// Unpaused, the round trips are counted.
 	l, p := open()
-	if err := l.Ping(context.Background()); err != nil || p.trips.Load() != 3 {
-		t.Fatalf("ping on a new connection to a Redis without HELLO: %v after %d round trips; want success after 3 (HELLO, AUTH, PING)", err, p.trips.Load())
+	if err := l.Ping(context.Background()); err != nil || p.Trips.Load() != 3 {
+		t.Fatalf("ping on a new connection to a Redis without HELLO: %v after %d round trips; want success after 3 (HELLO, AUTH, PING)", err, p.Trips.Load())
 	}
 	l, p = open()
 	pingFailsAtTheDeadline(t, l, p, rdb, deadlineTimeout/2)

@@ -82,7 +82,7 @@ func TestEveryScriptFileIsKnownByItsHash(t *testing.T) {
 			t.Errorf("%s (sha1 %x) has no body in scriptBodies", name, sum)
 		}
 	}
-	for name, s := range map[string]*redis.Script{"take.lua": takeScript, "renew.lua": renewScript, "wait.lua": waitScript, "readd.lua": readdScript, "return.lua": returnScript} {
+	for name, s := range map[string]*redis.Script{"take.lua": takeScript, "renew.lua": renewScript, "wait.lua": waitScript, "readd.lua": readdScript, "return.lua": returnScript, "pending.lua": pendingScript} {
 		body, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)

@@ -1,7 +1,8 @@
 -- KEYS[1] the resource's leases, KEYS[2] its long leases (sorted sets,
 -- score = expiry in Redis milliseconds); KEYS[3] the waiters of the
 -- request's model and kind on every edge (score = arrival; a member
--- <edge>/w<n>:<shift ms> carries its priority shift), or "" for none.
+-- <edge>/w<n>:<shift ms> carries its priority shift), or "" for none;
+-- KEYS[4] the lease id's returned mark (see return.lua).
 -- ARGV: ttl_ms, capacity, long_capacity, is_long ("1"/"0"), lease id,
 -- waiter member of this request ("" for one not queued), slack_ms,
 -- max_yield_ms, shift_ms (a request not queued counts as arriving this
@@ -16,7 +17,17 @@
 -- arrived less than max_yield_ms ago is owed the slot first; 3 a key holds
 -- something else than a sorted set (written by another program), and the
 -- ledger cannot count the resource's leases.
-for i, key in ipairs(KEYS) do
+-- A take whose id is marked returned came late: it got no answer, and
+-- its edge sent that id's fenced return, which Redis ran first (the
+-- take's bytes held up on another connection). Taken now, the lease
+-- would be held by no edge, never renewed nor returned, its slot taken
+-- in every edge's count for the TTL. It writes nothing and answers 0
+-- (no edge reads the answer: its caller's take already failed).
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  return 0
+end
+for i = 1, 3 do
+  local key = KEYS[i]
   if key ~= '' then
     local kind = redis.call('TYPE', key)['ok']
     if kind ~= 'zset' and kind ~= 'none' then

@@ -35,7 +35,7 @@ func TestTakeRefusedByAnACLIsOneKindForOneKeyAndForAll(t *testing.T) {
 		acl  []any // applied to the default user, the ledger's
 		key  string
 	}{
-		{"one key", []any{"resetkeys", "~iop:lease:n/ok*", "~iop:wait:*", "~iop:edge:*"}, denied},
+		{"one key", []any{"resetkeys", "~iop:lease:n/ok*", "~iop:wait:*", "~iop:edge:*", "~iop:returned:*"}, denied},
 		{"the script command", []any{"allkeys", "-evalsha", "-eval"}, ok},
 	}
 	var kinds []string
