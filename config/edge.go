@@ -248,10 +248,12 @@ type NodeSpec struct {
 
 // Adapter type names the edge reads as well as the node (ProviderSpec.Type;
 // the node's adapters register under these names): a Messages call with
-// thinking off tells these two servers through chat_template_kwargs.
+// thinking off tells the first two servers through chat_template_kwargs,
+// and all three follow a response_format at the cost of tool calls.
 const (
 	ProviderTypeVLLM     = "vllm"
 	ProviderTypeLlamaCpp = "llamacpp"
+	ProviderTypeOllama   = "ollama"
 )
 
 // ProviderSpec is one adapter instance on a Node (NodeConfigPayload.adapters).

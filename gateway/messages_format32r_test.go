@@ -12,16 +12,20 @@ import (
 // formatTool is a tool a format request offers.
 var formatTool = anthropic.ToolUnionParam{OfTool: &anthropic.ToolParam{Name: "lookup", InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{}}}}
 
-// A format with tools the model may call reaches vLLM without its
-// response_format, whose constrained decoding would keep the model from
-// ever calling a tool with tool_choice auto (vllm-project/vllm #39929);
-// OpenAI (openai_compat) takes both, and gets both, in either order of a
-// failover; with tool_choice none vLLM gets the format. Streamed or not,
-// on a run (tool_mode auto) and on a tunnel (native).
+// A format with tools the model may call reaches vLLM and llama-server
+// without its response_format, whose constrained decoding would keep the
+// model from ever calling a tool with tool_choice auto (vllm-project/vllm
+// #39929; llama-server's chat parser builds the whole answer as the
+// schema's JSON when a format is given); OpenAI (openai_compat) takes
+// both, and gets both, in either order of a failover; with tool_choice
+// none vLLM and llama-server get the format. Streamed or not, on a run
+// (tool_mode auto) and on a tunnel (native).
 func TestMessagesFormatWithToolsByProviderKind(t *testing.T) {
 	for _, c := range []struct{ first, second, toolMode string }{
 		{"vllm", "openai_compat", ""}, {"openai_compat", "vllm", ""},
 		{"vllm", "openai_compat", "native"}, {"openai_compat", "vllm", "native"},
+		{"llamacpp", "openai_compat", ""}, {"openai_compat", "llamacpp", ""},
+		{"llamacpp", "openai_compat", "native"}, {"openai_compat", "llamacpp", "native"},
 	} {
 		t.Run(c.first+"_then_"+c.second+"_"+c.toolMode, func(t *testing.T) {
 			first, second, e := thinkoffFailover(t, c.first, c.second, func(cfg *config.Edge) {
@@ -41,17 +45,10 @@ func TestMessagesFormatWithToolsByProviderKind(t *testing.T) {
 			}
 			n := 0
 			eachFailoverChat(t, 4, first, second, c.first, c.second, func(typ string, chat map[string]json.RawMessage) {
-				callable := string(chat["tool_choice"]) != `"none"`
 				if chat["tools"] == nil {
 					t.Errorf("%s: no tools", typ)
 				}
-				if typ == "vllm" && callable {
-					if rf, ok := chat["response_format"]; ok {
-						t.Errorf("vllm with callable tools got response_format %s", rf)
-					}
-				} else {
-					jsonEqual(t, string(chat["response_format"]), formatWant)
-				}
+				checkFormat34(t, typ, chat, formatWant)
 				n++
 			})
 			if n != 8 {

@@ -64,8 +64,8 @@ type call struct {
 	// thinkingOff: a Messages call turned thinking off
 	// (anthropicapi.Request.ThinkingOff).
 	thinkingOff bool
-	// formatWithTools: a Messages call asks for an output format
-	// (response_format) and offers tools it does not forbid
+	// formatWithTools: a chat call (either surface) asks for an output
+	// format (response_format) and offers tools it does not forbid
 	// (tool_choice is not none); see formatBlocksTools.
 	formatWithTools bool
 	// prompt is the prefix_affinity rendering the first acquire hashed:
@@ -124,15 +124,32 @@ func (k *call) tunnelBody() ([]byte, error) {
 
 // formatBlocksTools reports whether a provider of adapter type typ (a
 // config.ProviderSpec type) can call no tool while it follows a
-// response_format: vLLM turns the format into constrained decoding of the
-// whole answer, tool calls included, so with tool_choice auto it answers
-// the format's JSON at once and never calls a tool (vllm-project/vllm
-// #39929; it drops the format itself for a required or named
-// tool_choice). A Messages call that offers tools then goes to vLLM
+// response_format, so that a call offering tools it may call goes there
 // without its format: the tools work, and the answer that follows them is
-// asked for by the prompt only. OpenAI (openai_compat) and llama.cpp take
-// both.
-func formatBlocksTools(typ string) bool { return typ == config.ProviderTypeVLLM }
+// asked for by the prompt only. Each of these turns the format into
+// constrained decoding of the whole answer, tool calls included:
+//   - vLLM answers the format's JSON at once with tool_choice auto and
+//     never calls a tool (vllm-project/vllm #39929; it drops the format
+//     itself for a required or named tool_choice);
+//   - llama-server's chat parser (common/chat-auto-parser-generator.cpp)
+//     builds the answer as reasoning, then the schema's JSON, then the end
+//     when a format is given, the tool-call parser only without one, and
+//     its grammar is then not lazy: not even a required tool_choice gets a
+//     call (older builds wrapped both in a generic JSON envelope);
+//   - Ollama samples the whole completion under the schema's grammar (the
+//     content after thinking, for a thinking model: server/routes.go
+//     ChatHandler), and where it runs llama-server it hands format and
+//     tools to that, as above.
+//
+// OpenAI (openai_compat) takes both: the format shapes the text answer and
+// tools are called as usual.
+func formatBlocksTools(typ string) bool {
+	switch typ {
+	case config.ProviderTypeVLLM, config.ProviderTypeLlamaCpp, config.ProviderTypeOllama:
+		return true
+	}
+	return false
+}
 
 // withoutResponseFormat is a copy of the chat body chat without its
 // response_format member; chat is the edge's own rendering (valid JSON).
@@ -228,8 +245,35 @@ func (s *Server) chatCall(c *gin.Context) *call {
 		writeError(c, apiError(err, ""))
 		return nil
 	}
-	return &call{op: opChat, path: "/chat/completions", model: req.Model, body: body, stream: req.Stream,
+	k := &call{op: opChat, path: "/chat/completions", model: req.Model, body: body, stream: req.Stream,
 		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), parsed: req}
+	if req.HasTools && req.ToolChoice != "none" && req.HasFormat() {
+		k.formatWithTools = true
+		k.parsed = &formatChat{ChatRequest: req, k: k}
+	}
+	return k
+}
+
+// formatChat is the parsed chat of an OpenAI chat call that asks for a
+// format beside tools it may call: on a run, as on a tunnel (tunnelBody),
+// a provider whose format would keep it from calling tools gets none
+// (formatBlocksTools).
+type formatChat struct {
+	*openaiapi.ChatRequest
+	k *call // the current attempt's provider (providerType)
+}
+
+// RunInput is the chat's run input, without its response format where
+// formatBlocksTools says so.
+func (f *formatChat) RunInput() (*iop.RunInput, error) {
+	in, err := f.ChatRequest.RunInput()
+	if err != nil {
+		return nil, err
+	}
+	if formatBlocksTools(f.k.providerType) {
+		in.ResponseFormat = nil
+	}
+	return in, nil
 }
 
 func (s *Server) completions(c *gin.Context) {

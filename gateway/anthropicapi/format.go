@@ -1,6 +1,9 @@
 package anthropicapi
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // outputFormat is a request's JSON output format (output_config.format, or
 // the deprecated top-level output_format): the answer's text must be JSON
@@ -9,6 +12,7 @@ import "encoding/json"
 type outputFormat struct {
 	name   string          // the response_format's json_schema name (formatName)
 	schema json.RawMessage // a compact JSON object
+	strict bool            // schema meets OpenAI's strict mode (strictSchema)
 }
 
 // formatTypeJSONSchema is the one output format type Anthropic's API
@@ -43,7 +47,7 @@ func parseFormat(raw json.RawMessage, path string) (*outputFormat, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	return &outputFormat{name: formatName(rawSchema), schema: schema}, nil
+	return &outputFormat{name: formatName(rawSchema), schema: schema, strict: strictSchema(schema)}, nil
 }
 
 // defaultFormatName names a response_format whose schema has no usable
@@ -86,10 +90,16 @@ type oaResponseFormat struct {
 type oaJSONSchema struct {
 	Name   string          `json:"name"`
 	Schema json.RawMessage `json:"schema"`
-	// Strict is always true: Anthropic's output format constrains the
-	// answer (its decoder follows the schema), which is what strict asks
-	// of an OpenAI-style server.
-	Strict bool `json:"strict"`
+	// Strict is true when the schema meets OpenAI's strict mode
+	// (strictSchema): Anthropic's output format constrains the answer
+	// (its decoder follows the schema), which is what strict asks of an
+	// OpenAI-style server. A schema strict mode refuses goes without it
+	// (OpenAI's default, false: the model is asked for the schema, not
+	// held to it) rather than be refused by OpenAI itself; vLLM,
+	// llama-server and Ollama constrain their decoding to the schema
+	// whatever strict says (vLLM reads strict and never uses it;
+	// llama-server and Ollama do not read it).
+	Strict bool `json:"strict,omitempty"`
 }
 
 // responseFormat renders the request's output format as the chat body's
@@ -99,7 +109,7 @@ func (r *Request) responseFormat() *oaResponseFormat {
 		return nil
 	}
 	return &oaResponseFormat{Type: formatTypeJSONSchema,
-		JSONSchema: oaJSONSchema{Name: r.format.name, Schema: r.format.schema, Strict: true}}
+		JSONSchema: oaJSONSchema{Name: r.format.name, Schema: r.format.schema, Strict: r.format.strict}}
 }
 
 // outputFormats reads the request's output format: output_config.format
@@ -126,3 +136,196 @@ func outputFormats(obj map[string]json.RawMessage, format *outputFormat) (*outpu
 // HasFormat reports whether the request asks for a JSON output format
 // (the chat body carries a response_format).
 func (r *Request) HasFormat() bool { return r.format != nil }
+
+// Bounds of strictSchema's walk of a client's schema. OpenAI's own: a
+// strict schema has at most 10 levels of nesting, 5,000 object properties,
+// 1,000 enum values, and 120,000 characters of property names, definition
+// names, enum and const values. Past any of them strict is left out; the
+// walk visits at most maxStrictNodes schemas, each only once.
+const (
+	maxStrictDepth = 10
+	maxStrictNodes = 5000
+	maxStrictEnums = 1000
+	maxStrictChars = 120000
+)
+
+// strictKeywords are the schema keywords OpenAI's strict mode takes: a
+// schema using any other (allOf, oneOf, not, if, patternProperties,
+// minLength, default, $schema, ...) is not sent as strict. A list of what
+// is known to be taken, not of what is known to be refused, so that a
+// keyword strict mode refuses cannot slip through as unknown.
+var strictKeywords = map[string]bool{
+	"type": true, "properties": true, "required": true, "additionalProperties": true,
+	"items": true, "anyOf": true, "enum": true, "const": true, "$ref": true,
+	"$defs": true, "definitions": true, "title": true, "description": true,
+	"pattern": true, "format": true, "minimum": true, "maximum": true,
+	"exclusiveMinimum": true, "exclusiveMaximum": true, "multipleOf": true,
+	"minItems": true, "maxItems": true,
+}
+
+// strictSchema reports whether schema (a compact JSON object) meets the
+// rules OpenAI's strict mode refuses a schema without: the root is an
+// object (not anyOf); every object lists each of its properties in
+// required, and nothing else, and sets additionalProperties false; every
+// keyword is one strict mode takes (strictKeywords); $ref is local; and
+// OpenAI's size bounds hold (maxStrictDepth and the rest). Anthropic's
+// structured outputs take optional properties, which is what strict mode
+// refuses most often.
+func strictSchema(schema json.RawMessage) bool {
+	var root map[string]any
+	dec := json.NewDecoder(bytes.NewReader(schema))
+	dec.UseNumber()
+	if dec.Decode(&root) != nil || root["type"] != "object" {
+		return false
+	}
+	w := strictWalk{}
+	return w.schema(root, 1)
+}
+
+// strictWalk is strictSchema's walk: what it has counted so far.
+type strictWalk struct {
+	nodes, props, enums, chars int
+}
+
+// schema checks one (sub)schema v at nesting depth.
+func (w *strictWalk) schema(v any, depth int) bool {
+	s, ok := v.(map[string]any)
+	w.nodes++
+	if !ok || depth > maxStrictDepth || w.nodes > maxStrictNodes {
+		return false
+	}
+	for k := range s {
+		if !strictKeywords[k] {
+			return false
+		}
+	}
+	if ref, ok := s["$ref"]; ok {
+		if r, ok := ref.(string); !ok || r == "" || r[0] != '#' {
+			return false
+		}
+	}
+	if !w.values(s["enum"], s["const"]) || !w.object(s, depth) {
+		return false
+	}
+	for _, defs := range []any{s["$defs"], s["definitions"]} {
+		if !w.named(defs, depth) {
+			return false
+		}
+	}
+	if items, ok := s["items"]; ok && !w.schema(items, depth+1) {
+		return false
+	}
+	if anyOf, ok := s["anyOf"]; ok {
+		list, ok := anyOf.([]any)
+		if !ok || len(list) == 0 {
+			return false
+		}
+		for _, sub := range list {
+			if !w.schema(sub, depth+1) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// object checks what strict mode asks of an object schema s (one whose
+// type is or includes "object", or that has properties): additional
+// properties false, and required naming exactly its properties.
+func (w *strictWalk) object(s map[string]any, depth int) bool {
+	_, hasProps := s["properties"]
+	if !hasProps && !typeIncludes(s["type"], "object") {
+		return s["additionalProperties"] == nil && s["required"] == nil
+	}
+	if s["additionalProperties"] != false {
+		return false
+	}
+	props := map[string]any{}
+	if hasProps {
+		var ok bool
+		if props, ok = s["properties"].(map[string]any); !ok {
+			return false
+		}
+	}
+	required, ok := s["required"].([]any)
+	if !ok && s["required"] != nil || len(required) != len(props) {
+		return false
+	}
+	if w.props += len(props); w.props > maxStrictNodes {
+		return false
+	}
+	// As many names as properties, each a property, none twice.
+	seen := make(map[string]bool, len(required))
+	for _, name := range required {
+		n, ok := name.(string)
+		if _, known := props[n]; !ok || !known || seen[n] {
+			return false
+		}
+		seen[n] = true
+	}
+	return w.named(props, depth)
+}
+
+// named checks a map of named subschemas (properties, $defs), one level
+// deeper than depth; nil is none.
+func (w *strictWalk) named(v any, depth int) bool {
+	if v == nil {
+		return true
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	for name, sub := range m {
+		if w.chars += len(name); w.chars > maxStrictChars || !w.schema(sub, depth+1) {
+			return false
+		}
+	}
+	return true
+}
+
+// values counts an enum's values and a const's toward OpenAI's bounds.
+func (w *strictWalk) values(enum, konst any) bool {
+	if enum != nil {
+		list, ok := enum.([]any)
+		if !ok {
+			return false
+		}
+		if w.enums += len(list); w.enums > maxStrictEnums {
+			return false
+		}
+		for _, e := range list {
+			w.chars += valueChars(e)
+		}
+	}
+	if konst != nil {
+		w.chars += valueChars(konst)
+	}
+	return w.chars <= maxStrictChars
+}
+
+// valueChars is the length an enum or const value counts: a string's own,
+// or any other value's as one character per member (numbers and booleans
+// are short; strict mode takes no objects here).
+func valueChars(v any) int {
+	if s, ok := v.(string); ok {
+		return len(s)
+	}
+	return 1
+}
+
+// typeIncludes reports whether a schema's type (a name or a list of
+// names) includes name.
+func typeIncludes(typ any, name string) bool {
+	switch t := typ.(type) {
+	case string:
+		return t == name
+	case []any:
+		for _, x := range t {
+			if x == name {
+				return true
+			}
+		}
+	}
+	return false
+}

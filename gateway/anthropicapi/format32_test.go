@@ -50,28 +50,29 @@ func formatChat(t *testing.T, body string) string {
 
 // output_config.format (and the deprecated top-level output_format) becomes
 // OpenAI's response_format: json_schema, the schema compacted as sent,
-// strict, named after the schema's title when that is a valid OpenAI name,
+// named after the schema's title when that is a valid OpenAI name,
 // else "response"; output_config.format wins over output_format. Without a
-// format (absent, null) the body has none.
+// format (absent, null) the body has none. None of these schemas meets
+// OpenAI's strict mode, so none is strict (strict34_test.go).
 func TestParseOutputConfigFormat(t *testing.T) {
 	const msgs = `"model":"m","max_tokens":64,"messages":[{"role":"user","content":"hi"}]`
 	for _, c := range []struct{ members, want string }{
 		{`"output_config":{"format":{"type":"json_schema","schema":{ "type" : "object" }}}`,
-			`{"type":"json_schema","json_schema":{"name":"response","schema":{"type":"object"},"strict":true}}`},
+			`{"type":"json_schema","json_schema":{"name":"response","schema":{"type":"object"}}}`},
 		{`"output_config":{"effort":"low","format":{"type":"json_schema","schema":{"title":"Contact_Info-2","type":"object"}}}`,
-			`{"type":"json_schema","json_schema":{"name":"Contact_Info-2","schema":{"title":"Contact_Info-2","type":"object"},"strict":true}}`},
+			`{"type":"json_schema","json_schema":{"name":"Contact_Info-2","schema":{"title":"Contact_Info-2","type":"object"}}}`},
 		{`"output_config":{"format":{"type":"json_schema","schema":{"title":"Contact info","type":"object"}}}`,
-			`{"type":"json_schema","json_schema":{"name":"response","schema":{"title":"Contact info","type":"object"},"strict":true}}`},
+			`{"type":"json_schema","json_schema":{"name":"response","schema":{"title":"Contact info","type":"object"}}}`},
 		{`"output_config":{"format":{"type":"json_schema","schema":{"title":"A123456789012345678901234567890123456789012345678901234567890123"}}}`,
-			`{"type":"json_schema","json_schema":{"name":"A123456789012345678901234567890123456789012345678901234567890123","schema":{"title":"A123456789012345678901234567890123456789012345678901234567890123"},"strict":true}}`},
+			`{"type":"json_schema","json_schema":{"name":"A123456789012345678901234567890123456789012345678901234567890123","schema":{"title":"A123456789012345678901234567890123456789012345678901234567890123"}}}`},
 		{`"output_config":{"format":{"type":"json_schema","schema":{"title":"A1234567890123456789012345678901234567890123456789012345678901234"}}}`,
-			`{"type":"json_schema","json_schema":{"name":"response","schema":{"title":"A1234567890123456789012345678901234567890123456789012345678901234"},"strict":true}}`},
+			`{"type":"json_schema","json_schema":{"name":"response","schema":{"title":"A1234567890123456789012345678901234567890123456789012345678901234"}}}`},
 		{`"output_config":{"format":{"type":"json_schema","schema":{"title":7}}}`,
-			`{"type":"json_schema","json_schema":{"name":"response","schema":{"title":7},"strict":true}}`},
+			`{"type":"json_schema","json_schema":{"name":"response","schema":{"title":7}}}`},
 		{`"output_format":{"type":"json_schema","schema":{"title":"Old"}}`,
-			`{"type":"json_schema","json_schema":{"name":"Old","schema":{"title":"Old"},"strict":true}}`},
+			`{"type":"json_schema","json_schema":{"name":"Old","schema":{"title":"Old"}}}`},
 		{`"output_format":{"type":"json_schema","schema":{"title":"Old"}},"output_config":{"format":{"type":"json_schema","schema":{"title":"New"}}}`,
-			`{"type":"json_schema","json_schema":{"name":"New","schema":{"title":"New"},"strict":true}}`},
+			`{"type":"json_schema","json_schema":{"name":"New","schema":{"title":"New"}}}`},
 		{`"output_config":{"format":null}`, ``},
 		{`"output_config":{"effort":"low"}`, ``},
 		{`"output_format":null`, ``},
@@ -121,7 +122,8 @@ func TestParseOutputConfigFormatRefused(t *testing.T) {
 
 // The chat body's response_format is what the run path reads: the parsed
 // chat's run input carries it as a JSON-schema ResponseFormat, named,
-// strict, with the schema's bytes; the tunnel's body carries it as the
+// with the schema's bytes, not strict (an optional property, which
+// OpenAI's strict mode refuses); the tunnel's body carries it as the
 // run's does.
 func TestOutputFormatReachesRunInput(t *testing.T) {
 	r := mustParse(t, `{"model":"m","max_tokens":64,"output_config":{"format":{"type":"json_schema","schema":{"title":"Pick","type":"object","properties":{"n":{"type":"integer"}}}}},"messages":[`+
@@ -139,7 +141,7 @@ func TestOutputFormatReachesRunInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	rf := in.GetResponseFormat()
-	if rf.GetType() != iop.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA || rf.GetSchemaName() != "Pick" || !rf.GetStrict() ||
+	if rf.GetType() != iop.ResponseFormatType_RESPONSE_FORMAT_TYPE_JSON_SCHEMA || rf.GetSchemaName() != "Pick" || rf.GetStrict() ||
 		string(rf.GetSchema()) != `{"title":"Pick","type":"object","properties":{"n":{"type":"integer"}}}` {
 		t.Errorf("run response format %v", rf)
 	}

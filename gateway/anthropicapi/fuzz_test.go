@@ -54,7 +54,7 @@ func FuzzParseRequest(f *testing.F) {
 		if err := json.Unmarshal(out, &rf); err != nil || (rf.ResponseFormat == nil) != (r.format == nil) {
 			t.Fatalf("response_format of %s: %v", out, err)
 		}
-		if f := rf.ResponseFormat; f != nil && (f.Type != "json_schema" || !f.JSONSchema.Strict || len(f.JSONSchema.Name) > 64 ||
+		if f := rf.ResponseFormat; f != nil && (f.Type != "json_schema" || f.JSONSchema.Strict != r.format.strict || len(f.JSONSchema.Name) > 64 ||
 			!validToolName(f.JSONSchema.Name) || len(f.JSONSchema.Schema) == 0 || f.JSONSchema.Schema[0] != '{') {
 			t.Fatalf("bad response_format %s", out)
 		}

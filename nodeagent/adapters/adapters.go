@@ -21,7 +21,7 @@ func Factories() map[string]adapter.Factory {
 	return map[string]adapter.Factory{
 		"openai_compat":                openaicompat.New,
 		iopconfig.ProviderTypeVLLM:     openaicompat.NewVLLM,
-		"ollama":                       ollama.New,
+		iopconfig.ProviderTypeOllama:   ollama.New,
 		"cli":                          cli.New,
 		iopconfig.ProviderTypeLlamaCpp: llamacpp.New,
 		"mock":                         mock.New,

@@ -1,0 +1,131 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+
+	"github.com/iop-gateway/iop/config"
+)
+
+// format34Schema is the response_format an OpenAI client sends for
+// format34Body's JSON.
+const (
+	format34Body   = `{"type":"object","additionalProperties":false,"properties":{"name":{"type":"string"}},"required":["name"]}`
+	format34Schema = `{"type":"json_schema","json_schema":{"name":"Contact","strict":true,"schema":` + format34Body + `}}`
+)
+
+// format34Tools offers one tool the model may call.
+const format34Tools = `[{"type":"function","function":{"name":"lookup","parameters":{"type":"object","properties":{}}}}]`
+
+// format34Chat is an OpenAI chat body on model m asking for
+// format34Schema, with tools and tool_choice when not empty.
+func format34Chat(m string, stream bool, tools, toolChoice string) string {
+	b := `{"model":"` + m + `","messages":[{"role":"user","content":"Who wrote it?"}],"response_format":` + format34Schema
+	if stream {
+		b += `,"stream":true`
+	}
+	if tools != "" {
+		b += `,"tools":` + tools
+	}
+	if toolChoice != "" {
+		b += `,"tool_choice":` + toolChoice
+	}
+	return b + "}"
+}
+
+// checkFormat34 checks the response_format of chat, a chat body a provider
+// of type typ got: none beside tools the model may call for vLLM and
+// llama-server, whose constrained decoding would keep the model from
+// calling one; want otherwise.
+func checkFormat34(t *testing.T, typ string, chat map[string]json.RawMessage, want string) {
+	t.Helper()
+	callable := chat["tools"] != nil && string(chat["tool_choice"]) != `"none"`
+	if typ != "openai_compat" && callable {
+		if rf, ok := chat["response_format"]; ok {
+			t.Errorf("%s with callable tools got response_format %s", typ, rf)
+		}
+		return
+	}
+	jsonEqual(t, string(chat["response_format"]), want)
+}
+
+// On the OpenAI chat surface too, a response_format beside tools the
+// model may call reaches vLLM and llama-server without the format, and
+// OpenAI (openai_compat) with it, in either order of a failover, on a run
+// (tool_mode auto) and a tunnel (native); with tool_choice none, or no
+// tools, every provider gets the format as sent.
+func TestChatFormatWithToolsByProviderKind(t *testing.T) {
+	for _, c := range []struct{ first, second, toolMode string }{
+		{"vllm", "openai_compat", ""}, {"openai_compat", "vllm", ""},
+		{"vllm", "openai_compat", "native"}, {"openai_compat", "vllm", "native"},
+		{"llamacpp", "openai_compat", ""}, {"openai_compat", "llamacpp", "native"},
+	} {
+		t.Run(c.first+"_then_"+c.second+"_"+c.toolMode, func(t *testing.T) {
+			first, second, e := thinkoffFailover(t, c.first, c.second, func(cfg *config.Edge) {
+				for i := range cfg.Nodes[0].Providers {
+					cfg.Nodes[0].Providers[i].ToolMode = c.toolMode
+				}
+			})
+			bodies := []string{
+				format34Chat("m", false, format34Tools, ""),
+				format34Chat("m", false, format34Tools, `"auto"`),
+				format34Chat("m", false, format34Tools, `"required"`),
+				format34Chat("m", false, format34Tools, `"none"`),
+				format34Chat("m", false, "", ""),
+			}
+			for _, b := range bodies {
+				if r := post(t, e, "/v1/chat/completions", b); r.Status != http.StatusOK {
+					t.Fatalf("%s: %d %s", b, r.Status, r.Body)
+				}
+			}
+			n := 0
+			eachFailoverChat(t, len(bodies), first, second, c.first, c.second, func(typ string, chat map[string]json.RawMessage) {
+				checkFormat34(t, typ, chat, format34Schema)
+				n++
+			})
+			if n != 2*len(bodies) {
+				t.Errorf("%d chats checked", n)
+			}
+		})
+	}
+}
+
+// Ollama samples the whole completion under its format's grammar, so a
+// chat with tools the model may call reaches /api/chat without format,
+// from either surface; without tools it keeps the format.
+func TestFormatWithToolsOllama(t *testing.T) {
+	e, u := histOllamaStack(t)
+	last := func() map[string]json.RawMessage {
+		t.Helper()
+		bodies := histOllamaBodies(u, "/api/chat")
+		if len(bodies) == 0 {
+			t.Fatal("Ollama got no chat")
+		}
+		return bodies[len(bodies)-1]
+	}
+	an := anClient(t, e, "")
+	for _, stream := range []bool{false, true} {
+		p := formatParams("qwen")
+		p.Tools = []anthropic.ToolUnionParam{formatTool}
+		sendMessage(t, an, p, stream)
+		if b := last(); b["format"] != nil || b["tools"] == nil {
+			t.Errorf("messages, stream %v: format %s, tools %s", stream, b["format"], b["tools"])
+		}
+		sendMessage(t, an, formatParams("qwen"), stream)
+		jsonEqual(t, string(last()["format"]), formatWantSchema(t))
+
+		if r := post(t, e, "/v1/chat/completions", format34Chat("qwen", stream, format34Tools, "")); r.Status != http.StatusOK {
+			t.Fatalf("chat: %d %s", r.Status, r.Body)
+		}
+		if b := last(); b["format"] != nil || b["tools"] == nil {
+			t.Errorf("chat, stream %v: format %s, tools %s", stream, b["format"], b["tools"])
+		}
+		if r := post(t, e, "/v1/chat/completions", format34Chat("qwen", stream, "", "")); r.Status != http.StatusOK {
+			t.Fatalf("chat: %d %s", r.Status, r.Body)
+		}
+		jsonEqual(t, string(last()["format"]), format34Body)
+	}
+}
