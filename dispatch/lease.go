@@ -38,7 +38,6 @@ type Lease struct {
 	ProviderID   string
 	ProviderType string
 	Category     string
-	ToolMode     iop.ToolMode
 	// MaxAttempts is the model's max_attempts (failover, see
 	// config.ModelSpec).
 	MaxAttempts int
@@ -48,11 +47,7 @@ type Lease struct {
 	Model      string
 	Workspace  string
 	SessionID  string
-	Long       bool
 	AcquiredAt time.Time
-	// Tunnel: the provider is reached through the tunnel (as its adapter
-	// declared); otherwise only normalized runs reach it.
-	Tunnel bool
 	// CancelGrace is how long a cancelled exchange on this lease waits for
 	// the node's terminal message (sent once the node has stopped the run
 	// and freed its capacity slot) before the lease returns anyway: longer
@@ -60,8 +55,16 @@ type Lease struct {
 	// next waiter handed the slot is not refused by the node's gate.
 	CancelGrace time.Duration
 
+	// The small fields come last, together, so that a Lease, held for as
+	// long as its request, fits 256 B (a size class): spread among the
+	// others, their padding made it 280 B, in the 288 B class.
+	Long bool
+	// Tunnel: the provider is reached through the tunnel (as its adapter
+	// declared); otherwise only normalized runs reach it.
+	Tunnel   bool
 	released bool          // guarded by d.mu
 	reason   ReleaseReason // guarded by d.mu
+	ToolMode iop.ToolMode
 
 	// settled is the reason the lease returns with if its node is fenced
 	// before the holder's Release (an index into settledReasons, plus

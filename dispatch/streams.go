@@ -63,7 +63,10 @@ type exchange struct {
 // (see setRecvDeadlineLocked).
 const maxRecvSlack = 250 * time.Millisecond
 
-func (d *Dispatcher) openExchange(ctx context.Context, deadline time.Time, l *Lease, runID string, first *iop.Envelope) (*exchange, error) {
+// openStream opens the exchange of a Stream on l (see OpenTunnel). The
+// exchange lives in the Stream: one allocation per request, not two.
+func openStream[T streamItem](ctx context.Context, deadline time.Time, l *Lease, runID string, first *iop.Envelope) (*Stream[T], error) {
+	d := l.d
 	// Whatever an earlier exchange on the lease settled does not describe
 	// this one, even one that fails to open.
 	l.settled.Store(settledNone)
@@ -109,9 +112,9 @@ func (d *Dispatcher) openExchange(ctx context.Context, deadline time.Time, l *Le
 	// The Edge sends nothing more than an optional CancelRequest, so the
 	// write side stays open for it; the Node closes its side after the
 	// terminal message.
-	x := &exchange{st: st, runID: runID, lease: l, tunnel: first.GetProviderTunnelRequest() != nil}
-	l.exch.Store(x)
-	return x, nil
+	s := &Stream[T]{x: exchange{st: st, runID: runID, lease: l, tunnel: first.GetProviderTunnelRequest() != nil}}
+	l.exch.Store(&s.x)
+	return s, nil
 }
 
 // queuedTerminal is the Lease.settled value of the first terminal among
@@ -301,15 +304,51 @@ func (x *exchange) markDone() {
 	x.mu.Unlock()
 }
 
+// streamItem is what a Stream carries: a run's events or a tunnel's
+// frames.
+type streamItem interface {
+	*iop.RunEvent | *iop.ProviderTunnelFrame
+}
+
 // Stream is the Edge side of one exchange: a normalized run (events) or a
-// provider tunnel (frames).
-type Stream[T any] struct {
-	x      *exchange
-	unwrap func(*iop.Envelope) (T, bool)
-	// terminal is how an event or frame ends the exchange: the
-	// Lease.settled value of its reason, or settledNone for one that
-	// does not end it.
-	terminal func(T) uint32
+// provider tunnel (frames). The exchange is held by value: a held stream
+// costs one object, not the exchange and a handle to it (24 B more per
+// stream, and an allocation per request).
+type Stream[T streamItem] struct {
+	x exchange
+}
+
+// unwrap is the envelope's event or frame; false when it carries none
+// (x.tunnel, set from the request the exchange opened with, says which
+// of the two T is).
+func (s *Stream[T]) unwrap(env *iop.Envelope) (T, bool) {
+	var v any
+	if s.x.tunnel {
+		f, ok := tunnelFrame(env)
+		if !ok {
+			return nil, false
+		}
+		v = f
+	} else {
+		ev, ok := runEvent(env)
+		if !ok {
+			return nil, false
+		}
+		v = ev
+	}
+	return v.(T), true
+}
+
+// terminal is how an event or frame ends the exchange: the Lease.settled
+// value of its reason, or settledNone for one that does not end it.
+func (s *Stream[T]) terminal(v T) uint32 {
+	switch v := any(v).(type) {
+	case *iop.RunEvent:
+		return runTerminal(v)
+	case *iop.ProviderTunnelFrame:
+		return tunnelTerminal(v)
+	}
+	return settledNone
 }
 
 // RunStream carries a run's events.
@@ -363,11 +402,7 @@ func tunnelTerminal(f *iop.ProviderTunnelFrame) uint32 {
 // Sending is bounded as in OpenTunnel.
 func (l *Lease) OpenRun(ctx context.Context, deadline time.Time, req *iop.RunRequest) (*RunStream, error) {
 	req.Adapter, req.Target = l.ProviderID, l.Target
-	x, err := l.d.openExchange(ctx, deadline, l, req.GetRunId(), &iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: req}})
-	if err != nil {
-		return nil, err
-	}
-	return &RunStream{x: x, unwrap: runEvent, terminal: runTerminal}, nil
+	return openStream[*iop.RunEvent](ctx, deadline, l, req.GetRunId(), &iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: req}})
 }
 
 // OpenTunnel sends req on the lease's node and returns its frame stream.
@@ -377,11 +412,7 @@ func (l *Lease) OpenRun(ctx context.Context, deadline time.Time, req *iop.RunReq
 // context.Canceled instead of ErrNodeLost.
 func (l *Lease) OpenTunnel(ctx context.Context, deadline time.Time, req *iop.ProviderTunnelRequest) (*TunnelStream, error) {
 	req.Adapter, req.Target = l.ProviderID, l.Target
-	x, err := l.d.openExchange(ctx, deadline, l, req.GetRunId(), &iop.Envelope{Body: &iop.Envelope_ProviderTunnelRequest{ProviderTunnelRequest: req}})
-	if err != nil {
-		return nil, err
-	}
-	return &TunnelStream{x: x, unwrap: tunnelFrame, terminal: tunnelTerminal}, nil
+	return openStream[*iop.ProviderTunnelFrame](ctx, deadline, l, req.GetRunId(), &iop.Envelope{Body: &iop.Envelope_ProviderTunnelRequest{ProviderTunnelRequest: req}})
 }
 
 // Recv returns the next event or frame, waiting as long as it takes. See
@@ -475,7 +506,7 @@ const CancelAbandoned = "abandoned"
 // the lease grace, no more. After the terminal the stream is closed and
 // the lease released before Finish returns.
 func (s *Stream[T]) Finish(l *Lease, reason ReleaseReason, cancelled string, grace time.Duration) {
-	x := s.x
+	x := &s.x
 	x.mu.Lock()
 	pending := !x.done
 	x.mu.Unlock()

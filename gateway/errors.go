@@ -59,8 +59,7 @@ func writeError(c *gin.Context, e *openaiapi.Error) {
 // logged (deadlineBody.abandon). Call it before writing an early answer:
 // left open, net/http would read on into the body before it writes one.
 func abandonBody(c *gin.Context) {
-	if v, ok := c.Get(infoKey); ok {
-		in := v.(*reqInfo)
+	if in, ok := lookupInfo(c); ok {
 		if b := in.body; b != nil && b.abandon(c) {
 			in.linger = true
 		}

@@ -29,7 +29,7 @@ func TestHeadAnsweredAsGetOnEveryGetRoute(t *testing.T) {
 	e := startEdge(t, cfg)
 	startNode(t, e)
 	c := httpClient(t)
-	routes := e.Server.Handler().(*gin.Engine).Routes()
+	routes := e.Server.Handler().(interface{ Routes() gin.RoutesInfo }).Routes()
 	gets := 0
 	for _, rt := range routes {
 		if rt.Method != http.MethodGet {

@@ -218,13 +218,15 @@ func (s *Server) tunnel(c *gin.Context, lease *dispatch.Lease, k *call) {
 
 // tunnelExchange is the state of one tunnel relay (see tunnel).
 type tunnelExchange struct {
-	s         *Server
-	c         *gin.Context
-	in        *reqInfo
+	s  *Server
+	c  *gin.Context
+	in *reqInfo
+	// k is the call relayed; its model (k.model) names the request in
+	// metrics. Not copied here: a tunnelExchange lives as long as its
+	// stream, and 288 B is a size class where 304 took 320.
 	k         *call
 	lease     *dispatch.Lease
 	ts        *dispatch.TunnelStream
-	model     string
 	start     time.Time
 	deadline  time.Time     // the response timeout: the first frame by then
 	idle      time.Duration // limits.stream_idle_timeout_sec; 0: none
@@ -262,7 +264,7 @@ func (t *tunnelExchange) open(k *call) bool {
 	// The figures close counts are this exchange's own: an attempt that
 	// failed over after its USAGE frame counted that one already.
 	t.in.prompt, t.in.completion = 0, 0
-	t.model, t.stream, t.k = k.model, k.stream, k
+	t.stream, t.k = k.stream, k
 	ctx := c.Request.Context()
 	t.start = time.Now()
 	limits := t.s.limits.Load()
@@ -333,7 +335,7 @@ func (t *tunnelExchange) close() {
 	}
 	// Usage frames carry the latest cumulative figures; they are counted
 	// once, when the exchange ends.
-	t.s.metrics.usage(t.model, t.in.prompt, t.in.completion)
+	t.s.metrics.usage(t.k.model, t.in.prompt, t.in.completion)
 	t.stopWatch()
 	t.ts.Finish(t.lease, t.reason, t.cs.get(), t.lease.CancelGrace)
 }
@@ -388,7 +390,7 @@ func (t *tunnelExchange) head() bool {
 		if t.s.failoverErr(c, t.k, t.lease, &t.cs, err) {
 			return false
 		}
-		t.reason = t.s.failedBeforeFirstByte(c, &t.cs, err, t.model)
+		t.reason = t.s.failedBeforeFirstByte(c, &t.cs, err, t.k.model)
 		return false
 	}
 	if first.GetKind() != iop.TunnelFrameKind_TUNNEL_FRAME_KIND_STATUS {
@@ -536,7 +538,7 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 			// cut short may have counted it before failover.
 			if in.ttft == 0 {
 				in.ttft = time.Since(t.start)
-				t.s.metrics.firstToken(t.model, routeTunnel, in.ttft)
+				t.s.metrics.firstToken(t.k.model, routeTunnel, in.ttft)
 			}
 		}
 		if t.hold {
@@ -696,7 +698,7 @@ func (t *tunnelExchange) failed(err error) dispatch.ReleaseReason {
 		default:
 			err = openaiapi.UpstreamError("The provider's answer ended before it was complete.")
 		}
-		return t.s.failedBeforeFirstByte(t.c, &t.cs, err, t.model)
+		return t.s.failedBeforeFirstByte(t.c, &t.cs, err, t.k.model)
 	}
 	t.reason = dispatch.ReasonError // for the abort below
 	return t.s.failedAfterFirstByte(t.c, &t.cs, &t.w, t.sse, err)

@@ -5,6 +5,7 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -194,7 +195,7 @@ func methodNotAllowed(c *gin.Context) {
 func (s *Server) HTTPServer() *http.Server {
 	l := s.limits.Load()
 	return &http.Server{
-		Handler:           s.engine,
+		Handler:           s.Handler(),
 		ReadHeaderTimeout: time.Duration(l.ReadHeaderTimeoutSec) * time.Second,
 		IdleTimeout:       time.Duration(l.IdleTimeoutSec) * time.Second,
 		MaxHeaderBytes:    64 << 10,
@@ -209,8 +210,49 @@ func (s *Server) HTTPServer() *http.Server {
 	}
 }
 
-// Handler is the http.Handler to serve.
-func (s *Server) Handler() http.Handler { return s.engine }
+// Handler is the http.Handler to serve: the router, each request's writer
+// wrapped with the request's reqInfo (infoWriter).
+func (s *Server) Handler() http.Handler { return infoHandler{s.engine} }
+
+// infoHandler serves the router with each request's writer wrapped in an
+// infoWriter, where the request's reqInfo lives. Held in gin's Keys, it
+// cost a map per request (~690 B: the map and its first group), kept for
+// as long as a stream is held; the wrapper costs the reqInfo it carries.
+type infoHandler struct{ e *gin.Engine }
+
+func (h infoHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.e.ServeHTTP(&infoWriter{ResponseWriter: w}, r)
+}
+
+// Routes is the router's routes.
+func (h infoHandler) Routes() gin.RoutesInfo { return h.e.Routes() }
+
+// infoWriter is the connection's response writer with the request's
+// reqInfo beside it (see infoHandler). It passes on what gin's writer asks
+// of the one it wraps (Flush, Hijack, CloseNotify) and unwraps for
+// http.ResponseController (deadlines, full duplex).
+type infoWriter struct {
+	http.ResponseWriter
+	in reqInfo
+}
+
+func (w *infoWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *infoWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *infoWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// CloseNotify is gin's writer's CloseNotify passed on (gin asks for it
+// of the writer it wraps, with no check).
+func (w *infoWriter) CloseNotify() <-chan bool {
+	return w.ResponseWriter.(http.CloseNotifier).CloseNotify() //nolint:staticcheck // gin's writer requires it
+}
 
 // SetConfig swaps the auth, limits and model list in force (hot reload).
 func (s *Server) SetConfig(cfg *config.Edge) {
@@ -355,9 +397,46 @@ type reqInfo struct {
 	linger bool
 }
 
+// infoKey holds a request's reqInfo in gin's Keys when the router is
+// served without infoHandler (tests that serve the engine itself).
 const infoKey = "iop.reqinfo"
 
-func info(c *gin.Context) *reqInfo { return c.MustGet(infoKey).(*reqInfo) }
+func info(c *gin.Context) *reqInfo {
+	in, _ := lookupInfo(c)
+	return in
+}
+
+// lookupInfo is the request's reqInfo, if requestID has set one.
+func lookupInfo(c *gin.Context) (*reqInfo, bool) {
+	if iw := ownWriter(c.Writer); iw != nil {
+		return &iw.in, true
+	}
+	v, ok := c.Get(infoKey)
+	if !ok {
+		return nil, false
+	}
+	return v.(*reqInfo), true
+}
+
+// maxWriterWraps bounds how many writers ownWriter unwraps: gin's, and
+// those middlewares put around it (the Messages writer).
+const maxWriterWraps = 8
+
+// ownWriter is the infoWriter under w, or nil when the router is served
+// without infoHandler.
+func ownWriter(w http.ResponseWriter) *infoWriter {
+	for range maxWriterWraps {
+		if iw, ok := w.(*infoWriter); ok {
+			return iw
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
+	return nil
+}
 
 func (s *Server) requestID(c *gin.Context) {
 	id := c.GetHeader("X-Request-Id")
@@ -365,7 +444,11 @@ func (s *Server) requestID(c *gin.Context) {
 		id = newID("req_")
 	}
 	c.Header("X-Request-Id", id)
-	c.Set(infoKey, &reqInfo{requestID: id, surface: surfaceOpenAI})
+	if iw := ownWriter(c.Writer); iw != nil {
+		iw.in = reqInfo{requestID: id, surface: surfaceOpenAI}
+	} else {
+		c.Set(infoKey, &reqInfo{requestID: id, surface: surfaceOpenAI})
+	}
 	s.cors(c)
 }
 

@@ -50,18 +50,36 @@ type muxStream struct {
 	rwatch func()
 
 	rnotify chan struct{} // capacity 1: data, FIN, failure or the read deadline's expiry
-	wnotify chan struct{} // capacity 1: window credit, failure or the write deadline's expiry
+	// wnotify is guarded by mu: capacity 1, window credit, failure or the
+	// write deadline's expiry. Nil until a writer first waits
+	// (wnotifyLocked): most streams' writes never do (a request that fits
+	// the window, a held stream's cancellation), and a held stream then
+	// keeps no channel it never reads (96 B). Whoever signals it reads it
+	// under mu in the step that changed what the writer waits for, so a
+	// writer that made it after looking finds the signal, and a nil one
+	// has nobody to wake (notify of nil does nothing).
+	wnotify chan struct{}
 }
 
 func newMuxStream(s *muxSession, id uint32) *muxStream {
 	st := &muxStream{
 		sess: s, credit: muxWindow, sendWin: muxWindow,
-		rnotify: make(chan struct{}, 1), wnotify: make(chan struct{}, 1),
+		rnotify: make(chan struct{}, 1),
 	}
 	st.id.Store(id)
 	return st
 }
 
+// wnotifyLocked is wnotify, made on the first call (st.mu held): for a
+// writer about to wait on it.
+func (st *muxStream) wnotifyLocked() chan struct{} {
+	if st.wnotify == nil {
+		st.wnotify = make(chan struct{}, 1)
+	}
+	return st.wnotify
+}
+
+// notify signals c; a nil c (a wnotify nobody has waited on) is left as is.
 func notify(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
@@ -253,17 +271,21 @@ func (st *muxStream) waitQueue(drained <-chan struct{}) error {
 	for {
 		st.mu.Lock()
 		err, expired := st.err, st.wdl.expired
+		var wake chan struct{}
+		if err == nil {
+			wake = st.wnotifyLocked()
+		}
 		st.mu.Unlock()
 		if err != nil {
 			return err
 		}
 		if expired {
-			return st.timedOut(st.wnotify)
+			return st.timedOut(wake)
 		}
 		select {
 		case <-drained:
 			return nil
-		case <-st.wnotify:
+		case <-wake:
 		case <-st.sess.done:
 			return st.sess.streamErr()
 		}
@@ -303,12 +325,12 @@ func (st *muxStream) Write(p []byte) (int, error) {
 			st.mu.Unlock()
 			return written, errStreamClosed
 		case st.sendWin == 0:
-			expired := st.wdl.expired
+			expired, wake := st.wdl.expired, st.wnotifyLocked()
 			st.mu.Unlock()
 			if expired {
-				return written, st.timedOut(st.wnotify)
+				return written, st.timedOut(wake)
 			}
-			st.wait(st.wnotify)
+			st.wait(wake)
 			continue
 		}
 		n := min(len(p)-written, int(st.sendWin), muxMaxData)
@@ -365,9 +387,9 @@ func (st *muxStream) Close() error {
 	}
 	st.wclosed = true
 	st.deadlinesOffLocked()
-	done := st.rclosed
+	done, wake := st.rclosed, st.wnotify
 	st.mu.Unlock()
-	notify(st.wnotify)
+	notify(wake)
 	err := st.sendLocked(nil, flagFIN)
 	if done {
 		st.sess.forget(st.id.Load())
@@ -389,10 +411,10 @@ func (st *muxStream) Reset() {
 	// Read under mu: announce sets both under mu, so a stream is either
 	// never announced (its first write now fails) or reset on the wire.
 	announced, id := st.synSent.Load(), st.id.Load()
-	watch := st.takeWatchLocked()
+	watch, wake := st.takeWatchLocked(), st.wnotify
 	st.mu.Unlock()
 	notify(st.rnotify)
-	notify(st.wnotify)
+	notify(wake)
 	startWatch(watch)
 	if id != 0 {
 		st.sess.forget(id)
@@ -440,10 +462,10 @@ func (st *muxStream) deliver(payload []byte, flags uint16) error {
 			}
 			st.deadlinesOffLocked()
 		}
-		watch := st.takeWatchLocked()
+		watch, wake := st.takeWatchLocked(), st.wnotify
 		st.mu.Unlock()
 		notify(st.rnotify)
-		notify(st.wnotify)
+		notify(wake)
 		startWatch(watch)
 		st.sess.forget(st.id.Load())
 		return nil
@@ -548,8 +570,9 @@ func (st *muxStream) grant(n uint32) error {
 		return fmt.Errorf("%w: stream %d window overflow", ErrProtocol, st.id.Load())
 	}
 	st.sendWin += n
+	wake := st.wnotify
 	st.mu.Unlock()
-	notify(st.wnotify)
+	notify(wake)
 	return nil
 }
 
@@ -562,10 +585,10 @@ func (st *muxStream) fail(err error) {
 	}
 	// Data received before the failure stays readable (the peer may have
 	// sent its last frame and hung up).
-	watch := st.takeWatchLocked()
+	watch, wake := st.takeWatchLocked(), st.wnotify
 	st.mu.Unlock()
 	notify(st.rnotify)
-	notify(st.wnotify)
+	notify(wake)
 	startWatch(watch)
 }
 
@@ -643,9 +666,10 @@ func (st *muxStream) SetWriteDeadline(t time.Time) error {
 		// would then cost a new timer each time.
 		st.wdl.dropLocked()
 	}
+	wake := st.wnotify
 	st.mu.Unlock()
 	if passed {
-		notify(st.wnotify)
+		notify(wake)
 	}
 	return nil
 }
@@ -659,19 +683,26 @@ func (st *muxStream) stopWrites() {
 	st.mu.Lock()
 	passed := st.wdl.setLocked(time.Now(), st, (*muxStream).expireWrite)
 	st.wstopped = true
+	wake := st.wnotify
 	st.mu.Unlock()
 	if passed {
-		notify(st.wnotify)
+		notify(wake)
 	}
 }
 
 // expireRead and expireWrite run on their deadline's timer.
-func (st *muxStream) expireRead()  { st.expire(&st.rdl, st.rnotify) }
-func (st *muxStream) expireWrite() { st.expire(&st.wdl, st.wnotify) }
+func (st *muxStream) expireRead()  { st.expire(&st.rdl, false) }
+func (st *muxStream) expireWrite() { st.expire(&st.wdl, true) }
 
-func (st *muxStream) expire(d *streamDeadline, wake chan struct{}) {
+// expire fires d, the write deadline when write is set (its channel read
+// under mu, see wnotify), else the read deadline.
+func (st *muxStream) expire(d *streamDeadline, write bool) {
 	st.mu.Lock()
 	fired := d.fireLocked()
+	wake := st.rnotify
+	if write {
+		wake = st.wnotify
+	}
 	st.mu.Unlock()
 	if fired {
 		notify(wake)

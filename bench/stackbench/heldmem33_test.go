@@ -25,7 +25,7 @@ import (
 // collection, the difference to one held stream, divided by the count), the
 // goroutines each component (pprof label proc) keeps, and the live heap of
 // the allocation sites whose stack runs through the edge's HTTP handler
-// (gin's Engine.ServeHTTP), by site. Every allocation is recorded
+// (gin's Engine.ServeHTTP, or the gateway's infoHandler around it), by site. Every allocation is recorded
 // (MemProfileRate 1), so the site figures are exact, not sampled. With
 // IOPBENCH_PROFILE_DIR set it also writes heap33.out (inuse_space) there.
 // Skipped unless IOPBENCH_HELD is set: a measurement, not a check (the
@@ -179,7 +179,8 @@ func snapshot33() snap33 {
 
 // siteKey33 names an allocation by its first frame outside the runtime
 // and the first two of iop's own frames, and says whether its stack runs
-// through the edge's handler.
+// through the edge's handler (gin's router, or the gateway's wrapper
+// around it).
 func siteKey33(pcs []uintptr) (string, bool) {
 	frames := runtime.CallersFrames(pcs)
 	var leaf string
@@ -198,7 +199,9 @@ func siteKey33(pcs []uintptr) (string, bool) {
 		case strings.Contains(fn, "iop-gateway/iop/") && len(own) < 2:
 			own = append(own, short33(fn))
 		}
-		if strings.HasPrefix(fn, "github.com/gin-gonic/gin.(*Engine).ServeHTTP") {
+		// The edge's handler: gin's router, or the gateway's wrapper
+		// around it, which allocates each request's writer and reqInfo.
+		if strings.HasPrefix(fn, "github.com/gin-gonic/gin.(*Engine).ServeHTTP") || strings.HasSuffix(fn, "gateway.infoHandler.ServeHTTP") {
 			under = true
 		}
 		if !more {
