@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -61,6 +62,42 @@ func (s *Server) anthropicFront(c *gin.Context) {
 // Anthropic error keeps: when to retry (429, 503), and the coding a 415
 // asks for.
 var errorHeaders = [...]string{"Retry-After", "Accept-Encoding"}
+
+// maxRetryAfterSec bounds the delay a Retry-After passed on to a Messages
+// client may ask for, as openaiapi bounds a node's retry hint: a hostile or
+// broken upstream must not tell clients to stay away for days.
+const maxRetryAfterSec = 3600
+
+// retryAfter is v, a Retry-After of the answer the pipeline wrote (an
+// upstream's, tunnelled as it came, or the edge's own), as the Messages
+// surface passes it on: delta-seconds (RFC 9110 §10.2.3) with more than
+// maxRetryAfterSec clamped to it, or an HTTP-date as it came; anything
+// else (empty, a negative or fractional number, words, a date in no form
+// HTTP knows) is "", no header.
+func retryAfter(v string) string {
+	if v == "" {
+		return ""
+	}
+	digits := true
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			digits = false
+			break
+		}
+	}
+	if digits {
+		// More digits than an int holds is more than the bound too.
+		n, err := strconv.Atoi(v)
+		if err != nil || n > maxRetryAfterSec {
+			n = maxRetryAfterSec
+		}
+		return strconv.Itoa(n) // leading zeros gone
+	}
+	if _, err := http.ParseTime(v); err != nil {
+		return ""
+	}
+	return v
+}
 
 // messages serves POST /v1/messages.
 func (s *Server) messages(c *gin.Context) {
@@ -487,7 +524,11 @@ func (w *messagesWriter) finish() {
 	case w.Status() >= 400:
 		e := anthropicapi.FromOpenAIError(w.Status(), w.held.Bytes())
 		for _, k := range errorHeaders {
-			if v := w.header.Get(k); v != "" {
+			v := w.header.Get(k)
+			if k == "Retry-After" {
+				v = retryAfter(v)
+			}
+			if v != "" {
 				rw.Header().Set(k, v)
 			}
 		}
