@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -82,5 +83,24 @@ func TestMessagesUpstreamErrorEmptyChoices(t *testing.T) {
 			env.Error.Type != "rate_limit_error" || env.Error.Message != "Rate limit reached" {
 			t.Errorf("stream %s: %d %s", stream, r.Status, r.Body)
 		}
+	}
+}
+
+// A streamed chunk with an error beside its choices (OpenRouter's
+// mid-stream error) reaches a Messages client as the chunk's text and then
+// the error event, with no message_stop: a failed stream, its text kept.
+func TestMessagesStreamErrorBesideChoices(t *testing.T) {
+	u := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		writeSSE(w, chunk(`{"role":"assistant","content":"Hello"}`, "null"),
+			`data: {"id":"gen-1","object":"chat.completion.chunk","created":1727000000,"model":"m","provider":"X","error":{"code":502,"message":"Provider disconnected unexpectedly"},"choices":[{"index":0,"delta":{"content":" tail"},"finish_reason":"error","native_finish_reason":"error"}]}`+"\n\n",
+			sseDone)
+	})
+	s := tunnelStack(t, u)
+	r := post(t, s.Edge, "/v1/messages", `{"model":"qwen-7b","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"x"}]}`)
+	body := string(r.Body)
+	tail, fail := strings.Index(body, `"text":" tail"`), strings.Index(body, "event: error")
+	if r.Status != http.StatusOK || tail < 0 || fail < tail || !strings.Contains(body[fail:], "Provider disconnected unexpectedly") ||
+		strings.Contains(body, "message_stop") {
+		t.Errorf("%d\n%s", r.Status, body)
 	}
 }
