@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -62,6 +63,42 @@ func (s *Server) anthropicFront(c *gin.Context) {
 // asks for.
 var errorHeaders = [...]string{"Retry-After", "Accept-Encoding"}
 
+// maxRetryAfterSec bounds the delay a Retry-After passed on to a Messages
+// client may ask for, as openaiapi bounds a node's retry hint: a hostile or
+// broken upstream must not tell clients to stay away for days.
+const maxRetryAfterSec = 3600
+
+// retryAfter is v, a Retry-After of the answer the pipeline wrote (an
+// upstream's, tunnelled as it came, or the edge's own), as the Messages
+// surface passes it on: delta-seconds (RFC 9110 §10.2.3) with more than
+// maxRetryAfterSec clamped to it, or an HTTP-date as it came; anything
+// else (empty, a negative or fractional number, words, a date in no form
+// HTTP knows) is "", no header.
+func retryAfter(v string) string {
+	if v == "" {
+		return ""
+	}
+	digits := true
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			digits = false
+			break
+		}
+	}
+	if digits {
+		// More digits than an int holds is more than the bound too.
+		n, err := strconv.Atoi(v)
+		if err != nil || n > maxRetryAfterSec {
+			n = maxRetryAfterSec
+		}
+		return strconv.Itoa(n) // leading zeros gone
+	}
+	if _, err := http.ParseTime(v); err != nil {
+		return ""
+	}
+	return v
+}
+
 // messages serves POST /v1/messages.
 func (s *Server) messages(c *gin.Context) {
 	if k := s.messagesCall(c); k != nil {
@@ -101,9 +138,14 @@ func (s *Server) messagesCall(c *gin.Context) *call {
 	// tunnel is chosen (tunnelBody).
 	k := &call{op: opChat, path: "/chat/completions", model: req.Model, body: chat, stream: req.Stream,
 		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), messages: areq,
-		bodyReasoning: anthropicapi.ReasoningVLLM, thinkingOff: areq.ThinkingOff,
+		bodyReasoning: areq.ChatMember(), thinkingOff: areq.ThinkingOff || areq.Prefill,
 		formatWithTools: areq.HasFormat() && req.HasTools && req.ToolChoice != "none"}
-	k.parsed = &messagesChat{ChatRequest: req, k: k}
+	// A prefill is answered without thinking (ParseRequest refused one
+	// with thinking enabled): its continuation follows the prefill's text
+	// at once, and llama.cpp's server refuses a prefill with its
+	// template's thinking on ("Assistant response prefill is incompatible
+	// with enable_thinking"), so it goes as thinking off does.
+	k.parsed = &messagesChat{ChatRequest: req, k: k, prefill: areq.Prefill}
 	return k
 }
 
@@ -119,17 +161,30 @@ func (s *Server) messagesCall(c *gin.Context) *call {
 // as the tunnel does not: strict servers (OpenAI itself) refuse a member
 // or an effort they do not know, and models that do not reason refuse
 // reasoning_effort.
+//
+// A prefill (anthropicapi.Request.Prefill) on a vLLM provider gets vLLM's
+// continuation members too, as its tunnel body does (TunnelChat).
 type messagesChat struct {
 	*openaiapi.ChatRequest
-	k *call // thinkingOff, and the current attempt's provider (tunnelProvider, providerType)
+	k       *call // thinkingOff, and the current attempt's provider (tunnelProvider, providerType)
+	prefill bool  // the conversation ends with an assistant message to continue
 }
 
 // reasoningOff is the reasoning effort that turns thinking off;
-// templateOff is the chat_template_kwargs that does (templateThinking).
+// templateOff is the chat_template_kwargs that does (templateThinking);
+// jsonFalse and jsonTrue are vLLM's continuation members' values.
 var (
 	reasoningOff = json.RawMessage(`"none"`)
 	templateOff  = json.RawMessage(`{"enable_thinking":false}`)
+	jsonFalse    = json.RawMessage(`false`)
+	jsonTrue     = json.RawMessage(`true`)
 )
+
+// runMember is a member a run's extra members get.
+type runMember struct {
+	name  string
+	value json.RawMessage
+}
 
 // templateThinking reports whether a provider of adapter type typ (a
 // config.ProviderSpec type) takes chat_template_kwargs, by which a chat
@@ -151,14 +206,8 @@ func (m *messagesChat) RunInput() (*iop.RunInput, error) {
 	if m.k.formatWithTools && formatBlocksTools(m.k.providerType) {
 		in.ResponseFormat = nil // as on a tunnel (tunnelBody)
 	}
-	if !m.k.thinkingOff {
-		return in, nil
-	}
-	name, value := "reasoning_effort", reasoningOff
-	switch {
-	case templateThinking(m.k.providerType):
-		name, value = "chat_template_kwargs", templateOff
-	case m.k.tunnelProvider:
+	add := m.runMembers()
+	if len(add) == 0 {
 		return in, nil
 	}
 	members := map[string]json.RawMessage{}
@@ -168,11 +217,32 @@ func (m *messagesChat) RunInput() (*iop.RunInput, error) {
 			return nil, fmt.Errorf("gateway: run extra members: %w", err)
 		}
 	}
-	members[name] = value
+	for _, a := range add {
+		members[a.name] = a.value
+	}
 	if in.Extra, err = json.Marshal(members); err != nil {
 		return nil, fmt.Errorf("gateway: run extra members: %w", err)
 	}
 	return in, nil
+}
+
+// runMembers are the members the current attempt's run adds to the chat's
+// extra members, replacing any of the same name: thinking off as its
+// provider takes it, and vLLM's continuation of a prefill. Nil: none.
+func (m *messagesChat) runMembers() []runMember {
+	var add []runMember
+	if m.k.thinkingOff {
+		switch {
+		case templateThinking(m.k.providerType):
+			add = append(add, runMember{"chat_template_kwargs", templateOff})
+		case !m.k.tunnelProvider:
+			add = append(add, runMember{"reasoning_effort", reasoningOff})
+		}
+	}
+	if m.prefill && m.k.providerType == config.ProviderTypeVLLM {
+		add = append(add, runMember{"add_generation_prompt", jsonFalse}, runMember{"continue_final_message", jsonTrue})
+	}
+	return add
 }
 
 // countTokens serves POST /v1/messages/count_tokens: an estimate (the
@@ -487,7 +557,11 @@ func (w *messagesWriter) finish() {
 	case w.Status() >= 400:
 		e := anthropicapi.FromOpenAIError(w.Status(), w.held.Bytes())
 		for _, k := range errorHeaders {
-			if v := w.header.Get(k); v != "" {
+			v := w.header.Get(k)
+			if k == "Retry-After" {
+				v = retryAfter(v)
+			}
+			if v != "" {
 				rw.Header().Set(k, v)
 			}
 		}

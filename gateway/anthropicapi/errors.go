@@ -233,7 +233,8 @@ func cleanMessage(s string) string {
 
 // UpstreamError reads a whole answer that came with a success status: when
 // body is an upstream's error document instead of a completion (OpenAI's
-// {"error":{…}} or old vLLM's {"object":"error",…}, with no choices),
+// {"error":{…}} or old vLLM's {"object":"error",…}, with no choices or
+// an empty choices array),
 // it is that error, and true: the status as FromOpenAIError(0, body) reads
 // it (the envelope's code, else its kind, else 502), the message as
 // openaiapi.NormalizeUpstreamError reads it. A 401 or 403
@@ -247,7 +248,7 @@ func UpstreamError(body []byte) (*Error, bool) {
 		Error   json.RawMessage `json:"error"`
 		Object  string          `json:"object"`
 	}
-	if json.Unmarshal(body, &doc) != nil || (len(doc.Choices) > 0 && string(doc.Choices) != "null") {
+	if json.Unmarshal(body, &doc) != nil || hasChoices(doc.Choices) {
 		return nil, false
 	}
 	if (len(doc.Error) == 0 || string(doc.Error) == "null") && doc.Object != "error" {
@@ -259,6 +260,19 @@ func UpstreamError(body []byte) (*Error, bool) {
 	// message, as the upstream's may quote the node's key.
 	status, env := openaiapi.NormalizeUpstreamError(FromOpenAIError(0, body).Status, "application/json", body)
 	return FromOpenAIError(status, env), true
+}
+
+// hasChoices reports whether raw, a document's choices member, holds a
+// choice: absent, null and an empty array do not (an error document
+// may carry "choices": [] beside its error, and a completion without a
+// choice has no answer to render either way), anything else does (a
+// malformed choices is left to RenderMessage to refuse).
+func hasChoices(raw json.RawMessage) bool {
+	if len(raw) == 0 || string(raw) == "null" {
+		return false
+	}
+	var choices []json.RawMessage
+	return json.Unmarshal(raw, &choices) != nil || len(choices) > 0
 }
 
 func statusFromOpenAICode(code, typ string) int {

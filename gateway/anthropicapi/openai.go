@@ -27,6 +27,14 @@ type oaRequest struct {
 	// ResponseFormat is the output format (Request.responseFormat);
 	// omitted for a free-text answer.
 	ResponseFormat *oaResponseFormat `json:"response_format,omitempty"`
+	// AddGenerationPrompt and ContinueFinalMessage are vLLM's members
+	// that continue a final assistant message (a prefill) instead of
+	// opening a new turn after it: vLLM defaults them to true and false,
+	// and refuses both true. Sent (false and true) only in a body for vLLM
+	// (TunnelChat with ReasoningVLLM) of a Request with Prefill: servers
+	// that do not know them (OpenAI) refuse them.
+	AddGenerationPrompt  *bool `json:"add_generation_prompt,omitempty"`
+	ContinueFinalMessage bool  `json:"continue_final_message,omitempty"`
 }
 
 type oaStreamOptions struct {
@@ -103,7 +111,20 @@ const toolErrorPrefix = "Error: "
 // package documentation for the mapping), assistant thinking included as
 // reasoning: the body a normalized run is parsed from. It fails only if the
 // request was not produced by ParseRequest.
-func (r *Request) OpenAIChat() ([]byte, error) { return r.openAIChat(ReasoningVLLM) }
+func (r *Request) OpenAIChat() ([]byte, error) { return r.openAIChat(ReasoningVLLM, false) }
+
+// ChatMember is the member OpenAIChat's rendering counts as for a caller
+// that keeps one rendering and asks TunnelChat for another when the member
+// its provider reads differs: ReasoningVLLM, whose tunnel body is that very
+// rendering, except for a prefill, whose body for vLLM adds vLLM's
+// continuation (oaRequest.ContinueFinalMessage): then ReasoningRun, so that
+// every first tunnel renders its own.
+func (r *Request) ChatMember() ReasoningMember {
+	if r.Prefill {
+		return ReasoningRun
+	}
+	return ReasoningVLLM
+}
 
 // ReasoningMember names the assistant message member by which a tunnel
 // body carries earlier thinking (TunnelChat). The names differ by server
@@ -123,6 +144,10 @@ const (
 	ReasoningVLLM ReasoningMember = "reasoning"
 	// ReasoningContent is llama.cpp's member (DeepSeek's name).
 	ReasoningContent ReasoningMember = "reasoning_content"
+	// ReasoningRun is OpenAIChat's rendering of a prefill (ChatMember):
+	// thinking as ReasoningVLLM carries it, without vLLM's continuation.
+	// No tunnel reads by it.
+	ReasoningRun ReasoningMember = "reasoning (run)"
 )
 
 // TunnelChat is the body a tunnel to a server that reads earlier thinking
@@ -136,11 +161,18 @@ const (
 // DeepSeek, MiniMax) see their chain; templates that drop earlier
 // reasoning drop it, as on a run. The caller keeps a rendering for the
 // member it carries: asking for that member again renders the same bytes.
+//
+// The member names the server too: a prefill (Prefill) is always
+// rendered again, with vLLM's continuation for ReasoningVLLM and without
+// it for any other member. llama.cpp's server continues a final assistant
+// message by itself (its prefill_assistant, on unless the server was
+// started with --no-prefill-assistant); any other server gets the message
+// as it is, as no member that asks for a continuation is safe there.
 func (r *Request) TunnelChat(chat []byte, member ReasoningMember) ([]byte, error) {
-	if !r.carriesThinking() {
+	if !r.carriesThinking() && !r.Prefill {
 		return chat, nil
 	}
-	return r.openAIChat(member)
+	return r.openAIChat(member, true)
 }
 
 // carriesThinking reports whether OpenAIChat sends reasoning: an assistant
@@ -167,7 +199,12 @@ func thinkingText(blocks []block) bool {
 	return false
 }
 
-func (r *Request) openAIChat(member ReasoningMember) ([]byte, error) {
+// openAIChat renders the chat body with earlier thinking under member;
+// tunnel: the body of a tunnel to the server member names (TunnelChat).
+func (r *Request) openAIChat(member ReasoningMember, tunnel bool) ([]byte, error) {
+	if member == ReasoningRun {
+		member = ReasoningVLLM
+	}
 	out := oaRequest{
 		Model:       r.Model,
 		MaxTokens:   r.MaxTokens,
@@ -183,6 +220,10 @@ func (r *Request) openAIChat(member ReasoningMember) ([]byte, error) {
 	}
 	if r.Stream {
 		out.StreamOptions = &oaStreamOptions{IncludeUsage: true}
+	}
+	if r.Prefill && tunnel && member == ReasoningVLLM {
+		no := false
+		out.AddGenerationPrompt, out.ContinueFinalMessage = &no, true
 	}
 	out.Messages = make([]oaMessage, 0, len(r.messages)+1)
 	if len(r.system) > 0 {

@@ -59,6 +59,13 @@ type Request struct {
 	// thinking blocks, each with empty thinking text, as Anthropic's API
 	// answers (RenderMessageOmitted, StreamWriter.OmitThinking).
 	ThinkingOmitted bool
+	// Prefill is whether the conversation ends with an assistant message
+	// the answer continues (Anthropic's prefill): text with content and
+	// no tool call. The answer is the continuation only, without the
+	// prefill's text. A final assistant message with no text is dropped
+	// from the chat body (appendAssistant), not continued. Thinking
+	// cannot be on with one (parse refuses it, as Anthropic's API does).
+	Prefill bool
 
 	// effort is output_config.effort as sent ("" when absent), one of
 	// the levels efforts lists; the chat body carries it as
@@ -225,6 +232,14 @@ func parse(body []byte, needMaxTokens bool) (*Request, *Error) {
 		r.ThinkingOff = tc.typ == thinkingDisabled
 		r.ThinkingOmitted = tc.omitted
 		r.thinkingUpdates = tc.updates
+	}
+	r.Prefill = prefill(r.messages)
+	if r.Prefill && r.Thinking {
+		// Anthropic's API: prefilling "is not currently supported with
+		// extended thinking". llama.cpp's server refuses a final assistant
+		// message with its template's thinking on, too; others would
+		// answer a thinking turn after text the model never thought for.
+		return nil, invalid("messages: a final assistant message (a prefill) cannot be used when thinking is enabled")
 	}
 	if raw, ok = field(obj, "output_config"); ok {
 		if r.effort, r.format, e = outputConfig(raw); e != nil {
@@ -428,6 +443,25 @@ func (p *parser) messages(raw json.RawMessage) ([]message, *Error) {
 		msgs[i] = message{role: role, blocks: blocks}
 	}
 	return msgs, nil
+}
+
+// prefill reports whether msgs end with an assistant message to continue:
+// one with text and no tool call (a turn of tool calls is answered by
+// tool results, and llama.cpp's server refuses to continue one).
+func prefill(msgs []message) bool {
+	if len(msgs) == 0 || msgs[len(msgs)-1].role != "assistant" {
+		return false
+	}
+	text := false
+	for _, b := range msgs[len(msgs)-1].blocks {
+		switch {
+		case b.typ == blockToolUse:
+			return false
+		case b.typ == blockText && b.text != "":
+			text = true
+		}
+	}
+	return text
 }
 
 // hasAnswer reports whether blocks hold more than thinking.

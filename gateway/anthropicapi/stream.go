@@ -212,8 +212,9 @@ func NewStreamWriter(w io.Writer, flush func(), model string, inputTokens int, s
 func (s *StreamWriter) OmitThinking() { s.omit = true }
 
 // Chunk translates one OpenAI SSE data payload. A payload of [DONE] is
-// Finish; an {"error":…} payload ends the stream with its translation
-// (FromOpenAIError with status 0) as an error event. It returns an error
+// Finish; a payload with an "error" member ends the stream with its
+// translation (FromOpenAIError with status 0) as an error event, after
+// the text of any choice beside it. It returns an error
 // wrapping ErrMalformedUpstream for a payload it cannot translate (the
 // caller should Fail with a 502 api_error), or the write error. Chunks after
 // the end are ignored.
@@ -229,12 +230,13 @@ func (s *StreamWriter) Chunk(data []byte) error {
 	if err := json.Unmarshal(data, &c); err != nil {
 		return fmt.Errorf("%w: chunk: %w", ErrMalformedUpstream, err)
 	}
-	if len(c.Error) > 0 && string(c.Error) != "null" {
-		return s.Fail(FromOpenAIError(0, data))
-	}
 	if c.Usage != nil {
 		s.usage = c.Usage
 	}
+	// An error beside choices (OpenRouter's mid-stream error: the text
+	// that came with it, finish_reason "error") ends the stream with that
+	// error after the text, so nothing the model wrote is lost; a chunk
+	// of only an error (vLLM's, llama.cpp's) has no choice to convert.
 	for _, ch := range c.Choices {
 		if ch.Index != 0 {
 			continue
@@ -242,6 +244,9 @@ func (s *StreamWriter) Chunk(data []byte) error {
 		if err := s.choice(ch); err != nil {
 			return err
 		}
+	}
+	if len(c.Error) > 0 && string(c.Error) != "null" {
+		return s.Fail(FromOpenAIError(0, data))
 	}
 	return s.err
 }
