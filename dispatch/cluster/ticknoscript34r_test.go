@@ -63,3 +63,31 @@ func TestATickCutAfterANoScriptRenewalIsUnanswered(t *testing.T) {
 	}
 	checkReplies(t, l, rdb, key)
 }
+
+// Each part of a Tick reports its own outcome: with the set of edges
+// publishing pending figures made a string by another program, Redis
+// refuses the publication (WRONGTYPE) and nothing else, so the renewal
+// and the liveness mark are reported accepted and the figures refused,
+// not the other way round; and an edge with no figures (which leaves
+// the set: SREM) is refused alike.
+func TestATickReportsARefusedPublicationAsItsOwn(t *testing.T) {
+	_, l, rdb := ledgerOnRedis(t)
+	ctx := context.Background()
+	key := Key("n", "p")
+	held := map[string][]HeldLease{key: {{ID: takeN(t, l, key, 1)[0]}}}
+	if err := rdb.Set(ctx, l.pendingEdges, "someone else's", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pending := range []map[string]int{{"m": 1}, nil} {
+		r := l.Tick(ctx, held, pending)
+		if r.Renew != nil || r.Alive != nil || len(r.Missing) != 0 {
+			t.Fatalf("tick with %v: %+v; want the renewal and the liveness mark accepted", pending, r)
+		}
+		if !errors.Is(r.Pending, ErrRefused) || ReplyKind(r.Pending) != "WRONGTYPE" {
+			t.Fatalf("publication of %v on a set of another type: %v; want %v (WRONGTYPE)", pending, r.Pending, ErrRefused)
+		}
+	}
+	if n := rdb.Exists(ctx, l.edgeKeys+"e").Val(); n != 1 {
+		t.Fatal("the edge not marked live")
+	}
+}
