@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -73,13 +74,35 @@ func (l *Ledger) queueRenewals(ctx context.Context, pipe redis.Pipeliner, held m
 // exec sends pipe and, when Redis answered it all, sends again what it
 // answered NOSCRIPT on (evalAgain). It returns the commands, each with
 // its own reply or error.
+//
+// When some command went unanswered nothing is sent again, and a NOSCRIPT
+// reply left is no refusal: its command did not run for want of its
+// script, which the resend would have loaded, and was not sent again for
+// want of the rest of the answer. It counts as unanswered (errNotSentAgain),
+// as that rest does: a tick whose renewals Redis answered NOSCRIPT and
+// whose liveness mark's reply was cut is an outage, not a refusal of
+// renewals.
 func (l *Ledger) exec(ctx context.Context, pipe redis.Pipeliner) []redis.Cmder {
 	sent, err := pipe.Exec(ctx)
-	if err != nil && answered(sent) {
+	switch {
+	case err == nil:
+	case answered(sent):
 		_ = evalAgain(ctx, l.rdb, sent) // each command's error is read by the caller
+	default:
+		for _, c := range sent {
+			if noScript(c.Err()) {
+				// Not %w: the reply must not read as one (answered,
+				// failureClass).
+				c.SetErr(fmt.Errorf("%w (%s)", errNotSentAgain, c.Err()))
+			}
+		}
 	}
 	return sent
 }
+
+// errNotSentAgain is the error of a command Redis answered NOSCRIPT in a
+// round trip whose other replies did not all come (see exec).
+var errNotSentAgain = errors.New("cluster: script not loaded, and not sent again: its round trip went unanswered")
 
 // renewed is the outcome of the renewals of keys, sent as cmds (see
 // Renew).
