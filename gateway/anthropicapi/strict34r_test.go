@@ -106,3 +106,26 @@ func TestStrictSchemaLongEnum34r(t *testing.T) {
 		}
 	}
 }
+
+// FuzzStrictSchema34r walks arbitrary JSON: the walk never panics nor
+// runs away, and a schema it calls strict has an object root.
+func FuzzStrictSchema34r(f *testing.F) {
+	for _, s := range []string{
+		strictNested(3), strictWide(3), strict34rEnum(3, 4, 1),
+		strict34rObject(`{"$ref":"#/$defs/a~1b~0c"}`), strict34rObject(`{"anyOf":[{"type":"string"},{"$ref":"#"}]}`),
+		strict34rObject(`{"type":["string","null"],"format":"date"}`), `{"type":"object"}`, `[]`, `{`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, schema []byte) {
+		if !json.Valid(schema) {
+			return // parseFormat passes a compact JSON object only
+		}
+		if strictSchema(json.RawMessage(schema)) {
+			var root map[string]any
+			if err := json.Unmarshal(schema, &root); err != nil || root["type"] != "object" {
+				t.Fatalf("strict for %s", schema)
+			}
+		}
+	})
+}
