@@ -52,16 +52,18 @@ func checkFormat34(t *testing.T, typ string, chat map[string]json.RawMessage, wa
 	jsonEqual(t, string(chat["response_format"]), want)
 }
 
-// On the OpenAI chat surface too, a response_format beside tools the
-// model may call reaches vLLM and llama-server without the format, and
-// OpenAI (openai_compat) with it, in either order of a failover, on a run
-// (tool_mode auto) and a tunnel (native); with tool_choice none, or no
-// tools, every provider gets the format as sent.
+// The OpenAI chat surface forwards the client's request as the client
+// wrote it: a response_format beside tools the model may call reaches
+// vLLM, llama-server and OpenAI (openai_compat) unchanged, in either order
+// of a failover, on a run (tool_mode auto) and a tunnel (native), whatever
+// the tool_choice; only Messages, iop's own translation, leaves it out
+// (TestMessagesFormatWithToolsByProviderKind).
 func TestChatFormatWithToolsByProviderKind(t *testing.T) {
 	for _, c := range []struct{ first, second, toolMode string }{
 		{"vllm", "openai_compat", ""}, {"openai_compat", "vllm", ""},
 		{"vllm", "openai_compat", "native"}, {"openai_compat", "vllm", "native"},
-		{"llamacpp", "openai_compat", ""}, {"openai_compat", "llamacpp", "native"},
+		{"llamacpp", "openai_compat", ""}, {"openai_compat", "llamacpp", ""},
+		{"llamacpp", "openai_compat", "native"}, {"openai_compat", "llamacpp", "native"},
 	} {
 		t.Run(c.first+"_then_"+c.second+"_"+c.toolMode, func(t *testing.T) {
 			first, second, e := thinkoffFailover(t, c.first, c.second, func(cfg *config.Edge) {
@@ -71,7 +73,7 @@ func TestChatFormatWithToolsByProviderKind(t *testing.T) {
 			})
 			bodies := []string{
 				format34Chat("m", false, format34Tools, ""),
-				format34Chat("m", false, format34Tools, `"auto"`),
+				format34Chat("m", true, format34Tools, `"auto"`),
 				format34Chat("m", false, format34Tools, `"required"`),
 				format34Chat("m", false, format34Tools, `"none"`),
 				format34Chat("m", false, "", ""),
@@ -81,51 +83,65 @@ func TestChatFormatWithToolsByProviderKind(t *testing.T) {
 					t.Fatalf("%s: %d %s", b, r.Status, r.Body)
 				}
 			}
-			n := 0
+			n, tools := 0, 0
 			eachFailoverChat(t, len(bodies), first, second, c.first, c.second, func(typ string, chat map[string]json.RawMessage) {
-				checkFormat34(t, typ, chat, format34Schema)
+				jsonEqual(t, string(chat["response_format"]), format34Schema)
+				if chat["tools"] != nil {
+					tools++
+				}
 				n++
 			})
-			if n != 2*len(bodies) {
-				t.Errorf("%d chats checked", n)
+			if n != 2*len(bodies) || tools != 2*(len(bodies)-1) {
+				t.Errorf("%d chats checked, %d with tools", n, tools)
 			}
 		})
 	}
 }
 
 // Ollama samples the whole completion under its format's grammar, so a
-// chat with tools the model may call reaches /api/chat without format,
-// from either surface; without tools it keeps the format.
+// Messages call with tools the model may call reaches /api/chat without
+// format; without tools it keeps the format. An OpenAI chat reaches it as
+// the client wrote it: format beside tools, streamed or not. Each request
+// is checked on the one /api/chat body the node sent for it.
 func TestFormatWithToolsOllama(t *testing.T) {
 	e, u := histOllamaStack(t)
-	last := func() map[string]json.RawMessage {
+	seen := 0
+	next := func(what string) map[string]json.RawMessage {
 		t.Helper()
 		bodies := histOllamaBodies(u, "/api/chat")
-		if len(bodies) == 0 {
-			t.Fatal("Ollama got no chat")
+		if len(bodies) != seen+1 {
+			t.Fatalf("%s: Ollama got %d chats, want %d", what, len(bodies), seen+1)
 		}
-		return bodies[len(bodies)-1]
+		seen++
+		if bodies[seen-1] == nil {
+			t.Fatalf("%s: /api/chat body is not a JSON object", what)
+		}
+		return bodies[seen-1]
 	}
 	an := anClient(t, e, "")
 	for _, stream := range []bool{false, true} {
 		p := formatParams("qwen")
 		p.Tools = []anthropic.ToolUnionParam{formatTool}
 		sendMessage(t, an, p, stream)
-		if b := last(); b["format"] != nil || b["tools"] == nil {
+		if b := next("messages with tools"); b["format"] != nil || b["tools"] == nil {
 			t.Errorf("messages, stream %v: format %s, tools %s", stream, b["format"], b["tools"])
 		}
 		sendMessage(t, an, formatParams("qwen"), stream)
-		jsonEqual(t, string(last()["format"]), formatWantSchema(t))
+		jsonEqual(t, string(next("messages")["format"]), formatWantSchema(t))
 
-		if r := post(t, e, "/v1/chat/completions", format34Chat("qwen", stream, format34Tools, "")); r.Status != http.StatusOK {
-			t.Fatalf("chat: %d %s", r.Status, r.Body)
-		}
-		if b := last(); b["format"] != nil || b["tools"] == nil {
-			t.Errorf("chat, stream %v: format %s, tools %s", stream, b["format"], b["tools"])
+		for _, choice := range []string{"", `"auto"`, `"required"`} {
+			if r := post(t, e, "/v1/chat/completions", format34Chat("qwen", stream, format34Tools, choice)); r.Status != http.StatusOK {
+				t.Fatalf("chat: %d %s", r.Status, r.Body)
+			}
+			b := next("chat with tools")
+			if b["tools"] == nil {
+				t.Errorf("chat, stream %v, tool_choice %s: no tools", stream, choice)
+			}
+			jsonEqual(t, string(b["format"]), format34Body)
 		}
 		if r := post(t, e, "/v1/chat/completions", format34Chat("qwen", stream, "", "")); r.Status != http.StatusOK {
 			t.Fatalf("chat: %d %s", r.Status, r.Body)
 		}
-		jsonEqual(t, string(last()["format"]), format34Body)
+		jsonEqual(t, string(next("chat")["format"]), format34Body)
 	}
 }

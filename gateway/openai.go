@@ -64,9 +64,10 @@ type call struct {
 	// thinkingOff: a Messages call turned thinking off
 	// (anthropicapi.Request.ThinkingOff).
 	thinkingOff bool
-	// formatWithTools: a chat call (either surface) asks for an output
-	// format (response_format) and offers tools it does not forbid
-	// (tool_choice is not none); see formatBlocksTools.
+	// formatWithTools: a Messages call asks for an output format
+	// (response_format) and offers tools it does not forbid (tool_choice
+	// is not none); see formatBlocksTools. Never set on the OpenAI
+	// surface, whose request reaches every provider as the client wrote it.
 	formatWithTools bool
 	// prompt is the prefix_affinity rendering the first acquire hashed:
 	// failover's re-acquire passes the same, so that the provider the
@@ -124,7 +125,7 @@ func (k *call) tunnelBody() ([]byte, error) {
 
 // formatBlocksTools reports whether a provider of adapter type typ (a
 // config.ProviderSpec type) can call no tool while it follows a
-// response_format, so that a call offering tools it may call goes there
+// response_format, so that a Messages call offering tools it may call goes there
 // without its format: the tools work, and the answer that follows them is
 // asked for by the prompt only. Each of these turns the format into
 // constrained decoding of the whole answer, tool calls included:
@@ -245,35 +246,11 @@ func (s *Server) chatCall(c *gin.Context) *call {
 		writeError(c, apiError(err, ""))
 		return nil
 	}
-	k := &call{op: opChat, path: "/chat/completions", model: req.Model, body: body, stream: req.Stream,
+	// The client's request goes as the client wrote it: a response_format
+	// beside tools reaches every provider (formatWithTools is a Messages
+	// call's only).
+	return &call{op: opChat, path: "/chat/completions", model: req.Model, body: body, stream: req.Stream,
 		hasTools: req.HasTools, tokens: req.EstimatePromptTokens(), render: req.RenderOptions(), parsed: req}
-	if req.HasTools && req.ToolChoice != "none" && req.HasFormat() {
-		k.formatWithTools = true
-		k.parsed = &formatChat{ChatRequest: req, k: k}
-	}
-	return k
-}
-
-// formatChat is the parsed chat of an OpenAI chat call that asks for a
-// format beside tools it may call: on a run, as on a tunnel (tunnelBody),
-// a provider whose format would keep it from calling tools gets none
-// (formatBlocksTools).
-type formatChat struct {
-	*openaiapi.ChatRequest
-	k *call // the current attempt's provider (providerType)
-}
-
-// RunInput is the chat's run input, without its response format where
-// formatBlocksTools says so.
-func (f *formatChat) RunInput() (*iop.RunInput, error) {
-	in, err := f.ChatRequest.RunInput()
-	if err != nil {
-		return nil, err
-	}
-	if formatBlocksTools(f.k.providerType) {
-		in.ResponseFormat = nil
-	}
-	return in, nil
 }
 
 func (s *Server) completions(c *gin.Context) {

@@ -3,6 +3,7 @@ package anthropicapi
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 )
 
 // outputFormat is a request's JSON output format (output_config.format, or
@@ -140,14 +141,31 @@ func (r *Request) HasFormat() bool { return r.format != nil }
 // Bounds of strictSchema's walk of a client's schema. OpenAI's own: a
 // strict schema has at most 10 levels of nesting, 5,000 object properties,
 // 1,000 enum values, and 120,000 characters of property names, definition
-// names, enum and const values. Past any of them strict is left out; the
-// walk visits at most maxStrictNodes schemas, each only once.
+// names, enum and const values; one enum of more than 250 string values
+// has at most 15,000 characters of them. Past any of them strict is left
+// out; the walk visits at most maxStrictNodes schemas, each only once.
 const (
-	maxStrictDepth = 10
-	maxStrictNodes = 5000
-	maxStrictEnums = 1000
-	maxStrictChars = 120000
+	maxStrictDepth     = 10
+	maxStrictNodes     = 5000
+	maxStrictEnums     = 1000
+	maxStrictChars     = 120000
+	maxStrictLongEnum  = 250
+	maxStrictEnumChars = 15000
 )
+
+// strictTypes are the type names strict mode takes, alone or in a list
+// (["string","null"] is how it makes a value optional).
+var strictTypes = map[string]bool{
+	"string": true, "number": true, "integer": true, "boolean": true,
+	"object": true, "array": true, "null": true,
+}
+
+// strictFormats are the string formats strict mode takes: any other
+// ("uri", say) is refused ("'uri' is not a valid format").
+var strictFormats = map[string]bool{
+	"date-time": true, "time": true, "date": true, "duration": true,
+	"email": true, "hostname": true, "ipv4": true, "ipv6": true, "uuid": true,
+}
 
 // strictKeywords are the schema keywords OpenAI's strict mode takes: a
 // schema using any other (allOf, oneOf, not, if, patternProperties,
@@ -167,23 +185,29 @@ var strictKeywords = map[string]bool{
 // rules OpenAI's strict mode refuses a schema without: the root is an
 // object (not anyOf); every object lists each of its properties in
 // required, and nothing else, and sets additionalProperties false; every
-// keyword is one strict mode takes (strictKeywords); $ref is local; and
-// OpenAI's size bounds hold (maxStrictDepth and the rest). Anthropic's
+// keyword is one strict mode takes (strictKeywords); every schema has a
+// type strict mode knows (strictTypes), or is an anyOf or a $ref ("schema
+// must have a 'type' key"); a format is one strict mode knows
+// (strictFormats); a $ref stands alone (no sibling keyword) and names a
+// schema within this one; and OpenAI's size bounds hold (maxStrictDepth
+// and the rest). Anthropic's
 // structured outputs take optional properties, which is what strict mode
 // refuses most often.
 func strictSchema(schema json.RawMessage) bool {
 	var root map[string]any
 	dec := json.NewDecoder(bytes.NewReader(schema))
 	dec.UseNumber()
-	if dec.Decode(&root) != nil || root["type"] != "object" {
+	if dec.Decode(&root) != nil || root["type"] != "object" || root["anyOf"] != nil {
 		return false
 	}
-	w := strictWalk{}
+	w := strictWalk{root: root}
 	return w.schema(root, 1)
 }
 
-// strictWalk is strictSchema's walk: what it has counted so far.
+// strictWalk is strictSchema's walk: the schema's root ($ref), and what
+// it has counted so far.
 type strictWalk struct {
+	root                       map[string]any
 	nodes, props, enums, chars int
 }
 
@@ -200,7 +224,14 @@ func (w *strictWalk) schema(v any, depth int) bool {
 		}
 	}
 	if ref, ok := s["$ref"]; ok {
-		if r, ok := ref.(string); !ok || r == "" || r[0] != '#' {
+		r, ok := ref.(string)
+		return ok && len(s) == 1 && w.resolves(r)
+	}
+	if !strictType(s) {
+		return false
+	}
+	if f, ok := s["format"]; ok {
+		if name, ok := f.(string); !ok || !strictFormats[name] {
 			return false
 		}
 	}
@@ -294,8 +325,12 @@ func (w *strictWalk) values(enum, konst any) bool {
 		if w.enums += len(list); w.enums > maxStrictEnums {
 			return false
 		}
+		own := 0
 		for _, e := range list {
-			w.chars += valueChars(e)
+			own += valueChars(e)
+		}
+		if w.chars += own; len(list) > maxStrictLongEnum && own > maxStrictEnumChars {
+			return false
 		}
 	}
 	if konst != nil {
@@ -312,6 +347,57 @@ func valueChars(v any) int {
 		return len(s)
 	}
 	return 1
+}
+
+// strictType reports whether schema s has a type strict mode takes: a
+// name in strictTypes, or a list of distinct ones; or none, for an anyOf
+// (its branches have theirs).
+func strictType(s map[string]any) bool {
+	switch t := s["type"].(type) {
+	case nil:
+		_, ok := s["anyOf"]
+		return ok
+	case string:
+		return strictTypes[t]
+	case []any:
+		seen := make(map[string]bool, len(t))
+		for _, x := range t {
+			name, ok := x.(string)
+			if !ok || !strictTypes[name] || seen[name] {
+				return false
+			}
+			seen[name] = true
+		}
+		return len(t) > 0
+	}
+	return false
+}
+
+// pointerToken unescapes a JSON pointer's token (RFC 6901).
+var pointerToken = strings.NewReplacer("~1", "/", "~0", "~")
+
+// resolves reports whether ref, a $ref, names a schema within the root:
+// "#" itself, or a JSON pointer ("#/$defs/item") through its objects.
+func (w *strictWalk) resolves(ref string) bool {
+	if ref == "#" {
+		return true
+	}
+	rest, ok := strings.CutPrefix(ref, "#/")
+	if !ok {
+		return false
+	}
+	var at any = w.root
+	for _, tok := range strings.Split(rest, "/") {
+		m, ok := at.(map[string]any)
+		if !ok {
+			return false
+		}
+		if at, ok = m[pointerToken.Replace(tok)]; !ok {
+			return false
+		}
+	}
+	_, ok = at.(map[string]any)
+	return ok
 }
 
 // typeIncludes reports whether a schema's type (a name or a list of

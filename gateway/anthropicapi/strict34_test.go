@@ -19,7 +19,7 @@ func TestStrictSchema34(t *testing.T) {
 		{`{"type":"object","additionalProperties":false,"properties":{"name":{"type":"string"}},"required":["name"]}`, true},
 		{`{"type":"object","additionalProperties":false}`, true},
 		{`{"title":"Pick","type":"object","description":"d","additionalProperties":false,"properties":{"n":{"type":"integer","minimum":1,"maximum":9},` +
-			`"s":{"type":["string","null"],"pattern":"^a","format":"date"},"e":{"enum":["a","b"]},"c":{"const":"x"},` +
+			`"s":{"type":["string","null"],"pattern":"^a","format":"date"},"e":{"type":"string","enum":["a","b"]},"c":{"type":"string","const":"x"},` +
 			`"l":{"type":"array","items":{"$ref":"#/$defs/item"},"minItems":1,"maxItems":3},` +
 			`"u":{"anyOf":[{"type":"string"},{"$ref":"#"}]}},"required":["n","s","e","c","l","u"],` +
 			`"$defs":{"item":{"type":"object","additionalProperties":false,"properties":{"k":{"type":"number"}},"required":["k"]}}}`, true},
@@ -43,7 +43,7 @@ func TestStrictSchema34(t *testing.T) {
 		{`{"anyOf":[{"type":"object","additionalProperties":false}]}`, false},
 		{`{"type":"array","items":{"type":"string"}}`, false},
 		{`{"title":"Old"}`, false},
-		{`{"type":"object","additionalProperties":false,"properties":{"a":{"enum":{}}},"required":["a"]}`, false},
+		{`{"type":"object","additionalProperties":false,"properties":{"a":{"type":"string","enum":{}}},"required":["a"]}`, false},
 		{`{"type":"object","additionalProperties":false,"properties":{"a":{"anyOf":[]}},"required":["a"]}`, false},
 	} {
 		if got := strictSchema(json.RawMessage(c.schema)); got != c.want {
@@ -68,7 +68,7 @@ func strictWide(n int) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `"p%d":{"enum":["v"]}`, i)
+		fmt.Fprintf(&b, `"p%d":{"type":"string","enum":["v"]}`, i)
 		req = append(req, fmt.Sprintf(`"p%d"`, i))
 	}
 	b.WriteString(`},"required":[` + strings.Join(req, ",") + `]}`)
@@ -91,18 +91,18 @@ func TestStrictSchemaBounds34(t *testing.T) {
 		{"1000 enums", strictWide(1000), true},
 		{"1001 enums", strictWide(1001), false},
 		{"long names", `{"type":"object","additionalProperties":false,"properties":{"` + strings.Repeat("n", 120001) + `":{"type":"string"}},"required":["` + strings.Repeat("n", 120001) + `"]}`, false},
-		{"long enum", `{"type":"object","additionalProperties":false,"properties":{"a":{"enum":["` + strings.Repeat("v", 120001) + `"]}},"required":["a"]}`, false},
+		{"long enum", `{"type":"object","additionalProperties":false,"properties":{"a":{"type":"string","enum":["` + strings.Repeat("v", 120001) + `"]}},"required":["a"]}`, false},
 	} {
 		if got := strictSchema(json.RawMessage(c.schema)); got != c.want {
 			t.Errorf("%s: strict %v, want %v", c.name, got, c.want)
 		}
 	}
 	// 5,001 schemas, none of them an enum: past the node bound.
-	wide := strings.ReplaceAll(strictWide(5001), `{"enum":["v"]}`, `{"type":"string"}`)
+	wide := strings.ReplaceAll(strictWide(5001), `{"type":"string","enum":["v"]}`, `{"type":"string"}`)
 	if strictSchema(json.RawMessage(wide)) {
 		t.Error("5,001 properties: strict")
 	}
-	if !strictSchema(json.RawMessage(strings.ReplaceAll(strictWide(4000), `{"enum":["v"]}`, `{"type":"string"}`))) {
+	if !strictSchema(json.RawMessage(strings.ReplaceAll(strictWide(4000), `{"type":"string","enum":["v"]}`, `{"type":"string"}`))) {
 		t.Error("4,000 properties: not strict")
 	}
 	// 5,001 schemas in one property's anyOf: past the node bound with one

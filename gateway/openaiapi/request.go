@@ -99,19 +99,6 @@ func (r *ChatRequest) EstimatePromptTokens() int {
 	return EstimateTokens(r.PromptBytes, r.MessageCount)
 }
 
-// HasFormat reports whether the request asks for a JSON answer: a
-// response_format whose type is not "text" (absent, null or "text" ask
-// for none, as RunInput reads them). A malformed one is none: it is left
-// as sent, for RunInput or a tunnel's provider to refuse.
-func (r *ChatRequest) HasFormat() bool {
-	rf, e := optObject(r.members, "response_format", "response_format")
-	if e != nil || rf == nil {
-		return false
-	}
-	typ, _, e := optString(rf, "type", "response_format.type")
-	return e == nil && typ != "" && typ != "text"
-}
-
 // RunSupported reports whether the request can be served as a normalized run
 // rather than a tunnel. A run yields exactly one choice, so n > 1 is refused
 // there (a tunnel passes n to the provider); and it carries no token log
