@@ -47,3 +47,19 @@ func TestPrefillTrailingWhitespaceRefused(t *testing.T) {
 		}
 	}
 }
+
+// A final assistant message whose text blocks are all empty is no
+// prefill, as an empty string content is not: its chat body drops it
+// (appendAssistant), so vLLM's continuation would continue the user's
+// turn, and thinking stays allowed with it.
+func TestPrefillEmptyTextBlocksNone(t *testing.T) {
+	for _, last := range []string{
+		`{"role":"assistant","content":[{"type":"text","text":""}]}`,
+		`{"role":"assistant","content":[{"type":"text","text":""},{"type":"text","text":""}]}`,
+	} {
+		r, e := ParseRequest([]byte(`{"model":"m","max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"x"},` + last + `]}`))
+		if e != nil || r.Prefill {
+			t.Errorf("%s: %+v %+v", last, e, r)
+		}
+	}
+}
