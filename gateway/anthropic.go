@@ -71,10 +71,12 @@ const maxRetryAfterSec = 3600
 // retryAfter is v, a Retry-After of the answer the pipeline wrote (an
 // upstream's, tunnelled as it came, or the edge's own), as the Messages
 // surface passes it on: delta-seconds (RFC 9110 §10.2.3) with more than
-// maxRetryAfterSec clamped to it, or an HTTP-date as it came; anything
-// else (empty, a negative or fractional number, words, a date in no form
-// HTTP knows) is "", no header.
-func retryAfter(v string) string {
+// maxRetryAfterSec clamped to it, or an HTTP-date as it came, unless it is
+// more than maxRetryAfterSec after now, when it is maxRetryAfterSec as
+// delta-seconds (a date is the same delay put another way); anything else
+// (empty, a negative or fractional number, words, a date in no form HTTP
+// knows) is "", no header.
+func retryAfter(v string, now time.Time) string {
 	if v == "" {
 		return ""
 	}
@@ -93,8 +95,12 @@ func retryAfter(v string) string {
 		}
 		return strconv.Itoa(n) // leading zeros gone
 	}
-	if _, err := http.ParseTime(v); err != nil {
+	t, err := http.ParseTime(v)
+	if err != nil {
 		return ""
+	}
+	if t.Sub(now) > maxRetryAfterSec*time.Second {
+		return strconv.Itoa(maxRetryAfterSec)
 	}
 	return v
 }
@@ -559,7 +565,7 @@ func (w *messagesWriter) finish() {
 		for _, k := range errorHeaders {
 			v := w.header.Get(k)
 			if k == "Retry-After" {
-				v = retryAfter(v)
+				v = retryAfter(v, time.Now())
 			}
 			if v != "" {
 				rw.Header().Set(k, v)

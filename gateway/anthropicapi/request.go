@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/iop-gateway/iop/gateway/openaiapi"
 )
@@ -241,6 +243,15 @@ func parse(body []byte, needMaxTokens bool) (*Request, *Error) {
 		// answer a thinking turn after text the model never thought for.
 		return nil, invalid("messages: a final assistant message (a prefill) cannot be used when thinking is enabled")
 	}
+	if r.Prefill && endsInSpace(r.messages[len(r.messages)-1].blocks) {
+		// Anthropic's API refuses it in these words. A server would not
+		// continue it either: a chat template that strips the message
+		// loses the space the continuation was to follow, and vLLM's
+		// continuation of a prefill of only whitespace finds nothing to
+		// continue (transformers' continue_final_message looks for the
+		// stripped text) and generates after the closed turn.
+		return nil, invalid("messages: final assistant content cannot end with trailing whitespace")
+	}
 	if raw, ok = field(obj, "output_config"); ok {
 		if r.effort, r.format, e = outputConfig(raw); e != nil {
 			return nil, e
@@ -462,6 +473,18 @@ func prefill(msgs []message) bool {
 		}
 	}
 	return text
+}
+
+// endsInSpace reports whether the text of blocks, their text blocks one
+// after another, ends in white space (unicode.IsSpace).
+func endsInSpace(blocks []block) bool {
+	for i := len(blocks) - 1; i >= 0; i-- {
+		if b := blocks[i]; b.typ == blockText && b.text != "" {
+			r, _ := utf8.DecodeLastRuneInString(b.text)
+			return unicode.IsSpace(r)
+		}
+	}
+	return false
 }
 
 // hasAnswer reports whether blocks hold more than thinking.

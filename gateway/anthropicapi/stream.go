@@ -3,6 +3,7 @@ package anthropicapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -236,16 +237,22 @@ func (s *StreamWriter) Chunk(data []byte) error {
 	// An error beside choices (OpenRouter's mid-stream error: the text
 	// that came with it, finish_reason "error") ends the stream with that
 	// error after the text, so nothing the model wrote is lost; a chunk
-	// of only an error (vLLM's, llama.cpp's) has no choice to convert.
+	// of only an error (vLLM's, llama.cpp's) has no choice to convert. A
+	// choice beside an error that cannot be converted does not hide the
+	// error: the stream ends with the upstream's error, not a 502.
+	failed := len(c.Error) > 0 && string(c.Error) != "null"
 	for _, ch := range c.Choices {
 		if ch.Index != 0 {
 			continue
 		}
 		if err := s.choice(ch); err != nil {
+			if failed && errors.Is(err, ErrMalformedUpstream) {
+				break
+			}
 			return err
 		}
 	}
-	if len(c.Error) > 0 && string(c.Error) != "null" {
+	if failed {
 		return s.Fail(FromOpenAIError(0, data))
 	}
 	return s.err
