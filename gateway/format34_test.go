@@ -59,12 +59,7 @@ func checkFormat34(t *testing.T, typ string, chat map[string]json.RawMessage, wa
 // the tool_choice; only Messages, iop's own translation, leaves it out
 // (TestMessagesFormatWithToolsByProviderKind).
 func TestChatFormatWithToolsByProviderKind(t *testing.T) {
-	for _, c := range []struct{ first, second, toolMode string }{
-		{"vllm", "openai_compat", ""}, {"openai_compat", "vllm", ""},
-		{"vllm", "openai_compat", "native"}, {"openai_compat", "vllm", "native"},
-		{"llamacpp", "openai_compat", ""}, {"openai_compat", "llamacpp", ""},
-		{"llamacpp", "openai_compat", "native"}, {"openai_compat", "llamacpp", "native"},
-	} {
+	for _, c := range formatFailoverPairs {
 		t.Run(c.first+"_then_"+c.second+"_"+c.toolMode, func(t *testing.T) {
 			first, second, e := thinkoffFailover(t, c.first, c.second, func(cfg *config.Edge) {
 				for i := range cfg.Nodes[0].Providers {

@@ -12,6 +12,16 @@ import (
 // formatTool is a tool a format request offers.
 var formatTool = anthropic.ToolUnionParam{OfTool: &anthropic.ToolParam{Name: "lookup", InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{}}}}
 
+// formatFailoverPairs are the failovers the format-beside-tools tests
+// run: vLLM and llama-server each before and after OpenAI
+// (openai_compat), on a run (tool_mode auto, "") and a tunnel (native).
+var formatFailoverPairs = []struct{ first, second, toolMode string }{
+	{"vllm", "openai_compat", ""}, {"openai_compat", "vllm", ""},
+	{"vllm", "openai_compat", "native"}, {"openai_compat", "vllm", "native"},
+	{"llamacpp", "openai_compat", ""}, {"openai_compat", "llamacpp", ""},
+	{"llamacpp", "openai_compat", "native"}, {"openai_compat", "llamacpp", "native"},
+}
+
 // A format with tools the model may call reaches vLLM and llama-server
 // without its response_format, whose constrained decoding would keep the
 // model from ever calling a tool with tool_choice auto (vllm-project/vllm
@@ -21,12 +31,7 @@ var formatTool = anthropic.ToolUnionParam{OfTool: &anthropic.ToolParam{Name: "lo
 // none vLLM and llama-server get the format. Streamed or not, on a run
 // (tool_mode auto) and on a tunnel (native).
 func TestMessagesFormatWithToolsByProviderKind(t *testing.T) {
-	for _, c := range []struct{ first, second, toolMode string }{
-		{"vllm", "openai_compat", ""}, {"openai_compat", "vllm", ""},
-		{"vllm", "openai_compat", "native"}, {"openai_compat", "vllm", "native"},
-		{"llamacpp", "openai_compat", ""}, {"openai_compat", "llamacpp", ""},
-		{"llamacpp", "openai_compat", "native"}, {"openai_compat", "llamacpp", "native"},
-	} {
+	for _, c := range formatFailoverPairs {
 		t.Run(c.first+"_then_"+c.second+"_"+c.toolMode, func(t *testing.T) {
 			first, second, e := thinkoffFailover(t, c.first, c.second, func(cfg *config.Edge) {
 				for i := range cfg.Nodes[0].Providers {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/iop-gateway/iop/internal/testredis"
+	"github.com/redis/go-redis/v9"
 )
 
 // cutProxy forwards loopback connections to a Redis. Armed by Cut(n), it
@@ -180,6 +181,19 @@ func (p *cutProxy) close() {
 	p.wg.Wait()
 }
 
+// openCutLedger is a ledger (edge "e", deadlineTimeout) on a fresh
+// redis-server reached through a cutProxy, and a client of that server
+// that does not go through the proxy.
+func openCutLedger(t *testing.T) (*Ledger, *cutProxy, *redis.Client) {
+	t.Helper()
+	rs := testredis.Start(t)
+	rdb := rs.Client(t)
+	p := newCutProxy(t, rs.Addr)
+	l := Open(Config{Address: p.addr(), TTL: time.Minute, Timeout: deadlineTimeout, EdgeID: "e"})
+	t.Cleanup(func() { _ = l.Close() })
+	return l, p, rdb
+}
+
 // A reply cut mid-way (the first bytes of Held's TIME reply read, the rest
 // held back) fails the call at its deadline, and its connection is not
 // used again: once the rest of that reply has reached the client, the
@@ -187,11 +201,7 @@ func (p *cutProxy) close() {
 // back in the pool would hand the rest of the TIME reply to the next call
 // as its own).
 func TestAReplyCutMidwayLeavesNoConnectionBehind(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
-	p := newCutProxy(t, rs.Addr)
-	l := Open(Config{Address: p.addr(), TTL: time.Minute, Timeout: deadlineTimeout, EdgeID: "e"})
-	t.Cleanup(func() { _ = l.Close() })
+	l, p, rdb := openCutLedger(t)
 	ctx := context.Background()
 	key := Key("n", "p")
 	takeN(t, l, key, 1)

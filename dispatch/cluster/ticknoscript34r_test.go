@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/iop-gateway/iop/internal/testredis"
 )
 
 // A tick whose renewal Redis answered NOSCRIPT (its script cache lost: a
@@ -20,11 +18,7 @@ import (
 // classed on its own replies alone, all answered, and NOSCRIPT made it
 // ErrRefused.
 func TestATickCutAfterANoScriptRenewalIsUnanswered(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
-	p := newCutProxy(t, rs.Addr)
-	l := Open(Config{Address: p.addr(), TTL: time.Minute, Timeout: deadlineTimeout, EdgeID: "e"})
-	t.Cleanup(func() { _ = l.Close() })
+	l, p, rdb := openCutLedger(t)
 	ctx := context.Background()
 	key := Key("n", "p")
 	held := map[string][]HeldLease{key: {{ID: takeN(t, l, key, 1)[0]}}}
