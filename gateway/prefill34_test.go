@@ -59,50 +59,39 @@ func vllmCompletion(content string) string {
 // members it does not know) gets none of them. Each gets the prefill as
 // the last message.
 func TestMessagesPrefillMembersByProviderKind(t *testing.T) {
-	for _, c := range []struct {
-		first, second string
-		tools         bool
-	}{
+	eachThinkoffFailover(t, []failoverCase{
 		{"vllm", "openai_compat", false}, {"openai_compat", "vllm", false},
 		{"llamacpp", "openai_compat", false}, {"openai_compat", "llamacpp", false},
 		{"vllm", "llamacpp", false}, {"llamacpp", "vllm", false},
 		{"vllm", "openai_compat", true}, {"openai_compat", "vllm", true},
 		{"llamacpp", "vllm", true},
-	} {
-		name := c.first + "_then_" + c.second
-		if c.tools {
-			name += "_tools"
+	}, func(t *testing.T, c failoverCase, first, second *upstream, an anthropic.Client) {
+		for _, stream := range []bool{false, true} {
+			sendMessage(t, an, prefillParams("m", c.tools), stream)
 		}
-		t.Run(name, func(t *testing.T) {
-			first, second, e := thinkoffFailover(t, c.first, c.second)
-			an := anClient(t, e, "")
-			for _, stream := range []bool{false, true} {
-				sendMessage(t, an, prefillParams("m", c.tools), stream)
+		eachFailoverChat(t, 2, first, second, c.first, c.second, func(typ string, chat map[string]json.RawMessage) {
+			if role, content := lastMessage(t, chat); role != "assistant" || content != prefillText {
+				t.Errorf("%s: last message %s %q", typ, role, content)
 			}
-			eachFailoverChat(t, 2, first, second, c.first, c.second, func(typ string, chat map[string]json.RawMessage) {
-				if role, content := lastMessage(t, chat); role != "assistant" || content != prefillText {
-					t.Errorf("%s: last message %s %q", typ, role, content)
+			agp, cfm, kwargs := string(chat["add_generation_prompt"]), string(chat["continue_final_message"]), string(chat["chat_template_kwargs"])
+			switch typ {
+			case "vllm":
+				if agp != "false" || cfm != "true" {
+					t.Errorf("vllm: add_generation_prompt %q, continue_final_message %q", agp, cfm)
 				}
-				agp, cfm, kwargs := string(chat["add_generation_prompt"]), string(chat["continue_final_message"]), string(chat["chat_template_kwargs"])
-				switch typ {
-				case "vllm":
-					if agp != "false" || cfm != "true" {
-						t.Errorf("vllm: add_generation_prompt %q, continue_final_message %q", agp, cfm)
-					}
-					jsonEqual(t, kwargs, `{"enable_thinking":false}`)
-				case "llamacpp":
-					if agp != "" || cfm != "" {
-						t.Errorf("llamacpp: add_generation_prompt %q, continue_final_message %q", agp, cfm)
-					}
-					jsonEqual(t, kwargs, `{"enable_thinking":false}`)
-				default:
-					if agp != "" || cfm != "" || kwargs != "" {
-						t.Errorf("%s: add_generation_prompt %q, continue_final_message %q, chat_template_kwargs %q", typ, agp, cfm, kwargs)
-					}
+				jsonEqual(t, kwargs, `{"enable_thinking":false}`)
+			case "llamacpp":
+				if agp != "" || cfm != "" {
+					t.Errorf("llamacpp: add_generation_prompt %q, continue_final_message %q", agp, cfm)
 				}
-			})
+				jsonEqual(t, kwargs, `{"enable_thinking":false}`)
+			default:
+				if agp != "" || cfm != "" || kwargs != "" {
+					t.Errorf("%s: add_generation_prompt %q, continue_final_message %q, chat_template_kwargs %q", typ, agp, cfm, kwargs)
+				}
+			}
 		})
-	}
+	})
 }
 
 // vllmPrefill imitates vLLM's chat completions on a prefill: both

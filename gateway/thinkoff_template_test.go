@@ -107,44 +107,57 @@ func thinkoffParams(tools bool) anthropic.MessageNewParams {
 // does not know) gets nothing new, in either order of a failover. Requests
 // with tools take the run path on these providers, and get the same.
 func TestThinkingOffTemplateFollowsFailover(t *testing.T) {
-	for _, c := range []struct {
-		first, second string
-		tools         bool
-	}{
+	eachThinkoffFailover(t, []failoverCase{
 		{"vllm", "openai_compat", false},
 		{"openai_compat", "vllm", false},
 		{"llamacpp", "openai_compat", false},
 		{"openai_compat", "llamacpp", false},
 		{"vllm", "openai_compat", true},
 		{"openai_compat", "vllm", true},
-	} {
+	}, func(t *testing.T, c failoverCase, first, second *upstream, an anthropic.Client) {
+		msg, err := an.Messages.New(ctxT(t), thinkoffParams(c.tools))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msg.Content) != 1 || msg.Content[0].Text != "Hello! How can I help you today?" {
+			t.Fatalf("answer %+v", msg.Content)
+		}
+		eachFailoverChat(t, 1, first, second, c.first, c.second, func(typ string, chat map[string]json.RawMessage) {
+			got, ok := chat["chat_template_kwargs"]
+			if typ == "openai_compat" {
+				if ok {
+					t.Errorf("openai_compat got chat_template_kwargs %s", got)
+				}
+			} else if string(got) != thinkoffKwargs {
+				t.Errorf("%s got chat_template_kwargs %q, want %s", typ, got, thinkoffKwargs)
+			}
+			if _, ok := chat["reasoning_effort"]; ok {
+				t.Errorf("%s got reasoning_effort", typ)
+			}
+		})
+	})
+}
+
+// failoverCase is a failover from a provider of type first to one of type
+// second, the request offering tools or not.
+type failoverCase struct {
+	first, second string
+	tools         bool
+}
+
+// eachThinkoffFailover runs f in a subtest per case, against a
+// thinkoffFailover stack of the case's two provider types and a Messages
+// client of its edge.
+func eachThinkoffFailover(t *testing.T, cases []failoverCase, f func(t *testing.T, c failoverCase, first, second *upstream, an anthropic.Client)) {
+	t.Helper()
+	for _, c := range cases {
 		name := c.first + "_then_" + c.second
 		if c.tools {
 			name += "_tools"
 		}
 		t.Run(name, func(t *testing.T) {
 			first, second, e := thinkoffFailover(t, c.first, c.second)
-			an := anClient(t, e, "")
-			msg, err := an.Messages.New(ctxT(t), thinkoffParams(c.tools))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(msg.Content) != 1 || msg.Content[0].Text != "Hello! How can I help you today?" {
-				t.Fatalf("answer %+v", msg.Content)
-			}
-			eachFailoverChat(t, 1, first, second, c.first, c.second, func(typ string, chat map[string]json.RawMessage) {
-				got, ok := chat["chat_template_kwargs"]
-				if typ == "openai_compat" {
-					if ok {
-						t.Errorf("openai_compat got chat_template_kwargs %s", got)
-					}
-				} else if string(got) != thinkoffKwargs {
-					t.Errorf("%s got chat_template_kwargs %q, want %s", typ, got, thinkoffKwargs)
-				}
-				if _, ok := chat["reasoning_effort"]; ok {
-					t.Errorf("%s got reasoning_effort", typ)
-				}
-			})
+			f(t, c, first, second, anClient(t, e, ""))
 		})
 	}
 }
