@@ -34,10 +34,11 @@ func TestMessagesErrorDocumentRetryAfter(t *testing.T) {
 			writeJSON(w, http.StatusOK, a.body)
 			return
 		}
-		// As vLLM's server streams an error: its error chunk, then [DONE].
+		// As vLLM's server streams an error: its error chunk, then [DONE];
+		// a chunk after the error (a broken upstream) reaches no one.
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write([]byte("data: " + a.body + "\n\ndata: [DONE]\n\n"))
+		_, _ = w.Write([]byte("data: " + a.body + "\n\n" + `data: {"choices":[{"index":0,"delta":{"content":"late"}}]}` + "\n\ndata: [DONE]\n\n"))
 	})
 	s := tunnelStack(t, u)
 	const limited = `{"error":{"message":"Rate limit reached","type":"rate_limit_error","param":null,"code":"rate_limit_exceeded"}}`
@@ -68,11 +69,12 @@ func TestMessagesErrorDocumentRetryAfter(t *testing.T) {
 				_ = json.Unmarshal(r.Body, &env)
 				got, has := r.Header["Retry-After"]
 				if r.Status != c.wantStatus || env.Error.Type != c.wantType || (c.want == "") == has || (has && (len(got) != 1 || got[0] != c.want)) ||
-					strings.Contains(string(r.Body), "event:") {
+					strings.Contains(string(r.Body), "event:") || strings.Contains(string(r.Body), "late") {
 					t.Errorf("%s Retry-After %q, sse %v, stream %s: %d %s, Retry-After %q; want %d %s, Retry-After %q",
 						c.body, c.retry, sse, stream, r.Status, r.Body, got, c.wantStatus, c.wantType, c.want)
 				}
 			}
 		}
 	}
+	waitReleased(t, s.Edge, "vllm-main")
 }
