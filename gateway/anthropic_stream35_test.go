@@ -26,7 +26,9 @@ func TestMessagesStreamFirstEventErrorAnswered35(t *testing.T) {
 	}
 	mw.finish()
 	res := rec.Result()
-	var env struct{ Error struct{ Type, Message string } }
+	var env struct {
+		Error struct{ Type, Message string }
+	}
 	if res.StatusCode != 429 || res.Header.Get("Retry-After") != "9" || json.Unmarshal(rec.Body.Bytes(), &env) != nil ||
 		env.Error.Type != "rate_limit_error" || strings.Contains(rec.Body.String(), "late") {
 		t.Fatalf("%d, Retry-After %q: %s", res.StatusCode, res.Header.Get("Retry-After"), rec.Body)
