@@ -379,6 +379,11 @@ func (w *messagesWriter) newStreamWriter() *anthropicapi.StreamWriter {
 
 func (w *messagesWriter) Write(p []byte) (int, error) {
 	w.WriteHeaderNow()
+	if w.direct {
+		// Answered already (a stream's first event was an error, see
+		// event): the rest of the upstream's stream is dropped.
+		return len(p), nil
+	}
 	if !w.streaming() || w.wholeAnswer() {
 		if w.held.Len()+len(p) > maxHeldMessage {
 			w.overflow = true
@@ -405,6 +410,10 @@ func (w *messagesWriter) Write(p []byte) (int, error) {
 		ev := w.pending[:i]
 		if err := w.event(ev); err != nil {
 			return 0, err
+		}
+		if w.direct {
+			w.pending, w.scanned = nil, 0
+			return len(p), nil
 		}
 		if !w.pinged && w.sw.Started() && !w.sw.Done() {
 			// One ping early in the stream, as Anthropic's API sends.
@@ -463,6 +472,19 @@ func (w *messagesWriter) event(ev []byte) error {
 	if bytes.Equal(data, []byte("[DONE]")) {
 		return w.sw.Finish()
 	}
+	if !w.sw.Started() {
+		// A stream whose first event is the upstream's error document (no
+		// choice beside it: vLLM's and llama.cpp's error chunk): nothing
+		// has reached the client, so it is answered as a whole answer's
+		// error document is, an error status with the upstream's
+		// Retry-After, which an SDK retries by, rather than a stream of
+		// one error event under a 200 it would not retry.
+		if e, ok := anthropicapi.UpstreamError(data); ok {
+			w.direct = true
+			w.writeUpstreamError(e)
+			return nil
+		}
+	}
 	return w.sw.Chunk(data)
 }
 
@@ -479,7 +501,7 @@ func (w *messagesWriter) event(ev []byte) error {
 // before that would commit the response without the stream's headers
 // (text/plain, no request-id).
 func (w *messagesWriter) Flush() {
-	if w.sw == nil {
+	if w.sw == nil || w.direct {
 		return
 	}
 	if !w.sw.Started() {
@@ -531,9 +553,36 @@ var errHeldTooLarge = errors.New("gateway: answer too large to convert")
 func (w *messagesWriter) upstreamError() bool {
 	e, ok := anthropicapi.UpstreamError(w.held.Bytes())
 	if ok {
-		anthropicapi.WriteError(w.ResponseWriter, w.requestID, e)
+		w.writeUpstreamError(e)
 	}
 	return ok
+}
+
+// writeUpstreamError answers e, an upstream's error document that came
+// with a success status, as an error status would have been answered:
+// with the upstream's Retry-After (validated by retryAfter), which an
+// upstream that is rate limiting or overloaded sends beside it whatever
+// its status. Only Retry-After: the other errorHeader, Accept-Encoding,
+// means something only beside a 415.
+func (w *messagesWriter) writeUpstreamError(e *anthropicapi.Error) {
+	w.passHeaders("Retry-After")
+	anthropicapi.WriteError(w.ResponseWriter, w.requestID, e)
+}
+
+// passHeaders sets the pipeline's headers named (canonical names) on the
+// real writer, a Retry-After as retryAfter passes it on; an absent or
+// refused one is not set.
+func (w *messagesWriter) passHeaders(names ...string) {
+	h := w.ResponseWriter.Header()
+	for _, k := range names {
+		v := w.header.Get(k)
+		if k == "Retry-After" {
+			v = retryAfter(v, time.Now())
+		}
+		if v != "" {
+			h.Set(k, v)
+		}
+	}
 }
 
 // finish renders what was held: an error in Anthropic's shape, or the
@@ -562,15 +611,7 @@ func (w *messagesWriter) finish() {
 		// Nothing was answered (the client left before): nothing to send.
 	case w.Status() >= 400:
 		e := anthropicapi.FromOpenAIError(w.Status(), w.held.Bytes())
-		for _, k := range errorHeaders {
-			v := w.header.Get(k)
-			if k == "Retry-After" {
-				v = retryAfter(v, time.Now())
-			}
-			if v != "" {
-				rw.Header().Set(k, v)
-			}
-		}
+		w.passHeaders(errorHeaders[:]...)
 		anthropicapi.WriteError(rw, w.requestID, e)
 	case w.req == nil || w.overflow:
 		anthropicapi.WriteError(rw, w.requestID, anthropicapi.NewError(http.StatusBadGateway, "The provider's answer could not be converted."))

@@ -12,9 +12,11 @@ import (
 )
 
 // strictTools are two tools as an Anthropic SDK sends them, the first with
-// strict tool use on.
+// strict tool use on; their schema meets OpenAI's strict mode, so strict
+// is sent as asked.
 func strictTools() []anthropic.ToolUnionParam {
-	schema := anthropic.ToolInputSchemaParam{Properties: map[string]any{"q": map[string]any{"type": "string"}}}
+	schema := anthropic.ToolInputSchemaParam{Properties: map[string]any{"q": map[string]any{"type": "string"}},
+		Required: []string{"q"}, ExtraFields: map[string]any{"additionalProperties": false}}
 	return []anthropic.ToolUnionParam{
 		{OfTool: &anthropic.ToolParam{Name: "lookup", InputSchema: schema, Strict: param.NewOpt(true)}},
 		{OfTool: &anthropic.ToolParam{Name: "other", InputSchema: schema}},

@@ -3,6 +3,8 @@ package anthropicapi
 import (
 	"bytes"
 	"encoding/json"
+	"math"
+	"strconv"
 	"strings"
 )
 
@@ -188,7 +190,9 @@ var strictKeywords = map[string]bool{
 // keyword is one strict mode takes (strictKeywords); every schema has a
 // type strict mode knows (strictTypes), or is an anyOf or a $ref ("schema
 // must have a 'type' key"); a format is one strict mode knows
-// (strictFormats); a $ref stands alone (no sibling keyword) and names a
+// (strictFormats); a pattern has no lookaround or backreference
+// (strictPattern); each enum or const value is of the schema's type
+// (valueTyped); a $ref stands alone (no sibling keyword) and names a
 // schema within this one; and OpenAI's size bounds hold (maxStrictDepth
 // and the rest). Anthropic's
 // structured outputs take optional properties, which is what strict mode
@@ -235,7 +239,12 @@ func (w *strictWalk) schema(v any, depth int) bool {
 			return false
 		}
 	}
-	if !w.values(s["enum"], s["const"]) || !w.object(s, depth) {
+	if p, ok := s["pattern"]; ok {
+		if re, ok := p.(string); !ok || !strictPattern(re) {
+			return false
+		}
+	}
+	if !w.values(s) || !w.object(s, depth) {
 		return false
 	}
 	for _, defs := range []any{s["$defs"], s["definitions"]} {
@@ -315,8 +324,10 @@ func (w *strictWalk) named(v any, depth int) bool {
 	return true
 }
 
-// values counts an enum's values and a const's toward OpenAI's bounds.
-func (w *strictWalk) values(enum, konst any) bool {
+// values checks schema s's enum and const: each value of a type s's type
+// names (valueTyped), and counted toward OpenAI's bounds.
+func (w *strictWalk) values(s map[string]any) bool {
+	enum, konst := s["enum"], s["const"]
 	if enum != nil {
 		list, ok := enum.([]any)
 		if !ok {
@@ -327,16 +338,94 @@ func (w *strictWalk) values(enum, konst any) bool {
 		}
 		own := 0
 		for _, e := range list {
+			if !valueTyped(e, s["type"]) {
+				return false
+			}
 			own += valueChars(e)
 		}
 		if w.chars += own; len(list) > maxStrictLongEnum && own > maxStrictEnumChars {
 			return false
 		}
 	}
-	if konst != nil {
+	if _, ok := s["const"]; ok {
+		// A const of null is a const too (s["const"] is nil for it).
+		if !valueTyped(konst, s["type"]) {
+			return false
+		}
 		w.chars += valueChars(konst)
 	}
 	return w.chars <= maxStrictChars
+}
+
+// valueTyped reports whether v, an enum or const value, is of a type typ
+// (a schema's type: a name or a list) names: a string of "string", a
+// number of "number" (an integral one of "integer" too, 1.0 as JSON Schema
+// counts it), a boolean of "boolean", null of "null". A value of no type
+// named is one no answer can take: the schema's type and its enum
+// disagree, and a constrained decoder has nothing to write; an object or
+// array value, or a schema without a type (an anyOf beside an enum), is
+// not taken as strict either.
+func valueTyped(v, typ any) bool {
+	switch x := v.(type) {
+	case string:
+		return typeIncludes(typ, "string")
+	case bool:
+		return typeIncludes(typ, "boolean")
+	case nil:
+		return typeIncludes(typ, "null")
+	case json.Number:
+		if typeIncludes(typ, "number") {
+			return true
+		}
+		f, err := strconv.ParseFloat(x.String(), 64)
+		return err == nil && !math.IsInf(f, 0) && f == math.Trunc(f) && typeIncludes(typ, "integer")
+	}
+	return false
+}
+
+// strictPattern reports whether re, a schema's pattern, is a regular
+// expression strict mode takes. OpenAI documents pattern as supported
+// without naming a dialect, and refuses a lookaround ((?=, (?!, (?<=,
+// (?<!: "Invalid JSON schema: regex lookaround is not supported"); a
+// backreference (\1 to \9, \k<name>, (?P=name)) is refused too: no
+// regular grammar, which constrained decoding compiles a pattern to, can
+// hold a value to one. What is escaped (\( is a parenthesis) or in a
+// character class ([(?=] is three characters) is neither. One pass over
+// re: its length is bounded by the request's.
+func strictPattern(re string) bool {
+	class := false
+	for i := 0; i < len(re); i++ {
+		c := re[i]
+		switch {
+		case c == '\\':
+			if i+1 < len(re) && !class {
+				if n := re[i+1]; n >= '1' && n <= '9' || n == 'k' {
+					return false
+				}
+			}
+			i++ // the escaped character is a literal
+		case class:
+			class = c != ']'
+		case c == '[':
+			class = true
+			// A ']' first in a class (after a '^') is one of its
+			// characters, as Python's re reads it.
+			if i+1 < len(re) && re[i+1] == '^' {
+				i++
+			}
+			if i+1 < len(re) && re[i+1] == ']' {
+				i++
+			}
+		case c == '(':
+			rest := re[i:]
+			for _, look := range [...]string{"(?=", "(?!", "(?<=", "(?<!", "(?P="} {
+				if strings.HasPrefix(rest, look) {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // valueChars is the length an enum or const value counts: a string's own,

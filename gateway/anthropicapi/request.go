@@ -126,9 +126,15 @@ type tool struct {
 	name, description string
 	schema            json.RawMessage // a compact JSON object
 	// strict is the tool's "strict": true (Anthropic's strict tool use:
-	// inputs constrained to the schema), sent as OpenAI's function.strict.
-	// Absent, null and false are all false: nothing is sent, OpenAI's
-	// default.
+	// inputs constrained to the schema), sent as OpenAI's function.strict
+	// when the schema meets OpenAI's strict mode (strictSchema): OpenAI
+	// holds a strict function's parameters to the same rules as a strict
+	// response_format and refuses the whole request (400
+	// invalid_function_parameters) for a schema outside them, an optional
+	// property say, which Anthropic takes. Such a tool goes without strict
+	// (the model is asked for the schema, not held to it), as a format
+	// does. Absent, null and false are all false: nothing is sent,
+	// OpenAI's default.
 	strict bool
 }
 
@@ -838,6 +844,8 @@ func tools(raw json.RawMessage) ([]tool, *Error) {
 			if t.strict, e = boolean(rawStrict, path+".strict"); e != nil {
 				return nil, e
 			}
+			// Walked only when asked for: most tools are not strict.
+			t.strict = t.strict && strictSchema(t.schema)
 		}
 		out = append(out, t)
 	}

@@ -114,6 +114,7 @@ func FuzzStrictSchema34r(f *testing.F) {
 		strictNested(3), strictWide(3), strict34rEnum(3, 4, 1),
 		strict34rObject(`{"$ref":"#/$defs/a~1b~0c"}`), strict34rObject(`{"anyOf":[{"type":"string"},{"$ref":"#"}]}`),
 		strict34rObject(`{"type":["string","null"],"format":"date"}`), `{"type":"object"}`, `[]`, `{`,
+		strict34rObject(`{"type":"string","pattern":"^[^]\\(?=](a)\\1(?<!b)\\"}`), strict34rObject(`{"type":["integer","null"],"enum":[1,2.0,null],"const":3}`),
 	} {
 		f.Add([]byte(s))
 	}

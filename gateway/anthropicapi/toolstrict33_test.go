@@ -16,7 +16,7 @@ func TestToolStrictRendered(t *testing.T) {
 		{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":""},{"type":"text","text":"b"}]},
 		{"role":"user","content":"c"}],
 	"tools":[
-		{"name":"s","input_schema":{"type":"object"},"strict":true},
+		{"name":"s","input_schema":{"type":"object","additionalProperties":false},"strict":true},
 		{"name":"f","input_schema":{"type":"object"},"strict":false},
 		{"name":"n","input_schema":{"type":"object"},"strict":null},
 		{"name":"a","input_schema":{"type":"object"}}]}`
