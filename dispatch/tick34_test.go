@@ -5,9 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/iop-gateway/iop/dispatch/cluster"
 	"github.com/iop-gateway/iop/dispatch/cluster/clustertest"
 	"github.com/iop-gateway/iop/internal/testredis"
 )
@@ -21,16 +18,8 @@ import (
 func TestARenewalTickKeepsToOneDeadline(t *testing.T) {
 	const timeout, pause = time.Second, 700 * time.Millisecond
 	rs := testredis.Start(t)
-	f := closedLedgerFixture(t, oneProviderCfg(t, 1), cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: timeout, EdgeID: "e1"}, Options{})
-	f.up("n")
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
+	f, rdb, _ := liveClusterEdge(t, oneProviderCfg(t, 1), rs, rs.Addr, timeout)
 	ctx := context.Background()
-	// The loop's first liveness mark is its last call for TTL/3 (20 s):
-	// the hook below is added while no call runs.
-	waitFor(t, "the edge marked live", func() bool { return rdb.Exists(ctx, "iop:edge:e1").Val() == 1 })
-	l := mustAcquire(t, f.d, Request{Model: "m"})
-	defer l.Release(ReasonCompleted)
 	// Unpaused, it loads the scripts and warms the pool.
 	if again, _ := f.d.renewLeases(renewOutcome{}); !again.IsZero() {
 		t.Fatal("the unpaused renewal failed")
