@@ -54,19 +54,10 @@ func TestTheClusterStatusIsOneRoundTrip(t *testing.T) {
 	if st := f.d.Cluster(ctx); st == nil || !st.Reachable {
 		t.Fatalf("unpaused status: %+v", st)
 	}
-	p := clustertest.NewPauser(t, rdb)
-	f.d.ledger.Client().AddHook(p)
-	status := func(ms int64) (*ClusterStatus, time.Duration, int64) {
-		p.Trips.Store(0)
-		p.MS.Store(ms)
-		start := time.Now()
-		st := f.d.Cluster(ctx)
-		took := time.Since(start)
-		p.MS.Store(0)
-		if err := rdb.Ping(ctx).Err(); err != nil { // the last pause has ended
-			t.Fatal(err)
-		}
-		return st, took, p.Trips.Load()
+	held := pausedCalls(t, f, rdb)
+	status := func(ms int64) (st *ClusterStatus, took time.Duration, trips int64) {
+		took, trips = held(ms, func() { st = f.d.Cluster(ctx) })
+		return st, took, trips
 	}
 	st, took, trips := status(pause.Milliseconds())
 	t.Logf("status: %v, %d round trips", took, trips)
@@ -123,5 +114,27 @@ func awaitFirstTick(t *testing.T, rdb *redis.Client) {
 	waitFor(t, "the edge marked live", func() bool { return rdb.Exists(ctx, "iop:edge:e1").Val() == 1 })
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// pausedCalls adds a pauser (through rdb) to f's ledger and returns a
+// func that runs call with each round trip of the ledger held ms, and
+// reports how long call took and its round trips, once the last pause
+// has ended.
+func pausedCalls(t *testing.T, f *fixture, rdb *redis.Client) func(ms int64, call func()) (time.Duration, int64) {
+	t.Helper()
+	p := clustertest.NewPauser(t, rdb)
+	f.d.ledger.Client().AddHook(p)
+	return func(ms int64, call func()) (time.Duration, int64) {
+		p.Trips.Store(0)
+		p.MS.Store(ms)
+		start := time.Now()
+		call()
+		took := time.Since(start)
+		p.MS.Store(0)
+		if err := rdb.Ping(context.Background()).Err(); err != nil { // the last pause has ended
+			t.Fatal(err)
+		}
+		return took, p.Trips.Load()
 	}
 }
