@@ -29,6 +29,16 @@ func newBudgetProxy(t *testing.T, target string) *budgetProxy {
 	t.Helper()
 	p := &budgetProxy{}
 	p.budget.Store(-1)
+	p.addr = replyProxy(t, target, p.take)
+	return p
+}
+
+// replyProxy is a loopback proxy in front of the Redis at target that
+// passes every command on and, of each chunk of n bytes Redis answers,
+// the first pass(n) (at most n), throwing the rest away. It returns the
+// proxy's address.
+func replyProxy(t *testing.T, target string, pass func(n int) int) string {
+	t.Helper()
 	ln := listenProxy(t, target, func(c, s net.Conn) {
 		// Owner: the proxy. Stops when either side closes.
 		go func() {
@@ -41,7 +51,7 @@ func newBudgetProxy(t *testing.T, target string) *budgetProxy {
 			buf := make([]byte, 32<<10)
 			for {
 				n, err := s.Read(buf)
-				if k := p.take(n); k > 0 {
+				if k := pass(n); k > 0 {
 					if _, werr := c.Write(buf[:k]); werr != nil {
 						break
 					}
@@ -54,11 +64,10 @@ func newBudgetProxy(t *testing.T, target string) *budgetProxy {
 			_ = c.Close()
 		}()
 	})
-	p.addr = ln.Addr().String()
 	// The connections' copiers end when the ledger is closed (an earlier
 	// cleanup) or redis-server stops (a later one).
 	t.Cleanup(func() { _ = ln.Close() })
-	return p
+	return ln.Addr().String()
 }
 
 // take spends up to n bytes of the budget and reports how many pass.
