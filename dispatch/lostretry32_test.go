@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -25,13 +26,22 @@ func shortLostRetry(t *testing.T, d time.Duration) {
 
 // observedLedger is a cluster fixture on the Redis at addr (leases of a
 // minute, a 1 s timeout, node n with provider p of capacity 1) whose logs
-// are observed.
+// are observed; when a Redis answers there, once the cluster loop's
+// first tick has been answered (awaitFirstTick).
 func observedLedger(t *testing.T, addr string) (*fixture, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
+	live := preloadTick(t, addr)
 	f := closedLedgerFixture(t, oneProviderCfg(t, 1),
 		cluster.Config{Address: addr, TTL: time.Minute, Timeout: time.Second, EdgeID: "e1"},
 		Options{Logger: zap.New(core)})
+	if live {
+		// The loop's first tick, at its start, must not meet the
+		// outages and refusals the tests make.
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		defer rdb.Close()
+		awaitFirstTick(t, rdb)
+	}
 	return f, logs
 }
 
@@ -159,7 +169,8 @@ func TestRenewalRecoveryTellsOfBothOutageAndRefusals(t *testing.T) {
 	}{{"outage then refusals", false}, {"refusals then outage", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := testredis.Start(t)
-			// Renewals every 20 s: the loop's own do not run meanwhile.
+			// Renewals every 20 s: the loop's own do not run meanwhile (its
+			// first was answered: observedLedger).
 			f, logs := observedLedger(t, rs.Addr)
 			outage := func(last renewOutcome) renewOutcome {
 				rs.Stop()

@@ -65,11 +65,14 @@ func evalFailures(t *testing.T, rdb *redis.Client) (calls, failed int64) {
 // as long as Redis stayed full.
 func TestARefusedTakesReturnIsPlain(t *testing.T) {
 	rs := testredis.Start(t)
-	// A TTL of a minute: no renewal tick runs a script meanwhile.
+	// A TTL of a minute: no renewal tick runs a script meanwhile, once
+	// the loop's first has been answered.
+	preloadTick(t, rs.Addr)
 	f := closedLedgerFixture(t, oneProviderCfg(t, 1), cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: 2 * time.Second, EdgeID: "e1"}, Options{})
 	f.up("n")
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	defer rdb.Close()
+	awaitFirstTick(t, rdb)
 	// A take and its return load their scripts: the ones below run by
 	// their hash at once (a NOSCRIPT counts as a failed call).
 	mustAcquire(t, f.d, Request{Model: "m"}).Release(ReasonCompleted)

@@ -165,7 +165,8 @@ func TestReturnerRefusalsFollowTheLedgersIntervalBetweenTicks(t *testing.T) {
 // one of its own, not the first one going on (told at debug level).
 func TestRenewalOutageAfterRefusalsAfterAnOutageIsWarned(t *testing.T) {
 	rs := testredis.Start(t)
-	// Renewals every 20 s: the loop's own do not run meanwhile.
+	// Renewals every 20 s: the loop's own do not run meanwhile (its
+	// first was answered: observedLedger).
 	f, logs := observedLedger(t, rs.Addr)
 	var out renewOutcome
 	rs.Stop()

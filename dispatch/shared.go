@@ -99,7 +99,6 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 	freed := sub.Channel()
 	renew := time.NewTicker(ttl / 3)
 	defer renew.Stop()
-	_ = d.ledger.Alive(d.ctx)
 	retry := time.NewTicker(retryRemoteFull)
 	defer retry.Stop()
 	// renewAgain is set while the last renewal failed (renewed says
@@ -112,6 +111,12 @@ func (d *Dispatcher) clusterLoop(ttl time.Duration) {
 	// The grants and renewals refused after their kind's last warning
 	// are told at shutdown, as the returner tells its refused returns.
 	defer d.ledger.FlushAllRefusals(d.log)
+	// The first tick at once, not TTL/3 after the start: take.lua lets
+	// other edges' takes yield to this edge's waiters only while its
+	// liveness key lives, and the tick sets it (with the renewals and the
+	// pending figures, one round trip). One that fails is tried again on
+	// the retry tick, as any failed renewal, not TTL/3 later.
+	renewAgain, renewed = d.renewLeases(renewed)
 	for {
 		select {
 		case <-d.ctx.Done():
@@ -177,10 +182,17 @@ func (d *Dispatcher) renewLeases(last renewOutcome) (time.Time, renewOutcome) {
 		d.readd(res.Missing, leases)
 	}
 	// The liveness mark tells whether Redis answers when there was
-	// nothing to renew.
-	err := res.Renew
-	if err == nil {
+	// nothing to renew. A part unanswered makes the tick an outage, also
+	// after renewals Redis refused: the round trip's rest went
+	// unanswered, and an outage is told at once, not at the next tick.
+	err, refused := res.Renew, false
+	switch {
+	case err == nil:
 		err = res.Alive
+	case d.ctx.Err() == nil && errors.Is(res.Alive, cluster.ErrUnavailable) && !errors.Is(err, cluster.ErrUnavailable):
+		// Renewals refused, the liveness mark's reply lost.
+		d.ledger.NoteRefused(d.log, cluster.RefusedRenew, err)
+		err, refused = res.Alive, true
 	}
 	if err != nil {
 		again := time.Now().Add(ledgerBackoff)
@@ -200,7 +212,7 @@ func (d *Dispatcher) renewLeases(last renewOutcome) (time.Time, renewOutcome) {
 			// this is an outage of its own.
 			d.log.Warn("cluster lease renewal failed", zap.Error(err))
 		}
-		return again, renewOutcome{last: renewUnanswered, unanswered: true, refused: last.refused}
+		return again, renewOutcome{last: renewUnanswered, unanswered: true, refused: last.refused || refused}
 	}
 	if last.unanswered {
 		d.log.Info("cluster lease renewal answers again")
@@ -639,20 +651,20 @@ type ClusterStatus struct {
 	Pending map[string]int `json:"pending,omitempty"`
 }
 
-// Cluster returns the cluster's status, or nil without a ledger.
+// Cluster returns the cluster's status, or nil without a ledger: one
+// call of the ledger (cluster.Ledger.Status, one round trip) under one
+// deadline, cluster.redis.timeout_ms, however many resources and edges
+// there are to read.
 func (d *Dispatcher) Cluster(ctx context.Context) *ClusterStatus {
 	if d.ledger == nil {
 		return nil
 	}
-	held, err := d.ClusterHeld(ctx)
+	keys, names := d.ledgerKeys()
+	held, pending, err := d.ledger.Status(ctx, keys)
 	if err != nil {
 		return &ClusterStatus{}
 	}
-	pending, err := d.ledger.Pending(ctx)
-	if err != nil {
-		return &ClusterStatus{}
-	}
-	return &ClusterStatus{Reachable: true, InFlight: held, Pending: pending}
+	return &ClusterStatus{Reachable: true, InFlight: byName(held, names), Pending: pending}
 }
 
 // ClusterHeld is the number of leases the whole cluster holds on each
@@ -661,21 +673,33 @@ func (d *Dispatcher) ClusterHeld(ctx context.Context) (map[string]int, error) {
 	if d.ledger == nil {
 		return nil, nil
 	}
+	keys, names := d.ledgerKeys()
+	held, err := d.ledger.Held(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	return byName(held, names), nil
+}
+
+// ledgerKeys lists the ledger keys of the resources, and their names
+// ("node/provider") by key.
+func (d *Dispatcher) ledgerKeys() ([]string, map[string]string) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	keys := make([]string, 0, len(d.resources))
 	names := make(map[string]string, len(d.resources))
 	for k, r := range d.resources {
 		keys = append(keys, r.ledgerKey)
 		names[r.ledgerKey] = k.node + "/" + k.provider
 	}
-	d.mu.Unlock()
-	held, err := d.ledger.Held(ctx, keys)
-	if err != nil {
-		return nil, err
-	}
+	return keys, names
+}
+
+// byName maps counts by ledger key to counts by name.
+func byName(held map[string]int, names map[string]string) map[string]int {
 	out := make(map[string]int, len(held))
 	for k, n := range held {
 		out[names[k]] = n
 	}
-	return out, nil
+	return out
 }

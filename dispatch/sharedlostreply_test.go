@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -22,41 +21,17 @@ import (
 type replyDropper struct {
 	addr string
 	drop atomic.Bool
-	ln   net.Listener
 }
 
 func newReplyDropper(t *testing.T, target string) *replyDropper {
 	t.Helper()
 	p := &replyDropper{}
-	p.ln = listenProxy(t, target, func(c, s net.Conn) {
-		// Owner: the proxy. Stops when either side closes.
-		go func() {
-			_, _ = io.Copy(s, c)
-			_ = s.Close()
-			_ = c.Close()
-		}()
-		// Owner: the proxy. Stops when either side closes.
-		go func() {
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := s.Read(buf)
-				if n > 0 && !p.drop.Load() {
-					if _, werr := c.Write(buf[:n]); werr != nil {
-						break
-					}
-				}
-				if err != nil {
-					break
-				}
-			}
-			_ = s.Close()
-			_ = c.Close()
-		}()
+	p.addr = replyProxy(t, target, func(n int) int {
+		if p.drop.Load() {
+			return 0
+		}
+		return n
 	})
-	p.addr = p.ln.Addr().String()
-	// The connections' copiers end when the ledger is closed (an earlier
-	// cleanup) or redis-server stops (a later one).
-	t.Cleanup(func() { _ = p.ln.Close() })
 	return p
 }
 

@@ -1,14 +1,9 @@
 package dispatch
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/iop-gateway/iop/dispatch/cluster"
-	"github.com/iop-gateway/iop/dispatch/cluster/clustertest"
 	"github.com/iop-gateway/iop/internal/testredis"
 )
 
@@ -21,32 +16,14 @@ import (
 func TestARenewalTickKeepsToOneDeadline(t *testing.T) {
 	const timeout, pause = time.Second, 700 * time.Millisecond
 	rs := testredis.Start(t)
-	f := closedLedgerFixture(t, oneProviderCfg(t, 1), cluster.Config{Address: rs.Addr, TTL: time.Minute, Timeout: timeout, EdgeID: "e1"}, Options{})
-	f.up("n")
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rdb.Close()
-	ctx := context.Background()
-	// The loop's first liveness mark is its last call for TTL/3 (20 s):
-	// the hook below is added while no call runs.
-	waitFor(t, "the edge marked live", func() bool { return rdb.Exists(ctx, "iop:edge:e1").Val() == 1 })
-	l := mustAcquire(t, f.d, Request{Model: "m"})
-	defer l.Release(ReasonCompleted)
+	f, rdb, _ := liveClusterEdge(t, oneProviderCfg(t, 1), rs, rs.Addr, timeout)
 	// Unpaused, it loads the scripts and warms the pool.
 	if again, _ := f.d.renewLeases(renewOutcome{}); !again.IsZero() {
 		t.Fatal("the unpaused renewal failed")
 	}
-	p := clustertest.NewPauser(t, rdb)
-	f.d.ledger.Client().AddHook(p)
-	p.MS.Store(pause.Milliseconds())
-	start := time.Now()
-	_, _ = f.d.renewLeases(renewOutcome{})
-	took := time.Since(start)
-	p.MS.Store(0)
-	if err := rdb.Ping(ctx).Err(); err != nil { // the last pause has ended
-		t.Fatal(err)
-	}
-	t.Logf("renewal tick: %v, %d round trips", took, p.Trips.Load())
-	if n := p.Trips.Load(); took >= 2*timeout || n != 1 {
+	took, n := pausedCalls(t, f, rdb)(pause.Milliseconds(), func() { _, _ = f.d.renewLeases(renewOutcome{}) })
+	t.Logf("renewal tick: %v, %d round trips", took, n)
+	if took >= 2*timeout || n != 1 {
 		t.Fatalf("a renewal tick, each round trip held %v: %v after %d round trips; want one, within %v", pause, took, n, 2*timeout)
 	}
 }

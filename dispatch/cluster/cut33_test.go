@@ -194,18 +194,18 @@ func openCutLedger(t *testing.T) (*Ledger, *cutProxy, *redis.Client) {
 	return l, p, rdb
 }
 
-// A reply cut mid-way (the first bytes of Held's TIME reply read, the rest
+// A reply cut mid-way (the first bytes of Held's reply read, the rest
 // held back) fails the call at its deadline, and its connection is not
 // used again: once the rest of that reply has reached the client, the
 // same ledger's next calls still read their own replies (a connection put
-// back in the pool would hand the rest of the TIME reply to the next call
+// back in the pool would hand the rest of that reply to the next call
 // as its own).
 func TestAReplyCutMidwayLeavesNoConnectionBehind(t *testing.T) {
 	l, p, rdb := openCutLedger(t)
 	ctx := context.Background()
 	key := Key("n", "p")
 	takeN(t, l, key, 1)
-	p.cut(3) // "*2\r" of the TIME reply's "*2\r\n$10\r\n…"
+	p.cut(3) // "-NO" of the reply "-NOSCRIPT …" (the status script not loaded yet)
 	start := time.Now()
 	_, err := l.Held(ctx, []string{key})
 	took := time.Since(start)

@@ -127,8 +127,8 @@ type Ledger struct {
 // ContextTimeoutEnabled makes go-redis bound each socket read and write by
 // that deadline: without it the client set a fresh ReadTimeout and
 // WriteTimeout on every round trip, so a call of two round trips (a
-// NOSCRIPT resend, Held's TIME then counts, a fresh connection's
-// handshake) could take twice the timeout or more. A connection whose
+// NOSCRIPT resend, a fresh connection's handshake) could take twice the
+// timeout or more. A connection whose
 // read or write the deadline cut (a reply left half-read) is closed, not
 // put back in the pool (go-redis counts any timeout as a bad connection:
 // isBadConn without allowTimeout), so the next call never reads another
@@ -509,82 +509,6 @@ var (
 type HeldLease struct {
 	ID   string
 	Long bool
-}
-
-// Held counts the live leases of each key across the cluster.
-func (l *Ledger) Held(ctx context.Context, keys []string) (map[string]int, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
-	defer cancel()
-	now, err := l.rdb.Time(ctx).Result()
-	if err != nil {
-		return nil, fmt.Errorf("%w: time: %w", ErrUnavailable, err)
-	}
-	pipe := l.rdb.Pipeline()
-	cmds := make([]*redis.IntCmd, len(keys))
-	min := strconv.FormatInt(now.UnixMilli(), 10)
-	for i, k := range keys {
-		cmds[i] = pipe.ZCount(ctx, l.at(k), "("+min, "+inf")
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("%w: count: %w", ErrUnavailable, err)
-	}
-	out := make(map[string]int, len(keys))
-	for i, k := range keys {
-		out[k] = int(cmds[i].Val())
-	}
-	return out, nil
-}
-
-// Each edge publishes its waiting requests in <prefix>:pending:<edge id>.
-// <prefix>:pending-edges (Ledger.pendingEdges) is the set of edges that
-// published pending figures: what Pending reads, so that it never walks
-// the database (SCAN would visit every key of a Redis shared with other
-// programs, and may return a key twice). An edge leaves it when it has
-// none; a crashed edge is removed by the next Pending that finds its
-// figures expired, and the set itself expires when no edge has published
-// for three TTLs.
-
-// maxEdges bounds the edges' pending hashes read for a status.
-const maxEdges = 256
-
-// Pending sums every edge's waiting requests by model. Edges whose figures
-// expired (or are empty) leave the set as it is read.
-func (l *Ledger) Pending(ctx context.Context) (map[string]int, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
-	defer cancel()
-	edges, err := l.rdb.SRandMemberN(ctx, l.pendingEdges, maxEdges).Result()
-	if err != nil {
-		return nil, fmt.Errorf("%w: pending: %w", ErrUnavailable, err)
-	}
-	pipe := l.rdb.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, len(edges))
-	for i, e := range edges {
-		cmds[i] = pipe.HGetAll(ctx, l.pendingKeys+e)
-	}
-	if len(edges) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("%w: pending: %w", ErrUnavailable, err)
-		}
-	}
-	out := map[string]int{}
-	var gone []any
-	for i, c := range cmds {
-		vals := c.Val()
-		if len(vals) == 0 {
-			gone = append(gone, edges[i])
-		}
-		for m, v := range vals {
-			if k, err := strconv.Atoi(v); err == nil && k > 0 {
-				out[m] += k
-			}
-		}
-	}
-	if len(gone) > 0 {
-		// An edge that publishes again is added back; one racing this
-		// removal is, at worst, missing from one status.
-		_ = l.rdb.SRem(ctx, l.pendingEdges, gone...).Err()
-	}
-	return out, nil
 }
 
 // redisLogEvery: the Redis client's own messages are logged once per

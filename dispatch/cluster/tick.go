@@ -127,15 +127,6 @@ func renewed(keys []string, cmds []redis.Cmder) (map[string][]string, error) {
 	return missing, nil
 }
 
-// Each edge publishes its waiting requests in <prefix>:pending:<edge id>.
-// <prefix>:pending-edges (Ledger.pendingEdges) is the set of edges that
-// published pending figures: what Pending reads, so that it never walks
-// the database (SCAN would visit every key of a Redis shared with other
-// programs, and may return a key twice). An edge leaves it when it has
-// none; a crashed edge is removed by the next Pending that finds its
-// figures expired, and the set itself expires when no edge has published
-// for three TTLs.
-
 // SetPending publishes this edge's waiting requests by model (a hash that
 // expires after the TTL unless refreshed), for every edge's status.
 // ErrRefused when Redis answers with an error reply, else ErrUnavailable.
