@@ -97,7 +97,7 @@ func (r *runExchange) open() bool {
 	// OpenAI names the dated snapshot that served a request), so a run
 	// renders the target too. Rewriting tunnelled bodies instead would
 	// cost every streamed event a parse.
-	k.render.Model, k.embed.Model = lease.Target, lease.Target
+	k.render.Model = lease.Target
 	input, op, err := normalizedInput(k)
 	if err != nil {
 		writeError(c, apiError(err, k.model))
@@ -203,7 +203,7 @@ func (r *runExchange) whole() dispatch.ReleaseReason {
 	case opCompletion:
 		agg = openaiapi.NewCompletionAggregator(k.render)
 	case opEmbedding:
-		agg = openaiapi.NewEmbeddingAggregator(k.embed)
+		agg = openaiapi.NewEmbeddingAggregator(embedOptions(k, r.lease.Target))
 	default:
 		agg = openaiapi.NewChatAggregator(k.render)
 	}
@@ -284,6 +284,20 @@ func (r *runExchange) stream() dispatch.ReleaseReason {
 	return r.streamEnd(sw)
 }
 
+// embedOptions is how an embedding call's answer is rendered, naming
+// target (see open): read from its parsed request here rather than kept
+// in every call (see call). An embedding call always has one (parsed is
+// dropped only once an answer has begun, after this); without it the
+// options are empty and the aggregator renders what the run returned.
+func embedOptions(k *call, target string) openaiapi.EmbeddingOptions {
+	var opts openaiapi.EmbeddingOptions
+	if req, ok := k.parsed.(*openaiapi.EmbeddingRequest); ok {
+		opts = req.RenderOptions()
+	}
+	opts.Model = target
+	return opts
+}
+
 // streamWriter returns the SSE renderer for the call.
 //
 //go:noinline
@@ -336,7 +350,7 @@ func (r *runExchange) streamFailed(sw streamRenderer, err error) dispatch.Releas
 		return r.s.cancelled(r.in, reason)
 	}
 	ae := apiError(err, r.k.model)
-	r.in.outcome = ae.Status
+	r.in.outcome = int32(ae.Status)
 	_ = sw.Abort(ae)
 	return dispatch.ReasonError
 }
@@ -351,7 +365,7 @@ func (r *runExchange) streamEnd(sw streamRenderer) dispatch.ReleaseReason {
 		if !sw.Started() {
 			writeError(r.c, f)
 		} else {
-			r.in.outcome = f.Status
+			r.in.outcome = int32(f.Status)
 		}
 		return dispatch.ReasonError
 	}
