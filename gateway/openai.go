@@ -548,10 +548,20 @@ func (cs *cancelState) get() string {
 	return cs.reason
 }
 
-// watch cancels x with client_disconnect when ctx ends; call the returned
-// stop func when the exchange is over.
-func (cs *cancelState) watch(ctx context.Context, x canceller) func() bool {
-	return context.AfterFunc(ctx, func() { cs.cancel(x, CancelClientDisconnect) })
+// clientGone is err from a relay's wait on x, the client's going away
+// (dispatch.ErrCallerDone: the request context's Done, which the relay
+// gives its stream, closed while it waited or before its next frame)
+// turned into what it is: x cancelled as client_disconnect (unless a
+// reason came first), and the wait's error context.Canceled, as after any
+// cancellation. The relay's own wait observes the client rather than a
+// context.AfterFunc on the request context, which cost every held stream
+// the context's children map and done channel and the callback (528 B).
+func (cs *cancelState) clientGone(x canceller, err error) error {
+	if errors.Is(err, dispatch.ErrCallerDone) {
+		cs.cancel(x, CancelClientDisconnect)
+		return context.Canceled
+	}
+	return err
 }
 
 // A cancelled exchange waits (in the background) up to its lease's

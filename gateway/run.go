@@ -64,21 +64,20 @@ func (s *Server) run(c *gin.Context, lease *dispatch.Lease, k *call) {
 
 // runExchange is the state of one run (see run).
 type runExchange struct {
-	s         *Server
-	c         *gin.Context
-	in        *reqInfo
-	k         *call
-	lease     *dispatch.Lease
-	rs        *dispatch.RunStream
-	limits    *config.EdgeLimits
-	start     time.Time
-	deadline  time.Time // the response timeout: the first delta by then
-	started   bool      // a delta arrived: from now on the idle timeout applies
-	stopWatch func() bool
-	cs        cancelState
-	reason    dispatch.ReleaseReason // the lease's release reason (also on a panic)
-	w         *deadlineWriter        // a stream's writer (streamWriter); nil until then
-	fb        flushBatch             // a stream's events written but not yet flushed
+	s        *Server
+	c        *gin.Context
+	in       *reqInfo
+	k        *call
+	lease    *dispatch.Lease
+	rs       *dispatch.RunStream
+	limits   *config.EdgeLimits
+	start    time.Time
+	deadline time.Time // the response timeout: the first delta by then
+	started  bool      // a delta arrived: from now on the idle timeout applies
+	cs       cancelState
+	reason   dispatch.ReleaseReason // the lease's release reason (also on a panic)
+	w        *deadlineWriter        // a stream's writer (streamWriter); nil until then
+	fb       flushBatch             // a stream's events written but not yet flushed
 }
 
 // open converts the call and opens the run; on failure it writes the
@@ -117,7 +116,7 @@ func (r *runExchange) open() bool {
 		return false
 	}
 	r.rs = rs
-	r.stopWatch = r.cs.watch(ctx, rs)
+	rs.SetDone(ctx.Done()) // the client gone: see recv
 	return true
 }
 
@@ -150,14 +149,14 @@ func (r *runExchange) close() {
 		// reach the client before Finish, which may wait for the node.
 		_ = r.w.Flush()
 	}
-	r.stopWatch()
 	r.rs.Finish(r.lease, r.reason, r.cs.get(), r.lease.CancelGrace)
 }
 
 // recv returns the next event: bounded by the response timeout until the
 // first delta, then by the stream idle timeout between two events. A
 // timeout records the cancellation (reason timeout; Finish sends it after
-// the client's answer) and returns the error.
+// the client's answer) and returns the error; the client's going away
+// cancels the run as client_disconnect (clientGone).
 func (r *runExchange) recv() (*iop.RunEvent, error) {
 	deadline := r.deadline
 	if r.started {
@@ -171,6 +170,7 @@ func (r *runExchange) recv() (*iop.RunEvent, error) {
 		_ = r.w.Flush()
 	}
 	ev, err := r.rs.RecvBy(deadline)
+	err = r.cs.clientGone(r.rs, err)
 	if errors.Is(err, dispatch.ErrRecvTimeout) {
 		r.cs.record(CancelTimeout)
 	}
