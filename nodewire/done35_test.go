@@ -70,28 +70,7 @@ func TestSetDoneBeforeQueuedFrame35(t *testing.T) {
 // as one that ends by its deadline does: the exchange's drain after the
 // cancellation reads on to the terminal frame in step.
 func TestSetDoneMidFrameKeepsStreamInStep35(t *testing.T) {
-	client, server := muxPair(t)
-	cst, _ := client.OpenStream()
-	first, err := AppendFrame(nil, &iop.Envelope{Body: &iop.Envelope_RunEvent{RunEvent: &iop.RunEvent{
-		RunId: "r1", Sequence: 1, Type: iop.RunEventType_RUN_EVENT_TYPE_DELTA, Delta: strings.Repeat("d", 200)}}}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := AppendFrame(nil, &iop.Envelope{Body: &iop.Envelope_RunEvent{RunEvent: &iop.RunEvent{
-		RunId: "r1", Sequence: 2, Type: iop.RunEventType_RUN_EVENT_TYPE_COMPLETE}}}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	half := len(first) / 2
-	if _, err := cst.Write(first[:half]); err != nil {
-		t.Fatal(err)
-	}
-	sst := newStream(acceptWithin(t, server), 0)
-	waitFor(t, "the first half to arrive", func() bool {
-		sst.s.mu.Lock()
-		defer sst.s.mu.Unlock()
-		return len(sst.s.rbuf)-sst.s.roff == half
-	})
+	cst, sst, rest := midFrame(t)
 	// Read the header and the half (the first RecvLent waits for the rest
 	// inside the frame), then end it by done.
 	done := make(chan struct{})
@@ -112,7 +91,7 @@ func TestSetDoneMidFrameKeepsStreamInStep35(t *testing.T) {
 		t.Fatalf("RecvLent mid-frame after done: %v, want ErrDone", err)
 	}
 	sst.SetDone(nil)
-	if _, err := cst.Write(append(append([]byte(nil), first[half:]...), second...)); err != nil {
+	if _, err := cst.Write(rest); err != nil {
 		t.Fatal(err)
 	}
 	_ = sst.SetReadDeadline(time.Now().Add(30 * time.Second))
