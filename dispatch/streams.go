@@ -21,6 +21,11 @@ var ErrStreamEnded = errors.New("dispatch: stream ended")
 // decides (cancel, answer the client) without waiting for the node.
 var ErrRecvTimeout = errors.New("dispatch: no answer from the node before the deadline")
 
+// ErrCallerDone is returned by RecvBy once the channel given to SetDone
+// has closed (the edge's client went away). The exchange is still open:
+// the caller cancels it with its reason.
+var ErrCallerDone = errors.New("dispatch: caller done")
+
 // cancelSendTimeout bounds sending a CancelRequest: a node that does not
 // read its stream must not hold the canceller.
 const cancelSendTimeout = time.Second
@@ -89,14 +94,21 @@ func openStream[T streamItem](ctx context.Context, deadline time.Time, l *Lease,
 	// send is bounded by the deadline (the caller's response timeout; a
 	// deadline rather than a derived context, which would cost a timer and
 	// two cancellation hooks per request) and by ctx's cancellation (the
-	// client went away).
+	// client went away), which the send's waits observe (SetDone): a
+	// context.AfterFunc here would leave ctx a children map for as long as
+	// the exchange is held, though stopped at once.
 	deadline = earliest(deadline, ctx)
 	if !deadline.IsZero() {
 		_ = st.SetWriteDeadline(deadline)
 	}
-	stop := context.AfterFunc(ctx, func() { _ = st.SetWriteDeadline(time.Now()) })
+	done := ctx.Done()
+	if done != nil {
+		st.SetDone(done)
+	}
 	err = st.Send(first)
-	stop()
+	if done != nil {
+		st.SetDone(nil)
+	}
 	if err != nil {
 		st.Abort()
 		if errors.Is(err, nodewire.ErrEncode) {
@@ -187,6 +199,9 @@ func (x *exchange) recv(deadline time.Time) (*iop.Envelope, error) {
 		if cancelled {
 			return nil, context.Canceled
 		}
+		if errors.Is(err, nodewire.ErrDone) {
+			return nil, ErrCallerDone
+		}
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("%w: stream closed before its terminal message", ErrNodeLost)
 		}
@@ -237,6 +252,9 @@ func (x *exchange) Cancel(reason string) {
 		_ = x.st.SetReadDeadline(time.Now())
 	}
 	x.mu.Unlock()
+	// The caller's done channel (SetDone) has likely closed (a client
+	// gone): the cancellation must still go out, and Drain still read.
+	x.st.SetDone(nil)
 	_ = x.st.SetWriteDeadline(time.Now().Add(cancelSendTimeout))
 	err := x.st.Send(&iop.Envelope{Body: &iop.Envelope_CancelRequest{CancelRequest: &iop.CancelRequest{
 		Kind: iop.CancelKind_CANCEL_KIND_CANCEL_RUN, RunId: x.runID, Reason: reason,
@@ -268,6 +286,8 @@ func (x *exchange) Drain(timeout time.Duration, terminal func(*iop.Envelope) uin
 	failed := x.cancelFailed
 	_ = x.st.SetReadDeadline(time.Now().Add(timeout))
 	x.mu.Unlock()
+	x.st.SetDone(nil) // see Cancel
+
 	for !failed {
 		env, err := x.st.RecvLent()
 		if err != nil {
@@ -456,6 +476,15 @@ func (s *Stream[T]) RecvBy(deadline time.Time) (T, error) {
 	}
 	return v, nil
 }
+
+// SetDone makes RecvBy fail with ErrCallerDone once done closes (nil:
+// never, the default), before it returns another event or frame, however
+// many have arrived: how the edge stops relaying when its client goes
+// away (done: the request context's Done), observed by the wait RecvBy
+// makes anyway instead of a registration on the context. Cancel and Drain
+// clear it, so that the cancellation still goes out and the drain still
+// reads. A RecvBy already waiting sees a new channel at its next wake-up.
+func (s *Stream[T]) SetDone(done <-chan struct{}) { s.x.st.SetDone(done) }
 
 // Ready reports whether the next event or frame has already arrived, so
 // that RecvBy returns it without waiting on the node

@@ -27,26 +27,32 @@ import (
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
-// Operations (RunRequest.operation).
+// operation is what a call asks for (its route's RunRequest.operation).
+// A byte, not a name: it packs with call's flags (see call).
+type operation uint8
+
+// Operations. The zero value is none: every call is built with one.
 const (
-	opChat       = "chat"
-	opCompletion = "completion"
-	opEmbedding  = "embedding"
-	opResponses  = "responses"
+	opChat operation = iota + 1
+	opCompletion
+	opEmbedding
+	opResponses
 )
 
-// call is one API request on its way to a provider.
+// call is one API request on its way to a provider. A streamed call
+// keeps it for as long as its stream is held, so its layout is kept in
+// the 288-byte size class (280 B with Go 1.26; it was 368, in 384): the
+// flags sit together after op, and an embedding's rendering options are
+// not a member but read from its parsed request when a run renders it
+// (embedOptions), 48 B no other call needs. A member added here should
+// keep TestCallSizeClass35 passing, or say why not.
 type call struct {
-	op       string
-	path     string // upstream path relative to the provider base URL
-	model    string
-	body     []byte // valid JSON (Parse* accepted it, or the edge encoded it): see RewriteValidModel
-	stream   bool
-	hasTools bool
-	tokens   int
-	render   openaiapi.RenderOptions
-	parsed   parsedRequest // nil for /v1/responses (passthrough only)
-	embed    openaiapi.EmbeddingOptions
+	path   string // upstream path relative to the provider base URL
+	model  string
+	body   []byte // valid JSON (Parse* accepted it, or the edge encoded it): see RewriteValidModel
+	tokens int
+	render openaiapi.RenderOptions
+	parsed parsedRequest // nil for /v1/responses (passthrough only)
 	// messages is a Messages call's request, from which a tunnel renders
 	// its body for its provider's kind (tunnelBody), which a run never
 	// needs; bodyReasoning is the member by which body carries earlier
@@ -54,21 +60,10 @@ type call struct {
 	// first). Nil for every other call.
 	messages      *anthropicapi.Request
 	bodyReasoning anthropicapi.ReasoningMember
-	// tunnelProvider: the current attempt's provider is OpenAI-compatible
-	// (its lease is Tunnel), whichever route serves it; see messagesChat.
-	tunnelProvider bool
 	// providerType is the current attempt's provider's adapter type
 	// (dispatch.Lease.ProviderType): a Messages call with thinking off
 	// tells a vLLM or llama.cpp provider so (templateThinking).
 	providerType string
-	// thinkingOff: a Messages call turned thinking off
-	// (anthropicapi.Request.ThinkingOff).
-	thinkingOff bool
-	// formatWithTools: a Messages call asks for an output format
-	// (response_format) and offers tools it does not forbid (tool_choice
-	// is not none); see formatBlocksTools. Never set on the OpenAI
-	// surface, whose request reaches every provider as the client wrote it.
-	formatWithTools bool
 	// prompt is the prefix_affinity rendering the first acquire hashed:
 	// failover's re-acquire passes the same, so that the provider the
 	// conversation failed over to is the one its next turn finds. k.body
@@ -79,6 +74,21 @@ type call struct {
 	attempt int
 	avoid   []dispatch.ProviderRef
 	next    *dispatch.Lease
+
+	op       operation
+	stream   bool
+	hasTools bool
+	// tunnelProvider: the current attempt's provider is OpenAI-compatible
+	// (its lease is Tunnel), whichever route serves it; see messagesChat.
+	tunnelProvider bool
+	// thinkingOff: a Messages call turned thinking off
+	// (anthropicapi.Request.ThinkingOff).
+	thinkingOff bool
+	// formatWithTools: a Messages call asks for an output format
+	// (response_format) and offers tools it does not forbid (tool_choice
+	// is not none); see formatBlocksTools. Never set on the OpenAI
+	// surface, whose request reaches every provider as the client wrote it.
+	formatWithTools bool
 }
 
 // answered lets go of what only another attempt would need — the request
@@ -292,7 +302,7 @@ func (s *Server) embeddingCall(c *gin.Context) *call {
 		return nil
 	}
 	return &call{op: opEmbedding, path: "/embeddings", model: req.Model, body: body,
-		tokens: req.EstimatePromptTokens(), embed: req.RenderOptions(), parsed: req}
+		tokens: req.EstimatePromptTokens(), parsed: req}
 }
 
 func (s *Server) responses(c *gin.Context) {
@@ -538,10 +548,20 @@ func (cs *cancelState) get() string {
 	return cs.reason
 }
 
-// watch cancels x with client_disconnect when ctx ends; call the returned
-// stop func when the exchange is over.
-func (cs *cancelState) watch(ctx context.Context, x canceller) func() bool {
-	return context.AfterFunc(ctx, func() { cs.cancel(x, CancelClientDisconnect) })
+// clientGone is err from a relay's wait on x, the client's going away
+// (dispatch.ErrCallerDone: the request context's Done, which the relay
+// gives its stream, closed while it waited or before its next frame)
+// turned into what it is: x cancelled as client_disconnect (unless a
+// reason came first), and the wait's error context.Canceled, as after any
+// cancellation. The relay's own wait observes the client rather than a
+// context.AfterFunc on the request context, which cost every held stream
+// the context's children map and done channel and the callback (528 B).
+func (cs *cancelState) clientGone(x canceller, err error) error {
+	if errors.Is(err, dispatch.ErrCallerDone) {
+		cs.cancel(x, CancelClientDisconnect)
+		return context.Canceled
+	}
+	return err
 }
 
 // A cancelled exchange waits (in the background) up to its lease's

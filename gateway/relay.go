@@ -204,7 +204,7 @@ func (s *Server) tunnel(c *gin.Context, lease *dispatch.Lease, k *call) {
 		if t.fb.held > 0 && !t.flushBeforeWait() {
 			return
 		}
-		f, err := t.ts.RecvBy(t.idleDeadline())
+		f, err := t.recvBy(t.idleDeadline())
 		if err != nil {
 			t.reason = t.failed(err)
 			return
@@ -230,7 +230,6 @@ type tunnelExchange struct {
 	start     time.Time
 	deadline  time.Time     // the response timeout: the first frame by then
 	idle      time.Duration // limits.stream_idle_timeout_sec; 0: none
-	stopWatch func() bool
 	cs        cancelState
 	w         deadlineWriter
 	fb        flushBatch             // a stream's chunks written but not yet flushed
@@ -301,8 +300,17 @@ func (t *tunnelExchange) open(k *call) bool {
 		return false
 	}
 	t.ts = ts
-	t.stopWatch = t.cs.watch(ctx, ts)
+	ts.SetDone(ctx.Done()) // the client gone: see recvBy
 	return true
+}
+
+// recvBy is the exchange's next frame (ts.RecvBy). The client's going
+// away while the relay waits (its request context's Done, given to the
+// stream at open) cancels the exchange upstream as client_disconnect and
+// reads as that cancellation (clientGone).
+func (t *tunnelExchange) recvBy(deadline time.Time) (*iop.ProviderTunnelFrame, error) {
+	f, err := t.ts.RecvBy(deadline)
+	return f, t.cs.clientGone(t.ts, err)
 }
 
 // openFailed answers a run or tunnel that could not be sent: the client
@@ -336,7 +344,6 @@ func (t *tunnelExchange) close() {
 	// Usage frames carry the latest cumulative figures; they are counted
 	// once, when the exchange ends.
 	t.s.metrics.usage(t.k.model, t.in.prompt, t.in.completion)
-	t.stopWatch()
 	t.ts.Finish(t.lease, t.reason, t.cs.get(), t.lease.CancelGrace)
 }
 
@@ -377,7 +384,7 @@ func (t *tunnelExchange) idleDeadline() time.Time {
 //go:noinline
 func (t *tunnelExchange) head() bool {
 	c := t.c
-	first, err := t.ts.RecvBy(t.deadline)
+	first, err := t.recvBy(t.deadline)
 	if errors.Is(err, dispatch.ErrRecvTimeout) {
 		// The CancelRequest goes out in Finish, after the answer.
 		t.cs.record(CancelTimeout)
@@ -580,8 +587,8 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 		doneEvent := t.sse && t.done.seen(f.GetBody())
 		if doneEvent {
 			// Before the flush: a client that hangs up as soon as it has
-			// [DONE] must not race the watch into a cancellation.
-			t.stopWatch()
+			// [DONE] is not a cancellation (recvBy).
+			t.ts.SetDone(nil)
 			// The event itself, ended by its line break, not the same
 			// bytes inside a chunk's JSON text (where a line break is
 			// escaped): a model that writes "data: [DONE]" has not ended

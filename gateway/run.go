@@ -64,21 +64,20 @@ func (s *Server) run(c *gin.Context, lease *dispatch.Lease, k *call) {
 
 // runExchange is the state of one run (see run).
 type runExchange struct {
-	s         *Server
-	c         *gin.Context
-	in        *reqInfo
-	k         *call
-	lease     *dispatch.Lease
-	rs        *dispatch.RunStream
-	limits    *config.EdgeLimits
-	start     time.Time
-	deadline  time.Time // the response timeout: the first delta by then
-	started   bool      // a delta arrived: from now on the idle timeout applies
-	stopWatch func() bool
-	cs        cancelState
-	reason    dispatch.ReleaseReason // the lease's release reason (also on a panic)
-	w         *deadlineWriter        // a stream's writer (streamWriter); nil until then
-	fb        flushBatch             // a stream's events written but not yet flushed
+	s        *Server
+	c        *gin.Context
+	in       *reqInfo
+	k        *call
+	lease    *dispatch.Lease
+	rs       *dispatch.RunStream
+	limits   *config.EdgeLimits
+	start    time.Time
+	deadline time.Time // the response timeout: the first delta by then
+	started  bool      // a delta arrived: from now on the idle timeout applies
+	cs       cancelState
+	reason   dispatch.ReleaseReason // the lease's release reason (also on a panic)
+	w        *deadlineWriter        // a stream's writer (streamWriter); nil until then
+	fb       flushBatch             // a stream's events written but not yet flushed
 }
 
 // open converts the call and opens the run; on failure it writes the
@@ -97,7 +96,7 @@ func (r *runExchange) open() bool {
 	// OpenAI names the dated snapshot that served a request), so a run
 	// renders the target too. Rewriting tunnelled bodies instead would
 	// cost every streamed event a parse.
-	k.render.Model, k.embed.Model = lease.Target, lease.Target
+	k.render.Model = lease.Target
 	input, op, err := normalizedInput(k)
 	if err != nil {
 		writeError(c, apiError(err, k.model))
@@ -117,7 +116,7 @@ func (r *runExchange) open() bool {
 		return false
 	}
 	r.rs = rs
-	r.stopWatch = r.cs.watch(ctx, rs)
+	rs.SetDone(ctx.Done()) // the client gone: see recv
 	return true
 }
 
@@ -150,14 +149,14 @@ func (r *runExchange) close() {
 		// reach the client before Finish, which may wait for the node.
 		_ = r.w.Flush()
 	}
-	r.stopWatch()
 	r.rs.Finish(r.lease, r.reason, r.cs.get(), r.lease.CancelGrace)
 }
 
 // recv returns the next event: bounded by the response timeout until the
 // first delta, then by the stream idle timeout between two events. A
 // timeout records the cancellation (reason timeout; Finish sends it after
-// the client's answer) and returns the error.
+// the client's answer) and returns the error; the client's going away
+// cancels the run as client_disconnect (clientGone).
 func (r *runExchange) recv() (*iop.RunEvent, error) {
 	deadline := r.deadline
 	if r.started {
@@ -171,6 +170,7 @@ func (r *runExchange) recv() (*iop.RunEvent, error) {
 		_ = r.w.Flush()
 	}
 	ev, err := r.rs.RecvBy(deadline)
+	err = r.cs.clientGone(r.rs, err)
 	if errors.Is(err, dispatch.ErrRecvTimeout) {
 		r.cs.record(CancelTimeout)
 	}
@@ -203,7 +203,7 @@ func (r *runExchange) whole() dispatch.ReleaseReason {
 	case opCompletion:
 		agg = openaiapi.NewCompletionAggregator(k.render)
 	case opEmbedding:
-		agg = openaiapi.NewEmbeddingAggregator(k.embed)
+		agg = openaiapi.NewEmbeddingAggregator(embedOptions(k, r.lease.Target))
 	default:
 		agg = openaiapi.NewChatAggregator(k.render)
 	}
@@ -284,6 +284,20 @@ func (r *runExchange) stream() dispatch.ReleaseReason {
 	return r.streamEnd(sw)
 }
 
+// embedOptions is how an embedding call's answer is rendered, naming
+// target (see open): read from its parsed request here rather than kept
+// in every call (see call). An embedding call always has one (parsed is
+// dropped only once an answer has begun, after this); without it the
+// options are empty and the aggregator renders what the run returned.
+func embedOptions(k *call, target string) openaiapi.EmbeddingOptions {
+	var opts openaiapi.EmbeddingOptions
+	if req, ok := k.parsed.(*openaiapi.EmbeddingRequest); ok {
+		opts = req.RenderOptions()
+	}
+	opts.Model = target
+	return opts
+}
+
 // streamWriter returns the SSE renderer for the call.
 //
 //go:noinline
@@ -336,7 +350,7 @@ func (r *runExchange) streamFailed(sw streamRenderer, err error) dispatch.Releas
 		return r.s.cancelled(r.in, reason)
 	}
 	ae := apiError(err, r.k.model)
-	r.in.outcome = ae.Status
+	r.in.outcome = int32(ae.Status)
 	_ = sw.Abort(ae)
 	return dispatch.ReasonError
 }
@@ -351,7 +365,7 @@ func (r *runExchange) streamEnd(sw streamRenderer) dispatch.ReleaseReason {
 		if !sw.Started() {
 			writeError(r.c, f)
 		} else {
-			r.in.outcome = f.Status
+			r.in.outcome = int32(f.Status)
 		}
 		return dispatch.ReasonError
 	}

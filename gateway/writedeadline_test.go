@@ -28,10 +28,10 @@ func (c cancelRecorder) Cancel(reason string) {
 
 // A write to a client that stopped reading runs into the write deadline;
 // net/http, seeing the failed write, cancels the request's context, and
-// the watch may record client_disconnect before the relay handles the
-// error. The cancellation is still counted as write_error: the client
-// stalled, it did not leave. The test takes the watch-first order of that
-// race deterministically, by waiting for the watch before writeFailed.
+// the relay may see the client gone (clientGone records
+// client_disconnect) before it handles the error. The cancellation is
+// still counted as write_error: the client stalled, it did not leave. The
+// test takes that order deterministically.
 func TestWriteDeadlineAfterWatchCountsWriteError(t *testing.T) {
 	cfg := &config.Edge{}
 	if err := cfg.Normalize(); err != nil {
@@ -49,8 +49,6 @@ func TestWriteDeadlineAfterWatchCountsWriteError(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var cs cancelState
 		x := make(cancelRecorder, 1)
-		stop := cs.watch(r.Context(), x)
-		defer stop()
 		d := newDeadlineWriter(w, 200*time.Millisecond)
 		piece := make([]byte, 64<<10)
 		var err error
@@ -59,6 +57,10 @@ func TestWriteDeadlineAfterWatchCountsWriteError(t *testing.T) {
 		}
 		var res result
 		res.err = err
+		// The relay's wait sees the context net/http cancelled before
+		// writeFailed runs (as the watch did, in its own goroutine).
+		<-r.Context().Done()
+		_ = cs.clientGone(x, dispatch.ErrCallerDone)
 		select {
 		case res.watched = <-x:
 		case <-time.After(10 * time.Second):

@@ -29,6 +29,11 @@ var (
 	// failed part-way through a frame: the peer would read the next frame
 	// as the rest of that one.
 	ErrStreamCut = errors.New("nodewire: stream cut mid-frame")
+	// ErrDone is returned by a read or write on a stream that would have
+	// waited, or would wait on, after the channel given to Stream.SetDone
+	// closed: its owner gave up on the exchange (the edge: its client
+	// went away). The stream itself is unchanged.
+	ErrDone = errors.New("nodewire: stream's owner done")
 )
 
 // RejectedError is a registration the Edge refused.

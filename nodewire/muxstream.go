@@ -59,6 +59,14 @@ type muxStream struct {
 	// writer that made it after looking finds the signal, and a nil one
 	// has nobody to wake (notify of nil does nothing).
 	wnotify chan struct{}
+	// done is guarded by mu: when it closes, every wait of this stream's
+	// reads and writes fails with ErrDone, and a read fails so before it
+	// returns more data (setDone; nil: never). A channel the owner has
+	// anyway (an HTTP request context's), observed by the waits this
+	// stream's owner already makes, rather than a registration on it
+	// (context.AfterFunc) that would cost the owner's context a children
+	// map for as long as the exchange is held.
+	done <-chan struct{}
 }
 
 func newMuxStream(s *muxSession, id uint32) *muxStream {
@@ -112,7 +120,7 @@ func (st *muxStream) Read(p []byte) (int, error) {
 			st.mu.Unlock()
 			return 0, io.EOF
 		}
-		expired := st.rdl.expired
+		expired, done := st.rdl.expired, st.done
 		st.mu.Unlock()
 		if len(p) == 0 {
 			return 0, nil
@@ -120,7 +128,9 @@ func (st *muxStream) Read(p []byte) (int, error) {
 		if expired {
 			return 0, st.timedOut(st.rnotify)
 		}
-		st.wait(st.rnotify)
+		if err := st.wait(st.rnotify, done); err != nil {
+			return 0, err
+		}
 	}
 }
 
@@ -233,9 +243,19 @@ func (st *muxStream) takeWholeFrame(maxSize int) (payload, buf []byte, ok bool) 
 // waitReadable blocks until a Read would return without waiting: unread
 // bytes, the peer's FIN or a failure (nil), or the read deadline passes
 // (its error). It holds no buffer while it waits.
+//
+// Once the stream's done channel (setDone) has closed it fails with
+// ErrDone even when data is there: the owner gave up, and a stream whose
+// frames never stop coming must not hide that (as a cancellation stops
+// the relay at its next frame).
 func (st *muxStream) waitReadable() error {
 	for {
 		st.mu.Lock()
+		done := st.done
+		if closed(done) {
+			st.mu.Unlock()
+			return ErrDone
+		}
 		if st.readableLocked() {
 			st.mu.Unlock()
 			return nil
@@ -245,20 +265,47 @@ func (st *muxStream) waitReadable() error {
 		if expired {
 			return st.timedOut(st.rnotify)
 		}
-		st.wait(st.rnotify)
+		if err := st.wait(st.rnotify, done); err != nil {
+			return err
+		}
+	}
+}
+
+// closed reports whether done (nil: never) has closed, without waiting.
+func closed(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
 	}
 }
 
 // wait blocks until c is signalled or the session closes, which fails the
-// stream (a stream not yet announced is in no session table). The caller
-// looks again at what it waits for, which includes its direction's
-// deadline: the deadline's timer signals c when it expires.
-func (st *muxStream) wait(c chan struct{}) {
+// stream (a stream not yet announced is in no session table), or returns
+// ErrDone once done (the stream's done channel as the caller read it
+// under mu; nil: none) closes. The caller looks again at what it waits
+// for, which includes its direction's deadline: the deadline's timer
+// signals c when it expires.
+func (st *muxStream) wait(c chan struct{}, done <-chan struct{}) error {
 	select {
 	case <-c:
 	case <-st.sess.done:
 		st.fail(st.sess.streamErr())
+	case <-done:
+		return ErrDone
 	}
+	return nil
+}
+
+// setDone makes done the stream's done channel (nil: none): a read or
+// write waiting on the stream, now or later, fails with ErrDone once it
+// closes. Waits already blocked see the new channel on their next wake-up;
+// the owner sets it before the waits it means it for.
+func (st *muxStream) setDone(done <-chan struct{}) {
+	st.mu.Lock()
+	st.done = done
+	st.mu.Unlock()
 }
 
 // waitQueue blocks until drained is signalled (the session's writer took
@@ -270,7 +317,7 @@ func (st *muxStream) wait(c chan struct{}) {
 func (st *muxStream) waitQueue(drained <-chan struct{}) error {
 	for {
 		st.mu.Lock()
-		err, expired := st.err, st.wdl.expired
+		err, expired, done := st.err, st.wdl.expired, st.done
 		var wake chan struct{}
 		if err == nil {
 			wake = st.wnotifyLocked()
@@ -288,6 +335,8 @@ func (st *muxStream) waitQueue(drained <-chan struct{}) error {
 		case <-wake:
 		case <-st.sess.done:
 			return st.sess.streamErr()
+		case <-done:
+			return ErrDone
 		}
 	}
 }
@@ -325,12 +374,14 @@ func (st *muxStream) Write(p []byte) (int, error) {
 			st.mu.Unlock()
 			return written, errStreamClosed
 		case st.sendWin == 0:
-			expired, wake := st.wdl.expired, st.wnotifyLocked()
+			expired, wake, done := st.wdl.expired, st.wnotifyLocked(), st.done
 			st.mu.Unlock()
 			if expired {
 				return written, st.timedOut(wake)
 			}
-			st.wait(wake)
+			if err := st.wait(wake, done); err != nil {
+				return written, err
+			}
 			continue
 		}
 		n := min(len(p)-written, int(st.sendWin), muxMaxData)

@@ -279,11 +279,12 @@ func (st *Stream) decodeFrame(payload []byte) (*iop.Envelope, error) {
 }
 
 // partFailedLocked returns err, from a read of the frame begun (st.rmu
-// held). When only the read deadline passed what was read is kept, for
-// the next Recv to go on with; otherwise the stream failed or ended and
+// held). When only the read deadline passed, or the owner's done channel
+// closed (SetDone), what was read is kept, for the next Recv to go on with
+// (a drain after a cancellation); otherwise the stream failed or ended and
 // no later read completes the frame, so it is dropped.
 func (st *Stream) partFailedLocked(err error) error {
-	if !errors.Is(err, errTimeout) {
+	if !errors.Is(err, errTimeout) && !errors.Is(err, ErrDone) {
 		st.part = partialFrame{}
 	}
 	return err
@@ -417,6 +418,15 @@ func (st *Stream) AfterReadable(f func()) bool {
 // armed: never armed, or already started (the caller then synchronises
 // with f itself).
 func (st *Stream) StopWatch() bool { return st.s.stopWatch() }
+
+// SetDone makes the stream's reads and writes that wait, now or later,
+// fail with ErrDone once done closes (nil: none, the default), and a read
+// fail so before it returns more data: the owner's way to stop on an
+// event of its own (the edge's client gone: its request context's Done)
+// without a goroutine or a callback registered on it. Anything that must
+// still go through after that (a CancelRequest, reading to the terminal
+// frame) clears it first.
+func (st *Stream) SetDone(done <-chan struct{}) { st.s.setDone(done) }
 
 // SetReadDeadline bounds the next Recv calls; zero clears it.
 func (st *Stream) SetReadDeadline(t time.Time) error { return st.s.SetReadDeadline(t) }
