@@ -94,6 +94,17 @@ func TestARefusedRenewalWhoseLivenessReplyIsLostIsAnOutage(t *testing.T) {
 	rs := testredis.Start(t)
 	p := newBudgetProxy(t, rs.Addr)
 	f, _, l := liveClusterEdge(t, oneProviderCfg(t, 1), rs, p.addr, time.Second)
+	out := refusedTickLosingLiveness(t, f, rs, p, l)
+	if out.last != renewUnanswered || !out.unanswered || !out.refused {
+		t.Fatalf("renewal refused, liveness reply lost: %+v; want an outage (unanswered), the refusal kept", out)
+	}
+}
+
+// refusedTickLosingLiveness runs one tick of f (edge e1 through p, on
+// rs, holding l) whose renewals Redis refuses (out of memory) and whose
+// liveness mark's reply p then throws away, and returns how it ended.
+func refusedTickLosingLiveness(t *testing.T, f *fixture, rs *testredis.Server, p *budgetProxy, l *Lease) renewOutcome {
+	t.Helper()
 	ctx := context.Background()
 	if again, _ := f.d.renewLeases(renewOutcome{}); !again.IsZero() { // loads the scripts
 		t.Fatal("the renewal failed")
@@ -112,7 +123,5 @@ func TestARefusedRenewalWhoseLivenessReplyIsLostIsAnOutage(t *testing.T) {
 	p.budget.Store(int64(len("-" + reply.Error() + "\r\n")))
 	_, out := f.d.renewLeases(renewOutcome{})
 	p.budget.Store(-1)
-	if out.last != renewUnanswered || !out.unanswered || !out.refused {
-		t.Fatalf("renewal refused, liveness reply lost: %+v; want an outage (unanswered), the refusal kept", out)
-	}
+	return out
 }

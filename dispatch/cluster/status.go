@@ -43,8 +43,9 @@ const (
 // deadline) under one deadline, Timeout after the call began, whatever
 // there is to read: len(keys) counts (the caller's resources), at most
 // maxEdges hashes of at most maxModels fields. ErrUnavailable when Redis
-// does not answer, ErrRefused when it answers with an error reply (a key
-// of another type among them).
+// does not answer, ErrRefused when it answers with an error reply (a
+// lease key of another type among them; the pending set or an edge's
+// pending key of another type is not counted, as a hostile figure).
 func (l *Ledger) Status(ctx context.Context, keys []string) (held, pending map[string]int, err error) {
 	return l.status(ctx, keys, maxEdges)
 }

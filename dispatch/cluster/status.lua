@@ -7,9 +7,10 @@
 -- past Redis's now), in KEYS's order; pending pairs of a model and its
 -- waiting requests summed over the edges read. An edge whose hash is gone
 -- (expired, or emptied) leaves the set; a hash of more models than the
--- bound, or a figure that is not a whole number from 1 to the largest,
--- is not counted (another program's value: an edge publishes its own
--- models' figures only).
+-- bound, a figure that is not a whole number from 1 to the largest, or
+-- a set or an edge's key of another type, is not counted (another
+-- program's value: an edge publishes its own models' figures only). A
+-- lease key of another type is an error reply.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local counts = {}
@@ -21,13 +22,18 @@ local maxEdges = tonumber(ARGV[2])
 if maxEdges > 0 then
   local set = KEYS[#KEYS]
   local maxModels, maxFigure = tonumber(ARGV[3]), tonumber(ARGV[4])
-  local gone = {}
-  for _, e in ipairs(redis.call('SRANDMEMBER', set, maxEdges)) do
+  local gone, edges = {}, {}
+  -- Keys of another type (another program's values) are not read: a
+  -- refusal would cost the lease counts too.
+  if redis.call('TYPE', set)['ok'] == 'set' then
+    edges = redis.call('SRANDMEMBER', set, maxEdges)
+  end
+  for _, e in ipairs(edges) do
     local h = ARGV[1] .. e
-    local n = redis.call('HLEN', h)
-    if n == 0 then
+    local kind = redis.call('TYPE', h)['ok']
+    if kind == 'none' then
       gone[#gone + 1] = e
-    elseif n <= maxModels then
+    elseif kind == 'hash' and redis.call('HLEN', h) <= maxModels then
       local kv = redis.call('HGETALL', h)
       for i = 1, #kv, 2 do
         local k = tonumber(kv[i + 1])
