@@ -505,6 +505,14 @@ func (w *messagesWriter) Flush() {
 		return
 	}
 	if !w.sw.Started() {
+		if len(bytes.Trim(w.pending, "\n")) > 0 {
+			// The first event has begun but not ended (it came in more
+			// than one write): it may be the upstream's error, answered
+			// with its own status only while nothing has been written
+			// (event). Whether it is must not depend on where the
+			// transport split it: the stream starts once it ends.
+			return
+		}
 		w.pinged = true
 		if w.sw.Ping() != nil {
 			return
