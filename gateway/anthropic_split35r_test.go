@@ -81,3 +81,20 @@ func TestMessagesStreamFirstChunkSplit35r(t *testing.T) {
 		}
 	}
 }
+
+// The error event and what follows it in the same write (one read of the
+// upstream's stream, as vLLM sends its error chunk and [DONE] together):
+// the answer is the error alone, nothing converted behind it.
+func TestMessagesStreamFirstEventErrorOneWrite35r(t *testing.T) {
+	rec, mw := streamingMessagesWriter(t)
+	s := split35rError + "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"late\"}}]}\n\ndata: [DONE]\n\n"
+	if n, err := mw.Write([]byte(s)); err != nil || n != len(s) {
+		t.Fatalf("write: %d, %v", n, err)
+	}
+	mw.Flush()
+	mw.finish()
+	var env struct{ Error struct{ Type string } }
+	if rec.Code != 429 || json.Unmarshal(rec.Body.Bytes(), &env) != nil || env.Error.Type != "rate_limit_error" {
+		t.Fatalf("%d %q", rec.Code, rec.Body)
+	}
+}
