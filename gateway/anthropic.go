@@ -505,6 +505,14 @@ func (w *messagesWriter) Flush() {
 		return
 	}
 	if !w.sw.Started() {
+		if len(bytes.Trim(w.pending, "\n")) > 0 {
+			// The first event has begun but not ended (it came in more
+			// than one write): it may be the upstream's error, answered
+			// with its own status only while nothing has been written
+			// (event). Whether it is must not depend on where the
+			// transport split it: the stream starts once it ends.
+			return
+		}
 		w.pinged = true
 		if w.sw.Ping() != nil {
 			return
@@ -564,9 +572,39 @@ func (w *messagesWriter) upstreamError() bool {
 // upstream that is rate limiting or overloaded sends beside it whatever
 // its status. Only Retry-After: the other errorHeader, Accept-Encoding,
 // means something only beside a 415.
+//
+// The answer goes out whole at once, its length declared: a stream's
+// first event answered so (event) is answered while the relay still
+// reads the rest of the upstream's stream, dropped, until its end; held
+// in the response buffer, or sent without a length, it would reach the
+// client only with that end (an upstream that goes on or hangs after
+// its error: up to the stream idle timeout, or never).
 func (w *messagesWriter) writeUpstreamError(e *anthropicapi.Error) {
 	w.passHeaders("Retry-After")
-	anthropicapi.WriteError(w.ResponseWriter, w.requestID, e)
+	rw := w.ResponseWriter
+	held := heldAnswer{header: rw.Header()}
+	anthropicapi.WriteError(&held, w.requestID, e)
+	rw.Header().Set("Content-Length", strconv.Itoa(len(held.body)))
+	rw.WriteHeader(held.status)
+	_, _ = rw.Write(held.body) // the client went away; nothing left to tell it
+	rw.Flush()
+}
+
+// heldAnswer is an answer written to it held whole (its headers set on
+// the real writer's), for writeUpstreamError to send with its length.
+type heldAnswer struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (h *heldAnswer) Header() http.Header { return h.header }
+
+func (h *heldAnswer) WriteHeader(code int) { h.status = code }
+
+func (h *heldAnswer) Write(p []byte) (int, error) {
+	h.body = append(h.body, p...)
+	return len(p), nil
 }
 
 // passHeaders sets the pipeline's headers named (canonical names) on the

@@ -390,16 +390,23 @@ func valueTyped(v, typ any) bool {
 // backreference (\1 to \9, \k<name>, (?P=name)) is refused too: no
 // regular grammar, which constrained decoding compiles a pattern to, can
 // hold a value to one. What is escaped (\( is a parenthesis) or in a
-// character class ([(?=] is three characters) is neither. One pass over
-// re: its length is bounded by the request's.
+// character class ([(?=] is three characters) is neither. A digit or k
+// escaped is refused wherever it is, in a class too: Rust's regex parser
+// (regex-syntax, which Rust constrained decoders parse patterns with)
+// refuses every \0 to \9 as an "unsupported backreference", [\1] and \0
+// included, and knows no \k. A class that opens with ']' ([]…, [^]…) is refused: Python
+// and Rust read that ']' as a character of the class, ECMA-262 (JSON
+// Schema's own dialect) as the end of an empty class ([^] is any
+// character), so what follows is in a class or not depending on the
+// reader. One pass over re: its length is bounded by the request's.
 func strictPattern(re string) bool {
 	class := false
 	for i := 0; i < len(re); i++ {
 		c := re[i]
 		switch {
 		case c == '\\':
-			if i+1 < len(re) && !class {
-				if n := re[i+1]; n >= '1' && n <= '9' || n == 'k' {
+			if i+1 < len(re) {
+				if n := re[i+1]; n >= '0' && n <= '9' || n == 'k' {
 					return false
 				}
 			}
@@ -408,13 +415,11 @@ func strictPattern(re string) bool {
 			class = c != ']'
 		case c == '[':
 			class = true
-			// A ']' first in a class (after a '^') is one of its
-			// characters, as Python's re reads it.
 			if i+1 < len(re) && re[i+1] == '^' {
 				i++
 			}
 			if i+1 < len(re) && re[i+1] == ']' {
-				i++
+				return false
 			}
 		case c == '(':
 			rest := re[i:]
