@@ -192,6 +192,11 @@ log: {level: info, format: console}
 			if want := "iop: stopped on " + sigName(tc.sig); !strings.Contains(log, want) {
 				t.Errorf("make run's output lacks %q:\n%s", want, lastLines(log, 15))
 			}
+			for _, want := range []string{"iop-edge stopped", "iop-node stopped"} {
+				if !strings.Contains(log, want) {
+					t.Errorf("make run's output lacks %q, the line that says a binary has stopped:\n%s", want, lastLines(log, 15))
+				}
+			}
 			if strings.Contains(log, "second signal:") {
 				t.Errorf("a process was signalled twice:\n%s", lastLines(log, 15))
 			}
