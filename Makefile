@@ -47,15 +47,32 @@ proto-check:
 # run needs bash for `wait -n`: when either process stops (the edge's port
 # taken, a bad config), the other is stopped too and run exits with its
 # status, instead of waiting on a node that retries forever.
+# The two run in process groups of their own (set -m), so a signal reaches
+# each of them exactly once, from the trap: Ctrl-C at a terminal signals
+# the whole foreground group, and a second copy from the trap would be
+# each binary's "second signal, stop at once", cutting the requests in
+# flight that the first is meant to let finish. A further Ctrl-C is
+# forwarded as such (the node then stops at once). SIGTERM is forwarded
+# once: sent to the group, it comes to this shell twice (make passes its
+# own on), and a supervisor that means "now" sends SIGKILL. SIGHUP (the
+# terminal closed) stops both too: alone, the edge would take it as a
+# reload and outlive the terminal.
 run: SHELL := /bin/bash
 run: build
 	@mkdir -p var
 	@echo "edge: http://127.0.0.1:8080  (model: demo)"; \
-	trap 'kill $$edge $$node 2>/dev/null; wait; exit 0' INT TERM; \
+	sig=; \
+	trap 'sig=INT; kill -INT $$edge $$node 2>/dev/null' INT; \
+	trap '[ -n "$$sig" ] || { sig=TERM; kill -TERM $$edge $$node 2>/dev/null; }' TERM; \
+	trap '[ -n "$$sig" ] || { sig=HUP; kill -TERM $$edge $$node 2>/dev/null; }' HUP; \
+	set -m; \
 	$(BIN)/iop-edge --config configs/edge.yaml & edge=$$!; \
 	$(BIN)/iop-node --config configs/node.yaml & node=$$!; \
+	set +m; \
 	wait -n; status=$$?; \
-	kill $$edge $$node 2>/dev/null; wait; \
+	if [ -z "$$sig" ]; then kill $$edge $$node 2>/dev/null; fi; \
+	until wait; do :; done; \
+	if [ -n "$$sig" ]; then echo "iop: stopped on SIG$$sig" >&2; exit 0; fi; \
 	echo "iop: a process stopped (exit $$status); the other was stopped too" >&2; \
 	exit $$status
 

@@ -36,6 +36,14 @@ func FromFlags[T any](defaultFile string, load func(string) (*T, error)) (cfg *T
 		if u, ok := any(cfg).(interface{ UnmatchedEnv() []string }); ok {
 			printUnmatchedEnv(*checkFile, u.UnmatchedEnv())
 		}
+		// The files the config names, loaded as the start will load them:
+		// "ok" for a key pair that cannot load was a start that fails.
+		if f, ok := any(cfg).(interface{ CheckFiles(string) error }); ok {
+			if err := f.CheckFiles(*checkFile); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return nil, "", 2
+			}
+		}
 		fmt.Printf("config %s: ok\n", *checkFile)
 		return nil, "", 0
 	}

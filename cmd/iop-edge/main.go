@@ -125,5 +125,8 @@ func run() int {
 	log.Info("iop-edge shutting down")
 	edge.Close()
 	wg.Wait()
+	// The last line: "shutting down" alone leaves an operator unsure the
+	// requests in flight were let finish and the process is gone.
+	log.Info("iop-edge stopped", zap.Int("exit_code", code))
 	return code
 }
