@@ -570,6 +570,12 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 		if _, err := t.w.Write(f.GetBody()); err != nil {
 			return t.s.writeFailed(in, &t.cs, t.ts, err), true
 		}
+		if answeredEarly(t.c.Writer) {
+			// The client has its whole answer (earlyAnswerer): the rest
+			// of the body is dropped, and Finish cancels the exchange as
+			// abandoned.
+			return dispatch.ReasonCompleted, true
+		}
 		// Streams are flushed frame by frame. A whole (non-streamed) body
 		// is left to the response buffer so that its last bytes reach the
 		// client only with the end of the response: a client that closes
