@@ -182,9 +182,12 @@ func (d *Dispatcher) renewLeases(last renewOutcome) (time.Time, renewOutcome) {
 		d.readd(res.Missing, leases)
 	}
 	// The liveness mark tells whether Redis answers when there was
-	// nothing to renew. A part unanswered makes the tick an outage, also
+	// nothing to renew. Its reply lost makes the tick an outage, also
 	// after renewals Redis refused: the round trip's rest went
 	// unanswered, and an outage is told at once, not at the next tick.
+	// The pending figures, last in the round trip, only inform the other
+	// edges' status views: their reply alone lost is logged below, and
+	// the next tick tells whether Redis still answers.
 	err, refused := res.Renew, false
 	switch {
 	case err == nil:
