@@ -32,6 +32,9 @@ func TestRunEmbeddingOptionsFromRequest35(t *testing.T) {
 	if len(got.Data) != 2 || got.Data[1].Index != 1 || got.Usage.PromptTokens != 3 {
 		t.Fatalf("embeddings %s", r.Body)
 	}
+	if got.Model != "mock-echo" { // mockStack's target for "demo"
+		t.Errorf("model %q, want the provider's target mock-echo: %s", got.Model, r.Body)
+	}
 	for _, d := range got.Data {
 		var b64 string
 		if err := json.Unmarshal(d.Embedding, &b64); err != nil || b64 == "" {

@@ -76,7 +76,8 @@ func TestSetDoneMidFrameKeepsStreamInStep35(t *testing.T) {
 	done := make(chan struct{})
 	sst.SetDone(done)
 	got := make(chan error, 1)
-	// Owner: this test; ends when RecvLent returns.
+	// Owner: this test; ends when RecvLent returns (done, or the
+	// sessions' close at cleanup).
 	go func() {
 		_, err := sst.RecvLent()
 		got <- err
@@ -87,8 +88,13 @@ func TestSetDoneMidFrameKeepsStreamInStep35(t *testing.T) {
 		return len(sst.s.rbuf)-sst.s.roff == 0
 	})
 	close(done)
-	if err := <-got; !errors.Is(err, ErrDone) {
-		t.Fatalf("RecvLent mid-frame after done: %v, want ErrDone", err)
+	select {
+	case err := <-got:
+		if !errors.Is(err, ErrDone) {
+			t.Fatalf("RecvLent mid-frame after done: %v, want ErrDone", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("RecvLent mid-frame still waiting 30 s after done closed")
 	}
 	sst.SetDone(nil)
 	if _, err := cst.Write(rest); err != nil {
