@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -854,17 +855,31 @@ func (e tunnelError) Error() string {
 func errTunnel(re *iop.RunError) error { return tunnelError{re: re} }
 
 // writeFailed ends an exchange whose write to the client failed. A write
-// that ran into the write deadline is write_error even when net/http,
-// seeing that failed write, has already cancelled the request context
-// (which the watch records as client_disconnect); any other failure keeps a
-// reason recorded before it (the client left first).
+// the client's close or reset broke is the client leaving
+// (client_disconnect, as when the relay's wait sees it first); a write
+// that ran into the write deadline is the client stalling, write_error,
+// even when net/http, seeing that failed write, has already cancelled the
+// request context (which the relay's wait records as client_disconnect);
+// any other failure (a Messages conversion's bound) is write_error unless
+// a reason was recorded before it.
 func (s *Server) writeFailed(in *reqInfo, cs *cancelState, x canceller, err error) dispatch.ReleaseReason {
-	cs.cancel(x, CancelWriteError)
+	first := CancelWriteError
+	if clientLeft(err) {
+		first = CancelClientDisconnect
+	}
+	cs.cancel(x, first)
 	reason := cs.get()
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		reason = CancelWriteError
 	}
 	return s.cancelled(in, reason)
+}
+
+// clientLeft reports a write error that is the peer's close or reset of
+// the connection. Platforms whose socket errors are not these errnos
+// (Windows' WSAECONNRESET) count such a write as write_error.
+func clientLeft(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
 func (s *Server) cancelled(in *reqInfo, reason string) dispatch.ReleaseReason {

@@ -32,7 +32,7 @@ func (c cancelRecorder) Cancel(reason string) {
 // client_disconnect) before it handles the error. The cancellation is
 // still counted as write_error: the client stalled, it did not leave. The
 // test takes that order deterministically.
-func TestWriteDeadlineAfterWatchCountsWriteError(t *testing.T) {
+func TestWriteDeadlineAfterClientGoneCountsWriteError(t *testing.T) {
 	cfg := &config.Edge{}
 	if err := cfg.Normalize(); err != nil {
 		t.Fatal(err)
