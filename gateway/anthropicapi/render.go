@@ -61,6 +61,10 @@ type toolUseOut struct {
 // chat.completion.chunk share them: a chunk's choice has a delta where a
 // completion's has a message).
 type oaCompletion struct {
+	// Model is the model that answered, as the OpenAI answer names it
+	// (the provider's target on every route): the Messages answer's
+	// model. Empty when the upstream names none.
+	Model   string     `json:"model"`
 	Choices []oaChoice `json:"choices"`
 	Usage   *oaUsage   `json:"usage"`
 	// Error is set on an error event inside a stream.
@@ -114,8 +118,10 @@ type oaUsage struct {
 var emptyObject = json.RawMessage("{}")
 
 // RenderMessage translates a non-stream OpenAI chat.completion into a
-// Messages response for model (the name the caller asked for, not the
-// upstream's). Only the first choice counts. inputTokens is the request's
+// Messages response. Its model is the one the completion names (the
+// provider's target, as the OpenAI surface answers: Anthropic's model
+// field is the model that handled the request), or model (the name the
+// caller asked for) when it names none. Only the first choice counts. inputTokens is the request's
 // estimate (as NewStreamWriter takes): usage.input_tokens when the upstream
 // reported no prompt tokens, so that the answer says what its streamed
 // form's message_start would, not 0. It returns an error wrapping
@@ -149,6 +155,9 @@ func renderMessage(openaiBody []byte, model string, stopSequences []string, inpu
 	}
 	if len(c.Choices) == 0 {
 		return nil, fmt.Errorf("%w: no choices", ErrMalformedUpstream)
+	}
+	if c.Model != "" {
+		model = c.Model
 	}
 	ch := c.Choices[0]
 	for _, cand := range c.Choices {
