@@ -61,14 +61,24 @@ type toolUseOut struct {
 // chat.completion.chunk share them: a chunk's choice has a delta where a
 // completion's has a message).
 type oaCompletion struct {
-	// Model is the model that answered, as the OpenAI answer names it
-	// (the provider's target on every route): the Messages answer's
-	// model. Empty when the upstream names none.
-	Model   string     `json:"model"`
 	Choices []oaChoice `json:"choices"`
 	Usage   *oaUsage   `json:"usage"`
 	// Error is set on an error event inside a stream.
 	Error json.RawMessage `json:"error"`
+}
+
+// oaModel is the model that answered, as an OpenAI answer or chunk
+// names it (the provider's target on every route): the Messages answer's
+// model. Empty when the upstream names none. Apart from oaCompletion so
+// that a stream's chunks decode it only until message_start is written.
+type oaModel struct {
+	Model string `json:"model"`
+}
+
+// oaWhole is a whole (non-stream) completion with its model.
+type oaWhole struct {
+	oaModel
+	oaCompletion
 }
 
 type oaChoice struct {
@@ -149,7 +159,7 @@ func RenderMessageOmitted(openaiBody []byte, model string, stopSequences []strin
 }
 
 func renderMessage(openaiBody []byte, model string, stopSequences []string, inputTokens int, thinking, omit bool) ([]byte, error) {
-	var c oaCompletion
+	var c oaWhole
 	if err := json.Unmarshal(openaiBody, &c); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedUpstream, err)
 	}

@@ -232,7 +232,11 @@ func (s *StreamWriter) Chunk(data []byte) error {
 	if err := json.Unmarshal(data, &c); err != nil {
 		return fmt.Errorf("%w: chunk: %w", ErrMalformedUpstream, err)
 	}
-	s.answeredBy(c.Model)
+	if !s.msgStarted {
+		var m oaModel
+		_ = json.Unmarshal(data, &m) // it parsed above as a whole
+		s.answeredBy(m.Model)
+	}
 	if c.Usage != nil {
 		s.usage = c.Usage
 	}
@@ -584,7 +588,7 @@ func (s *StreamWriter) Whole(body []byte) error {
 	if s.err != nil || s.closed {
 		return s.err
 	}
-	var c oaCompletion
+	var c oaWhole
 	if err := json.Unmarshal(body, &c); err != nil {
 		return fmt.Errorf("%w: completion: %w", ErrMalformedUpstream, err)
 	}
