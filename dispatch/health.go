@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/iop-gateway/iop/dispatch/route"
+	"github.com/iop-gateway/iop/internal/healthname"
 	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -83,23 +84,9 @@ func (d *Dispatcher) pollNodes(interval time.Duration) map[string]*nodewire.Conn
 	return out
 }
 
-// healthNames is the one mapping of health states to the status API's
-// names. Unknown shows as ok: a backend not yet probed is dispatched to.
-var healthNames = map[iop.HealthState]string{
-	iop.HealthState_HEALTH_STATE_UNSPECIFIED: "ok",
-	iop.HealthState_HEALTH_STATE_OK:          "ok",
-	iop.HealthState_HEALTH_STATE_DEGRADED:    "degraded",
-	iop.HealthState_HEALTH_STATE_OFFLINE:     "offline",
-	iop.HealthState_HEALTH_STATE_DRAINING:    "draining",
-}
-
-// HealthName is the status API's name of a health state.
-func HealthName(h iop.HealthState) string {
-	if n, ok := healthNames[h]; ok {
-		return n
-	}
-	return "ok"
-}
+// HealthName is the status API's name of a health state (healthname.Of,
+// which the node's providers command renders by too).
+func HealthName(h iop.HealthState) string { return healthname.Of(h) }
 
 // setHealth records the health and load of node id's providers from a
 // providers command its session c answered (nodes that send no load
@@ -219,11 +206,4 @@ func figure(v float64) float64 {
 
 // healthState reads a status API health name back (HealthName's inverse;
 // "ok" reads as OK).
-func healthState(name string) iop.HealthState {
-	for h, n := range healthNames {
-		if n == name && h != iop.HealthState_HEALTH_STATE_UNSPECIFIED {
-			return h
-		}
-	}
-	return iop.HealthState_HEALTH_STATE_UNSPECIFIED
-}
+func healthState(name string) iop.HealthState { return healthname.Parse(name) }

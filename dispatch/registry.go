@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"time"
 
@@ -346,13 +347,28 @@ func (d *Dispatcher) Closed(c *nodewire.Conn, err error) {
 	n := d.connNode[c]
 	delete(d.connNode, c)
 	var out outcome
+	why := closeReason(err)
 	if n != nil {
-		out = d.transitionLocked(n, evClosed, c, closeReason(err))
+		out = d.transitionLocked(n, evClosed, c, why)
 	}
 	d.mu.Unlock()
-	if out.fenced {
-		d.log.Info("node disconnected", zap.String("node_id", n.id), zap.Error(err))
+	if !out.fenced {
+		return
 	}
+	if closedByEdge(err) || d.ctx.Err() != nil {
+		// The edge's own doing (a shutdown, a superseded session): the
+		// socket's "use of closed network connection" is no error.
+		d.log.Info("node disconnected", zap.String("node_id", n.id), zap.String("reason", why))
+		return
+	}
+	d.log.Info("node disconnected", zap.String("node_id", n.id), zap.String("reason", why), zap.Error(err))
+}
+
+// closedByEdge reports whether a connection's close cause is this edge
+// closing it: a local Close (nodewire.ErrClosed) or a read on a socket the
+// edge closed under it (net.ErrClosed, as the server's Close does).
+func closedByEdge(err error) bool {
+	return errors.Is(err, nodewire.ErrClosed) || errors.Is(err, net.ErrClosed)
 }
 
 // fenceQueuedWalk is how many queued frames one fence decodes at most
@@ -486,7 +502,7 @@ func closeReason(err error) string {
 		return "connection closed"
 	case errors.Is(err, nodewire.ErrHeartbeatTimeout):
 		return "heartbeat timeout"
-	case errors.Is(err, nodewire.ErrClosed):
+	case closedByEdge(err):
 		return "closed by the edge"
 	case errors.Is(err, nodewire.ErrProtocol):
 		return "protocol violation"

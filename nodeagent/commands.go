@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/iop-gateway/iop/internal/healthname"
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -56,7 +57,7 @@ func (a *Agent) Command(ctx context.Context, typ string) *iop.NodeCommandRespons
 		payload = transport(ctx)
 	case CmdProviders:
 		resp.Providers = a.Snapshots(ctx)
-		payload = map[string]any{"providers": resp.Providers}
+		payload = map[string]any{"providers": providerViews(resp.Providers)}
 	default:
 		resp.Error = fmt.Sprintf("unknown command %q (want usage, capabilities, sessions, transport or providers)", typ)
 		return resp
@@ -68,6 +69,24 @@ func (a *Agent) Command(ctx context.Context, typ string) *iop.NodeCommandRespons
 	}
 	resp.PayloadJson = b
 	return resp
+}
+
+// providerView is a snapshot as the providers command's JSON shows it:
+// health by name, as /admin/status shows it (healthname), not the enum's
+// number. The edge reads health from the answer's Providers field, never
+// from this JSON (it relays it to the admin API as it is), so edges of
+// any version read the same answer.
+type providerView struct {
+	*iop.ProviderSnapshot
+	Health string `json:"health"` // shadows the embedded enum
+}
+
+func providerViews(snaps []*iop.ProviderSnapshot) []providerView {
+	out := make([]providerView, 0, len(snaps))
+	for _, s := range snaps {
+		out = append(out, providerView{ProviderSnapshot: s, Health: healthname.Of(s.GetHealth())})
+	}
+	return out
 }
 
 type adapterUsage struct {

@@ -179,7 +179,10 @@ func (s *Supervisor) session(ctx context.Context, attempt int) (bool, error) {
 	if s.watch != nil {
 		s.watch.ready()
 	}
-	s.log.Info("edge session ready", zap.String("node_id", resp.GetNodeId()), zap.Int("adapters", len(resp.GetConfig().GetAdapters())), zap.Bool("draining", ready.GetDraining()))
+	// No node_id here: the process's logger carries it on every line
+	// (cmd/iop-node), and the edge answers the id the node registered
+	// with; zap would emit a second key of the same name.
+	s.log.Info("edge session ready", zap.Int("adapters", len(resp.GetConfig().GetAdapters())), zap.Bool("draining", ready.GetDraining()))
 	s.note("ready", attempt, nil)
 	lctx, stopLoad := context.WithCancel(ctx)
 	loadDone := make(chan struct{})

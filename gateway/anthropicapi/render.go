@@ -67,6 +67,20 @@ type oaCompletion struct {
 	Error json.RawMessage `json:"error"`
 }
 
+// oaModel is the model that answered, as an OpenAI answer or chunk
+// names it (the provider's target on every route): the Messages answer's
+// model. Empty when the upstream names none. Apart from oaCompletion so
+// that a stream's chunks decode it only until message_start is written.
+type oaModel struct {
+	Model string `json:"model"`
+}
+
+// oaWhole is a whole (non-stream) completion with its model.
+type oaWhole struct {
+	oaModel
+	oaCompletion
+}
+
 type oaChoice struct {
 	Index        int      `json:"index"`
 	Message      oaAnswer `json:"message"`
@@ -114,8 +128,10 @@ type oaUsage struct {
 var emptyObject = json.RawMessage("{}")
 
 // RenderMessage translates a non-stream OpenAI chat.completion into a
-// Messages response for model (the name the caller asked for, not the
-// upstream's). Only the first choice counts. inputTokens is the request's
+// Messages response. Its model is the one the completion names (the
+// provider's target, as the OpenAI surface answers: Anthropic's model
+// field is the model that handled the request), or model (the name the
+// caller asked for) when it names none. Only the first choice counts. inputTokens is the request's
 // estimate (as NewStreamWriter takes): usage.input_tokens when the upstream
 // reported no prompt tokens, so that the answer says what its streamed
 // form's message_start would, not 0. It returns an error wrapping
@@ -143,12 +159,15 @@ func RenderMessageOmitted(openaiBody []byte, model string, stopSequences []strin
 }
 
 func renderMessage(openaiBody []byte, model string, stopSequences []string, inputTokens int, thinking, omit bool) ([]byte, error) {
-	var c oaCompletion
+	var c oaWhole
 	if err := json.Unmarshal(openaiBody, &c); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedUpstream, err)
 	}
 	if len(c.Choices) == 0 {
 		return nil, fmt.Errorf("%w: no choices", ErrMalformedUpstream)
+	}
+	if c.Model != "" {
+		model = c.Model
 	}
 	ch := c.Choices[0]
 	for _, cand := range c.Choices {

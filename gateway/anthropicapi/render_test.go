@@ -18,7 +18,8 @@ func TestRenderMessage(t *testing.T) {
 			name: "text, stop",
 			in: `{"id":"chatcmpl-1","object":"chat.completion","model":"upstream","choices":[{"index":0,"message":{"role":"assistant","content":"Hello <b>"},
 				"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}`,
-			want: `{"type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"Hello <b>"}],
+			// The model that answered, as the completion names it.
+			want: `{"type":"message","role":"assistant","model":"upstream","content":[{"type":"text","text":"Hello <b>"}],
 				"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":3}}`,
 		},
 		{

@@ -192,7 +192,8 @@ type heldTool struct {
 const heldToolCost = 64
 
 // NewStreamWriter prepares a writer; it writes nothing yet. flush (may be
-// nil) is called after every event. inputTokens is the prompt estimate
+// nil) is called after every event. model is message_start's model unless
+// the upstream's first chunk names one (answeredBy). inputTokens is the prompt estimate
 // message_start reports (e.g. CountTokens); stopSequences are the request's;
 // thinking is whether the request enabled thinking (Request.Thinking).
 func NewStreamWriter(w io.Writer, flush func(), model string, inputTokens int, stopSequences []string, thinking bool) *StreamWriter {
@@ -230,6 +231,11 @@ func (s *StreamWriter) Chunk(data []byte) error {
 	var c oaCompletion
 	if err := json.Unmarshal(data, &c); err != nil {
 		return fmt.Errorf("%w: chunk: %w", ErrMalformedUpstream, err)
+	}
+	if !s.msgStarted {
+		var m oaModel
+		_ = json.Unmarshal(data, &m) // it parsed above as a whole
+		s.answeredBy(m.Model)
 	}
 	if c.Usage != nil {
 		s.usage = c.Usage
@@ -522,6 +528,16 @@ func (s *StreamWriter) closeBlock() {
 	}
 }
 
+// answeredBy takes the model an upstream chunk names (the provider's
+// target, as the OpenAI surface answers) for message_start's model, in
+// place of the requested name, while message_start is unwritten. Empty
+// (an upstream that names none) keeps the requested name.
+func (s *StreamWriter) answeredBy(model string) {
+	if model != "" && !s.msgStarted {
+		s.model = model
+	}
+}
+
 func (s *StreamWriter) ensureStart() {
 	if s.msgStarted {
 		return
@@ -572,7 +588,7 @@ func (s *StreamWriter) Whole(body []byte) error {
 	if s.err != nil || s.closed {
 		return s.err
 	}
-	var c oaCompletion
+	var c oaWhole
 	if err := json.Unmarshal(body, &c); err != nil {
 		return fmt.Errorf("%w: completion: %w", ErrMalformedUpstream, err)
 	}
@@ -585,6 +601,7 @@ func (s *StreamWriter) Whole(body []byte) error {
 	if len(c.Choices) == 0 {
 		return fmt.Errorf("%w: completion without a choice", ErrMalformedUpstream)
 	}
+	s.answeredBy(c.Model)
 	// The choice RenderMessage renders: index 0, else the first.
 	ch := c.Choices[0]
 	for _, cand := range c.Choices {
