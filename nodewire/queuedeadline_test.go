@@ -36,18 +36,15 @@ func (c *stuckConn) Close() error {
 	return c.Conn.Close()
 }
 
-// A write waiting for room in the session's queue (muxMaxPending bytes
-// already wait for a peer that does not read) ends when its write deadline
-// is moved to now, as dispatch does when the client goes and Stream.Abort
-// does before it closes: the wait follows the deadline, not the peer.
-func TestWriteDeadlineEndsWaitForFullQueue(t *testing.T) {
+// fullQueueClient is a client session whose writer sticks on a first
+// stream's frames (conn never takes them) and whose queue holds
+// muxMaxPending bytes of further streams' frames (one each, so that none
+// waits).
+func fullQueueClient(t *testing.T) *muxSession {
+	t.Helper()
 	conn := newStuckConn(t)
 	client := muxClient(conn)
 	t.Cleanup(func() { _ = client.Close() })
-
-	// The writer takes a first stream's frames and sticks on them; then
-	// frames of further streams (one each, so that none waits) fill the
-	// queue past muxMaxPending.
 	first, _ := client.OpenStream()
 	if _, err := first.Write(make([]byte, muxWindow)); err != nil {
 		t.Fatal(err)
@@ -67,24 +64,40 @@ func TestWriteDeadlineEndsWaitForFullQueue(t *testing.T) {
 		pending = len(client.pending)
 		client.wmu.Unlock()
 	}
+	return client
+}
 
-	st, _ := client.OpenStream()
+// writeWaitingForRoom starts a small write on st and returns once it waits
+// for room in client's full queue (lockPending made drained); its result
+// arrives on the channel.
+func writeWaitingForRoom(t *testing.T, client *muxSession, st *muxStream) <-chan error {
+	t.Helper()
 	res := make(chan error, 1)
 	go func() { // Owner: the test; ends when the write returns.
 		_, err := st.Write([]byte("request"))
 		res <- err
 	}()
-	// Wait until the write waits for room (lockPending made drained).
 	for waiting := false; !waiting; {
 		client.wmu.Lock()
 		waiting = client.drained != nil
 		client.wmu.Unlock()
 		select {
 		case err := <-res:
-			t.Fatalf("write returned before the deadline moved: %v", err)
+			t.Fatalf("write returned while it should wait for room: %v", err)
 		case <-time.After(time.Millisecond):
 		}
 	}
+	return res
+}
+
+// A write waiting for room in the session's queue (muxMaxPending bytes
+// already wait for a peer that does not read) ends when its write deadline
+// is moved to now, as dispatch does when the client goes and Stream.Abort
+// does before it closes: the wait follows the deadline, not the peer.
+func TestWriteDeadlineEndsWaitForFullQueue(t *testing.T) {
+	client := fullQueueClient(t)
+	st, _ := client.OpenStream()
+	res := writeWaitingForRoom(t, client, st)
 	_ = st.SetWriteDeadline(time.Now())
 	select {
 	case err := <-res:
