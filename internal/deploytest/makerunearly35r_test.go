@@ -14,13 +14,19 @@ import (
 
 // makeRunFakeBinary stands in for iop-edge and iop-node: once its traps
 // are set it notes its pid, then each signal it gets (its name, one a
-// line), and exits on the first.
+// line); after the first (its trap done) it notes "stopping", and exits
+// once $FAKE_DIR/release exists (made by the recipe after its last
+// signal, or by the test up front) or after 10 s.
 const makeRunFakeBinary = `#!/bin/bash
 me=$(basename "$0")
-trap 'echo INT >> "$FAKE_DIR/$me.sig"; exit 0' INT
-trap 'echo TERM >> "$FAKE_DIR/$me.sig"; exit 0' TERM
+stop=
+trap 'echo INT >> "$FAKE_DIR/$me.sig"; stop=1' INT
+trap 'echo TERM >> "$FAKE_DIR/$me.sig"; stop=1' TERM
 echo $$ > "$FAKE_DIR/$me.pid.tmp" && mv "$FAKE_DIR/$me.pid.tmp" "$FAKE_DIR/$me.pid"
-while :; do sleep 0.05; done
+while [ -z "$stop" ]; do sleep 0.05; done
+: > "$FAKE_DIR/$me.stopping"
+for i in $(seq 200); do [ -e "$FAKE_DIR/release" ] && exit 0; sleep 0.05; done
+exit 0
 `
 
 // makeRunEarlyAt is where in the run recipe the shell signals itself, and
@@ -35,6 +41,13 @@ var makeRunEarlyAt = []struct {
 	{"before set -m", "\tset -m; \\\n", "\tkill -%s $$$$; set -m; \\\n", false},
 	{"before the node pid is known", " & node=$$!; \\\n",
 		" & until [ -s $$FAKE_DIR/iop-edge.pid ] && [ -s $$FAKE_DIR/iop-node.pid ]; do sleep 0.01; done; kill -%s $$$$; node=$$!; \\\n", true},
+	// Not early: the same signal twice once both run, which each binary
+	// must get once for SIGTERM and SIGHUP (a repeat is make passing its
+	// own on) and twice for SIGINT (a second Ctrl-C means "now"). The
+	// fakes are released by a SIGWINCH trap: bash runs pending traps in
+	// signal order, so it runs after the trap of the second copy.
+	{"twice after both started", "\tset +m; \\\n",
+		"\tset +m; until [ -s $$FAKE_DIR/iop-edge.pid ] && [ -s $$FAKE_DIR/iop-node.pid ]; do sleep 0.01; done; kill -%[1]s $$$$; until [ -e $$FAKE_DIR/iop-edge.stopping ] && [ -e $$FAKE_DIR/iop-node.stopping ]; do sleep 0.01; done; kill -%[1]s $$$$; trap \": > $$FAKE_DIR/release\" WINCH; kill -WINCH $$$$; \\\n", true},
 }
 
 // A stop signal that reaches the recipe's shell after its traps are set
@@ -72,6 +85,9 @@ func TestMakeRunSignalBeforeBothStarted(t *testing.T) {
 				}
 				writeFile(t, filepath.Join(dir, "Makefile"), strings.Replace(string(makefile), at.line, fmt.Sprintf(at.inject, sig), 1))
 
+				if !strings.HasPrefix(at.name, "twice") {
+					writeFile(t, filepath.Join(dir, "release"), "")
+				}
 				mk := exec.Command("make", "--no-print-directory", "-C", dir, "run", "GO=true", "BIN="+bin)
 				mk.Env = append(os.Environ(), "FAKE_DIR="+dir)
 				mk.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -121,6 +137,9 @@ func TestMakeRunSignalBeforeBothStarted(t *testing.T) {
 				want := "TERM\n"
 				if sig == "INT" {
 					want = "INT\n"
+					if strings.HasPrefix(at.name, "twice") {
+						want = "INT\nINT\n"
+					}
 				}
 				for _, name := range []string{"iop-edge", "iop-node"} {
 					if !at.once {
