@@ -56,19 +56,23 @@ proto-check:
 # once: sent to the group, it comes to this shell twice (make passes its
 # own on), and a supervisor that means "now" sends SIGKILL. SIGHUP (the
 # terminal closed) stops both too: alone, the edge would take it as a
-# reload and outlive the terminal.
+# reload and outlive the terminal. A signal that comes before both have
+# started is kept (pend) and forwarded once they have: lost, it left the
+# two running and a second SIGTERM ignored, so make run never stopped.
 run: SHELL := /bin/bash
 run: build
 	@mkdir -p var
 	@echo "edge: http://127.0.0.1:8080  (model: demo)"; \
-	sig=; \
-	trap 'sig=INT; kill -INT $$edge $$node 2>/dev/null' INT; \
-	trap '[ -n "$$sig" ] || { sig=TERM; kill -TERM $$edge $$node 2>/dev/null; }' TERM; \
-	trap '[ -n "$$sig" ] || { sig=HUP; kill -TERM $$edge $$node 2>/dev/null; }' HUP; \
+	sig=; pend=; edge=; node=; \
+	fwd() { if [ -z "$$node" ]; then pend=$$1; else pend=; kill -$$1 $$edge $$node 2>/dev/null; fi; }; \
+	trap 'sig=INT; fwd INT' INT; \
+	trap '[ -n "$$sig" ] || { sig=TERM; fwd TERM; }' TERM; \
+	trap '[ -n "$$sig" ] || { sig=HUP; fwd TERM; }' HUP; \
 	set -m; \
 	$(BIN)/iop-edge --config configs/edge.yaml & edge=$$!; \
 	$(BIN)/iop-node --config configs/node.yaml & node=$$!; \
 	set +m; \
+	if [ -n "$$pend" ]; then fwd $$pend; fi; \
 	wait -n; status=$$?; \
 	if [ -z "$$sig" ]; then kill $$edge $$node 2>/dev/null; fi; \
 	until wait; do :; done; \

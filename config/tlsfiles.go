@@ -4,9 +4,51 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"syscall"
 )
+
+// maxCheckFile bounds what --check-config reads of one TLS file: a PEM
+// key pair or CA bundle is kilobytes (a full public-roots bundle a few
+// hundred); a key_file pointed at a disk image or a log is not one.
+const maxCheckFile = 8 << 20
+
+// Why a TLS file was not read: not a regular file (a FIFO would block
+// the open, and a read, until a writer came; a directory or a device is
+// no PEM), or larger than maxCheckFile.
+var (
+	errNotRegular = errors.New("not a regular file")
+	errTooLarge   = fmt.Errorf("larger than %d MiB", maxCheckFile>>20)
+)
+
+// readCheckFile reads a TLS file for --check-config, bounded: opened
+// without blocking (a FIFO's open waits for a writer), refused unless a
+// regular file, read up to maxCheckFile. Its errors are *fs.PathError.
+func readCheckFile(name string) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: errNotRegular}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxCheckFile+1))
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+	}
+	if len(b) > maxCheckFile {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: errTooLarge}
+	}
+	return b, nil
+}
 
 // checkKeyPair adds a problem when the key pair in certFile and keyFile
 // does not load as the node wire will load it at start (a missing or
@@ -16,7 +58,17 @@ import (
 // ("listen.tls"). A file missing is named by its own key; a pair that
 // does not match, by both.
 func checkKeyPair(p *problems, prefix, certFile, keyFile string) {
-	if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
+	certPEM, err := readCheckFile(certFile)
+	if err != nil {
+		p.add("%s: %s", prefix+".cert_file", fileErr(err))
+		return
+	}
+	keyPEM, err := readCheckFile(keyFile)
+	if err != nil {
+		p.add("%s: %s", prefix+".key_file", fileErr(err))
+		return
+	}
+	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
 		p.add("%s: %s", prefix+"."+fileKey(err, certFile, keyFile, "cert_file", "key_file"), fileErr(err))
 	}
 }
@@ -24,7 +76,7 @@ func checkKeyPair(p *problems, prefix, certFile, keyFile string) {
 // checkCAFile adds a problem when file holds no PEM certificate to trust,
 // as the node wire would refuse it at start. key is its config key.
 func checkCAFile(p *problems, key, file string) {
-	pem, err := os.ReadFile(file)
+	pem, err := readCheckFile(file)
 	if err != nil {
 		p.add("%s: %s", key, fileErr(err))
 		return

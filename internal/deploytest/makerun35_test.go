@@ -197,6 +197,11 @@ log: {level: info, format: console}
 					t.Errorf("make run's output lacks %q, the line that says a binary has stopped:\n%s", want, lastLines(log, 15))
 				}
 			}
+			// The edge's last line carries its exit code: 0 after a stop
+			// signal (make run exits 0 on the signal whatever the code).
+			if want := "iop-edge stopped\t{\"exit_code\": 0}"; !strings.Contains(log, want) {
+				t.Errorf("make run's output lacks %q:\n%s", want, lastLines(log, 15))
+			}
 			if strings.Contains(log, "second signal:") {
 				t.Errorf("a process was signalled twice:\n%s", lastLines(log, 15))
 			}

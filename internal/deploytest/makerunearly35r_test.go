@@ -1,0 +1,156 @@
+package deploytest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// makeRunFakeBinary stands in for iop-edge and iop-node: once its traps
+// are set it notes its pid, then each signal it gets (its name, one a
+// line); after the first (its trap done) it notes "stopping", and exits
+// once $FAKE_DIR/release exists (made by the recipe after its last
+// signal, or by the test up front) or after 10 s.
+const makeRunFakeBinary = `#!/bin/bash
+me=$(basename "$0")
+stop=
+trap 'echo INT >> "$FAKE_DIR/$me.sig"; stop=1' INT
+trap 'echo TERM >> "$FAKE_DIR/$me.sig"; stop=1' TERM
+echo $$ > "$FAKE_DIR/$me.pid.tmp" && mv "$FAKE_DIR/$me.pid.tmp" "$FAKE_DIR/$me.pid"
+while [ -z "$stop" ]; do sleep 0.05; done
+: > "$FAKE_DIR/$me.stopping"
+for i in $(seq 200); do [ -e "$FAKE_DIR/release" ] && exit 0; sleep 0.05; done
+exit 0
+`
+
+// makeRunEarlyAt is where in the run recipe the shell signals itself, and
+// what it waits for first: before "set -m" the binaries have not been
+// started (one signalled before its traps are set dies of it, so only the
+// stop is checked); just before "node=$!" both have started and set their
+// traps, but the shell does not know the node's pid yet.
+var makeRunEarlyAt = []struct {
+	name, line, inject string
+	once               bool
+}{
+	{"before set -m", "\tset -m; \\\n", "\tkill -%s $$$$; set -m; \\\n", false},
+	{"before the node pid is known", " & node=$$!; \\\n",
+		" & until [ -s $$FAKE_DIR/iop-edge.pid ] && [ -s $$FAKE_DIR/iop-node.pid ]; do sleep 0.01; done; kill -%s $$$$; node=$$!; \\\n", true},
+	// Not early: the same signal twice once both run, which each binary
+	// must get once for SIGTERM and SIGHUP (a repeat is make passing its
+	// own on) and twice for SIGINT (a second Ctrl-C means "now"). The
+	// fakes are released by a SIGWINCH trap: bash runs pending traps in
+	// signal order, so it runs after the trap of the second copy.
+	{"twice after both started", "\tset +m; \\\n",
+		"\tset +m; until [ -s $$FAKE_DIR/iop-edge.pid ] && [ -s $$FAKE_DIR/iop-node.pid ]; do sleep 0.01; done; kill -%[1]s $$$$; until [ -e $$FAKE_DIR/iop-edge.stopping ] && [ -e $$FAKE_DIR/iop-node.stopping ]; do sleep 0.01; done; kill -%[1]s $$$$; trap \": > $$FAKE_DIR/release\" WINCH; kill -WINCH $$$$; \\\n", true},
+}
+
+// A stop signal that reaches the recipe's shell after its traps are set
+// but before both binaries have started (here sent by the shell to itself
+// at the two ends of that window) must still stop both, once each, and
+// make run must exit naming it. The trap used to kill "$edge $node" while
+// they were still empty: the signal was lost, the binaries ran on, and a
+// further SIGTERM (make's own, a supervisor's) was ignored as a repeat, so
+// make run never stopped.
+func TestMakeRunSignalBeforeBothStarted(t *testing.T) {
+	for _, tool := range []string{"make", "bash"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	makefile, err := os.ReadFile(path("Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sig := range []string{"INT", "TERM", "HUP"} {
+		for _, at := range makeRunEarlyAt {
+			t.Run(sig+" "+at.name, func(t *testing.T) {
+				if strings.Count(string(makefile), at.line) != 1 {
+					t.Fatalf("the run recipe has no single %q to signal at", at.line)
+				}
+				dir := t.TempDir()
+				bin := filepath.Join(dir, "bin")
+				for _, name := range []string{"iop-edge", "iop-node"} {
+					if err := os.MkdirAll(bin, 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(filepath.Join(bin, name), []byte(makeRunFakeBinary), 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				writeFile(t, filepath.Join(dir, "Makefile"), strings.Replace(string(makefile), at.line, fmt.Sprintf(at.inject, sig), 1))
+
+				if !strings.HasPrefix(at.name, "twice") {
+					writeFile(t, filepath.Join(dir, "release"), "")
+				}
+				mk := exec.Command("make", "--no-print-directory", "-C", dir, "run", "GO=true", "BIN="+bin)
+				mk.Env = append(os.Environ(), "FAKE_DIR="+dir)
+				mk.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				out, err := os.Create(filepath.Join(dir, "make.log"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer out.Close()
+				mk.Stdout, mk.Stderr = out, out
+				if err := mk.Start(); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error, 1)
+				// Owner: this subtest. Ends when make exits; the deadline
+				// below kills make's group and the fakes if it does not.
+				go func() { done <- mk.Wait() }()
+				killAll := func() {
+					_ = syscall.Kill(-mk.Process.Pid, syscall.SIGKILL)
+					for _, name := range []string{"iop-edge", "iop-node"} {
+						if b, err := os.ReadFile(filepath.Join(dir, name+".pid")); err == nil {
+							if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+								_ = syscall.Kill(pid, syscall.SIGKILL)
+							}
+						}
+					}
+				}
+				var waitErr error
+				select {
+				case waitErr = <-done:
+				case <-time.After(30 * time.Second):
+					killAll()
+					<-done
+					log, _ := os.ReadFile(out.Name())
+					t.Fatalf("make run still running 30s after a SIG%s at start-up (the signal lost?):\n%s", sig, log)
+				}
+				t.Cleanup(killAll)
+				if waitErr != nil && !cleanStop(waitErr, syscall.SIGINT) && !cleanStop(waitErr, syscall.SIGTERM) && !cleanStop(waitErr, syscall.SIGHUP) {
+					t.Errorf("make run after a SIG%s at start-up: %v, want a clean stop", sig, waitErr)
+				}
+				log, err := os.ReadFile(out.Name())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := "iop: stopped on SIG" + sig; !strings.Contains(string(log), want) {
+					t.Errorf("make run's output lacks %q:\n%s", want, log)
+				}
+				want := "TERM\n"
+				if sig == "INT" {
+					want = "INT\n"
+					if strings.HasPrefix(at.name, "twice") {
+						want = "INT\nINT\n"
+					}
+				}
+				for _, name := range []string{"iop-edge", "iop-node"} {
+					if !at.once {
+						break
+					}
+					got, _ := os.ReadFile(filepath.Join(dir, name+".sig"))
+					if string(got) != want {
+						t.Errorf("%s got signals %q, want %q (each once)", name, got, want)
+					}
+				}
+			})
+		}
+	}
+}
