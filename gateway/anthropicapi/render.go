@@ -131,10 +131,10 @@ var emptyObject = json.RawMessage("{}")
 // Messages response. Its model is the one the completion names (the
 // provider's target, as the OpenAI surface answers: Anthropic's model
 // field is the model that handled the request), or model (the name the
-// caller asked for) when it names none. Only the first choice counts. inputTokens is the request's
-// estimate (as NewStreamWriter takes): usage.input_tokens when the upstream
-// reported no prompt tokens, so that the answer says what its streamed
-// form's message_start would, not 0. It returns an error wrapping
+// caller asked for) when it names none. Only the first choice counts.
+// inputTokens is the request's estimate (as NewStreamWriter takes):
+// usage.input_tokens when the upstream reported no prompt tokens, so that
+// the answer says what its streamed form's message_start would, not 0. It returns an error wrapping
 // ErrMalformedUpstream when openaiBody is not a completion with a choice;
 // answer that with a 502 api_error.
 //

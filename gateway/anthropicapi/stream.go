@@ -193,9 +193,10 @@ const heldToolCost = 64
 
 // NewStreamWriter prepares a writer; it writes nothing yet. flush (may be
 // nil) is called after every event. model is message_start's model unless
-// the upstream's first chunk names one (answeredBy). inputTokens is the prompt estimate
-// message_start reports (e.g. CountTokens); stopSequences are the request's;
-// thinking is whether the request enabled thinking (Request.Thinking).
+// the upstream's first chunk names one (answeredBy). inputTokens is the
+// prompt estimate message_start reports (e.g. CountTokens); stopSequences
+// are the request's; thinking is whether the request enabled thinking
+// (Request.Thinking).
 func NewStreamWriter(w io.Writer, flush func(), model string, inputTokens int, stopSequences []string, thinking bool) *StreamWriter {
 	return &StreamWriter{
 		w: w, flush: flush, id: newID("msg_"), model: model,
