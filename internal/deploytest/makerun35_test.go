@@ -92,25 +92,7 @@ workspace_root: ./var/workspaces
 log: {level: info, format: console}
 `, nodeAddr))
 
-			// GO=true: the build step is done above; run only runs.
-			mk := exec.Command("make", "--no-print-directory", "-C", dir, "run", "GO=true", "BIN="+bin)
-			mk.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			// A file, not a buffer: Wait then does not wait on a pipe that
-			// a stray child might hold open.
-			out, err := os.Create(filepath.Join(dir, "make.log"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer out.Close()
-			mk.Stdout, mk.Stderr = out, out
-			if err := mk.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan struct{})
-			var waitErr error
-			// Owner: this subtest. Stops when make exits; the deadline below
-			// (or the cleanup) kills its group if it does not.
-			go func() { waitErr = mk.Wait(); close(done) }()
+			mk, done, waitErr := startMakeRun(t, dir, bin)
 			t.Cleanup(func() {
 				select {
 				case <-done:
@@ -178,13 +160,13 @@ log: {level: info, format: console}
 				// GNU make, once its recipe has ended, re-raises a SIGINT
 				// or SIGTERM it got itself (a shell then shows 130 or
 				// 143): exit 0, or death by that signal, is a clean stop.
-				if !cleanStop(waitErr, tc.sig) {
-					t.Errorf("make run after %v: %v, want exit 0 or %v", tc.sig, waitErr, tc.sig)
+				if !cleanStop(*waitErr, tc.sig) {
+					t.Errorf("make run after %v: %v, want exit 0 or %v", tc.sig, *waitErr, tc.sig)
 				}
 			case <-time.After(60 * time.Second):
 				t.Fatalf("make run still running 60s after %v", tc.sig)
 			}
-			logBytes, err := os.ReadFile(out.Name())
+			logBytes, err := os.ReadFile(filepath.Join(dir, "make.log"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,4 +246,33 @@ func writeFile(t *testing.T, name, body string) {
 	if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startMakeRun starts `make run` in dir (GO=true: built already; the
+// binaries in bin), in a process group of its own, with env added to the
+// test's environment and its output in dir/make.log — a file, not a
+// buffer, so that Wait does not wait on a pipe a stray child might hold
+// open. done closes when make has exited, *waitErr then its exit.
+func startMakeRun(t *testing.T, dir, bin string, env ...string) (mk *exec.Cmd, done <-chan struct{}, waitErr *error) {
+	t.Helper()
+	mk = exec.Command("make", "--no-print-directory", "-C", dir, "run", "GO=true", "BIN="+bin)
+	if len(env) > 0 {
+		mk.Env = append(os.Environ(), env...)
+	}
+	mk.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := os.Create(filepath.Join(dir, "make.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = out.Close() })
+	mk.Stdout, mk.Stderr = out, out
+	if err := mk.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	waitErr = new(error)
+	// Owner: the calling test. Stops when make exits; the caller's
+	// deadline (or its cleanup) kills make's group if it does not.
+	go func() { *waitErr = mk.Wait(); close(exited) }()
+	return mk, exited, waitErr
 }

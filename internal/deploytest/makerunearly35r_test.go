@@ -88,22 +88,7 @@ func TestMakeRunSignalBeforeBothStarted(t *testing.T) {
 				if !strings.HasPrefix(at.name, "twice") {
 					writeFile(t, filepath.Join(dir, "release"), "")
 				}
-				mk := exec.Command("make", "--no-print-directory", "-C", dir, "run", "GO=true", "BIN="+bin)
-				mk.Env = append(os.Environ(), "FAKE_DIR="+dir)
-				mk.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-				out, err := os.Create(filepath.Join(dir, "make.log"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer out.Close()
-				mk.Stdout, mk.Stderr = out, out
-				if err := mk.Start(); err != nil {
-					t.Fatal(err)
-				}
-				done := make(chan error, 1)
-				// Owner: this subtest. Ends when make exits; the deadline
-				// below kills make's group and the fakes if it does not.
-				go func() { done <- mk.Wait() }()
+				mk, done, waitErr := startMakeRun(t, dir, bin, "FAKE_DIR="+dir)
 				killAll := func() {
 					_ = syscall.Kill(-mk.Process.Pid, syscall.SIGKILL)
 					for _, name := range []string{"iop-edge", "iop-node"} {
@@ -114,20 +99,19 @@ func TestMakeRunSignalBeforeBothStarted(t *testing.T) {
 						}
 					}
 				}
-				var waitErr error
 				select {
-				case waitErr = <-done:
+				case <-done:
 				case <-time.After(30 * time.Second):
 					killAll()
 					<-done
-					log, _ := os.ReadFile(out.Name())
+					log, _ := os.ReadFile(filepath.Join(dir, "make.log"))
 					t.Fatalf("make run still running 30s after a SIG%s at start-up (the signal lost?):\n%s", sig, log)
 				}
 				t.Cleanup(killAll)
-				if waitErr != nil && !cleanStop(waitErr, syscall.SIGINT) && !cleanStop(waitErr, syscall.SIGTERM) && !cleanStop(waitErr, syscall.SIGHUP) {
-					t.Errorf("make run after a SIG%s at start-up: %v, want a clean stop", sig, waitErr)
+				if *waitErr != nil && !cleanStop(*waitErr, syscall.SIGINT) && !cleanStop(*waitErr, syscall.SIGTERM) && !cleanStop(*waitErr, syscall.SIGHUP) {
+					t.Errorf("make run after a SIG%s at start-up: %v, want a clean stop", sig, *waitErr)
 				}
-				log, err := os.ReadFile(out.Name())
+				log, err := os.ReadFile(filepath.Join(dir, "make.log"))
 				if err != nil {
 					t.Fatal(err)
 				}
