@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -115,18 +116,22 @@ func New(cfg *config.Edge, opts Options) (*Edge, error) {
 	if wcfg.TLS == nil && cfg.Listen.TLS.Enabled() {
 		t, err := nodewire.ServerTLSConfig(cfg.Listen.TLS.CertFile, cfg.Listen.TLS.KeyFile, cfg.Listen.TLS.ClientCAFile, log)
 		if err != nil {
+			var fe *nodewire.TLSFileError
+			if errors.As(err, &fe) {
+				err = config.FileKeysError("listen.tls", fe.Fields, fe.Files, err)
+			}
 			return nil, fmt.Errorf("edgeapp: node listener tls: %w", err)
 		}
 		wcfg.TLS = t
 	}
 	nodeLn, err := net.Listen("tcp", cfg.Listen.Node)
 	if err != nil {
-		return nil, fmt.Errorf("edgeapp: listen node wire: %w", err)
+		return nil, fmt.Errorf("edgeapp: listen node wire: %w", listenError("listen.node", err))
 	}
 	httpLn, err := net.Listen("tcp", cfg.Listen.HTTP)
 	if err != nil {
 		_ = nodeLn.Close()
-		return nil, fmt.Errorf("edgeapp: listen http: %w", err)
+		return nil, fmt.Errorf("edgeapp: listen http: %w", listenError("listen.http", err))
 	}
 	if n := cfg.Listen.MaxHTTPConns; n > 0 {
 		// Beyond the cap, connections wait in the kernel's accept backlog
@@ -169,6 +174,17 @@ func New(cfg *config.Edge, opts Options) (*Edge, error) {
 	e.wire = nodewire.NewServer(wcfg)
 	e.hs = e.Server.HTTPServer()
 	return e, nil
+}
+
+// listenError names key, the listen address that could not be bound, and
+// the way out: another process on the port, or an address this host
+// does not have.
+func listenError(key string, err error) error {
+	fix := "set " + key + " to an address of this host that is free to bind"
+	if errors.Is(err, syscall.EADDRINUSE) {
+		fix = "another process listens there: stop it, or set " + key + " to a free port"
+	}
+	return &config.StartError{Keys: []string{key}, Fix: fix, Err: err}
 }
 
 // Serve runs both listeners until Close. It returns the first serving
