@@ -150,6 +150,15 @@ func New(cfg *config.Edge, opts Options) (*Edge, error) {
 		})
 		dopts.Ledger, dopts.LedgerTTL = ledger, r.LeaseTTL()
 		log.Info("sharing leases with the cluster", zap.String("redis", r.Address), zap.String("key_prefix", r.KeyPrefix), zap.Float64("lease_ttl_sec", r.LeaseTTLSec))
+		// Not a start failure: the edge is made to start while Redis is
+		// down and to resume by itself once it answers (docs/cluster.md).
+		// But until then every grant is a 503, so the start says so, once,
+		// naming the key. One ping, bounded by timeout_ms.
+		if err := ledger.Ping(context.Background()); err != nil {
+			log.Warn("redis does not answer at start; requests get 503 cluster_unavailable until it does",
+				config.StartFields("", &config.StartError{Keys: []string{"cluster.redis.address"}, Err: err,
+					Fix: "start Redis at cluster.redis.address, or set cluster.redis.address to one that answers"})...)
+		}
 	}
 	d := dispatch.New(cfg, dopts)
 	reg.MustRegister(dispatch.NewStatusCollector(d))
