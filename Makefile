@@ -59,6 +59,15 @@ proto-check:
 # reload and outlive the terminal. A signal that comes before both have
 # started is kept (pend) and forwarded once they have: lost, it left the
 # two running and a second SIGTERM ignored, so make run never stopped.
+# Once one has stopped on its own (died), run exits with its status even
+# if a signal comes during the teardown: that signal used to turn the
+# failure into "stopped on SIG…" and exit 0. While job control is on,
+# the shell's own stderr goes to /dev/null (the binaries keep the real
+# one, as fd 3): a binary that stopped at once had bash print its job
+# line ("[1]- Exit 2 …") beside the binary's own error. Such a job is
+# also gone from the job table, so `wait -n` would miss it and wait on
+# the other: one already gone is waited for by pid (bash keeps its
+# status) before `wait -n`.
 run: SHELL := /bin/bash
 run: build
 	@mkdir -p var
@@ -68,15 +77,20 @@ run: build
 	trap 'sig=INT; fwd INT' INT; \
 	trap '[ -n "$$sig" ] || { sig=TERM; fwd TERM; }' TERM; \
 	trap '[ -n "$$sig" ] || { sig=HUP; fwd TERM; }' HUP; \
+	exec 3>&2 2>/dev/null; \
 	set -m; \
-	$(BIN)/iop-edge --config configs/edge.yaml & edge=$$!; \
-	$(BIN)/iop-node --config configs/node.yaml & node=$$!; \
+	$(BIN)/iop-edge --config configs/edge.yaml 2>&3 3>&- & edge=$$!; \
+	$(BIN)/iop-node --config configs/node.yaml 2>&3 3>&- & node=$$!; \
 	set +m; \
+	exec 2>&3 3>&-; \
 	if [ -n "$$pend" ]; then fwd $$pend; fi; \
-	wait -n; status=$$?; \
-	if [ -z "$$sig" ]; then kill $$edge $$node 2>/dev/null; fi; \
+	status=; for p in $$edge $$node; do \
+		if ! kill -0 $$p 2>/dev/null; then wait $$p; status=$$?; break; fi; \
+	done; \
+	if [ -z "$$status" ]; then wait -n; status=$$?; fi; died=; \
+	if [ -z "$$sig" ]; then died=1; kill $$edge $$node 2>/dev/null; fi; \
 	until wait; do :; done; \
-	if [ -n "$$sig" ]; then echo "iop: stopped on SIG$$sig" >&2; exit 0; fi; \
+	if [ -z "$$died" ]; then echo "iop: stopped on SIG$$sig" >&2; exit 0; fi; \
 	echo "iop: a process stopped (exit $$status); the other was stopped too" >&2; \
 	exit $$status
 

@@ -62,6 +62,10 @@ func load(file string, out any) (unmatched []string, err error) {
 		if errors.As(err, &nf) || errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("config %s: not found: %w", file, err)
 		}
+		var pe viper.ConfigParseError
+		if errors.As(err, &pe) {
+			return nil, &SyntaxError{File: file, Err: err}
+		}
 		return nil, fmt.Errorf("config %s: %w", file, err)
 	}
 	known := map[string]bool{}

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sync"
 
@@ -22,13 +23,13 @@ func ServerTLSConfig(certFile, keyFile, clientCAFile string, log *zap.Logger) (*
 	log = orNop(log)
 	r, err := newCertReloader(certFile, keyFile, "node listener: tls key pair", log)
 	if err != nil {
-		return nil, fmt.Errorf("nodewire: tls key pair: %w", err)
+		return nil, pairError(err, certFile, keyFile, "nodewire: tls key pair")
 	}
 	cfg := &tls.Config{GetCertificate: r.getServer, MinVersion: tls.VersionTLS12}
 	if clientCAFile != "" {
 		pr, err := newPoolReloader(clientCAFile, "node listener: client CA", "client_ca_file", log)
 		if err != nil {
-			return nil, err
+			return nil, &TLSFileError{Fields: []string{"client_ca_file"}, Files: []string{clientCAFile}, Err: err}
 		}
 		cfg.ClientCAs = pr.pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
@@ -61,7 +62,7 @@ func NewClientTLS(caFile, serverName, certFile, keyFile string, log *zap.Logger)
 	if caFile != "" {
 		pr, err := newPoolReloader(caFile, "edge dialer: CA", "ca_file", log)
 		if err != nil {
-			return nil, err
+			return nil, &TLSFileError{Fields: []string{"ca_file"}, Files: []string{caFile}, Err: err}
 		}
 		c.base.RootCAs = pr.pool
 		c.roots = pr
@@ -69,11 +70,45 @@ func NewClientTLS(caFile, serverName, certFile, keyFile string, log *zap.Logger)
 	if certFile != "" || keyFile != "" {
 		r, err := newCertReloader(certFile, keyFile, "edge dialer: tls client key pair", log)
 		if err != nil {
-			return nil, fmt.Errorf("nodewire: tls client key pair: %w", err)
+			return nil, pairError(err, certFile, keyFile, "nodewire: tls client key pair")
 		}
 		c.base.GetClientCertificate = r.getClient
 	}
 	return c, nil
+}
+
+// TLSFileError is a TLS file that did not load when the config was built
+// (ServerTLSConfig, NewClientTLS): Fields are the config keys' last parts
+// ("cert_file", "key_file", "client_ca_file", "ca_file"; both of a pair
+// whose key is not its certificate's), Files the paths they name, in the
+// same order. The caller, who knows the keys' parent, names them in full.
+// Never holds a file's content: crypto/tls's parse errors quote none.
+type TLSFileError struct {
+	Fields []string
+	Files  []string
+	Err    error
+}
+
+func (e *TLSFileError) Error() string { return e.Err.Error() }
+
+func (e *TLSFileError) Unwrap() error { return e.Err }
+
+// pairError is a key pair's load failure as a *TLSFileError: a file that
+// could not be read (*fs.PathError, its path) is named alone; a parse or
+// match failure names both, as crypto/tls does not say which it was.
+// what prefixes err.
+func pairError(err error, certFile, keyFile, what string) error {
+	err = fmt.Errorf("%s: %w", what, err)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		switch pe.Path {
+		case certFile:
+			return &TLSFileError{Fields: []string{"cert_file"}, Files: []string{certFile}, Err: err}
+		case keyFile:
+			return &TLSFileError{Fields: []string{"key_file"}, Files: []string{keyFile}, Err: err}
+		}
+	}
+	return &TLSFileError{Fields: []string{"cert_file", "key_file"}, Files: []string{certFile, keyFile}, Err: err}
 }
 
 // config is the config for one dial: the CA pool of the moment, and

@@ -58,7 +58,7 @@ func run() int {
 
 	tp, shutdownTracing, err := tracing.Setup(context.Background(), cfg.Tracing, "iop-edge")
 	if err != nil {
-		log.Error("tracing", zap.Error(err))
+		log.Error("cannot start", config.StartFields(configFile, config.TracingError(err))...)
 		return 1
 	}
 	defer shutdownTracing()
@@ -67,7 +67,7 @@ func run() int {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	edge, err := edgeapp.New(cfg, edgeapp.Options{Logger: log, Registry: reg, Tracer: tp, ConfigFile: configFile})
 	if err != nil {
-		log.Error("cannot start", zap.Error(err))
+		log.Error("cannot start", config.StartFields(configFile, err)...)
 		return 1
 	}
 

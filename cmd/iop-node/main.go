@@ -49,7 +49,7 @@ func run() int {
 	sigs := takeStartSignals(os.Interrupt, syscall.SIGTERM)
 	defer sigs.stop()
 	defer sigs.handOver() // start-up given up: lets the watcher go
-	cfg, _, code := config.FromFlags("configs/node.yaml", config.LoadNode)
+	cfg, configFile, code := config.FromFlags("configs/node.yaml", config.LoadNode)
 	if cfg == nil {
 		return code
 	}
@@ -69,14 +69,19 @@ func run() int {
 	if cfg.Edge.TLS.Enabled {
 		t, err := nodewire.NewClientTLS(cfg.Edge.TLS.CAFile, cfg.Edge.TLS.ServerName, cfg.Edge.TLS.CertFile, cfg.Edge.TLS.KeyFile, log)
 		if err != nil {
-			log.Error("tls config", zap.Error(err))
+			var fe *nodewire.TLSFileError
+			if errors.As(err, &fe) {
+				err = config.FileKeysError("edge.tls", fe.Fields, fe.Files, err)
+			}
+			log.Error("cannot start", config.StartFields(configFile, fmt.Errorf("edge tls: %w", err))...)
 			return 1
 		}
 		dial.TLS = t
 	}
-	for _, dir := range []string{cfg.StoreDir, cfg.WorkspaceRoot} {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			log.Error("create directory", zap.String("dir", dir), zap.Error(err))
+	for _, d := range []struct{ key, dir string }{{"store_dir", cfg.StoreDir}, {"workspace_root", cfg.WorkspaceRoot}} {
+		if err := os.MkdirAll(d.dir, 0o750); err != nil {
+			log.Error("cannot start", config.StartFields(configFile, &config.StartError{Keys: []string{d.key}, Files: []string{d.dir}, Err: err,
+				Fix: "set " + d.key + " to a directory this user can create and write"})...)
 			return 1
 		}
 	}
@@ -84,7 +89,7 @@ func run() int {
 	defer agent.Close()
 	tp, shutdownTracing, err := tracing.Setup(context.Background(), cfg.Tracing, "iop-node")
 	if err != nil {
-		log.Error("tracing", zap.Error(err))
+		log.Error("cannot start", config.StartFields(configFile, config.TracingError(err))...)
 		return 1
 	}
 	defer shutdownTracing()

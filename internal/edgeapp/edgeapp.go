@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -115,18 +116,22 @@ func New(cfg *config.Edge, opts Options) (*Edge, error) {
 	if wcfg.TLS == nil && cfg.Listen.TLS.Enabled() {
 		t, err := nodewire.ServerTLSConfig(cfg.Listen.TLS.CertFile, cfg.Listen.TLS.KeyFile, cfg.Listen.TLS.ClientCAFile, log)
 		if err != nil {
+			var fe *nodewire.TLSFileError
+			if errors.As(err, &fe) {
+				err = config.FileKeysError("listen.tls", fe.Fields, fe.Files, err)
+			}
 			return nil, fmt.Errorf("edgeapp: node listener tls: %w", err)
 		}
 		wcfg.TLS = t
 	}
 	nodeLn, err := net.Listen("tcp", cfg.Listen.Node)
 	if err != nil {
-		return nil, fmt.Errorf("edgeapp: listen node wire: %w", err)
+		return nil, fmt.Errorf("edgeapp: listen node wire: %w", listenError("listen.node", err))
 	}
 	httpLn, err := net.Listen("tcp", cfg.Listen.HTTP)
 	if err != nil {
 		_ = nodeLn.Close()
-		return nil, fmt.Errorf("edgeapp: listen http: %w", err)
+		return nil, fmt.Errorf("edgeapp: listen http: %w", listenError("listen.http", err))
 	}
 	if n := cfg.Listen.MaxHTTPConns; n > 0 {
 		// Beyond the cap, connections wait in the kernel's accept backlog
@@ -145,6 +150,15 @@ func New(cfg *config.Edge, opts Options) (*Edge, error) {
 		})
 		dopts.Ledger, dopts.LedgerTTL = ledger, r.LeaseTTL()
 		log.Info("sharing leases with the cluster", zap.String("redis", r.Address), zap.String("key_prefix", r.KeyPrefix), zap.Float64("lease_ttl_sec", r.LeaseTTLSec))
+		// Not a start failure: the edge is made to start while Redis is
+		// down and to resume by itself once it answers (docs/cluster.md).
+		// But until then every grant is a 503, so the start says so, once,
+		// naming the key. One ping, bounded by timeout_ms.
+		if err := ledger.Ping(context.Background()); err != nil {
+			log.Warn("redis does not answer at start; requests get 503 cluster_unavailable until it does",
+				config.StartFields("", &config.StartError{Keys: []string{"cluster.redis.address"}, Err: err,
+					Fix: "start Redis at cluster.redis.address, or set cluster.redis.address to one that answers"})...)
+		}
 	}
 	d := dispatch.New(cfg, dopts)
 	reg.MustRegister(dispatch.NewStatusCollector(d))
@@ -169,6 +183,17 @@ func New(cfg *config.Edge, opts Options) (*Edge, error) {
 	e.wire = nodewire.NewServer(wcfg)
 	e.hs = e.Server.HTTPServer()
 	return e, nil
+}
+
+// listenError names key, the listen address that could not be bound, and
+// the way out: another process on the port, or an address this host
+// does not have.
+func listenError(key string, err error) error {
+	fix := "set " + key + " to an address of this host that is free to bind"
+	if errors.Is(err, syscall.EADDRINUSE) {
+		fix = "another process listens there: stop it, or set " + key + " to a free port"
+	}
+	return &config.StartError{Keys: []string{key}, Fix: fix, Err: err}
 }
 
 // Serve runs both listeners until Close. It returns the first serving
