@@ -344,7 +344,12 @@ func TestReverseProxyReuse(t *testing.T) {
 	u, _ := url.Parse(up.URL)
 	var upDials atomic.Int64
 	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.Transport = countingClient(&upDials).Transport
+	// The proxy's idle upstream connection is closed at the end, or the
+	// mock's side of it (a hijacked connection) waits out its idle timeout
+	// after the test.
+	upClient := countingClient(&upDials)
+	defer upClient.CloseIdleConnections()
+	rp.Transport = upClient.Transport
 	rp.FlushInterval = -1
 	// Full duplex, or net/http closes the request body when the proxy
 	// writes the response head while the transport may still be reading it
