@@ -134,7 +134,8 @@ func readEvents(t *testing.T, r io.Reader) []string {
 	}
 }
 
-func do(t *testing.T, cl *http.Client, method, url, body string, h map[string]string) (*http.Response, []byte) {
+// newRequest is a request with body and the headers h.
+func newRequest(t *testing.T, method, url, body string, h map[string]string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
@@ -143,6 +144,12 @@ func do(t *testing.T, cl *http.Client, method, url, body string, h map[string]st
 	for k, v := range h {
 		req.Header.Set(k, v)
 	}
+	return req
+}
+
+func do(t *testing.T, cl *http.Client, method, url, body string, h map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	req := newRequest(t, method, url, body, h)
 	resp, err := cl.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -223,13 +230,7 @@ func TestKeepAliveAfterStream(t *testing.T) {
 // mock hanging up) fails the test: the next request would need a new one.
 func doOn(t *testing.T, conn net.Conn, br *bufio.Reader, method, url, body string, h map[string]string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range h {
-		req.Header.Set(k, v)
-	}
+	req := newRequest(t, method, url, body, h)
 	if err := req.Write(conn); err != nil {
 		t.Fatalf("%s %s: write: %v (the connection was not kept)", method, url, err)
 	}
