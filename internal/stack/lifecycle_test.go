@@ -16,9 +16,11 @@ import (
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
+// TestMain ignores no goroutine: an ignored internal/poll.runtime_pollWait
+// would hide every leaked listener and connection reader, and the
+// persistConn loops every client connection left open.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"), goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
+	goleak.VerifyTestMain(m)
 }
 
 // twoNodes is a model "demo" served by mock providers on nodes a and b, one
