@@ -34,7 +34,7 @@ func tcpPair(t testing.TB) (client, server net.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server = <-accepted
+	server = await(t, accepted, "the connection accepted")
 	if server == nil {
 		t.Fatal("accept failed")
 	}
@@ -484,7 +484,7 @@ func fuzzSession(t *testing.T, start func(net.Conn) *muxSession, data []byte) {
 		t.Fatal("session still open after its peer closed")
 	}
 	_ = sess.Close()
-	<-drained
+	await(t, drained, "the reader to drain")
 	<-readers
 }
 
@@ -519,7 +519,7 @@ func TestMuxForgetsFinishedStreams(t *testing.T) {
 	}
 	waitFor(t, "no streams left", func() bool { return client.NumStreams() == 0 && server.NumStreams() == 0 })
 	_ = server.Close()
-	<-done
+	await(t, done, "the goroutine to end after Close")
 }
 
 // writeCountConn counts Write calls on a connection.
