@@ -1,6 +1,7 @@
 package nodewire
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
@@ -19,4 +20,16 @@ func await[T any](t testing.TB, ch <-chan T, what string) T {
 		var zero T
 		return zero
 	}
+}
+
+// awaitGroup waits for wg, and fails the test naming what if it has not
+// finished within waitLong (a goroutine of the test blocked by a
+// regression, a write that never gets credit).
+func awaitGroup(t testing.TB, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	// Owner: the test. Stops when wg's goroutines have ended (after the
+	// test failed, when the cleanup's Close ends them).
+	go func() { wg.Wait(); close(done) }()
+	await(t, done, what)
 }

@@ -182,7 +182,7 @@ func TestResetBeforeFirstWrite(t *testing.T) {
 		go func() { defer wg.Done(); _, _ = st.Write([]byte("x")) }()
 		go func() { defer wg.Done(); st.Reset() }()
 	}
-	wg.Wait()
+	awaitGroup(t, &wg, "the racing writes and resets to end")
 	// Owner: the test; ends when the server session closes at cleanup.
 	go func() {
 		for {

@@ -579,7 +579,7 @@ func TestSchedMuxCoalescesReadiedStreams(t *testing.T) {
 	}
 	time.Sleep(10 * time.Millisecond) // every writer parked on start
 	close(start)
-	wg.Wait()
+	awaitGroup(t, &wg, "the writers to end")
 	waitFor(t, "chunks written", func() bool { return client.written.Load() == client.queuedMark() })
 	if w := cc.writes.Load() - before; w > n/4 {
 		t.Fatalf("%d frames from streams readied together took %d writes, want at most %d", n, w, n/4)
