@@ -172,9 +172,10 @@ func (p *cutProxy) waitHeld(t *testing.T) {
 }
 
 // release lets what is held pass and waits until it was written (or its
-// connection found closed: a write to a closed socket fails at once, and
-// the client's socket is the proxy's own, so no write waits on a peer
-// that does not read).
+// connection found closed). The wait does not depend on the client: what
+// is held is the rest of one reply, a few bytes the socket buffers take
+// whether the client reads or not, and a write to a closed socket fails
+// at once.
 func (p *cutProxy) release() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
