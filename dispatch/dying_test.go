@@ -35,7 +35,7 @@ func TestClosedConnectionSlotsNotHandedOut(t *testing.T) {
 	f.d.pumpLocked(l.res)
 	pending := m.pending
 	f.d.mu.Unlock()
-	<-closed
+	await(t, closed, "the connection's Close to return")
 
 	if pending != 1 {
 		t.Fatalf("pending = %d after a slot of the closed connection was freed, want 1 (still waiting)", pending)
@@ -67,7 +67,7 @@ func TestErrorOnClosedConnectionCountsAsNodeLost(t *testing.T) {
 	waitFor(t, "connection closed", sc.IsClosed)
 	f.d.releaseLocked(l, ReasonError)
 	f.d.mu.Unlock()
-	<-closed
+	await(t, closed, "the connection's Close to return")
 
 	if _, why := l.Released(); why != ReasonNodeLost {
 		t.Fatalf("release reason = %s, want %s", why, ReasonNodeLost)

@@ -82,7 +82,7 @@ func TestClusterReturnDuringCloseWaitsForReturnerBatch(t *testing.T) {
 	waitFor(t, "Close begun", func() bool { return f.d.ctx.Err() != nil })
 	l.Release(ReasonNodeLost)
 	p.returnThenReadd(t, rdb, l.ledgerID)
-	<-closed
+	await(t, closed, "Close to return")
 	_ = led.Close()
 	if inLedger(t, rdb, key, l.ledgerID) {
 		t.Fatal("the lease released during Close is back in the ledger after its late re-add")

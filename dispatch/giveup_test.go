@@ -66,7 +66,7 @@ func TestTimedOutWaiterGrantedMeanwhileKeepsLease(t *testing.T) {
 	testHookQueued = func() { close(queued); <-locked }
 	defer func() { testHookQueued = nil }()
 	ch := f.acquireAsync(context.Background(), Request{Model: "m"})
-	<-queued
+	await(t, queued, "the request queued")
 	f.d.mu.Lock()
 	close(locked)
 	waitFor(t, "timed-out waiter waiting for the lock", acquireBlockedOnLock)

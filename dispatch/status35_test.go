@@ -16,15 +16,19 @@ import (
 
 // The status view (Dispatcher.Cluster, behind the admin endpoint) is one
 // call of the ledger, one round trip under one deadline: on a Redis that
-// takes 700 ms to answer each round trip, with a 1 s timeout, it answers
+// takes 550 ms to answer each round trip, with a 1 s timeout, it answers
 // after one round trip with what three edges wrote, the leases each
 // holds by provider and their waiting requests summed by model. Before,
 // it made Held (TIME, then the counts) and Pending (the edges, then their
 // figures) under a deadline each: four round trips, and Held's two of
-// 700 ms ran past its deadline, so the view said Redis did not answer.
-// On a Redis that does not answer at all it says so within two timeouts.
+// 550 ms ran past its deadline, so the view said Redis did not answer.
+// On a Redis that does not answer at all it says so. The count of round
+// trips and the view's reachability tell the outcomes; the time (five
+// timeouts at most) only catches a call that hung. The pause leaves the
+// one round trip 450 ms for the pause's own round trip and the scheduler
+// (with 700 ms, 300 ms, which a -race run at load 30 can use up).
 func TestTheClusterStatusIsOneRoundTrip(t *testing.T) {
-	const timeout, pause = time.Second, 700 * time.Millisecond
+	const timeout, pause = time.Second, 550 * time.Millisecond
 	rs := testredis.Start(t)
 	cfg := buildCfg(t, []tNode{{id: "n", provs: []tProv{{name: "p", cap: 4}, {name: "q", cap: 4}}}},
 		[]tModel{{name: "m", timeout: 30, cands: []string{"n/p", "n/q"}}})
@@ -61,15 +65,16 @@ func TestTheClusterStatusIsOneRoundTrip(t *testing.T) {
 	}
 	st, took, trips := status(pause.Milliseconds())
 	t.Logf("status: %v, %d round trips", took, trips)
-	if st == nil || !st.Reachable || trips != 1 || took >= 2*timeout {
-		t.Fatalf("status, each round trip held %v: %+v after %v and %d round trips; want it reachable after one, within %v", pause, st, took, trips, 2*timeout)
+	if st == nil || !st.Reachable || trips != 1 || took >= 5*timeout {
+		t.Fatalf("status, each round trip held %v: %+v after %v and %d round trips; want it reachable after one, within %v", pause, st, took, trips, 5*timeout)
 	}
 	if !maps.Equal(st.InFlight, want) || !maps.Equal(st.Pending, wantPending) {
 		t.Fatalf("status: in flight %v, pending %v; want %v, %v", st.InFlight, st.Pending, want, wantPending)
 	}
 	st, took, _ = status((3 * timeout).Milliseconds())
-	if st == nil || st.Reachable || st.InFlight != nil || st.Pending != nil || took >= 2*timeout {
-		t.Fatalf("status on a Redis held %v: %+v after %v; want unreachable within %v", 3*timeout, st, took, 2*timeout)
+	// A call that waited the pause out would have its answer: reachable.
+	if st == nil || st.Reachable || st.InFlight != nil || st.Pending != nil || took >= 5*timeout {
+		t.Fatalf("status on a Redis held %v: %+v after %v; want unreachable within %v", 3*timeout, st, took, 5*timeout)
 	}
 }
 

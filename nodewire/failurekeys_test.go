@@ -91,7 +91,7 @@ func TestServerCloseCutsFailureDelay(t *testing.T) {
 	if err := writeRegister(raw, testRegisterRequest("n1")); err != nil {
 		t.Fatal(err)
 	}
-	<-h.registered // the server is in its delay (or about to be)
+	await(t, h.registered, "the registration") // the server is in its delay (or about to be)
 	start := time.Now()
 	ts.close(t)
 	if took := time.Since(start); took >= failureMaxDelay/2 {

@@ -120,7 +120,7 @@ func TestFirstFrameThatStallsOrTricklesIsRefused(t *testing.T) {
 	expectReset(t, resets, served, 4)
 	t.Logf("trickle reset after %v", time.Since(start))
 	close(stop)
-	<-done
+	await(t, done, "the trickler to stop")
 	if elapsed := time.Since(start); elapsed < firstFrameMaxWait {
 		t.Fatalf("trickling first frame refused after %v, before firstFrameMaxWait %v", elapsed, firstFrameMaxWait)
 	}

@@ -293,7 +293,7 @@ func TestStreamConcurrentSend(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	awaitGroup(t, &wg, "the senders to end")
 	_ = st.CloseWrite()
 	select {
 	case seqs := <-got:

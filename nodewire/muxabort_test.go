@@ -108,5 +108,5 @@ func TestDiscardCreditToSilentPeerClosesSession(t *testing.T) {
 		}
 	}
 	_ = c.Close()
-	<-done
+	await(t, done, "the raw peer's reader to end after Close")
 }

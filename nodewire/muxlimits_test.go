@@ -116,7 +116,7 @@ func TestControlQueueBounded(t *testing.T) {
 	}
 	t.Logf("dropped: %v", edge.err())
 	_ = c.Close()
-	<-done
+	await(t, done, "the raw peer's reader to end after Close")
 }
 
 // The control queue's own bound drops a peer that never reads its resets
@@ -156,7 +156,7 @@ func TestControlQueueBoundAlone(t *testing.T) {
 		t.Fatalf("closed for %v, want ErrProtocol (the control queue's bound)", err)
 	}
 	_ = c.Close()
-	<-done
+	await(t, done, "the raw peer's reader to end after Close")
 }
 
 // A stream reset before its first write is never announced: the write
@@ -182,7 +182,7 @@ func TestResetBeforeFirstWrite(t *testing.T) {
 		go func() { defer wg.Done(); _, _ = st.Write([]byte("x")) }()
 		go func() { defer wg.Done(); st.Reset() }()
 	}
-	wg.Wait()
+	awaitGroup(t, &wg, "the racing writes and resets to end")
 	// Owner: the test; ends when the server session closes at cleanup.
 	go func() {
 		for {

@@ -34,7 +34,7 @@ func tcpPair(t testing.TB) (client, server net.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server = <-accepted
+	server = await(t, accepted, "the connection accepted")
 	if server == nil {
 		t.Fatal("accept failed")
 	}
@@ -484,7 +484,7 @@ func fuzzSession(t *testing.T, start func(net.Conn) *muxSession, data []byte) {
 		t.Fatal("session still open after its peer closed")
 	}
 	_ = sess.Close()
-	<-drained
+	await(t, drained, "the reader to drain")
 	<-readers
 }
 
@@ -519,7 +519,7 @@ func TestMuxForgetsFinishedStreams(t *testing.T) {
 	}
 	waitFor(t, "no streams left", func() bool { return client.NumStreams() == 0 && server.NumStreams() == 0 })
 	_ = server.Close()
-	<-done
+	await(t, done, "the goroutine to end after Close")
 }
 
 // writeCountConn counts Write calls on a connection.
@@ -579,7 +579,7 @@ func TestSchedMuxCoalescesReadiedStreams(t *testing.T) {
 	}
 	time.Sleep(10 * time.Millisecond) // every writer parked on start
 	close(start)
-	wg.Wait()
+	awaitGroup(t, &wg, "the writers to end")
 	waitFor(t, "chunks written", func() bool { return client.written.Load() == client.queuedMark() })
 	if w := cc.writes.Load() - before; w > n/4 {
 		t.Fatalf("%d frames from streams readied together took %d writes, want at most %d", n, w, n/4)

@@ -143,7 +143,7 @@ func rawEdgeReady(t *testing.T, e *rawEdge, cfg DialConfig, hb *iop.HeartbeatCon
 	if err := WriteFrame(c, &iop.Envelope{Body: &iop.Envelope_RegisterResponse{RegisterResponse: acceptResponse("node-1", hb)}}, 0); err != nil {
 		t.Fatal(err)
 	}
-	d := <-res
+	d := await(t, res, "Dial to return")
 	if d.err != nil {
 		t.Fatalf("Dial: %v", d.err)
 	}

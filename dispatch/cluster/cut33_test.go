@@ -147,17 +147,35 @@ func (p *cutProxy) cut(n int) {
 	p.budget = n
 }
 
-// waitHeld waits until a chunk from Redis is held back.
-func (p *cutProxy) waitHeld() {
+// waitHeld waits until a chunk from Redis is held back, and fails the
+// test if none is within cutWait (nothing came from Redis to hold).
+func (p *cutProxy) waitHeld(t *testing.T) {
+	t.Helper()
+	late := false
+	// A timer, not a wait of the peer's making: it wakes the wait below
+	// once cutWait has passed, whatever Redis and the client do.
+	timer := time.AfterFunc(cutWait, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		late = true
+		p.cond.Broadcast()
+	})
+	defer timer.Stop()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for !(p.budget == 0 && p.busy > 0) {
+		if late {
+			t.Fatalf("no reply from Redis held back by the cut within %v", cutWait)
+		}
 		p.cond.Wait()
 	}
 }
 
 // release lets what is held pass and waits until it was written (or its
-// connection found closed).
+// connection found closed). The wait does not depend on the client: what
+// is held is the rest of one reply, a few bytes the socket buffers take
+// whether the client reads or not, and a write to a closed socket fails
+// at once.
 func (p *cutProxy) release() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -166,6 +184,50 @@ func (p *cutProxy) release() {
 	for p.busy > 0 {
 		p.cond.Wait()
 	}
+}
+
+const (
+	// cutHold is how long after a cut call began the rest of its reply
+	// passes if the call has not returned by then: 2 s past the ledger's
+	// deadline (deadlineTimeout), so that a timer the runtime fires late
+	// on a loaded machine still cuts the read before the rest arrives,
+	// while a call whose read had no deadline (or a later one) gets its
+	// whole reply and succeeds, which the tests refuse whatever the time.
+	cutHold = deadlineTimeout + 2*time.Second
+	// cutWait bounds the tests' waits on the proxy (a chunk held back,
+	// the rest of a reply passed), each of which takes milliseconds; past
+	// it the test fails naming the wait instead of hanging to go test's
+	// timeout.
+	cutWait = 10 * time.Second
+)
+
+// callCut runs call with the proxy cut after n more bytes from Redis.
+// The rest passes once call has returned (the tests then check that the
+// late bytes reach no other call), or cutHold after it began if it has
+// not; callCut returns when they have passed, and fails the test if call
+// returned only after they did: its read waited past its deadline for
+// them (a read without the call's deadline; a late reply then read makes
+// no error of its own, the resend it calls for finding the deadline
+// passed, so that the order, not the error, tells it).
+func (p *cutProxy) callCut(t *testing.T, n int, call func()) {
+	t.Helper()
+	p.cut(n)
+	passed := make(chan struct{})
+	// Owner: callCut, which waits for it (or stops it) below. Stops when
+	// release has returned.
+	timer := time.AfterFunc(cutHold, func() { p.release(); close(passed) })
+	call()
+	if timer.Stop() { // call returned first: the rest is still held
+		p.waitHeld(t)
+		p.release()
+		return
+	}
+	select {
+	case <-passed:
+	case <-time.After(cutWait):
+		t.Fatalf("the rest of the cut reply not passed within %v", cutWait)
+	}
+	t.Fatalf("the call returned only once the rest of its cut reply had passed, %v after it began: its read waited past the %v deadline", cutHold, deadlineTimeout)
 }
 
 func (p *cutProxy) close() {
@@ -199,20 +261,25 @@ func openCutLedger(t *testing.T) (*Ledger, *cutProxy, *redis.Client) {
 // used again: once the rest of that reply has reached the client, the
 // same ledger's next calls still read their own replies (a connection put
 // back in the pool would hand the rest of that reply to the next call
-// as its own).
+// as its own). The rest passes cutHold after the call began, 2 s past
+// the deadline, if the call still waits for it (callCut fails the test):
+// a read with no deadline of the call's (go-redis without
+// ContextTimeoutEnabled and without ReadTimeout) waited for it.
 func TestAReplyCutMidwayLeavesNoConnectionBehind(t *testing.T) {
 	l, p, rdb := openCutLedger(t)
 	ctx := context.Background()
 	key := Key("n", "p")
 	takeN(t, l, key, 1)
-	p.cut(3) // "-NO" of the reply "-NOSCRIPT …" (the status script not loaded yet)
-	start := time.Now()
-	_, err := l.Held(ctx, []string{key})
-	took := time.Since(start)
-	if !errors.Is(err, ErrUnavailable) || took > deadlineTimeout+deadlineSlack {
-		t.Fatalf("held with its reply cut: %v after %v; want %v within %v", err, took, ErrUnavailable, deadlineTimeout+deadlineSlack)
+	var err error
+	var took time.Duration
+	// "-NO" of the reply "-NOSCRIPT …" (the status script not loaded yet)
+	p.callCut(t, 3, func() {
+		start := time.Now()
+		_, err = l.Held(ctx, []string{key})
+		took = time.Since(start)
+	})
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("held with its reply cut: %v after %v; want %v at the %v deadline", err, took, ErrUnavailable, deadlineTimeout)
 	}
-	p.waitHeld()
-	p.release()
 	checkReplies(t, l, rdb, key)
 }

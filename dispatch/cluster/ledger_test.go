@@ -93,7 +93,7 @@ func TestTakeNeverExceedsCapacity(t *testing.T) {
 func TestLeaseExpiryRenewalAndUnavailable(t *testing.T) {
 	rs := testredis.Start(t)
 	key := Key("n", "p")
-	const ttl = 400 * time.Millisecond
+	const ttl = time.Second // see renewThrough
 	a, b := ledger(t, rs.Addr, "a", ttl), ledger(t, rs.Addr, "b", ttl)
 	ctx := context.Background()
 	crashed, kept := a.NewLeaseID(), b.NewLeaseID()
@@ -109,12 +109,7 @@ func TestLeaseExpiryRenewalAndUnavailable(t *testing.T) {
 		t.Fatal("a third lease on capacity 2")
 	}
 	// b renews its lease through two TTLs; a's (crashed) is never renewed.
-	for range 6 {
-		time.Sleep(ttl / 3)
-		if _, err := b.Renew(ctx, map[string][]HeldLease{key: {{ID: kept}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	renewThrough(t, b, key, HeldLease{ID: kept}, ttl, time.Now())
 	held, err := b.Held(ctx, []string{key})
 	if err != nil || held[key] != 1 {
 		t.Fatalf("after the TTL held %v, want only the renewed lease (%v)", held, err)

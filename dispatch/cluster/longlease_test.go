@@ -28,24 +28,18 @@ func TestLongCapacityCountsAcrossEdges(t *testing.T) {
 
 // Renewal keeps a long lease counted against the long capacity, not only
 // against the capacity: past its first TTL, another long lease is still
-// refused.
+// refused (renewed through two TTLs of 1 s: renewThrough).
 func TestRenewKeepsLongLeaseCounted(t *testing.T) {
 	rs := testredis.Start(t)
 	ctx := context.Background()
 	key := Key("n", "p")
-	const ttl = 400 * time.Millisecond
+	const ttl = time.Second
 	a, b := ledger(t, rs.Addr, "a", ttl), ledger(t, rs.Addr, "b", ttl)
 	id := a.NewLeaseID()
 	if out, err := a.Take(ctx, key, 3, 1, true, id, "", "", 0, 0); out != Taken || err != nil {
 		t.Fatalf("long take: %v %v", out, err)
 	}
-	// Renewed every TTL/3, as the cluster loop does, through two TTLs.
-	for range 6 {
-		time.Sleep(ttl / 3)
-		if _, err := a.Renew(ctx, map[string][]HeldLease{key: {{ID: id, Long: true}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	renewThrough(t, a, key, HeldLease{ID: id, Long: true}, ttl, time.Now())
 	if out, err := b.Take(ctx, key, 3, 1, true, b.NewLeaseID(), "", "", 0, 0); out != Full || err != nil {
 		t.Fatalf("long take beside a renewed long lease: %v %v, want Full", out, err)
 	}

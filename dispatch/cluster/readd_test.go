@@ -99,7 +99,11 @@ func TestCloseWaitsForWorkOfGo(t *testing.T) {
 	}) {
 		t.Fatal("Go refused before Close")
 	}
-	<-started
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the work Go accepted not started within 10s")
+	}
 	closed := closeBegun(t, l)
 	if l.Go(func() { t.Error("Go ran work after Close began") }) {
 		t.Error("Go accepted work after Close began")

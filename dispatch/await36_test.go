@@ -1,0 +1,19 @@
+package dispatch
+
+import "time"
+
+// await receives from ch, and fails the test naming what if nothing
+// comes within waitDeadline: a regression that never sends (or never
+// closes ch) fails the test that waited, not go test's whole run at its
+// timeout.
+func await[T any](t tb, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitDeadline):
+		t.Fatalf("timed out after %v waiting for %s", waitDeadline, what)
+		var zero T
+		return zero
+	}
+}
