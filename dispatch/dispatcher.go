@@ -73,6 +73,7 @@ type Dispatcher struct {
 	models    map[string]*model        // guarded by mu: by external name
 	waiterSeq uint64                   // guarded by mu: last waiter.seq given
 	affinity  *affinityCache           // guarded by mu
+	responses *affinityCache           // guarded by mu: response id → the resource that answered it (RememberResponse)
 	nextResID uint32                   // guarded by mu: last resource.id given
 	epoch     time.Time                // set once: the origin of waiter keys
 	// Scratch of pickLocked, guarded by mu.
@@ -116,6 +117,7 @@ func New(cfg *config.Edge, opts Options) *Dispatcher {
 		connNode:  map[*nodewire.Conn]*node{},
 		models:    map[string]*model{},
 		affinity:  newAffinityCache(10000),
+		responses: newExpiringCache(MaxRememberedResponses, RememberedResponseTTL),
 		epoch:     time.Now(),
 		resources: map[resKey]*resource{},
 		ledger:    opts.Ledger,

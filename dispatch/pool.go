@@ -222,6 +222,13 @@ type Request struct {
 	// waiter still queued then is dropped at once with ErrQueueTimeout
 	// instead of at the end of the model's queue_timeout_sec.
 	Deadline time.Time
+	// PreviousResponseID is a Responses follow-up's previous_response_id
+	// ("": none). The provider that answered the response of that id
+	// (RememberResponse) is chosen while it is among the model's
+	// candidates and has room, before the session's: servers such as vLLM
+	// keep stored responses in their own memory and answer any other
+	// provider's follow-up 404.
+	PreviousResponseID string
 }
 
 // PriorityStep is how much earlier one priority level counts a waiter as
@@ -303,7 +310,7 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		return nil, fmt.Errorf("%w: model %s", ErrNoCapableProvider, req.Model)
 	}
 	racedFull := 0
-	for c := d.pickLocked(m, long, tunnel, req.SessionID, hashes, req.Avoid); c != nil; c = d.pickLocked(m, long, tunnel, req.SessionID, hashes, req.Avoid) {
+	for c := d.pickLocked(m, long, tunnel, &req, hashes); c != nil; c = d.pickLocked(m, long, tunnel, &req, hashes) {
 		var (
 			l   *Lease
 			err error
@@ -478,16 +485,23 @@ func (m *model) unlearnLocked(hashes []uint64, avoid []ProviderRef) {
 	}
 }
 
-// pickLocked chooses among live candidates with room: the session's last
-// provider while it has room, else the one the model's routing strategy
-// picks (route.Pick) among those with room.
-func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, session string, hashes []uint64, avoid []ProviderRef) *candidate {
-	if session != "" {
+// pickLocked chooses among live candidates with room: the provider that
+// answered the request's previous response while it has room, else the
+// session's last provider while it has room, else the one the model's
+// routing strategy picks (route.Pick) among those with room.
+func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, req *Request, hashes []uint64) *candidate {
+	avoid := req.Avoid
+	if id := req.PreviousResponseID; id != "" {
+		if key, ok := d.responses.get(id); ok {
+			if c := m.fittingLocked(key, long, tunnel, avoid); c != nil {
+				return c
+			}
+		}
+	}
+	if session := req.SessionID; session != "" {
 		if key, ok := d.affinity.get(session); ok {
-			for i := range m.cands {
-				if c := &m.cands[i]; c.res.key == key && c.res.fits(long) && c.res.serves(tunnel) && !avoided(avoid, key) {
-					return c
-				}
+			if c := m.fittingLocked(key, long, tunnel, avoid); c != nil {
+				return c
 			}
 		}
 	}
@@ -514,6 +528,17 @@ func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, session string, has
 		return nil
 	}
 	return fit[i]
+}
+
+// fittingLocked is m's candidate on the resource key when it has room for
+// the request now and the request does not avoid it; else nil.
+func (m *model) fittingLocked(key resKey, long, tunnel bool, avoid []ProviderRef) *candidate {
+	for i := range m.cands {
+		if c := &m.cands[i]; c.res.key == key && c.res.fits(long) && c.res.serves(tunnel) && !avoided(avoid, key) {
+			return c
+		}
+	}
+	return nil
 }
 
 // grantLocked leases c for a request. With a cluster ledger, ledgerID is
@@ -660,35 +685,54 @@ func (m *model) candidateFor(r *resource) *candidate {
 	return nil
 }
 
-// affinityCache remembers, for a bounded number of sessions, which resource
-// served each last. The oldest entry is evicted first.
+// affinityCache remembers, for a bounded number of keys (session ids,
+// response ids), which resource served each last. The oldest entry is
+// evicted first; with a ttl, an entry older than it is also forgotten.
 type affinityCache struct {
 	max   int
-	order *list.List // of string session ids, oldest first
+	ttl   time.Duration    // how long an entry is kept; 0: until evicted
+	now   func() time.Time // the clock ttl is measured by (time.Now; tests set their own)
+	order *list.List       // of string keys, oldest first
 	m     map[string]affinityEntry
 }
 
 type affinityEntry struct {
 	key  resKey
 	elem *list.Element
+	at   time.Time // when put; zero without a ttl
 }
 
-func newAffinityCache(max int) *affinityCache {
-	return &affinityCache{max: max, order: list.New(), m: map[string]affinityEntry{}}
+// newAffinityCache is a cache of at most max entries (max > 0), kept
+// until evicted.
+func newAffinityCache(max int) *affinityCache { return newExpiringCache(max, 0) }
+
+// newExpiringCache is a cache of at most max entries (max > 0), kept for
+// ttl each (0: until evicted).
+func newExpiringCache(max int, ttl time.Duration) *affinityCache {
+	return &affinityCache{max: max, ttl: ttl, now: time.Now, order: list.New(), m: map[string]affinityEntry{}}
 }
 
 func (a *affinityCache) get(s string) (resKey, bool) {
 	e, ok := a.m[s]
+	if ok && a.ttl > 0 && a.now().Sub(e.at) >= a.ttl {
+		a.order.Remove(e.elem)
+		delete(a.m, s)
+		return resKey{}, false
+	}
 	return e.key, ok
 }
 
 func (a *affinityCache) put(s string, k resKey) {
+	var at time.Time
+	if a.ttl > 0 {
+		at = a.now()
+	}
 	if e, ok := a.m[s]; ok {
 		a.order.MoveToBack(e.elem)
-		a.m[s] = affinityEntry{key: k, elem: e.elem}
+		a.m[s] = affinityEntry{key: k, elem: e.elem, at: at}
 		return
 	}
-	a.m[s] = affinityEntry{key: k, elem: a.order.PushBack(s)}
+	a.m[s] = affinityEntry{key: k, elem: a.order.PushBack(s), at: at}
 	if a.order.Len() > a.max {
 		old := a.order.Remove(a.order.Front()).(string)
 		delete(a.m, old)

@@ -52,7 +52,7 @@ type call struct {
 	body   []byte // valid JSON (Parse* accepted it, or the edge encoded it): see RewriteValidModel
 	tokens int
 	render openaiapi.RenderOptions
-	parsed parsedRequest // nil for /v1/responses (passthrough only)
+	parsed parsedRequest // a /v1/responses call's is a responsesRequest (passthrough only)
 	// messages is a Messages call's request, from which a tunnel renders
 	// its body for its provider's kind (tunnelBody), which a run never
 	// needs; bodyReasoning is the member by which body carries earlier
@@ -232,7 +232,8 @@ func (s *Server) readBody(c *gin.Context) ([]byte, bool) {
 // client went away (it closed or reset the connection before sending all
 // it declared), rather than because of what it sent.
 func clientGone(err error) bool {
-	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) ||
+		isErrno(err, peerGoneErrnos)
 }
 
 // The handlers below parse in a separate call and then dispatch: under a
@@ -323,7 +324,7 @@ func (s *Server) responsesCall(c *gin.Context) *call {
 		return nil
 	}
 	return &call{op: opResponses, path: "/responses", model: req.Model, body: body, stream: req.Stream,
-		tokens: len(body) / 4}
+		tokens: len(body) / 4, parsed: responsesRequest{req}}
 }
 
 // dispatch takes a lease for the call's model and sends the call down the
@@ -388,7 +389,7 @@ func (s *Server) acquire(c *gin.Context, k *call) (*dispatch.Lease, string) {
 	}
 	k.prompt = prompt
 	lease, err := s.d.Acquire(ctx, dispatch.Request{Model: k.model, PromptTokens: k.tokens, SessionID: session, NeedsTunnel: needsTunnel(k), Prompt: prompt,
-		Priority: prio, Deadline: deadline})
+		Priority: prio, Deadline: deadline, PreviousResponseID: previousResponseID(k)})
 	if err != nil {
 		if ctx.Err() != nil {
 			in.cancelReason = CancelClientDisconnect

@@ -252,6 +252,9 @@ type tunnelExchange struct {
 	// written (writeHead clears it); a held answer's, until its END.
 	status *iop.ProviderTunnelFrame
 	body   []byte
+	// ids looks for the answer's id in a /v1/responses answer relayed as
+	// it comes (see scanID); nil for every other exchange, and once found.
+	ids *responseIDScan
 }
 
 // open rewrites the body for the lease's target and opens the tunnel; on
@@ -440,10 +443,35 @@ func (t *tunnelExchange) head() bool {
 	t.noBody = !bodyAllowed(int(first.GetStatusCode()))
 	t.hold = !t.sse && (!t.stream || first.GetStatusCode() >= 400) || t.noBody
 	if !t.hold {
+		t.watchID(int(first.GetStatusCode()))
 		t.writeHead(int(first.GetStatusCode()))
 		t.k.answered()
 	}
 	return true
+}
+
+// watchID starts looking for the id of a successful /v1/responses answer
+// of status that is relayed as it comes.
+func (t *tunnelExchange) watchID(status int) {
+	if t.k.op == opResponses && status >= 200 && status < 300 {
+		t.ids = newResponseIDScan(t.sse)
+	}
+}
+
+// scanID feeds what was just relayed to the id scan; once it has the
+// answer's id, the provider is remembered as the one holding that
+// response, for the follow-ups that name it (previous_response_id).
+//
+//go:noinline
+func (t *tunnelExchange) scanID(p []byte) {
+	id, done := t.ids.feed(p)
+	if !done {
+		return
+	}
+	t.ids = nil
+	if id != "" {
+		t.s.d.RememberResponse(id, t.lease)
+	}
 }
 
 // refused logs why the node's answer is not relayed (apart from head and
@@ -561,15 +589,22 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 			}
 			// Too large to hold: relay the rest as it comes.
 			t.hold = false
+			t.watchID(int(t.status.GetStatusCode()))
 			t.writeHead(int(t.status.GetStatusCode()))
 			held := t.body
 			t.body = nil
 			if err := t.w.writeWhole(held); err != nil {
 				return t.s.writeFailed(in, &t.cs, t.ts, err), true
 			}
+			if t.ids != nil {
+				t.scanID(held)
+			}
 		}
 		if _, err := t.w.Write(f.GetBody()); err != nil {
 			return t.s.writeFailed(in, &t.cs, t.ts, err), true
+		}
+		if t.ids != nil {
+			t.scanID(f.GetBody())
 		}
 		if answeredEarly(t.c.Writer) {
 			// The client has its whole answer (earlyAnswerer): the rest
@@ -674,6 +709,10 @@ func (t *tunnelExchange) writeHeld() dispatch.ReleaseReason {
 	t.c.Writer.WriteHeaderNow()
 	if err := t.w.writeWhole(body); err != nil {
 		return t.s.writeFailed(t.in, &t.cs, t.ts, err)
+	}
+	if t.watchID(status); t.ids != nil {
+		t.scanID(body)
+		t.ids = nil
 	}
 	return dispatch.ReasonCompleted
 }
@@ -876,10 +915,40 @@ func (s *Server) writeFailed(in *reqInfo, cs *cancelState, x canceller, err erro
 }
 
 // clientLeft reports a write error that is the peer's close or reset of
-// the connection. Platforms whose socket errors are not these errnos
-// (Windows' WSAECONNRESET) count such a write as write_error.
-func clientLeft(err error) bool {
-	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+// the connection: EPIPE or ECONNRESET, or on Windows, whose sockets
+// report neither, WSAECONNRESET or WSAECONNABORTED (peerGoneErrnos).
+func clientLeft(err error) bool { return clientLeftOn(err, peerGoneErrnos) }
+
+// clientLeftOn is clientLeft on a platform whose further errnos for a
+// connection the peer reset or aborted are errnos.
+func clientLeftOn(err error, errnos []syscall.Errno) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || isErrno(err, errnos)
+}
+
+// windowsPeerGone are Windows Sockets' errors for a connection the peer
+// reset (WSAECONNRESET, 10054) or the local stack aborted after a failed
+// send or a timeout (WSAECONNABORTED, 10053), as winsock2.h numbers
+// them; Windows reports neither as syscall.ECONNRESET (an errno package
+// syscall invents there, which no socket returns). Numbers here, not
+// package syscall's names, which exist on Windows only: the
+// classification is tested on every platform.
+var windowsPeerGone = []syscall.Errno{10054, 10053}
+
+// isErrno reports whether err wraps one of errnos.
+func isErrno(err error, errnos []syscall.Errno) bool {
+	if len(errnos) == 0 {
+		return false
+	}
+	var en syscall.Errno
+	if !errors.As(err, &en) {
+		return false
+	}
+	for _, e := range errnos {
+		if en == e {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) cancelled(in *reqInfo, reason string) dispatch.ReleaseReason {

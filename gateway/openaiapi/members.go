@@ -69,7 +69,7 @@ var (
 		"max_tokens", "max_completion_tokens", "n", "temperature", "top_p", "top_k",
 		"presence_penalty", "frequency_penalty", "seed", "stop")
 	embeddingMembers     = newMemberSet("model", "input", "encoding_format", "dimensions", "user")
-	responsesMembers     = newMemberSet("model", "stream")
+	responsesMembers     = newMemberSet("model", "stream", "previous_response_id")
 	streamOptionMembers  = newMemberSet("include_usage")
 	messageMembers       = newMemberSet(messageNames[:]...)
 	contentPartMembers   = newMemberSet(partNames[:]...)

@@ -257,11 +257,15 @@ func parseEmbedding(body []byte) (*EmbeddingRequest, *Error) {
 type ResponsesRequest struct {
 	Model  string
 	Stream bool
-	Raw    []byte
+	// PreviousResponseID is the response this one follows ("": none):
+	// the edge sends it to the provider that answered that one.
+	PreviousResponseID string
+	Raw                []byte
 }
 
 // ParseResponses validates a responses body: a JSON object with a string
-// model and an optional boolean stream. On failure it returns an *Error 400.
+// model, an optional boolean stream and an optional string
+// previous_response_id. On failure it returns an *Error 400.
 func ParseResponses(body []byte) (*ResponsesRequest, error) {
 	obj, e := decodeTopLevel(body, responsesMembers)
 	if e != nil {
@@ -272,6 +276,9 @@ func ParseResponses(body []byte) (*ResponsesRequest, error) {
 		return nil, e
 	}
 	if r.Stream, e = optBool(obj, "stream", "stream"); e != nil {
+		return nil, e
+	}
+	if r.PreviousResponseID, _, e = optString(obj, "previous_response_id", "previous_response_id"); e != nil {
 		return nil, e
 	}
 	return r, nil
