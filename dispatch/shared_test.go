@@ -137,11 +137,14 @@ func TestClusterGrantConcurrentWithReload(t *testing.T) {
 	f := newClusterFixture(t, cfgOf(64), rs)
 	f.up("n")
 	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
+	stopReloads := sync.OnceFunc(func() { close(stop) })
+	// An Acquire that fails the test stops the reloads too (before the
+	// fixture's cleanup closes the dispatcher under them).
+	t.Cleanup(stopReloads)
+	done := make(chan struct{})
 	// Owner: the test; stops when stop is closed.
 	go func() {
-		defer wg.Done()
+		defer close(done)
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
@@ -154,8 +157,9 @@ func TestClusterGrantConcurrentWithReload(t *testing.T) {
 	for range 200 {
 		mustAcquire(t, f.d, Request{Model: "m"}).Release(ReasonCompleted)
 	}
-	close(stop)
-	wg.Wait()
+	stopReloads()
+	// A Reload that never returns (a lock never released) fails here.
+	await(t, done, "the reloads to end")
 }
 
 // A reload that removes the model while a grant's Redis round trip is

@@ -485,7 +485,7 @@ func fuzzSession(t *testing.T, start func(net.Conn) *muxSession, data []byte) {
 	}
 	_ = sess.Close()
 	await(t, drained, "the reader to drain")
-	<-readers
+	await(t, readers, "the stream acceptor to end after the session closed")
 }
 
 // Finished exchanges leave nothing behind: after many request/response

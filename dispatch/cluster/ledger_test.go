@@ -97,10 +97,12 @@ func TestLeaseExpiryRenewalAndUnavailable(t *testing.T) {
 	a, b := ledger(t, rs.Addr, "a", ttl), ledger(t, rs.Addr, "b", ttl)
 	ctx := context.Background()
 	crashed, kept := a.NewLeaseID(), b.NewLeaseID()
+	var keptFrom time.Time // when kept's take began (renewThrough)
 	for _, tk := range []struct {
 		l  *Ledger
 		id string
 	}{{a, crashed}, {b, kept}} {
+		keptFrom = time.Now()
 		if out, err := tk.l.Take(ctx, key, 2, 2, false, tk.id, "", "", 0, 0); out != Taken || err != nil {
 			t.Fatalf("take: %v %v", out, err)
 		}
@@ -109,7 +111,7 @@ func TestLeaseExpiryRenewalAndUnavailable(t *testing.T) {
 		t.Fatal("a third lease on capacity 2")
 	}
 	// b renews its lease through two TTLs; a's (crashed) is never renewed.
-	renewThrough(t, b, key, HeldLease{ID: kept}, ttl, time.Now())
+	renewThrough(t, b, key, HeldLease{ID: kept}, ttl, keptFrom)
 	held, err := b.Held(ctx, []string{key})
 	if err != nil || held[key] != 1 {
 		t.Fatalf("after the TTL held %v, want only the renewed lease (%v)", held, err)

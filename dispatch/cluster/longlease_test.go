@@ -36,10 +36,11 @@ func TestRenewKeepsLongLeaseCounted(t *testing.T) {
 	const ttl = time.Second
 	a, b := ledger(t, rs.Addr, "a", ttl), ledger(t, rs.Addr, "b", ttl)
 	id := a.NewLeaseID()
+	from := time.Now() // the take's start (renewThrough)
 	if out, err := a.Take(ctx, key, 3, 1, true, id, "", "", 0, 0); out != Taken || err != nil {
 		t.Fatalf("long take: %v %v", out, err)
 	}
-	renewThrough(t, a, key, HeldLease{ID: id, Long: true}, ttl, time.Now())
+	renewThrough(t, a, key, HeldLease{ID: id, Long: true}, ttl, from)
 	if out, err := b.Take(ctx, key, 3, 1, true, b.NewLeaseID(), "", "", 0, 0); out != Full || err != nil {
 		t.Fatalf("long take beside a renewed long lease: %v %v, want Full", out, err)
 	}
