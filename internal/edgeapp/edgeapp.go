@@ -155,7 +155,7 @@ func New(cfg *config.Edge, opts Options) (*Edge, error) {
 		// But until then every grant is a 503, so the start says so, once,
 		// naming the key. One ping, bounded by timeout_ms.
 		if err := ledger.Ping(context.Background()); err != nil {
-			msg, se := redisStartError(err)
+			msg, se := redisStartError(err, r.DB)
 			log.Warn(msg, config.StartFields("", se)...)
 		}
 	}
@@ -196,9 +196,10 @@ const (
 // ping, and the key to look at: one that answered with an error reply
 // refuses the edge, and NOAUTH or WRONGPASS (no password for a Redis
 // that asks one, or not its password) is cluster.redis.password_env's;
-// no reply at all (refused, unreachable, silent past timeout_ms) is the
-// address's.
-func redisStartError(err error) (string, *config.StartError) {
+// another error reply names the address and, when set, db (the
+// connection's SELECT: "ERR DB index is out of range"); no reply at all
+// (refused, unreachable, silent past timeout_ms) is the address's.
+func redisStartError(err error, db int) (string, *config.StartError) {
 	switch cluster.ReplyKind(err) {
 	case "":
 		return redisSilentMsg, &config.StartError{Keys: []string{"cluster.redis.address"}, Err: err, Fix: redisAddressFix}
@@ -206,8 +207,12 @@ func redisStartError(err error) (string, *config.StartError) {
 		return redisRefusedMsg, &config.StartError{Keys: []string{"cluster.redis.password_env"}, Err: err,
 			Fix: "set cluster.redis.password_env to the name of an environment variable holding this Redis's password"}
 	default:
-		return redisRefusedMsg, &config.StartError{Keys: []string{"cluster.redis.address"}, Err: err,
-			Fix: "see the error: Redis at cluster.redis.address answered, but with it"}
+		keys := []string{"cluster.redis.address"}
+		if db != 0 {
+			keys = append(keys, "cluster.redis.db")
+		}
+		return redisRefusedMsg, &config.StartError{Keys: keys, Err: err,
+			Fix: "Redis answered with this error: set cluster.redis.db to a database it has, or point cluster.redis.address at a Redis that accepts the edge"}
 	}
 }
 

@@ -117,3 +117,19 @@ func TestRedisSilentAtStartIsBoundedByTimeout(t *testing.T) {
 		t.Errorf("New took %v with a silent Redis and timeout_ms 300", took)
 	}
 }
+
+// A Redis that answers the connection's SELECT with an error (a db
+// beyond its databases) refuses the edge: the warning names
+// cluster.redis.db beside the address, and does not say Redis does not
+// answer.
+func TestRedisRefusingTheDBAtStartNamesDB(t *testing.T) {
+	s := testredis.Start(t)
+	l, _ := startWarning(t, "cluster: {redis: {address: '"+s.Addr+"', db: 99999, timeout_ms: 2000}}\n", "")
+	keys := warnedKeys(l)
+	if len(keys) != 2 || keys[0] != "cluster.redis.address" || keys[1] != "cluster.redis.db" {
+		t.Errorf("warning %q keys %v, want [cluster.redis.address cluster.redis.db]", l.Message, keys)
+	}
+	if fix, _ := l.ContextMap()["fix"].(string); l.Message == redisSilentMsg || fix == redisAddressFix {
+		t.Errorf("warning %q, fix %q: says Redis does not answer", l.Message, fix)
+	}
+}
