@@ -94,13 +94,14 @@ func (e *TLSFileError) Error() string { return e.Err.Error() }
 func (e *TLSFileError) Unwrap() error { return e.Err }
 
 // pairError is a key pair's load failure as a *TLSFileError: a file that
-// could not be read (*fs.PathError, its path) is named alone; a parse or
-// match failure names both, as crypto/tls does not say which it was.
+// could not be read (*fs.PathError, its path) is named alone, unless
+// both keys name it (one PEM holding both); a parse or match failure
+// names both, as crypto/tls does not say which it was.
 // what prefixes err.
 func pairError(err error, certFile, keyFile, what string) error {
 	err = fmt.Errorf("%s: %w", what, err)
 	var pe *fs.PathError
-	if errors.As(err, &pe) {
+	if errors.As(err, &pe) && certFile != keyFile { // one file for both: both keys name it
 		switch pe.Path {
 		case certFile:
 			return &TLSFileError{Fields: []string{"cert_file"}, Files: []string{certFile}, Err: err}

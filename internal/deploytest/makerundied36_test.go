@@ -11,9 +11,13 @@ import (
 	"time"
 )
 
-// makeRunDeadEdge stands in for an iop-edge that cannot start: it exits
-// 3 at once (a code neither make's own 2 nor a signal's).
-const makeRunDeadEdge = "#!/bin/bash\nexit 3\n"
+// makeRunDeadEdge stands in for an iop-edge that cannot start: it says
+// so on its stderr (makeRunDeadEdgeSays), which must reach make's output
+// although the recipe's own stderr is /dev/null while the edge starts,
+// and exits 3 at once (a code neither make's own 2 nor a signal's).
+const makeRunDeadEdge = "#!/bin/bash\necho '" + makeRunDeadEdgeSays + "' >&2\nexit 3\n"
+
+const makeRunDeadEdgeSays = `{"level":"error","msg":"cannot start"}`
 
 // runMakeWithDeadEdge runs `make run` with the edge dying at once and the
 // node a makeRunFakeBinary (released up front: it exits on its first
@@ -60,11 +64,13 @@ func runMakeWithDeadEdge(t *testing.T, at, inject string) (log string, err error
 }
 
 // failedWith reports whether make run failed for the edge's exit 3: make
-// exits 2 for any failed recipe, and names the recipe's status.
+// exits 2 for any failed recipe, and names the recipe's status; the
+// edge's own line is in the output.
 func failedWith(err error, log string) bool {
 	var exit *exec.ExitError
 	return errors.As(err, &exit) && exit.ExitCode() == 2 &&
-		strings.Contains(log, "iop: a process stopped (exit 3)") && strings.Contains(log, "Error 3")
+		strings.Contains(log, "iop: a process stopped (exit 3)") && strings.Contains(log, "Error 3") &&
+		strings.Contains(log, makeRunDeadEdgeSays)
 }
 
 // A signal that comes while make run tears down after the edge died

@@ -155,9 +155,8 @@ func New(cfg *config.Edge, opts Options) (*Edge, error) {
 		// But until then every grant is a 503, so the start says so, once,
 		// naming the key. One ping, bounded by timeout_ms.
 		if err := ledger.Ping(context.Background()); err != nil {
-			log.Warn("redis does not answer at start; requests get 503 cluster_unavailable until it does",
-				config.StartFields("", &config.StartError{Keys: []string{"cluster.redis.address"}, Err: err,
-					Fix: "start Redis at cluster.redis.address, or set cluster.redis.address to one that answers"})...)
+			msg, se := redisStartError(err, r.DB)
+			log.Warn(msg, config.StartFields("", se)...)
 		}
 	}
 	d := dispatch.New(cfg, dopts)
@@ -183,6 +182,38 @@ func New(cfg *config.Edge, opts Options) (*Edge, error) {
 	e.wire = nodewire.NewServer(wcfg)
 	e.hs = e.Server.HTTPServer()
 	return e, nil
+}
+
+// The start's warnings about a Redis that failed its ping, and the fix
+// for one that did not answer.
+const (
+	redisSilentMsg  = "redis does not answer at start; requests get 503 cluster_unavailable until it does"
+	redisRefusedMsg = "redis refuses the edge at start; requests get 503 cluster_unavailable until it accepts it"
+	redisAddressFix = "start Redis at cluster.redis.address, or set cluster.redis.address to one that answers"
+)
+
+// redisStartError is the start's warning about a Redis that failed its
+// ping, and the key to look at: one that answered with an error reply
+// refuses the edge, and NOAUTH or WRONGPASS (no password for a Redis
+// that asks one, or not its password) is cluster.redis.password_env's;
+// another error reply names the address and, when set, db (the
+// connection's SELECT: "ERR DB index is out of range"); no reply at all
+// (refused, unreachable, silent past timeout_ms) is the address's.
+func redisStartError(err error, db int) (string, *config.StartError) {
+	switch cluster.ReplyKind(err) {
+	case "":
+		return redisSilentMsg, &config.StartError{Keys: []string{"cluster.redis.address"}, Err: err, Fix: redisAddressFix}
+	case "NOAUTH", "WRONGPASS":
+		return redisRefusedMsg, &config.StartError{Keys: []string{"cluster.redis.password_env"}, Err: err,
+			Fix: "set cluster.redis.password_env to the name of an environment variable holding this Redis's password"}
+	default:
+		keys := []string{"cluster.redis.address"}
+		if db != 0 {
+			keys = append(keys, "cluster.redis.db")
+		}
+		return redisRefusedMsg, &config.StartError{Keys: keys, Err: err,
+			Fix: "Redis answered with this error: set cluster.redis.db to a database it has, or point cluster.redis.address at a Redis that accepts the edge"}
+	}
 }
 
 // listenError names key, the listen address that could not be bound, and
