@@ -37,7 +37,11 @@ func (e *SyntaxError) Unwrap() error { return e.Err }
 func yamlWords(err error) string {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
-		return strings.Join(te.Errors, "; ")
+		words := make([]string, len(te.Errors))
+		for i, e := range te.Errors {
+			words[i] = withoutQuotedValues(e)
+		}
+		return strings.Join(words, "; ")
 	}
 	inner := err
 	var pe viper.ConfigParseError
@@ -45,6 +49,29 @@ func yamlWords(err error) string {
 		inner = pe.Unwrap()
 	}
 	return strings.TrimPrefix(inner.Error(), "yaml: ")
+}
+
+// withoutQuotedValues drops the values go-yaml quotes into an unmarshal
+// error ("cannot unmarshal !!str `hunter2...` into …": the first bytes of
+// the value between backquotes): a file whose top level is a bare string
+// may be a secret pasted into the wrong place, and the error goes to logs.
+// What is left names the line, the YAML type and the Go type.
+func withoutQuotedValues(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(s, '`')
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(s[i+1:], '`')
+		if j < 0 {
+			break
+		}
+		b.WriteString(strings.TrimRight(s[:i], " "))
+		s = s[i+1+j+1:]
+	}
+	b.WriteString(s)
+	return b.String()
 }
 
 // StartError is a start-up failure owed to the value of config keys: a
