@@ -153,7 +153,9 @@ func TestNoProviderFastPath(t *testing.T) {
 	start := time.Now()
 	r := post(t, e, "/v1/chat/completions", `{"model":"m-echo","messages":[{"role":"user","content":"hi"}]}`)
 	assertError(t, r, http.StatusServiceUnavailable, "no_provider_available")
-	if took := time.Since(start); took > 2*time.Second {
+	// At once is milliseconds; the bound is half the queue's 20 s, which
+	// a queued request would wait out, so a loaded box cannot reach it.
+	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("answered after %s, want at once", took)
 	}
 }

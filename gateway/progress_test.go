@@ -14,7 +14,7 @@ import (
 
 // progress is nudged by each step of a long exchange (a frame the node
 // sent, a read of the answer), so that a wait on it fails only when
-// nothing moved for waitLong, however long the whole exchange takes on
+// nothing moved for stallLimit, however long the whole exchange takes on
 // a loaded machine.
 type progress chan struct{}
 
@@ -45,7 +45,7 @@ func (pr progressReader) Read(b []byte) (int, error) {
 
 // postProgressing posts body to e and reads the whole answer with no
 // fixed deadline: it fails only when p (the node's frames, nudged by the
-// test's node) and the answer's reads stood still for waitLong.
+// test's node) and the answer's reads stood still for stallLimit.
 func postProgressing(t *testing.T, e *stack.Edge, path, body string, p progress) response {
 	t.Helper()
 	c := httpClient(t)
@@ -73,7 +73,7 @@ func postProgressing(t *testing.T, e *stack.Edge, path, body string, p progress)
 		b, err := io.ReadAll(progressReader{r: resp.Body, p: p})
 		done <- result{r: response{Status: resp.StatusCode, Header: resp.Header, Body: b}, err: err}
 	}()
-	idle := time.NewTimer(waitLong)
+	idle := time.NewTimer(stallLimit)
 	defer idle.Stop()
 	for {
 		select {
@@ -83,11 +83,11 @@ func postProgressing(t *testing.T, e *stack.Edge, path, body string, p progress)
 			}
 			return res.r
 		case <-p:
-			idle.Reset(waitLong)
+			idle.Reset(stallLimit)
 		case <-idle.C:
 			cancel(errStalled)
 			<-done
-			t.Fatalf("POST %s: %v for %s", path, context.Cause(ctx), waitLong)
+			t.Fatalf("POST %s: %v for %s", path, context.Cause(ctx), stallLimit)
 		}
 	}
 }

@@ -40,9 +40,10 @@ func readPaced(t *testing.T, url, path, body string, piece int, pause time.Durat
 	}
 	defer c.Close()
 	_ = c.(*net.TCPConn).SetReadBuffer(128 << 10) // the edge cannot hand the answer to the kernel at once
-	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	// Bounds on a hang, not on the answer's length (see stallLimit).
+	_ = c.SetWriteDeadline(time.Now().Add(stallLimit))
 	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: edge\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body)
-	resp, err := http.ReadResponse(bufio.NewReaderSize(&pacedReader{r: c, piece: piece, pause: pause}, piece), nil)
+	resp, err := http.ReadResponse(bufio.NewReaderSize(&pacedReader{r: stallingConn{c}, piece: piece, pause: pause}, piece), nil)
 	if err != nil {
 		t.Fatalf("reading the answer's head: %v", err)
 	}

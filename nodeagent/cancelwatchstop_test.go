@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -128,8 +129,27 @@ func keepSending(est *nodewire.Stream) (stop func()) {
 // instead of re-arming: stop waits for it, and a re-armed reader would
 // never close exited on a stream the Edge keeps open and quiet.
 func TestReaderRacingStopExits(t *testing.T) {
+	// Cleanups run last registered first. The hooks are reset last, after
+	// the stream's own cleanup (registered by watchedStream below) ended
+	// the stream and the reader exited: a test failing before stop would
+	// otherwise reset them while a reader still reads afterRecvHook (a
+	// data race), or leave that reader blocked in it for good.
+	var w *cancelWatch
+	t.Cleanup(func() {
+		if w != nil {
+			select {
+			case <-w.exited:
+			case <-time.After(10 * time.Second):
+				t.Error("the reader did not exit at the stream's end")
+			}
+		}
+		afterRecvHook, stopWaitsHook = nil, nil
+	})
 	est, st := watchedStream(t)
 	stopWaiting := make(chan struct{})
+	var release sync.Once
+	free := func() { release.Do(func() { close(stopWaiting) }) }
+	t.Cleanup(free) // first: a reader held in its hook goes on to the stream's end
 	entered := make(chan struct{}, 1)
 	afterRecvHook = func() {
 		select {
@@ -138,9 +158,8 @@ func TestReaderRacingStopExits(t *testing.T) {
 		}
 		<-stopWaiting
 	}
-	stopWaitsHook = func() { close(stopWaiting) }
-	t.Cleanup(func() { afterRecvHook, stopWaitsHook = nil, nil })
-	w := watchCancel(st, func() {})
+	stopWaitsHook = free
+	w = watchCancel(st, func() {})
 	if err := est.Send(&iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{RunId: "r1"}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -112,6 +112,11 @@ func TestOlderWaiterOfAnotherEdgeGoesFirst(t *testing.T) {
 	cfg := func() *config.Edge {
 		c := clusterCfg(rs.Addr)
 		c.Nodes[0].Providers[0].Capacity = 1
+		// Redis down is not what this test is about: each call gets 2 s,
+		// not clusterCfg's 300 ms, which a Take under -race on a loaded
+		// box outlasted (Acquire failed with ErrUnavailable). A timeout
+		// may be at most a fifth of the lease TTL.
+		c.Cluster.Redis.TimeoutMS, c.Cluster.Redis.LeaseTTLSec = 2000, 10
 		return c
 	}
 	ea, eb := StartEdge(t, cfg(), EdgeOptions{}), StartEdge(t, cfg(), EdgeOptions{})
