@@ -25,11 +25,19 @@ const (
 // answered are recorded, never one a client sent: a client cannot point
 // another's follow-ups anywhere, and the memory stays bounded by
 // MaxRememberedResponses whatever clients send.
+//
+// An id remembered for another provider keeps it (until its TTL): ids are
+// unique, so a second provider answering one is broken or hostile, e.g. an
+// upstream echoing the previous_response_id of a follow-up that reached
+// it, which would otherwise take the conversation's later follow-ups from
+// the provider that holds it.
 func (d *Dispatcher) RememberResponse(id string, l *Lease) {
 	if id == "" || len(id) > MaxResponseIDBytes || l == nil || l.res == nil {
 		return
 	}
 	d.mu.Lock()
-	d.responses.put(id, l.res.key)
+	if key, ok := d.responses.get(id); !ok || key == l.res.key {
+		d.responses.put(id, l.res.key)
+	}
 	d.mu.Unlock()
 }

@@ -231,9 +231,13 @@ func (s *Server) readBody(c *gin.Context) ([]byte, bool) {
 // clientGone reports whether a request body's read failed because the
 // client went away (it closed or reset the connection before sending all
 // it declared), rather than because of what it sent.
-func clientGone(err error) bool {
+func clientGone(err error) bool { return clientGoneOn(err, peerGoneErrnos) }
+
+// clientGoneOn is clientGone on a platform whose further errnos for a
+// connection the peer reset or aborted are errnos (see clientLeftOn).
+func clientGoneOn(err error, errnos []syscall.Errno) bool {
 	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) ||
-		isErrno(err, peerGoneErrnos)
+		isErrno(err, errnos)
 }
 
 // The handlers below parse in a separate call and then dispatch: under a

@@ -458,15 +458,19 @@ func (t *tunnelExchange) watchID(status int) {
 	}
 }
 
-// scanID feeds what was just relayed to the id scan; once it has the
-// answer's id, the provider is remembered as the one holding that
-// response, for the follow-ups that name it (previous_response_id).
+// scanID feeds what was just relayed to the id scan (last: the answer
+// ended with it); once it has the answer's id, the provider is
+// remembered as the one holding that response, for the follow-ups that
+// name it (previous_response_id).
 //
 //go:noinline
-func (t *tunnelExchange) scanID(p []byte) {
+func (t *tunnelExchange) scanID(p []byte, last bool) {
 	id, done := t.ids.feed(p)
 	if !done {
-		return
+		if !last {
+			return
+		}
+		id = t.ids.end()
 	}
 	t.ids = nil
 	if id != "" {
@@ -597,14 +601,14 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 				return t.s.writeFailed(in, &t.cs, t.ts, err), true
 			}
 			if t.ids != nil {
-				t.scanID(held)
+				t.scanID(held, false)
 			}
 		}
 		if _, err := t.w.Write(f.GetBody()); err != nil {
 			return t.s.writeFailed(in, &t.cs, t.ts, err), true
 		}
 		if t.ids != nil {
-			t.scanID(f.GetBody())
+			t.scanID(f.GetBody(), false)
 		}
 		if answeredEarly(t.c.Writer) {
 			// The client has its whole answer (earlyAnswerer): the rest
@@ -660,6 +664,11 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 		if t.hold {
 			return t.writeHeld(), true
 		}
+		if t.ids != nil {
+			// A whole answer relayed as it came (not an event stream)
+			// whose beginning did not reach the scan's bound.
+			t.scanID(nil, true)
+		}
 		return dispatch.ReasonCompleted, true
 	case iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR:
 		return t.failed(errTunnel(f.GetError())), true
@@ -711,8 +720,7 @@ func (t *tunnelExchange) writeHeld() dispatch.ReleaseReason {
 		return t.s.writeFailed(t.in, &t.cs, t.ts, err)
 	}
 	if t.watchID(status); t.ids != nil {
-		t.scanID(body)
-		t.ids = nil
+		t.scanID(body, true)
 	}
 	return dispatch.ReasonCompleted
 }

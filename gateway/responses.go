@@ -50,9 +50,18 @@ const responseIDScanMax = 4 << 10
 // data's response.id. Nothing is held back or delayed: the relay writes
 // each piece before it is fed here. Only /v1/responses exchanges have one
 // (tunnelExchange.ids), so no other route pays for it.
+//
+// However the answer is cut into pieces, the scan costs one pass over its
+// bound and one JSON decoding: a piece is only copied (and, for an event
+// stream, searched for a line break); the decoding waits until it can
+// settle the id (an event stream's first data line whole, the bound
+// reached, or the answer's end: end).
 type responseIDScan struct {
 	sse bool
 	buf []byte
+	// line is where, in buf, an event stream's line being read starts;
+	// seen, how much of buf has been searched for its line break.
+	line, seen int
 }
 
 func newResponseIDScan(sse bool) *responseIDScan {
@@ -61,41 +70,57 @@ func newResponseIDScan(sse bool) *responseIDScan {
 
 // feed adds the next piece of the answer. done reports that the scan is
 // over: id is the answer's id, or "" when it has none within the bound.
+// Not done, the answer's end settles it (end).
 func (s *responseIDScan) feed(p []byte) (id string, done bool) {
 	s.buf = append(s.buf, p[:min(len(p), responseIDScanMax-len(s.buf))]...)
 	full := len(s.buf) >= responseIDScanMax
-	if !s.sse {
-		return jsonMemberString(s.buf, full, "id")
+	if s.sse {
+		for {
+			i := bytes.IndexByte(s.buf[s.seen:], '\n')
+			if i < 0 {
+				break
+			}
+			line := bytes.TrimSuffix(s.buf[s.line:s.seen+i], []byte("\r"))
+			s.line, s.seen = s.seen+i+1, s.seen+i+1
+			if data, ok := sseDataValue(line); ok {
+				id, _ := jsonMemberString(data, true, "response", "id")
+				return id, true
+			}
+		}
+		s.seen = len(s.buf)
 	}
-	data, whole, ok := firstSSEData(s.buf)
-	if !ok {
-		return "", full
+	if !full {
+		return "", false
 	}
-	return jsonMemberString(data, whole || full, "response", "id")
+	return s.end(), true
 }
 
-// firstSSEData is the value of the first data line of an event stream's
-// beginning b, and whether the line is whole (its line break arrived).
-// ok is false while b holds no data line yet. Comment lines and fields
-// before it (event:, id:) are passed over. A data value spread over
-// several data lines is read from its first line only: no upstream known
-// to the edge splits a JSON event.
-func firstSSEData(b []byte) (data []byte, whole, ok bool) {
-	for len(b) > 0 {
-		line, rest, found := bytes.Cut(b, []byte("\n"))
-		if !found {
-			if v, isData := bytes.CutPrefix(line, []byte("data:")); isData {
-				return bytes.TrimPrefix(v, []byte(" ")), false, true
-			}
-			return nil, false, false
-		}
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		if v, isData := bytes.CutPrefix(line, []byte("data:")); isData {
-			return bytes.TrimPrefix(v, []byte(" ")), true, true
-		}
-		b = rest
+// end is the id what was fed settles once no more of the answer comes
+// (its end, or the bound): a whole answer's top-level id, or a stream's
+// first data line's response.id as far as that line came; else "".
+func (s *responseIDScan) end() string {
+	if !s.sse {
+		id, _ := jsonMemberString(s.buf, true, "id")
+		return id
 	}
-	return nil, false, false
+	data, ok := sseDataValue(bytes.TrimSuffix(s.buf[s.line:], []byte("\r")))
+	if !ok {
+		return ""
+	}
+	id, _ := jsonMemberString(data, true, "response", "id")
+	return id
+}
+
+// sseDataValue is the value of line when it is an event stream's data
+// line. Comment lines and other fields (event:, id:) are not. A data
+// value spread over several data lines is read from its first line only:
+// no upstream known to the edge splits a JSON event.
+func sseDataValue(line []byte) ([]byte, bool) {
+	v, ok := bytes.CutPrefix(line, []byte("data:"))
+	if !ok {
+		return nil, false
+	}
+	return bytes.TrimPrefix(v, []byte(" ")), true
 }
 
 // jsonMemberString reads the JSON text b (whole, or a beginning of it) for
