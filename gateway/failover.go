@@ -40,7 +40,7 @@ func (s *Server) failover(c *gin.Context, k *call, lease *dispatch.Lease, why st
 	avoid := append(k.avoid, dispatch.ProviderRef{Node: lease.NodeID, Provider: lease.ProviderID})
 	next, err := s.d.Acquire(c.Request.Context(), dispatch.Request{
 		Model: k.model, PromptTokens: k.tokens, SessionID: lease.SessionID, NeedsTunnel: needsTunnel(k),
-		Prompt: k.prompt, Avoid: avoid, NoWait: true,
+		Prompt: k.prompt, Avoid: avoid, NoWait: true, PreviousResponseID: previousResponseID(k),
 	})
 	if err != nil {
 		return false
