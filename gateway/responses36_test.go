@@ -98,6 +98,13 @@ func (v *vllmResponses) serve(w http.ResponseWriter, r *http.Request) {
 func responsesPair(t *testing.T) (e *stack.Edge, a, b *vllmResponses, nodeA, nodeB *stack.Node) {
 	t.Helper()
 	a, b = newVLLMResponses(t, "a"), newVLLMResponses(t, "b")
+	e, nodeA, nodeB = startResponsesPair(t, a, b)
+	return e, a, b, nodeA, nodeB
+}
+
+// startResponsesPair starts responsesPair's edge and nodes over a and b.
+func startResponsesPair(t *testing.T, a, b *vllmResponses) (e *stack.Edge, nodeA, nodeB *stack.Node) {
+	t.Helper()
 	prov := func(u *vllmResponses) []config.ProviderSpec {
 		return []config.ProviderSpec{{Name: "v", Type: "vllm", BaseURL: u.baseURL(), APIKeyEnv: keyEnv, Capacity: 4}}
 	}
@@ -111,7 +118,7 @@ func responsesPair(t *testing.T) (e *stack.Edge, a, b *vllmResponses, nodeA, nod
 	nodeB = stack.StartNode(t, e.NodeAddr, "b", stack.NodeOptions{Token: "tb", Getenv: nodeEnv})
 	e.WaitReady(t, "a", waitLong)
 	e.WaitReady(t, "b", waitLong)
-	return e, a, b, nodeA, nodeB
+	return e, nodeA, nodeB
 }
 
 // ask posts a /v1/responses request and returns the answer's id (from

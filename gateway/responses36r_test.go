@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/internal/stack"
 )
 
@@ -19,19 +18,7 @@ func responsesPairServing(t *testing.T, serveB func(b *vllmResponses, w http.Res
 	a = newVLLMResponses(t, "a")
 	b = &vllmResponses{name: "b", store: map[string]bool{}}
 	b.upstream = newUpstream(t, func(w http.ResponseWriter, r *http.Request) { serveB(b, w, r) })
-	prov := func(u *vllmResponses) []config.ProviderSpec {
-		return []config.ProviderSpec{{Name: "v", Type: "vllm", BaseURL: u.baseURL(), APIKeyEnv: keyEnv, Capacity: 4}}
-	}
-	cfg := &config.Edge{
-		Nodes: []config.NodeSpec{{ID: "a", Token: "ta", Providers: prov(a)}, {ID: "b", Token: "tb", Providers: prov(b)}},
-		Models: []config.ModelSpec{{Name: "m", Routing: "ordered", MaxAttempts: 2, Providers: []config.ModelProvider{
-			{Node: "a", Provider: "v", Target: target}, {Node: "b", Provider: "v", Target: target}}}},
-	}
-	e = startEdge(t, cfg)
-	stack.StartNode(t, e.NodeAddr, "a", stack.NodeOptions{Token: "ta", Getenv: nodeEnv})
-	stack.StartNode(t, e.NodeAddr, "b", stack.NodeOptions{Token: "tb", Getenv: nodeEnv})
-	e.WaitReady(t, "a", waitLong)
-	e.WaitReady(t, "b", waitLong)
+	e, _, _ = startResponsesPair(t, a, b)
 	return e, a, b
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/iop-gateway/iop/internal/testcert"
+	"github.com/iop-gateway/iop/internal/testproc"
 )
 
 // runEdgeToExit runs the edge binary on a config that must not start and
@@ -25,26 +26,6 @@ func runEdgeToExit(t *testing.T, bin string, want int, args ...string) string {
 		t.Fatalf("iop-edge %v: %v, want exit %d\n%s", args, err, want, out)
 	}
 	return string(out)
-}
-
-// oneStartLine is the single line a start that failed logs: "cannot
-// start" naming every one of wants, and nothing else logged at error.
-func oneStartLine(t *testing.T, out string, wants ...string) {
-	t.Helper()
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		if strings.Contains(l, `"level":"error"`) {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) != 1 || !strings.Contains(lines[0], `"msg":"cannot start"`) {
-		t.Fatalf("want one error line \"cannot start\", got:\n%s", out)
-	}
-	for _, w := range wants {
-		if !strings.Contains(lines[0], w) {
-			t.Errorf("the line lacks %s:\n%s", w, lines[0])
-		}
-	}
 }
 
 // A node-listener TLS file that does not load stops the start with one
@@ -91,7 +72,7 @@ func TestStartNamesTheTLSFileKey(t *testing.T) {
 			for _, f := range c.wantFiles {
 				wants = append(wants, fmt.Sprintf("%q", f))
 			}
-			oneStartLine(t, out, wants...)
+			testproc.OneStartLine(t, out, wants...)
 			if strings.Contains(out, "PRIVATE KEY") || strings.Contains(out, "BEGIN") {
 				t.Errorf("a file's content in the output:\n%s", out)
 			}
@@ -124,7 +105,7 @@ func TestStartNamesTheListenKey(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := runEdgeToExit(t, bin, 1, "--config", cfg)
-			oneStartLine(t, out, fmt.Sprintf(`"keys":[%q]`, key), `"fix":"another process listens there`)
+			testproc.OneStartLine(t, out, fmt.Sprintf(`"keys":[%q]`, key), `"fix":"another process listens there`)
 		})
 	}
 }

@@ -9,27 +9,8 @@ import (
 	"time"
 
 	"github.com/iop-gateway/iop/internal/testcert"
+	"github.com/iop-gateway/iop/internal/testproc"
 )
-
-// oneStartLine is the single line a start that failed logs: "cannot
-// start" naming every one of wants, and nothing else logged at error.
-func oneStartLine(t *testing.T, out string, wants ...string) {
-	t.Helper()
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		if strings.Contains(l, `"level":"error"`) {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) != 1 || !strings.Contains(lines[0], `"msg":"cannot start"`) {
-		t.Fatalf("want one error line \"cannot start\", got:\n%s", out)
-	}
-	for _, w := range wants {
-		if !strings.Contains(lines[0], w) {
-			t.Errorf("the line lacks %s:\n%s", w, lines[0])
-		}
-	}
-}
 
 // An edge.tls file that does not load, or a store_dir / workspace_root
 // that cannot be created, stops the start with one line naming the key
@@ -90,7 +71,7 @@ func TestStartNamesTheKey(t *testing.T) {
 			for _, f := range c.wantFiles {
 				wants = append(wants, fmt.Sprintf("%q", f))
 			}
-			oneStartLine(t, out, wants...)
+			testproc.OneStartLine(t, out, wants...)
 			if strings.Contains(out, "BEGIN") {
 				t.Errorf("a file's content in the output:\n%s", out)
 			}
