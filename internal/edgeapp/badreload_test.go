@@ -19,14 +19,7 @@ import (
 // stays in force (here: no API key needed), the caller gets every problem,
 // and the log says why without the file's secrets.
 func TestBadReloadKeepsRunningConfig(t *testing.T) {
-	base := "listen: {http: '127.0.0.1:0', node: '127.0.0.1:0'}\n" + oneNodeYAML
-	file, cfg := edgeFile(t, base)
-	core, logs := observer.New(zapcore.InfoLevel)
-	e, err := New(cfg, Options{HealthInterval: -1, ConfigFile: file, Logger: zap.New(core)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	base, file, e, logs := reloadableEdge(t)
 	bad := base + "auth: {api_keys: [sk-NEW-SECRET]}\nlimits: {write_timeout_sec: -1, read_timeout_sec: -2}\n"
 	if err := os.WriteFile(file, []byte(bad), 0o600); err != nil {
 		t.Fatal(err)
@@ -53,4 +46,20 @@ func TestBadReloadKeepsRunningConfig(t *testing.T) {
 	if s := warned[0].ContextMap()["error"]; s == nil || strings.Contains(s.(string), "SECRET") {
 		t.Fatalf("logged error %v", s)
 	}
+}
+
+// reloadableEdge is an edge started from its own file (base, one node,
+// listening on free ports), whose log at info and above is logs; the
+// test rewrites file to reload it.
+func reloadableEdge(t *testing.T) (base, file string, e *Edge, logs *observer.ObservedLogs) {
+	t.Helper()
+	base = "listen: {http: '127.0.0.1:0', node: '127.0.0.1:0'}\n" + oneNodeYAML
+	file, cfg := edgeFile(t, base)
+	core, logs := observer.New(zapcore.InfoLevel)
+	e, err := New(cfg, Options{HealthInterval: -1, ConfigFile: file, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return base, file, e, logs
 }

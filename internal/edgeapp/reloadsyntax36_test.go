@@ -8,10 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
-
 	"github.com/iop-gateway/iop/config"
 )
 
@@ -19,14 +15,7 @@ import (
 // the line the start would print: "config: FILE: line N: …", the caller
 // getting a *config.SyntaxError.
 func TestReloadOfUnparsableFileNamesFileAndLine(t *testing.T) {
-	base := "listen: {http: '127.0.0.1:0', node: '127.0.0.1:0'}\n" + oneNodeYAML
-	file, cfg := edgeFile(t, base)
-	core, logs := observer.New(zapcore.InfoLevel)
-	e, err := New(cfg, Options{HealthInterval: -1, ConfigFile: file, Logger: zap.New(core)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	_, file, e, logs := reloadableEdge(t)
 	if err := os.WriteFile(file, []byte("auth:\n  api_keys: [sk-NEW\nmodels: []\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
