@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/iop-gateway/iop/config"
@@ -18,7 +19,7 @@ import (
 // twoProviderCfg is node a with providers p1 and p2 (capacity 4 each),
 // model m on both, p1 first (least-loaded picks it while both are idle),
 // and model only-p2.
-func twoProviderCfg(t *testing.T) *config.Edge {
+func twoProviderCfg(t tb) *config.Edge {
 	t.Helper()
 	return buildCfg(t, []tNode{{id: "a", provs: []tProv{{name: "p1", cap: 4}, {name: "p2", cap: 4}}}},
 		[]tModel{{name: "m", cands: []string{"a/p1", "a/p2"}}, {name: "only-p2", cands: []string{"a/p2"}}})
@@ -221,4 +222,36 @@ func TestResponseShareRedisDown37a(t *testing.T) {
 		t.Error("a failed lookup recorded an owner")
 	}
 	rs.Stop() // not left to answer the dispatcher's last returns when the pause ends
+}
+
+// BenchmarkFollowUpAcquire37a is a follow-up's Acquire (and release) in
+// a cluster, its previous response known to this edge or not (one Redis
+// lookup more, that misses), against a real redis-server on loopback.
+func BenchmarkFollowUpAcquire37a(b *testing.B) {
+	rs := testredis.Start(b)
+	for _, known := range []bool{true, false} {
+		b.Run("known="+strconv.FormatBool(known), func(b *testing.B) {
+			lc := cluster.Config{Address: rs.Addr, TTL: 3 * time.Second, Timeout: 2 * time.Second, EdgeID: "e1"}
+			led := cluster.Open(lc)
+			f := &fixture{t: b, reg: prometheus.NewRegistry(), bus: &recBus{}}
+			f.d = New(twoProviderCfg(b), Options{Bus: f.bus, Metrics: NewMetrics(f.reg), Ledger: led, LedgerTTL: lc.TTL})
+			defer func() { f.d.Close(); _ = led.Close() }()
+			f.up("a")
+			id := "resp_" + strconv.FormatBool(known)
+			if known {
+				l := mustAcquire(b, f.d, Request{Model: "only-p2"})
+				f.d.RememberResponse(id, l)
+				l.Release(ReasonCompleted)
+			}
+			ctx := context.Background()
+			b.ResetTimer()
+			for range b.N {
+				l, err := f.d.Acquire(ctx, Request{Model: "m", PreviousResponseID: id})
+				if err != nil {
+					b.Fatal(err)
+				}
+				l.Release(ReasonCompleted)
+			}
+		})
+	}
 }
