@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -222,6 +223,42 @@ func TestResponseShareRedisDown37a(t *testing.T) {
 		t.Error("a failed lookup recorded an owner")
 	}
 	rs.Stop() // not left to answer the dispatcher's last returns when the pause ends
+}
+
+// While grants fail at once (a take found Redis silent: ledgerDownUntil),
+// a follow-up's lookup is not tried either: the request fails at once
+// with ErrClusterUnavailable instead of first waiting out the ledger's
+// timeout on a Redis that does not answer.
+func TestNoLookupWhileLedgerDown37a(t *testing.T) {
+	rs := testredis.Start(t)
+	rdb := rs.Client(t)
+	e := clusterEdge(t, rs, "e1", 20*time.Second)
+	if err := rdb.Do(context.Background(), "CLIENT", "PAUSE", "30000", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.d.mu.Lock()
+	e.d.ledgerDownUntil = time.Now().Add(time.Hour)
+	e.d.mu.Unlock()
+	start := time.Now()
+	if got := acquireErr(e.d, Request{Model: "m", PreviousResponseID: "resp_1"}); !errors.Is(got, ErrClusterUnavailable) {
+		t.Errorf("a follow-up with the ledger down: %v, want ErrClusterUnavailable", got)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("it took %v: the lookup waited on the silent Redis", took)
+	}
+	rs.Stop() // not left to answer the dispatcher's last returns when the pause ends
+}
+
+// acquireErr is the error of an Acquire of req (a lease it got is
+// released at once).
+func acquireErr(d *Dispatcher, req Request) error {
+	ctx, cancel := context.WithTimeout(context.Background(), waitDeadline)
+	defer cancel()
+	l, err := d.Acquire(ctx, req)
+	if l != nil {
+		l.Release(ReasonCompleted)
+	}
+	return err
 }
 
 // BenchmarkFollowUpAcquire37a is a follow-up's Acquire (and release) in
