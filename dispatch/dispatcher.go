@@ -88,6 +88,9 @@ type Dispatcher struct {
 	// only); returns feeds its returner. Both set once in New.
 	ledger  *cluster.Ledger
 	returns chan cluster.Update
+	// shareResp shares remembered response ids through the ledger (nil
+	// without one). Set once in New.
+	shareResp *responseShare
 	// takes counts the ledger takes in flight (hand-ons and fresh
 	// grants): the returner's last batch at Close waits for them, so that
 	// the returns they queue (a take that succeeded for a waiter Close
@@ -124,6 +127,7 @@ func New(cfg *config.Edge, opts Options) *Dispatcher {
 	}
 	if d.ledger != nil {
 		d.startCluster(opts.LedgerTTL)
+		d.startResponseShare()
 	}
 	d.mu.Lock()
 	d.applyConfigLocked(cfg)

@@ -1,22 +1,95 @@
 package dispatch
 
-import "time"
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/iop-gateway/iop/dispatch/cluster"
+)
 
 // Bounds of the edge's memory of which provider answered which Responses
-// API response (RememberResponse). It is this edge's own: edges behind a
-// balancer share none of it, so a follow-up that reaches another edge is
-// routed as usual.
+// API response (RememberResponse). With a cluster ledger the ids are also
+// shared with the other edges through Redis (see responseShare), so a
+// follow-up that reaches another edge than the one that relayed its
+// previous response still goes to the provider that holds it.
 const (
 	// MaxRememberedResponses is how many response ids are remembered at
 	// most; past it the oldest is forgotten first.
 	MaxRememberedResponses = 10000
-	// RememberedResponseTTL is how long a response id is remembered.
+	// RememberedResponseTTL is how long a response id is remembered, here
+	// and in Redis.
 	RememberedResponseTTL = time.Hour
 	// MaxResponseIDBytes is the longest response id remembered (vLLM's
 	// are 37 bytes, "resp_" and 32 hex digits; OpenAI's about 50): a
 	// longer one is not, so an entry costs a bounded few hundred bytes.
+	// A follow-up naming a longer one is never looked up in Redis.
 	MaxResponseIDBytes = 128
 )
+
+const (
+	// responseShareQueue bounds the ids waiting to be written to Redis:
+	// past it an id is not shared (counted, logged at debug), as when
+	// Redis is down; this edge still remembers it.
+	responseShareQueue = 1024
+	// responseShareBatch bounds the ids written in one round trip.
+	responseShareBatch = 128
+)
+
+// responseShare writes the ids this edge remembers to the cluster ledger,
+// off the request path: RememberResponse queues, one goroutine of the
+// Dispatcher writes. Set in New when a ledger is configured, else nil.
+type responseShare struct {
+	q chan cluster.ResponseOwner
+	// Counts, for tests and debug logs: ids dropped because the queue was
+	// full, and written batches that failed.
+	dropped, failed atomic.Uint64
+}
+
+// startResponseShare starts the writer of the ids shared through the
+// ledger.
+func (d *Dispatcher) startResponseShare() {
+	d.shareResp = &responseShare{q: make(chan cluster.ResponseOwner, responseShareQueue)}
+	d.wg.Add(1)
+	// Owner: the Dispatcher. Stops when Close cancels d.ctx (the ids
+	// still queued then are not written).
+	go func() {
+		defer d.wg.Done()
+		d.shareResponses(d.shareResp)
+	}()
+}
+
+// shareResponses writes the queued ids in batches of up to
+// responseShareBatch, each round trip bounded by the ledger's timeout. A
+// batch that fails is not sent again: it only costs follow-ups reaching
+// other edges their pin, and Redis down costs them more than that.
+func (d *Dispatcher) shareResponses(s *responseShare) {
+	batch := make([]cluster.ResponseOwner, 0, responseShareBatch)
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case o := <-s.q:
+			batch = append(batch[:0], o)
+		}
+	fill:
+		for len(batch) < responseShareBatch {
+			select {
+			case o := <-s.q:
+				batch = append(batch, o)
+			default:
+				break fill
+			}
+		}
+		err := d.ledger.RememberResponses(d.ctx, batch, RememberedResponseTTL)
+		if err != nil && d.ctx.Err() == nil {
+			n := s.failed.Add(1)
+			d.log.Debug("response ids not shared with the cluster", zap.Int("ids", len(batch)), zap.Uint64("failed_batches", n), zap.Error(err))
+		}
+	}
+}
 
 // RememberResponse records that the provider l is on answered the
 // Responses API response id, so that a follow-up naming it
@@ -24,20 +97,82 @@ const (
 // than MaxResponseIDBytes, is not remembered. Only ids an upstream
 // answered are recorded, never one a client sent: a client cannot point
 // another's follow-ups anywhere, and the memory stays bounded by
-// MaxRememberedResponses whatever clients send.
+// MaxRememberedResponses whatever clients send. With a cluster ledger
+// the id is also queued for Redis (never waiting: see responseShare).
 //
 // An id remembered for another provider keeps it (until its TTL): ids are
 // unique, so a second provider answering one is broken or hostile, e.g. an
 // upstream echoing the previous_response_id of a follow-up that reached
 // it, which would otherwise take the conversation's later follow-ups from
-// the provider that holds it.
+// the provider that holds it. Redis keeps the first answerer the same way
+// across edges (SET NX).
 func (d *Dispatcher) RememberResponse(id string, l *Lease) {
 	if id == "" || len(id) > MaxResponseIDBytes || l == nil || l.res == nil {
 		return
 	}
 	d.mu.Lock()
-	if key, ok := d.responses.get(id); !ok || key == l.res.key {
+	key, ok := d.responses.get(id)
+	keep := !ok || key == l.res.key
+	if keep {
 		d.responses.put(id, l.res.key)
 	}
 	d.mu.Unlock()
+	if !keep || d.shareResp == nil {
+		return
+	}
+	select {
+	case d.shareResp.q <- cluster.ResponseOwner{ID: id, Key: l.res.ledgerKey}:
+	default:
+		n := d.shareResp.dropped.Add(1)
+		d.log.Debug("response id not shared with the cluster: queue full", zap.Int("queue", responseShareQueue), zap.Uint64("dropped", n))
+	}
+}
+
+// learnResponse looks up in the cluster ledger the provider that answered
+// response id when this edge does not know it (another edge relayed it),
+// and remembers it here, so that pickLocked sends the follow-up there. At
+// most one Redis round trip, bounded by the ledger's timeout and ctx,
+// made before Acquire takes d.mu; none without a ledger, for an id over
+// MaxResponseIDBytes (it was never recorded), or while grants fail at once
+// for a Redis that did not answer (ledgerDownUntil). A miss, a failure or
+// a value naming no resource of this edge leaves the request routed as
+// usual: it costs the follow-up its pin, never the request.
+//
+// A miss is not remembered: a follow-up usually names a fresh id (the
+// conversation's last answer), so a negative entry would rarely save a
+// round trip, and would hide an id whose write was still on its way for
+// as long as it lives.
+func (d *Dispatcher) learnResponse(ctx context.Context, id string) {
+	if d.ledger == nil || id == "" || len(id) > MaxResponseIDBytes {
+		return
+	}
+	d.mu.Lock()
+	_, known := d.responses.get(id)
+	down := time.Now().Before(d.ledgerDownUntil)
+	d.mu.Unlock()
+	if known || down {
+		return
+	}
+	owner, err := d.ledger.ResponseOwner(ctx, id)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Debug("response id not looked up in the cluster", zap.Error(err))
+		}
+		return
+	}
+	if owner == "" {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.responses.get(id); ok {
+		return // answered here meanwhile: this edge's own record stands
+	}
+	for k, r := range d.resources {
+		if r.ledgerKey == owner {
+			d.responses.put(id, k)
+			return
+		}
+	}
+	d.log.Debug("response id's owner in the cluster is no provider of this edge", zap.Int("owner_bytes", len(owner)))
 }
