@@ -23,6 +23,7 @@ import (
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/internal/stack"
+	"github.com/iop-gateway/iop/internal/testwait"
 )
 
 // Every test stops what it started (nodes, proxies, edges, HTTP clients)
@@ -381,20 +382,16 @@ func pending(d *dispatch.Dispatcher, model string) int {
 // deadline (the hang bound) passes.
 func chatAsync(ctx context.Context, c *http.Client, url, model string, words []string, stream bool, onEvent func()) <-chan result {
 	ch := make(chan result, 1)
+	// Owner: the caller, who receives from ch. Stops when the exchange
+	// ends or ctx's deadline passes; ch is buffered, so it never blocks.
 	go func() { ch <- doChatObserved(ctx, c, url, model, words, stream, onEvent) }()
 	return ch
 }
 
-// await receives one result or fails the test after d.
+// await receives one result or fails the test after d, naming what.
 func await(t testing.TB, ch <-chan result, d time.Duration, what string) result {
 	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(d):
-		t.Fatalf("%s: no result after %s", what, d)
-		return result{}
-	}
+	return testwait.Recv(t, ch, d, what)
 }
 
 // percentile of ds (sorted copy), p in [0,1].

@@ -1,6 +1,6 @@
 package dispatch
 
-import "time"
+import "github.com/iop-gateway/iop/internal/testwait"
 
 // await receives from ch, and fails the test naming what if nothing
 // comes within waitDeadline: a regression that never sends (or never
@@ -8,12 +8,5 @@ import "time"
 // timeout.
 func await[T any](t tb, ch <-chan T, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitDeadline):
-		t.Fatalf("timed out after %v waiting for %s", waitDeadline, what)
-		var zero T
-		return zero
-	}
+	return testwait.Recv(t, ch, waitDeadline, what)
 }

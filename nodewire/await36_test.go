@@ -3,7 +3,8 @@ package nodewire
 import (
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/iop-gateway/iop/internal/testwait"
 )
 
 // await receives from ch, and fails the test naming what if nothing
@@ -12,14 +13,7 @@ import (
 // timeout.
 func await[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitLong):
-		t.Fatalf("timed out after %v waiting for %s", waitLong, what)
-		var zero T
-		return zero
-	}
+	return testwait.Recv(t, ch, waitLong, what)
 }
 
 // awaitGroup waits for wg, and fails the test naming what if it has not
@@ -27,9 +21,5 @@ func await[T any](t testing.TB, ch <-chan T, what string) T {
 // regression, a write that never gets credit).
 func awaitGroup(t testing.TB, wg *sync.WaitGroup, what string) {
 	t.Helper()
-	done := make(chan struct{})
-	// Owner: the test. Stops when wg's goroutines have ended (after the
-	// test failed, when the cleanup's Close ends them).
-	go func() { wg.Wait(); close(done) }()
-	await(t, done, what)
+	testwait.Group(t, wg, waitLong, what)
 }

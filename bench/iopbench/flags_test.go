@@ -10,16 +10,20 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // TestMain runs the command itself when the flag tests start this test
-// binary with iopbenchMain set.
+// binary with iopbenchMain set. Otherwise it runs the tests and fails the
+// package's run when one leaves a goroutine behind (a load's stream, a
+// proxy's connection), so the next test does not inherit it.
 func TestMain(m *testing.M) {
 	if os.Getenv(iopbenchMain) == "1" {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 const iopbenchMain = "IOPBENCH_TEST_MAIN"

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +15,7 @@ import (
 // proxy (two sockets per stream) is not run: it would measure refused
 // connections and report them as the proxy's ceiling.
 func TestStepBeyondDescriptorsNotRun(t *testing.T) {
-	mock := httptest.NewServer(mockup.Handler())
-	defer mock.Close()
+	mock := startMock(t)
 	h := &harness{env: &envInfo{Nofile: 500}}
 	p := plan{steps: []int{300}, stepHold: 100 * time.Millisecond, rampRate: 1000, stepTries: 1}
 	tg := target{name: "nginx", url: mock.URL, streamModel: mockup.Model}

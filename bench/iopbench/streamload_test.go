@@ -45,8 +45,7 @@ func checkStreams(t *testing.T, res []streamResult, lines, gaps int) {
 // first chunks lines timed, [DONE] seen; directly and through Go's reverse
 // proxy, which frames the chunks anew.
 func TestStreamLoadMock(t *testing.T) {
-	mock := httptest.NewServer(mockup.Handler())
-	defer mock.Close()
+	mock := startMock(t)
 	u, _ := url.Parse(mock.URL)
 	// The harness's goproxy, whose full-duplex serving this also covers
 	// (see newGoproxy).
@@ -188,8 +187,7 @@ func TestStreamLoadRefused(t *testing.T) {
 // Cancelling the run ends every stream at once; the open and failed
 // counters follow (cut streams are not failures).
 func TestStreamLoadCancel(t *testing.T) {
-	mock := httptest.NewServer(mockup.Handler())
-	defer mock.Close()
+	mock := startMock(t)
 	var open, failed atomic.Int64
 	spec := loadFor(t, mock.URL, 50, 1000, time.Second)
 	spec.timeout, spec.gaps, spec.open, spec.failed = 0, false, &open, &failed
@@ -224,8 +222,7 @@ func TestStreamLoadCancel(t *testing.T) {
 }
 
 func TestStreamLoadTimeout(t *testing.T) {
-	mock := httptest.NewServer(mockup.Handler())
-	defer mock.Close()
+	mock := startMock(t)
 	spec := loadFor(t, mock.URL, 5, 1000, time.Second)
 	spec.timeout = 100 * time.Millisecond
 	start := time.Now()

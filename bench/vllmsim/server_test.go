@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/common/model"
 	openai "github.com/sashabaranov/go-openai"
 	"go.uber.org/goleak"
+
+	"github.com/iop-gateway/iop/internal/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -43,15 +45,10 @@ func postChat(ctx context.Context, url, body string) (*http.Response, error) {
 	return http.DefaultClient.Do(req)
 }
 
+// waitFor polls cond until it holds or 5 s pass.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, 5*time.Second, time.Millisecond, what, cond)
 }
 
 func TestStreamFraming(t *testing.T) {

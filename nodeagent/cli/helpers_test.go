@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iop-gateway/iop/internal/testwait"
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -154,26 +155,16 @@ func runAsync(ctx context.Context, inst *instance, req *iop.RunRequest, sink ada
 	return ch
 }
 
+// await is the outcome of a run started by runAsync, within waitLong.
 func await(t *testing.T, ch <-chan outcome) outcome {
 	t.Helper()
-	select {
-	case o := <-ch:
-		return o
-	case <-time.After(waitLong):
-		t.Fatal("run did not return in time")
-		return outcome{}
-	}
+	return testwait.Recv(t, ch, waitLong, "the run to return")
 }
 
+// recvDelta is the next delta written to s, within waitLong.
 func recvDelta(t *testing.T, s *chanSink) string {
 	t.Helper()
-	select {
-	case d := <-s.ch:
-		return d
-	case <-time.After(waitLong):
-		t.Fatal("no delta in time")
-		return ""
-	}
+	return testwait.Recv(t, s.ch, waitLong, "a delta")
 }
 
 // runSync runs to completion and returns the whole output.
@@ -202,15 +193,11 @@ func processGone(pid int) bool {
 	return i >= 0 && i+2 < len(stat) && (stat[i+2] == 'Z' || stat[i+2] == 'X')
 }
 
+// eventually polls cond (every 20 ms: it may read /proc) until it holds
+// or waitLong passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, waitLong, 20*time.Millisecond, what, cond)
 }
 
 // readPID waits for a script to write a pid into file.
