@@ -184,6 +184,8 @@ func (d *Dispatcher) observeLocked(n *node, loads []*iop.ProviderLoad, now time.
 		r.health = h
 		if unservable(h) && !unservable(was) {
 			r.downSince = now // for the no-provider fast path (liveWithin)
+			// Its pinned waiters wait for any candidate now.
+			d.unpinStaleLocked()
 		}
 		if was == iop.HealthState_HEALTH_STATE_UNSPECIFIED && h == iop.HealthState_HEALTH_STATE_OK {
 			continue // the first report of a healthy backend is not news

@@ -163,6 +163,19 @@ type model struct {
 	// waiter without walking waiters that cannot use it: within one queue
 	// every waiter fits a resource alike.
 	queues [4]*list.List
+	// pinned holds the waiters that wait for one provider (a Responses
+	// follow-up whose previous response that provider holds, see
+	// pinForLocked), by provider and kind, in queue order as queues are:
+	// only a slot of that provider is handed to them, and no other
+	// provider's pump walks them. An entry exists only while its list is
+	// not empty (nil map: none).
+	pinned map[pinKey]*list.List
+}
+
+// pinKey names one list of waiters pinned to res, of queue kind kind.
+type pinKey struct {
+	res  *resource
+	kind int
 }
 
 func newModel(name string) *model {
@@ -267,7 +280,15 @@ type waiter struct {
 	// key orders waiters (lowest first): arrival time since the
 	// dispatcher started, less Priority × PriorityStep; ties by seq.
 	key   int64
-	qelem *list.Element // in model.queues[queueOf(long, tunnel)]; nil once removed
+	qelem *list.Element // in queue; nil once removed
+	// queue is the list w is in: model.queues[queueOf(long, tunnel)], or
+	// model.pinned's list of pin and its kind while pin is set.
+	queue *list.List
+	// pin is the only provider w may be granted while set (nil: any
+	// candidate): the one holding its previous response. Cleared (w made
+	// ordinary) once that provider cannot serve it any more
+	// (unpinStaleLocked).
+	pin *resource
 	// granting: a cluster hand-on of a slot to this waiter is in flight
 	// (handOnLocked); it keeps its place meanwhile. racedFull counts its
 	// hand-ons in a row that met a Full raced by an announcement.
@@ -372,8 +393,7 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	d.waiterSeq++
 	w := &waiter{model: m, long: long, tunnel: tunnel, session: req.SessionID, hashes: hashes, seq: d.waiterSeq, arrived: start, prio: req.Priority, result: make(chan waitResult, 1),
 		key: int64(start.Sub(d.epoch)) - int64(req.Priority)*int64(PriorityStep)}
-	w.qelem = insertWaiter(m.queues[queueOf(long, tunnel)], w)
-	m.pending++
+	d.enqueueLocked(w, d.pinForLocked(m, long, tunnel, &req))
 	if d.ledger != nil {
 		d.waitLocked(w)
 	}
@@ -487,15 +507,19 @@ func (m *model) unlearnLocked(hashes []uint64, avoid []ProviderRef) {
 }
 
 // pickLocked chooses among live candidates with room: the provider that
-// answered the request's previous response while it has room, else the
-// session's last provider while it has room, else the one the model's
-// routing strategy picks (route.Pick) among those with room.
+// answered the request's previous response while it has room, else none
+// when the request is to wait for that provider (pinForLocked: it is full),
+// else the session's last provider while it has room, else the one the
+// model's routing strategy picks (route.Pick) among those with room.
 func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, req *Request, hashes []uint64) *candidate {
 	avoid := req.Avoid
 	if id := req.PreviousResponseID; id != "" {
 		if key, ok := d.responses.get(id); ok {
 			if c := m.fittingLocked(key, long, tunnel, avoid); c != nil {
 				return c
+			}
+			if d.pinForLocked(m, long, tunnel, req) != nil {
+				return nil // full: the request waits for it
 			}
 		}
 	}
@@ -573,7 +597,10 @@ func (d *Dispatcher) removeWaiterLocked(w *waiter) {
 	if w.member != "" {
 		d.unwaitLocked(w)
 	}
-	w.model.queues[queueOf(w.long, w.tunnel)].Remove(w.qelem)
+	w.queue.Remove(w.qelem)
+	if w.pin != nil && w.queue.Len() == 0 {
+		delete(w.model.pinned, pinKey{w.pin, queueOf(w.long, w.tunnel)})
+	}
 	w.qelem = nil
 	w.model.pending--
 }
@@ -583,7 +610,12 @@ func (d *Dispatcher) removeWaiterLocked(w *waiter) {
 // refresh left it no provider reached through the tunnel, or none with
 // slots): they get the error a new request of their kind gets at once
 // rather than waiting out their queue timeout for a slot that cannot come.
+//
+// Waiters pinned to a provider that cannot serve them any more are made
+// ordinary first (unpinStaleLocked): a reload or an applied refresh may
+// have taken their provider away.
 func (d *Dispatcher) failStrandedLocked() {
+	d.unpinStaleLocked()
 	for _, m := range d.models {
 		for kind, q := range m.queues {
 			if q.Len() == 0 {
@@ -608,14 +640,20 @@ func (d *Dispatcher) failStrandedLocked() {
 	}
 }
 
-// failWaitersLocked settles every waiter of m with err.
+// failWaitersLocked settles every waiter of m with err, pinned ones too.
 func (d *Dispatcher) failWaitersLocked(m *model, err error) {
-	for _, q := range m.queues {
+	fail := func(q *list.List) {
 		for e := q.Front(); e != nil; e = q.Front() {
 			w := e.Value.(*waiter)
 			d.removeWaiterLocked(w)
 			w.result <- waitResult{err: err}
 		}
+	}
+	for _, q := range m.queues {
+		fail(q)
+	}
+	for _, q := range m.pinned {
+		fail(q) // removes q's entry (deleting while ranging is safe)
 	}
 }
 
@@ -628,9 +666,12 @@ func (d *Dispatcher) failWaitersLocked(m *model, err error) {
 // younger request.
 //
 // The oldest fitting waiter is the oldest of the queue heads of the models
-// that list r, normal and (while r has a long slot) long: within one queue
-// every waiter fits r alike. So a grant costs O(models listing r), however
-// many requests wait for other providers.
+// that list r, normal and (while r has a long slot) long, and of the heads
+// of their lists of waiters pinned to r: within one list every waiter fits
+// r alike, and waiters pinned to other providers are in lists of their
+// own, never walked here. So a grant costs O(models listing r) (four map
+// look-ups more for a model with pinned waiters), however many requests
+// wait for other providers, pinned or not.
 func (d *Dispatcher) pumpLocked(r *resource) {
 	for r.fits(false) {
 		longFits := r.fits(true)
@@ -641,14 +682,10 @@ func (d *Dispatcher) pumpLocked(r *resource) {
 				if (kindLong(kind) && !longFits) || (kindTunnel(kind) && !tunnels) {
 					continue
 				}
-				// Waiters being granted a slot (cluster hand-ons in
-				// flight, at most one per reserved slot) are passed over.
-				for e := q.Front(); e != nil; e = e.Next() {
-					if w := e.Value.(*waiter); !w.granting {
-						if best == nil || w.before(best) {
-							best = w
-						}
-						break
+				best = headBefore(q, best)
+				if len(m.pinned) > 0 {
+					if pq := m.pinned[pinKey{r, kind}]; pq != nil {
+						best = headBefore(pq, best)
 					}
 				}
 			}
@@ -675,6 +712,22 @@ func (d *Dispatcher) pumpLocked(r *resource) {
 		d.removeWaiterLocked(best)
 		best.result <- waitResult{lease: l}
 	}
+}
+
+// headBefore is q's first waiter not being granted a slot when it is
+// served before best (or best is nil), else best. Waiters being granted a
+// slot (cluster hand-ons in flight, at most one per reserved slot) are
+// passed over.
+func headBefore(q *list.List, best *waiter) *waiter {
+	for e := q.Front(); e != nil; e = e.Next() {
+		if w := e.Value.(*waiter); !w.granting {
+			if best == nil || w.before(best) {
+				return w
+			}
+			return best
+		}
+	}
+	return best
 }
 
 func (m *model) candidateFor(r *resource) *candidate {

@@ -215,6 +215,9 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 			d.liveLocked(n)
 		}
 	}
+	// A provider this step took away (fenced, removed) leaves its pinned
+	// waiters to any candidate.
+	d.unpinStaleLocked()
 	return out
 }
 

@@ -47,7 +47,9 @@ func TestRememberedResponseKeepsItsProvider36r(t *testing.T) {
 // A follow-up goes to the provider that answered its previous response
 // before the session's and before the strategy's choice, while that
 // provider has room, is a candidate of the model and is not avoided (a
-// failover from it); otherwise it is routed as if it named none.
+// failover from it); otherwise it is routed as if it named none (a full
+// one is waited for instead, unless the request must not wait: see
+// pinned37b_test.go).
 func TestResponsePinPrecedence36r(t *testing.T) {
 	f := selectionFixture(t)
 	// p2 (capacity 2) answered resp_x; session s is on p1, the lighter.
@@ -64,7 +66,7 @@ func TestResponsePinPrecedence36r(t *testing.T) {
 	}{
 		{"pin avoided", Request{Model: "both", PreviousResponseID: "resp_x", Avoid: []ProviderRef{p2}}, "p1"},
 		{"pin before session and load", Request{Model: "both", SessionID: "s", PreviousResponseID: "resp_x"}, "p2"},
-		{"pin full (2/2)", Request{Model: "both", PreviousResponseID: "resp_x"}, "p1"},
+		{"pin full (2/2), must not wait", Request{Model: "both", PreviousResponseID: "resp_x", NoWait: true}, "p1"},
 		{"pin not a candidate", Request{Model: "only-p1", PreviousResponseID: "resp_x"}, "p1"},
 		{"unknown id", Request{Model: "both", PreviousResponseID: "resp_y"}, "p1"},
 	} {

@@ -154,6 +154,18 @@ func (d *Dispatcher) snapshotLocked() (Status, nodeSpecs) {
 			q[1] += long
 			queued[c.res] = q
 		}
+		// A waiter pinned to a provider counts against that one only.
+		for k, pq := range m.pinned {
+			waiting[k.res] += pq.Len()
+			if k.res.live && k.res.referenced {
+				q := queued[k.res]
+				q[0] += pq.Len()
+				if kindLong(k.kind) {
+					q[1] += pq.Len()
+				}
+				queued[k.res] = q
+			}
+		}
 	}
 	var st Status
 	var specs nodeSpecs

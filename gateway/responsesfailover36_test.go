@@ -74,24 +74,12 @@ func askAsync(e *stack.Edge, prev string) <-chan responsesAnswer {
 	return ch
 }
 
-// nodeInFlight is the lease count of the node's one provider.
-func nodeInFlight(e *stack.Edge, node string) int32 {
-	for _, n := range e.Dispatcher.Status().Nodes {
-		if n.ID == node {
-			for _, p := range n.Providers {
-				return p.InFlight
-			}
-		}
-	}
-	return -1
-}
-
-// A follow-up whose provider was full went to another candidate, which
-// failed before its first byte; by then the provider holding the previous
-// response had room again. The failover must go there, not to the next
-// candidate in order (which answers vLLM's 404): the pin holds for every
-// attempt, not the first only.
-func TestResponsesFailoverKeepsThePin36(t *testing.T) {
+// A follow-up whose provider (p, one slot) is full waits for it rather
+// than going to another candidate, which holds no such response and
+// answers vLLM's 404; a and b stay free meanwhile and see nothing of it.
+// Once p has room the follow-up is served there. (It used to go to a;
+// see pinned37b_test.go in dispatch.)
+func TestResponsesFollowUpWaitsForItsProvider36(t *testing.T) {
 	a, b, p := newGatedResponses(t, "a"), newGatedResponses(t, "b"), newGatedResponses(t, "p")
 	prov := func(u *gatedResponses, capacity int) []config.ProviderSpec {
 		return []config.ProviderSpec{{Name: "v", Type: "vllm", BaseURL: u.baseURL(), APIKeyEnv: keyEnv, Capacity: capacity}}
@@ -128,29 +116,29 @@ func TestResponsesFailoverKeepsThePin36(t *testing.T) {
 		t.Fatal("the held follow-up never reached p")
 	}
 
-	// The next follow-up finds p full and goes to a, which waits.
-	a.armed.Store(true)
-	a.busyNext.Store(true)
+	// The next follow-up finds p full and waits for it.
 	next := askAsync(e, id)
-	select {
-	case <-a.got:
-	case <-time.After(waitLong):
-		t.Fatal("the second follow-up never reached a")
-	}
-
-	// p finishes and has room again; then a answers 503.
+	stack.WaitFor(t, waitLong, "the follow-up queued", func() bool { return modelPending(e, "m") == 1 })
 	close(p.gate)
 	if r := <-held; r.status != http.StatusOK || r.by != "p" {
 		t.Fatalf("held follow-up: %d by %q: %s", r.status, r.by, r.body)
 	}
-	stack.WaitFor(t, waitLong, "p's slot back", func() bool { return nodeInFlight(e, "p") == 0 })
+	if r := <-next; r.status != http.StatusOK || r.by != "p" {
+		t.Fatalf("queued follow-up: %d by %q, want 200 from p: %s", r.status, r.by, r.body)
+	}
 	close(a.gate)
+	close(b.gate)
+	if na, nb := len(a.requests()), len(b.requests()); na != 1 || nb != 1 {
+		t.Fatalf("a saw %d requests, b %d; want 1 each (their 503s at the start)", na, nb)
+	}
+}
 
-	r := <-next
-	if r.status != http.StatusOK || r.by != "p" {
-		t.Fatalf("follow-up after a's 503: %d by %q, want 200 from p (b holds no such response): %s", r.status, r.by, r.body)
+// modelPending is the edge's count of requests queued for model.
+func modelPending(e *stack.Edge, model string) int {
+	for _, m := range e.Dispatcher.Status().Models {
+		if m.Name == model {
+			return m.Pending
+		}
 	}
-	if n := len(b.requests()); n != 1 {
-		t.Fatalf("b saw %d requests, want 1 (its 503 at the start)", n)
-	}
+	return -1
 }

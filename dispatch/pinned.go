@@ -1,0 +1,128 @@
+package dispatch
+
+import "container/list"
+
+// Pinned waiters. A Responses follow-up (Request.PreviousResponseID) is
+// sent to the provider that answered its previous response: servers such
+// as vLLM keep stored responses in one serving process's memory and answer
+// any other provider's follow-up 404. When that provider is full, the
+// follow-up waits for it (a pinned waiter) rather than going to another
+// candidate, which could only answer the 404:
+//   - a pinned waiter is granted only a slot of its provider, in queue order
+//     with the ordinary waiters that provider could serve (waiter.before:
+//     arrival, priority), from the pump of that provider (pumpLocked);
+//   - it lives in a list of its own (model.pinned, by provider and kind),
+//     so that a freed other provider never walks it: an ordinary waiter is
+//     not held up behind waiters pinned elsewhere;
+//   - it counts in its model's queue like any waiter (max_queue, pending,
+//     queue timeout, caller's deadline and cancellation: Acquire's wait is
+//     the same);
+//   - once its provider cannot serve it any more (node lost or superseded,
+//     provider removed or no longer a candidate of the model, draining or
+//     offline, no slot of its kind left), it is made ordinary
+//     (unpinStaleLocked), merged into its model's queue by its order, and
+//     the model's candidates are pumped: a free one serves it at once.
+//
+// Cluster mode (a ledger) pins nobody: a follow-up whose provider is full
+// goes to another candidate as before. Queued grants there take their
+// ledger slot by the model's wait key, whose cross-edge fairness (an
+// older waiter of another edge goes first) is per model and kind, not per
+// provider: a waiter pinned to one provider could hold back, or yield
+// forever to, waiters the other providers serve.
+
+// pinForLocked is the provider a request that finds no candidate with
+// room waits for, or nil when it waits for any: the provider that
+// answered its previous response, while that is a live, servable
+// candidate of m that could take a request of this kind and the request
+// does not avoid it (a failover from it). A request that must not queue
+// (NoWait) pins nothing: it is routed as if it named no response.
+func (d *Dispatcher) pinForLocked(m *model, long, tunnel bool, req *Request) *resource {
+	if req.PreviousResponseID == "" || req.NoWait || d.ledger != nil {
+		return nil
+	}
+	key, ok := d.responses.get(req.PreviousResponseID)
+	if !ok || avoided(req.Avoid, key) {
+		return nil
+	}
+	r := d.resources[key]
+	if r == nil || !d.pinHoldsLocked(m, r, long, tunnel) {
+		return nil
+	}
+	return r
+}
+
+// pinHoldsLocked reports whether r can still serve m's waiters of this
+// kind pinned to it, now or once a slot frees: the model and the resource
+// are the current ones, r is one of m's candidates, live, not draining,
+// offline or closing, and has slots of the kind.
+func (d *Dispatcher) pinHoldsLocked(m *model, r *resource, long, tunnel bool) bool {
+	return d.models[m.name] == m && d.resources[r.key] == r && r.live && !unservable(r.health) && !r.dying() &&
+		r.couldTake(long, tunnel) && r.serves(tunnel) && m.candidateFor(r) != nil
+}
+
+// enqueueLocked puts a new waiter in its model's queue of its kind, or,
+// pinned to pin (non-nil), in the model's list of waiters pinned to pin.
+func (d *Dispatcher) enqueueLocked(w *waiter, pin *resource) {
+	m, kind := w.model, queueOf(w.long, w.tunnel)
+	w.queue = m.queues[kind]
+	if pin != nil {
+		k := pinKey{pin, kind}
+		if m.pinned == nil {
+			m.pinned = map[pinKey]*list.List{}
+		}
+		if m.pinned[k] == nil {
+			m.pinned[k] = list.New()
+		}
+		w.pin, w.queue = pin, m.pinned[k]
+	}
+	w.qelem = insertWaiter(w.queue, w)
+	m.pending++
+}
+
+// unpinStaleLocked makes ordinary every waiter pinned to a provider that
+// cannot serve it any more (pinHoldsLocked), and pumps the candidates of
+// the models whose waiters it unpinned: one with room serves them now, not
+// at its next release. Every step that can take a provider from its pinned
+// waiters calls it (a node's transition, a health report, a reload or an
+// applied refresh through failStrandedLocked). It costs O(models) when
+// nobody is pinned, O(lists of pinned waiters) otherwise, and the merge
+// O(waiters of the model) per list unpinned.
+func (d *Dispatcher) unpinStaleLocked() {
+	for _, m := range d.models {
+		if len(m.pinned) == 0 {
+			continue
+		}
+		moved := false
+		for k, q := range m.pinned {
+			if !d.pinHoldsLocked(m, k.res, kindLong(k.kind), kindTunnel(k.kind)) {
+				unpinLocked(m, k, q)
+				moved = true
+			}
+		}
+		if moved {
+			for i := range m.cands {
+				d.pumpLocked(m.cands[i].res)
+			}
+		}
+	}
+}
+
+// unpinLocked merges q, m's waiters pinned by k, into m's queue of k's
+// kind by their order (both lists are in order: one pass), and drops q.
+func unpinLocked(m *model, k pinKey, q *list.List) {
+	dst := m.queues[k.kind]
+	at := dst.Front()
+	for e := q.Front(); e != nil; e = q.Front() {
+		w := q.Remove(e).(*waiter)
+		for at != nil && at.Value.(*waiter).before(w) {
+			at = at.Next()
+		}
+		if at == nil {
+			w.qelem = dst.PushBack(w)
+		} else {
+			w.qelem = dst.InsertBefore(w, at)
+		}
+		w.queue, w.pin = dst, nil
+	}
+	delete(m.pinned, k)
+}
