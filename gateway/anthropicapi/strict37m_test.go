@@ -53,3 +53,26 @@ func TestStrictSchemaTakesFiveThousandProperties37m(t *testing.T) {
 		t.Error("5,001 properties: strict")
 	}
 }
+
+// OpenAI's 120,000 characters of names and values are a bound reached,
+// not passed: names of exactly that many are strict. And what is inside a
+// character class is characters, not syntax, up to the class's end:
+// "(?=" after another character of the class is no lookahead.
+func TestStrictSchemaAtTheCharsBoundAndClassContent37m(t *testing.T) {
+	name := strings.Repeat("n", 120000)
+	atBound := `{"type":"object","additionalProperties":false,"properties":{"` + name + `":{"type":"string"}},"required":["` + name + `"]}`
+	if !strictSchema(json.RawMessage(atBound)) {
+		t.Error("names of 120,000 characters: not strict")
+	}
+	for _, c := range []struct {
+		re   string
+		want bool
+	}{
+		{`^[a(?=]+$`, true},
+		{`^[a](?=b)$`, false},
+	} {
+		if got := strictPattern(c.re); got != c.want {
+			t.Errorf("strictPattern(%q) = %v, want %v", c.re, got, c.want)
+		}
+	}
+}
