@@ -68,8 +68,10 @@ func checkKeyPair(p *problems, prefix, certFile, keyFile string) {
 		p.add("%s: %s", prefix+".key_file", fileErr(err))
 		return
 	}
+	// Both files were read: crypto/tls's error says the pair does not
+	// load, not which file is wrong, so both keys are named.
 	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
-		p.add("%s: %s", prefix+"."+fileKey(err, certFile, keyFile, "cert_file", "key_file"), fileErr(err))
+		p.add("%s.cert_file, key_file: %s", prefix, fileErr(err))
 	}
 }
 
@@ -84,21 +86,6 @@ func checkCAFile(p *problems, key, file string) {
 	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
 		p.add("%s: %s holds no PEM certificate", key, quoteSafe(file))
 	}
-}
-
-// fileKey names the key whose file err is about: certKey or keyKey for a
-// file that could not be read, both for a pair that does not load.
-func fileKey(err error, certFile, keyFile, certKey, keyKey string) string {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		switch pe.Path {
-		case certFile:
-			return certKey
-		case keyFile:
-			return keyKey
-		}
-	}
-	return certKey + ", " + keyKey
 }
 
 // fileErr is err for a problem line: a file that cannot be read says so

@@ -204,7 +204,9 @@ func strictSchema(schema json.RawMessage) bool {
 	if dec.Decode(&root) != nil || root["type"] != "object" || root["anyOf"] != nil {
 		return false
 	}
-	w := strictWalk{root: root}
+	// The root is not counted: maxStrictNodes bounds the schemas below it,
+	// so that OpenAI's 5,000 properties, each a schema, fit.
+	w := strictWalk{root: root, nodes: -1}
 	return w.schema(root, 1)
 }
 
