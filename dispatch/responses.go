@@ -72,7 +72,7 @@ func (d *Dispatcher) shareResponses(s *responseShare) {
 		case <-d.ctx.Done():
 		case o := <-s.q:
 			batch = fillShare(s.q, append(batch[:0], o))
-			if !s.write(d, batch) && d.ctx.Err() != nil {
+			if !s.write(context.WithoutCancel(d.ctx), d, batch) && d.ctx.Err() != nil {
 				return // failed at Close: no batch after it (see shareLast)
 			}
 		}
@@ -93,12 +93,12 @@ func fillShare(q <-chan cluster.ResponseOwner, batch []cluster.ResponseOwner) []
 	return batch
 }
 
-// write sends one batch, not cancelled by Close (the ledger's timeout
-// bounds it): a batch cut off mid-send would lose ids that the edge's
-// drain just answered, whose follow-ups reach other edges once this one
-// is gone. It reports whether Redis took the batch.
-func (s *responseShare) write(d *Dispatcher, batch []cluster.ResponseOwner) bool {
-	err := d.ledger.RememberResponses(context.WithoutCancel(d.ctx), batch, RememberedResponseTTL)
+// write sends one batch in ctx, which Close does not cancel (the
+// ledger's timeout bounds the batch): a batch cut off mid-send would lose
+// ids that the edge's drain just answered, whose follow-ups reach other
+// edges once this one is gone. It reports whether Redis took the batch.
+func (s *responseShare) write(ctx context.Context, d *Dispatcher, batch []cluster.ResponseOwner) bool {
+	err := d.ledger.RememberResponses(ctx, batch, RememberedResponseTTL)
 	if err != nil {
 		n := s.failed.Add(1)
 		d.log.Debug("response ids not shared with the cluster", zap.Int("ids", len(batch)), zap.Uint64("failed_batches", n), zap.Error(err))
@@ -109,12 +109,15 @@ func (s *responseShare) write(d *Dispatcher, batch []cluster.ResponseOwner) bool
 // shareLast writes, at Close, the ids queued until then: those of the
 // answers the edge's drain relayed last (Edge.Close closes the dispatcher
 // after the HTTP drain). At most responseShareQueue/responseShareBatch
-// round trips, and none after one fails: Redis down delays Close by one
-// ledger timeout, not one per batch.
+// round trips, within closeFlush as the returner's last batches, and none
+// after one fails: Redis down delays Close by one ledger timeout, not one
+// per batch.
 func (d *Dispatcher) shareLast(s *responseShare, batch []cluster.ResponseOwner) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), closeFlush)
+	defer cancel()
 	for range responseShareQueue/responseShareBatch + 1 {
 		batch = fillShare(s.q, batch[:0])
-		if len(batch) == 0 || !s.write(d, batch) {
+		if len(batch) == 0 || !s.write(ctx, d, batch) {
 			return
 		}
 	}
