@@ -53,8 +53,8 @@ type responseShare struct {
 func (d *Dispatcher) startResponseShare() {
 	d.shareResp = &responseShare{q: make(chan cluster.ResponseOwner, responseShareQueue)}
 	d.wg.Add(1)
-	// Owner: the Dispatcher. Stops when Close cancels d.ctx (the ids
-	// still queued then are not written).
+	// Owner: the Dispatcher. Stops when Close cancels d.ctx, once it
+	// has written the ids still queued then (shareLast).
 	go func() {
 		defer d.wg.Done()
 		d.shareResponses(d.shareResp)
@@ -67,26 +67,58 @@ func (d *Dispatcher) startResponseShare() {
 // other edges their pin, and Redis down costs them more than that.
 func (d *Dispatcher) shareResponses(s *responseShare) {
 	batch := make([]cluster.ResponseOwner, 0, responseShareBatch)
-	for {
+	for d.ctx.Err() == nil {
 		select {
 		case <-d.ctx.Done():
-			return
 		case o := <-s.q:
-			batch = append(batch[:0], o)
-		}
-	fill:
-		for len(batch) < responseShareBatch {
-			select {
-			case o := <-s.q:
-				batch = append(batch, o)
-			default:
-				break fill
+			batch = fillShare(s.q, append(batch[:0], o))
+			if !s.write(context.WithoutCancel(d.ctx), d, batch) && d.ctx.Err() != nil {
+				return // failed at Close: no batch after it (see shareLast)
 			}
 		}
-		err := d.ledger.RememberResponses(d.ctx, batch, RememberedResponseTTL)
-		if err != nil && d.ctx.Err() == nil {
-			n := s.failed.Add(1)
-			d.log.Debug("response ids not shared with the cluster", zap.Int("ids", len(batch)), zap.Uint64("failed_batches", n), zap.Error(err))
+	}
+	d.shareLast(s, batch)
+}
+
+// fillShare appends to batch the ids queued, up to responseShareBatch.
+func fillShare(q <-chan cluster.ResponseOwner, batch []cluster.ResponseOwner) []cluster.ResponseOwner {
+	for len(batch) < responseShareBatch {
+		select {
+		case o := <-q:
+			batch = append(batch, o)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// write sends one batch in ctx, which Close does not cancel (the
+// ledger's timeout bounds the batch): a batch cut off mid-send would lose
+// ids that the edge's drain just answered, whose follow-ups reach other
+// edges once this one is gone. It reports whether Redis took the batch.
+func (s *responseShare) write(ctx context.Context, d *Dispatcher, batch []cluster.ResponseOwner) bool {
+	err := d.ledger.RememberResponses(ctx, batch, RememberedResponseTTL)
+	if err != nil {
+		n := s.failed.Add(1)
+		d.log.Debug("response ids not shared with the cluster", zap.Int("ids", len(batch)), zap.Uint64("failed_batches", n), zap.Error(err))
+	}
+	return err == nil
+}
+
+// shareLast writes, at Close, the ids queued until then: those of the
+// answers the edge's drain relayed last (Edge.Close closes the dispatcher
+// after the HTTP drain). At most responseShareQueue/responseShareBatch
+// round trips, within closeFlush as the returner's last batches, and none
+// after one fails: Redis down delays Close by one ledger timeout, not one
+// per batch.
+func (d *Dispatcher) shareLast(s *responseShare, batch []cluster.ResponseOwner) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), closeFlush)
+	defer cancel()
+	for range responseShareQueue/responseShareBatch + 1 {
+		batch = fillShare(s.q, batch[:0])
+		if len(batch) == 0 || !s.write(ctx, d, batch) {
+			return
 		}
 	}
 }
