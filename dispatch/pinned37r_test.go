@@ -33,3 +33,50 @@ func TestPinnedDrainReportGrantsNoDrainingProvider37r(t *testing.T) {
 	default:
 	}
 }
+
+// A reload that takes the pinned provider away and, in the same step,
+// drops another provider from the model unpins the follow-up against the
+// new candidates only. Before, the unpinning ran (and pumped) in the
+// middle of the reload, while the model still listed its old candidates:
+// b/p, which the new config drops from m, was granted to it.
+func TestPinnedReloadUnpinsToNewCandidates37r(t *testing.T) {
+	nodes := func(aProv string) []tNode {
+		return []tNode{
+			{id: "a", provs: []tProv{{name: aProv, cap: 1}}},
+			{id: "b", provs: []tProv{{name: "p", cap: 1}}},
+			{id: "c", provs: []tProv{{name: "p", cap: 1}}},
+		}
+	}
+	cfg := buildCfg(t, nodes("p"), []tModel{{name: "m", timeout: 60, cands: []string{"a/p", "b/p"}}, {name: "other", cands: []string{"c/p"}}})
+	for name, removed := range map[string]func(t *testing.T, f *fixture){
+		"provider removed": func(t *testing.T, f *fixture) {
+			f.d.Reload(buildCfg(t, nodes("q"), []tModel{{name: "m", timeout: 60, cands: []string{"c/p"}}, {name: "other", cands: []string{"b/p", "a/q"}}}))
+		},
+		"node removed": func(t *testing.T, f *fixture) {
+			f.d.Reload(buildCfg(t, nodes("p")[1:], []tModel{{name: "m", timeout: 60, cands: []string{"c/p"}}, {name: "other", cands: []string{"b/p"}}}))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, cfg, nil)
+			// A real session for a: a reload removing the node closes it.
+			_, addr := startWire(t, f)
+			cc := dialNode(t, addr, "a")
+			if err := cc.Ready(context.Background(), "a"); err != nil {
+				t.Fatalf("ready: %v", err)
+			}
+			waitFor(t, "a ready", func() bool { return nodeOf(f.d.Status(), "a").Connected })
+			f.up("b")
+			f.up("c")
+			la := mustAcquire(t, f.d, Request{Model: "m"})
+			if la.NodeID != "a" {
+				t.Fatalf("first lease on %s, want a", la.NodeID)
+			}
+			f.d.RememberResponse("resp_a", la)
+			fu := f.enqueue(context.Background(), Request{Model: "m", PreviousResponseID: "resp_a"})
+			removed(t, f)
+			if l := recvLease(t, fu); l.NodeID != "c" {
+				t.Fatalf("the follow-up was granted %s/%s, want c/p (m's only candidate now)", l.NodeID, l.ProviderID)
+			}
+		})
+	}
+}
