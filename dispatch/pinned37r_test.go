@@ -2,7 +2,10 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"testing"
+
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // A node's report that drains all its providers at once (a node drains
@@ -78,5 +81,36 @@ func TestPinnedReloadUnpinsToNewCandidates37r(t *testing.T) {
 				t.Fatalf("the follow-up was granted %s/%s, want c/p (m's only candidate now)", l.NodeID, l.ProviderID)
 			}
 		})
+	}
+}
+
+// A follow-up that needs the tunnel is not pinned to a provider that has
+// not declared it can serve it (its node's new session declared no
+// adapters): that provider would never be granted to it, and it would
+// wait out its queue timeout beside a free candidate that can.
+func TestPinnedNotToProviderThatCannotServeIt37r(t *testing.T) {
+	cfg := pinPairCfg(t, 60, 0)
+	for i := range cfg.Nodes {
+		cfg.Nodes[i].Providers[0].Type, cfg.Nodes[i].Providers[0].BaseURL = "vllm", "http://127.0.0.1:1/v1"
+	}
+	f := newFixture(t, cfg, nil)
+	ca := f.up("a")
+	f.up("b")
+	tun := Request{Model: "m", NeedsTunnel: true}
+	la := mustAcquire(t, f.d, tun)
+	if la.NodeID != "a" {
+		t.Fatalf("first lease on %s, want a", la.NodeID)
+	}
+	f.d.RememberResponse("resp_a", la)
+	// a's session ends (la is fenced); its new one declares nothing.
+	f.d.Closed(ca, errors.New("lost"))
+	c := f.register("a")
+	if resp := f.d.Ready(c, &iop.NodeReadyRequest{NodeId: "a"}); !resp.GetReady() {
+		t.Fatalf("ready a: refused: %s", resp.GetReason())
+	}
+	f.d.Activate(c)
+	tun.PreviousResponseID = "resp_a"
+	if l := mustAcquire(t, f.d, tun); l.NodeID != "b" {
+		t.Fatalf("the follow-up was granted %s, want b", l.NodeID)
 	}
 }
