@@ -114,3 +114,74 @@ func TestPinnedNotToProviderThatCannotServeIt37r(t *testing.T) {
 		t.Fatalf("the follow-up was granted %s, want b", l.NodeID)
 	}
 }
+
+// A pinned waiter counts in its provider's queued, long_queued and waiting
+// figures, and in no other provider's.
+func TestPinnedCountsAgainstItsProvider37r(t *testing.T) {
+	nodes := []tNode{{id: "a", provs: []tProv{{name: "p", cap: 1}}}, {id: "b", provs: []tProv{{name: "p", cap: 1}}}}
+	f := newFixture(t, buildCfg(t, nodes, []tModel{{name: "m", long: 100, timeout: 60, cands: []string{"a/p", "b/p"}}}), nil)
+	f.up("a")
+	f.up("b")
+	long := Request{Model: "m", PromptTokens: 100}
+	la := mustAcquire(t, f.d, long)
+	if la.NodeID != "a" {
+		t.Fatalf("first lease on %s, want a", la.NodeID)
+	}
+	f.d.RememberResponse("resp_a", la)
+	long.PreviousResponseID = "resp_a"
+	f.enqueue(context.Background(), long)
+	st := f.d.Status()
+	for _, c := range []struct {
+		node string
+		want int32
+	}{{"a", 1}, {"b", 0}} {
+		p := provOf(st, c.node, "p")
+		if p.Queued != c.want || p.LongQueued != c.want || p.Waiting != c.want {
+			t.Errorf("%s/p: queued %d, long_queued %d, waiting %d; want %d each", c.node, p.Queued, p.LongQueued, p.Waiting, c.want)
+		}
+	}
+}
+
+// A reload that drops the model fails its pinned waiters with
+// ErrModelNotFound at once, as its other waiters.
+func TestPinnedModelRemovedFails37r(t *testing.T) {
+	f, _, _, _ := pinPair(t, 60, 0)
+	fu := f.enqueue(context.Background(), followUp)
+	f.d.Reload(buildCfg(t, []tNode{{id: "a", provs: []tProv{{name: "p", cap: 1}}}, {id: "b", provs: []tProv{{name: "p", cap: 1}}}},
+		[]tModel{{name: "other", cands: []string{"a/p", "b/p"}}}))
+	wantErr(t, recv(t, fu).err, ErrModelNotFound)
+}
+
+// A model's list of waiters pinned to a provider goes once it is empty,
+// however its last waiter left (granted, cancelled, timed out): nothing
+// is kept for a provider nobody waits for.
+func TestPinnedListsGoWhenEmpty37r(t *testing.T) {
+	f, _, _, la := pinPair(t, 0.3, 0)
+	lists := func() int {
+		f.d.mu.Lock()
+		defer f.d.mu.Unlock()
+		return len(f.d.models["m"].pinned)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancelled := f.enqueue(ctx, followUp)
+	if n := lists(); n != 1 {
+		t.Fatalf("%d lists of pinned waiters, want 1", n)
+	}
+	cancel()
+	wantErr(t, recv(t, cancelled).err, context.Canceled)
+	if n := lists(); n != 0 {
+		t.Fatalf("%d lists of pinned waiters after the cancel, want 0", n)
+	}
+	wantErr(t, recv(t, f.enqueue(context.Background(), followUp)).err, ErrQueueTimeout)
+	if n := lists(); n != 0 {
+		t.Fatalf("%d lists of pinned waiters after the timeout, want 0", n)
+	}
+	granted := f.enqueue(context.Background(), followUp)
+	la.Release(ReasonCompleted)
+	if l := recvLease(t, granted); l.NodeID != "a" {
+		t.Fatalf("granted %s, want a", l.NodeID)
+	}
+	if n := lists(); n != 0 {
+		t.Fatalf("%d lists of pinned waiters after the grant, want 0", n)
+	}
+}
