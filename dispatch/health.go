@@ -159,6 +159,10 @@ func (d *Dispatcher) observeLocked(n *node, loads []*iop.ProviderLoad, now time.
 	if len(loads) > len(n.resources) {
 		loads = loads[:len(n.resources)]
 	}
+	// Pinned waiters of a provider the report makes unservable wait for
+	// any candidate; they are unpinned (and pumped) once the whole report
+	// is taken: another provider it drains must not serve them first.
+	unpin := false
 	for _, l := range loads {
 		name, h := l.GetProviderId(), l.GetHealth()
 		r := n.resources[name]
@@ -184,8 +188,7 @@ func (d *Dispatcher) observeLocked(n *node, loads []*iop.ProviderLoad, now time.
 		r.health = h
 		if unservable(h) && !unservable(was) {
 			r.downSince = now // for the no-provider fast path (liveWithin)
-			// Its pinned waiters wait for any candidate now.
-			d.unpinStaleLocked()
+			unpin = true
 		}
 		if was == iop.HealthState_HEALTH_STATE_UNSPECIFIED && h == iop.HealthState_HEALTH_STATE_OK {
 			continue // the first report of a healthy backend is not news
@@ -194,6 +197,9 @@ func (d *Dispatcher) observeLocked(n *node, loads []*iop.ProviderLoad, now time.
 		if unservable(was) {
 			d.pumpLocked(r)
 		}
+	}
+	if unpin {
+		d.unpinStaleLocked()
 	}
 }
 

@@ -216,8 +216,13 @@ func (d *Dispatcher) transitionLocked(n *node, kind lifecycleKind, c *nodewire.C
 		}
 	}
 	// A provider this step took away (fenced, removed) leaves its pinned
-	// waiters to any candidate.
-	d.unpinStaleLocked()
+	// waiters to any candidate. Not in a reload's own steps (evConfigured,
+	// the close of a node the new config drops): the models still have
+	// their old candidates then, which the pump would grant; the reload
+	// unpins once they are rebuilt (failStrandedLocked).
+	if kind != evConfigured && d.cfg.Node(n.id) != nil {
+		d.unpinStaleLocked()
+	}
 	return out
 }
 
