@@ -145,7 +145,10 @@ func (r *Request) HasFormat() bool { return r.format != nil }
 // 1,000 enum values, and 120,000 characters of property names, definition
 // names, enum and const values; one enum of more than 250 string values
 // has at most 15,000 characters of them. Past any of them strict is left
-// out; the walk visits at most maxStrictNodes schemas, each only once.
+// out. maxStrictNodes is also the walk's own bound on the schemas that are
+// not properties (items, anyOf branches, definitions), which OpenAI does
+// not count: the walk visits each schema once, at most maxStrictNodes
+// properties' and as many others besides the root.
 const (
 	maxStrictDepth     = 10
 	maxStrictNodes     = 5000
@@ -204,24 +207,31 @@ func strictSchema(schema json.RawMessage) bool {
 	if dec.Decode(&root) != nil || root["type"] != "object" || root["anyOf"] != nil {
 		return false
 	}
-	// The root is not counted: maxStrictNodes bounds the schemas below it,
-	// so that OpenAI's 5,000 properties, each a schema, fit.
-	w := strictWalk{root: root, nodes: -1}
+	w := strictWalk{root: root}
 	return w.schema(root, 1)
 }
 
 // strictWalk is strictSchema's walk: the schema's root ($ref), and what
-// it has counted so far.
+// it has counted so far: nodes are the schemas that are not properties
+// (sub), props the properties (object).
 type strictWalk struct {
 	root                       map[string]any
 	nodes, props, enums, chars int
 }
 
+// sub checks v, a schema that is not a property (an array's items, an
+// anyOf branch, a definition), counted against the walk's own bound:
+// OpenAI's 5,000 bounds properties, which object counts before they are
+// walked, and one property may hold several such schemas.
+func (w *strictWalk) sub(v any, depth int) bool {
+	w.nodes++
+	return w.nodes <= maxStrictNodes && w.schema(v, depth)
+}
+
 // schema checks one (sub)schema v at nesting depth.
 func (w *strictWalk) schema(v any, depth int) bool {
 	s, ok := v.(map[string]any)
-	w.nodes++
-	if !ok || depth > maxStrictDepth || w.nodes > maxStrictNodes {
+	if !ok || depth > maxStrictDepth {
 		return false
 	}
 	for k := range s {
@@ -250,11 +260,11 @@ func (w *strictWalk) schema(v any, depth int) bool {
 		return false
 	}
 	for _, defs := range []any{s["$defs"], s["definitions"]} {
-		if !w.named(defs, depth) {
+		if !w.named(defs, depth, w.sub) {
 			return false
 		}
 	}
-	if items, ok := s["items"]; ok && !w.schema(items, depth+1) {
+	if items, ok := s["items"]; ok && !w.sub(items, depth+1) {
 		return false
 	}
 	if anyOf, ok := s["anyOf"]; ok {
@@ -263,7 +273,7 @@ func (w *strictWalk) schema(v any, depth int) bool {
 			return false
 		}
 		for _, sub := range list {
-			if !w.schema(sub, depth+1) {
+			if !w.sub(sub, depth+1) {
 				return false
 			}
 		}
@@ -305,12 +315,12 @@ func (w *strictWalk) object(s map[string]any, depth int) bool {
 		}
 		seen[n] = true
 	}
-	return w.named(props, depth)
+	return w.named(props, depth, w.schema)
 }
 
-// named checks a map of named subschemas (properties, $defs), one level
-// deeper than depth; nil is none.
-func (w *strictWalk) named(v any, depth int) bool {
+// named checks a map of named subschemas (properties, $defs) with check
+// (schema or sub), one level deeper than depth; nil is none.
+func (w *strictWalk) named(v any, depth int, check func(any, int) bool) bool {
 	if v == nil {
 		return true
 	}
@@ -319,7 +329,7 @@ func (w *strictWalk) named(v any, depth int) bool {
 		return false
 	}
 	for name, sub := range m {
-		if w.chars += len(name); w.chars > maxStrictChars || !w.schema(sub, depth+1) {
+		if w.chars += len(name); w.chars > maxStrictChars || !check(sub, depth+1) {
 			return false
 		}
 	}
