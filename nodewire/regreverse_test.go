@@ -87,8 +87,9 @@ func holdFirstRegistration(t *testing.T, readyTimeout time.Duration) (h *fakeHan
 	var order atomic.Uint64
 	order.Store(1) // 1 is the first registration's
 	holdFirst := make(chan struct{})
-	firstKnown := make(chan struct{}) // closed once first is set
-	var first *Conn                   // written before firstKnown is closed
+	firstKnown := make(chan struct{})   // closed once first is set
+	firstOrdered := make(chan struct{}) // closed once first has its order
+	var first *Conn                     // written before firstKnown is closed
 	h.register = func(c *Conn, req *iop.RegisterRequest) *iop.RegisterResponse {
 		select {
 		case <-firstKnown:
@@ -100,6 +101,7 @@ func holdFirstRegistration(t *testing.T, readyTimeout time.Duration) (h *fakeHan
 			return acceptResponse(req.GetNodeId(), testHeartbeat)
 		}
 		c.SetRegisterOrder(1)
+		close(firstOrdered)
 		// The first registration's answer goes out only when the test
 		// releases it.
 		<-holdFirst
@@ -126,6 +128,15 @@ func holdFirstRegistration(t *testing.T, readyTimeout time.Duration) (h *fakeHan
 		}
 	}
 	t.Cleanup(release)
+	// Its order is given before the test goes on: a handler that ran only
+	// after the release would find holdFirst closed too, and could leave
+	// the first registration without an order (0: the newest arrival
+	// is kept), which is another case than the one tested.
+	select {
+	case <-firstOrdered:
+	case <-time.After(waitLong):
+		t.Fatal("the first registration was not given its order")
+	}
 	firstAnswer = func() heldDial {
 		t.Helper()
 		select {
