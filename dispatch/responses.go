@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -160,15 +161,36 @@ func (d *Dispatcher) RememberResponse(id string, l *Lease) {
 	}
 }
 
+// lookupFailed takes note of a lookup that failed while its request was
+// still there. Redis not answering is the evidence a failed take is, so
+// grants fail at once for ledgerBackoff as after one: else the take of
+// the same request waits out the ledger's timeout a second time, and a
+// follow-up gets its 503 after twice timeout_ms where any other request
+// gets it after once. A refusal does not: the client chose the id, hence
+// the key, and one hostile key must not fail everyone's grants.
+func (d *Dispatcher) lookupFailed(err error) {
+	d.log.Debug("response id not looked up in the cluster", zap.Error(err))
+	if !errors.Is(err, cluster.ErrUnavailable) {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ctx.Err() == nil { // at Close the ledger's own Close may be the cause
+		d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
+	}
+}
+
 // learnResponse looks up in the cluster ledger the provider that answered
 // response id when this edge does not know it (another edge relayed it),
 // and remembers it here, so that pickLocked sends the follow-up there. At
 // most one Redis round trip, bounded by the ledger's timeout and ctx,
 // made before Acquire takes d.mu; none without a ledger, for an id over
 // MaxResponseIDBytes (it was never recorded), or while grants fail at once
-// for a Redis that did not answer (ledgerDownUntil). A miss, a failure or
+// for a Redis that did not answer (ledgerDownUntil). A miss, a refusal or
 // a value naming no resource of this edge leaves the request routed as
-// usual: it costs the follow-up its pin, never the request.
+// usual: it costs the follow-up its pin, never the request. Redis not
+// answering the lookup fails grants at once for a while (lookupFailed),
+// the request's own included: its take would wait on the same Redis.
 //
 // A miss is not remembered: a follow-up usually names a fresh id (the
 // conversation's last answer), so a negative entry would rarely save a
@@ -188,7 +210,7 @@ func (d *Dispatcher) learnResponse(ctx context.Context, id string) {
 	owner, err := d.ledger.ResponseOwner(ctx, id)
 	if err != nil {
 		if ctx.Err() == nil {
-			d.log.Debug("response id not looked up in the cluster", zap.Error(err))
+			d.lookupFailed(err)
 		}
 		return
 	}
