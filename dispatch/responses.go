@@ -32,8 +32,9 @@ const (
 
 const (
 	// responseShareQueue bounds the ids waiting to be written to Redis:
-	// past it an id is not shared (counted, logged at debug), as when
-	// Redis is down; this edge still remembers it.
+	// past it an id is not shared (iop_response_ids_unshared_total,
+	// logged at debug), as when Redis is down; this edge still
+	// remembers it.
 	responseShareQueue = 1024
 	// responseShareBatch bounds the ids written in one round trip.
 	responseShareBatch = 128
@@ -102,6 +103,7 @@ func (s *responseShare) write(ctx context.Context, d *Dispatcher, batch []cluste
 	err := d.ledger.RememberResponses(ctx, batch, RememberedResponseTTL)
 	if err != nil {
 		n := s.failed.Add(1)
+		d.metrics.responseIDsUnshared(unsharedWriteFailed, len(batch))
 		d.log.Debug("response ids not shared with the cluster", zap.Int("ids", len(batch)), zap.Uint64("failed_batches", n), zap.Error(err))
 	}
 	return err == nil
@@ -157,6 +159,7 @@ func (d *Dispatcher) RememberResponse(id string, l *Lease) {
 	case d.shareResp.q <- cluster.ResponseOwner{ID: id, Key: l.res.ledgerKey}:
 	default:
 		n := d.shareResp.dropped.Add(1)
+		d.metrics.responseIDsUnshared(unsharedQueueFull, 1)
 		d.log.Debug("response id not shared with the cluster: queue full", zap.Int("queue", responseShareQueue), zap.Uint64("dropped", n))
 	}
 }

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -68,5 +69,48 @@ func TestFollowUpLookupFailureOfTheRequestLeavesGrants37q(t *testing.T) {
 	e.d.mu.Unlock()
 	if down {
 		t.Error("a lookup ended by the request's context marked the ledger down")
+	}
+}
+
+// Every id not shared is counted in iop_response_ids_unshared_total, by
+// why: queue_full for each RememberResponse that found the queue full (a
+// paused Redis holds the writer), write_failed for each id of a batch
+// Redis did not take (out of memory). Once the queue is drained the two
+// add up to every id remembered: none is lost uncounted.
+func TestUnsharedResponseIDsCounted37q(t *testing.T) {
+	rs := testredis.Start(t)
+	rdb := rs.Client(t)
+	e := clusterEdge(t, rs, "e1", 20*time.Second)
+	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
+	l.Release(ReasonCompleted)
+	unshared := func(reason string) float64 {
+		return counterValue(t, e, "iop_response_ids_unshared_total", "reason", reason)
+	}
+	if q, w := unshared("queue_full"), unshared("write_failed"); q != 0 || w != 0 {
+		t.Fatalf("at start: queue_full %v, write_failed %v; want both series at 0", q, w)
+	}
+	if err := rdb.Do(context.Background(), "CLIENT", "PAUSE", "30000", "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.d.RememberResponse("resp_0", l)
+	waitSetPaused(t, rdb) // resp_0's batch is held: the queue fills behind it
+	const n = responseShareQueue + 100
+	for i := 1; i < n; i++ {
+		e.d.RememberResponse("resp_"+strconv.Itoa(i), l)
+	}
+	dropped := e.d.shareResp.dropped.Load()
+	if q := unshared("queue_full"); dropped == 0 || q != float64(dropped) {
+		t.Errorf("queue_full %v, want the %d ids the full queue refused", q, dropped)
+	}
+	// Out of memory: the batch held, once let go, is refused, and each
+	// after it. (Refused rather than Redis stopped, whose failed dials
+	// would leave go-redis's redial goroutine behind the test.)
+	rs.OutOfMemory(t)
+	if err := rdb.Do(context.Background(), "CLIENT", "UNPAUSE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every id counted", func() bool { return unshared("queue_full")+unshared("write_failed") == n })
+	if q := unshared("queue_full"); q != float64(dropped) {
+		t.Errorf("queue_full %v after the writes failed, want %d", q, dropped)
 	}
 }
