@@ -59,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // Reasons of iop_response_ids_unshared_total.
 const (
 	unsharedQueueFull   = "queue_full"   // the writer's queue was full
-	unsharedWriteFailed = "write_failed" // Redis did not take their batch
+	unsharedWriteFailed = "write_failed" // their batch failed (some may have landed)
 )
 
 // responseIDsUnshared counts n ids not shared with the cluster for reason.
