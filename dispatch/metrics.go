@@ -15,6 +15,11 @@ type Metrics struct {
 	leaseRel     *prometheus.CounterVec
 	queueWaitSec *prometheus.HistogramVec
 	nodeSessions *prometheus.CounterVec
+	// respUnshared counts the Responses ids this edge did not share
+	// through the cluster ledger (responseShare): the only sign, short of
+	// debug logs, of why another edge routes their follow-ups as usual
+	// (which vLLM answers 404).
+	respUnshared *prometheus.CounterVec
 }
 
 // NewMetrics creates the series and registers them on reg (nil: unregistered,
@@ -35,11 +40,31 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		nodeSessions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "iop_node_sessions_total", Help: "Node session lifecycle outcomes.",
 		}, []string{"node", "outcome"}),
+		respUnshared: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "iop_response_ids_unshared_total",
+			Help: "Responses API response ids not shared with the other edges through Redis (this edge still remembers them), by reason.",
+		}, []string{"reason"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.leaseAcq, m.leaseRel, m.queueWaitSec, m.nodeSessions)
+		reg.MustRegister(m.leaseAcq, m.leaseRel, m.queueWaitSec, m.nodeSessions, m.respUnshared)
+	}
+	// Every reason exists from the start at zero, so the first loss
+	// shows in rate() and increase().
+	for _, r := range []string{unsharedQueueFull, unsharedWriteFailed} {
+		m.respUnshared.WithLabelValues(r)
 	}
 	return m
+}
+
+// Reasons of iop_response_ids_unshared_total.
+const (
+	unsharedQueueFull   = "queue_full"   // the writer's queue was full
+	unsharedWriteFailed = "write_failed" // their batch failed (some may have landed)
+)
+
+// responseIDsUnshared counts n ids not shared with the cluster for reason.
+func (m *Metrics) responseIDsUnshared(reason string, n int) {
+	m.respUnshared.WithLabelValues(reason).Add(float64(n))
 }
 
 // QueueWaitBuckets resolve both an immediate grant (sub-millisecond) and

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -31,8 +32,9 @@ const (
 
 const (
 	// responseShareQueue bounds the ids waiting to be written to Redis:
-	// past it an id is not shared (counted, logged at debug), as when
-	// Redis is down; this edge still remembers it.
+	// past it an id is not shared (iop_response_ids_unshared_total,
+	// logged at debug), as when Redis is down; this edge still
+	// remembers it.
 	responseShareQueue = 1024
 	// responseShareBatch bounds the ids written in one round trip.
 	responseShareBatch = 128
@@ -101,6 +103,7 @@ func (s *responseShare) write(ctx context.Context, d *Dispatcher, batch []cluste
 	err := d.ledger.RememberResponses(ctx, batch, RememberedResponseTTL)
 	if err != nil {
 		n := s.failed.Add(1)
+		d.metrics.responseIDsUnshared(unsharedWriteFailed, len(batch))
 		d.log.Debug("response ids not shared with the cluster", zap.Int("ids", len(batch)), zap.Uint64("failed_batches", n), zap.Error(err))
 	}
 	return err == nil
@@ -156,7 +159,27 @@ func (d *Dispatcher) RememberResponse(id string, l *Lease) {
 	case d.shareResp.q <- cluster.ResponseOwner{ID: id, Key: l.res.ledgerKey}:
 	default:
 		n := d.shareResp.dropped.Add(1)
+		d.metrics.responseIDsUnshared(unsharedQueueFull, 1)
 		d.log.Debug("response id not shared with the cluster: queue full", zap.Int("queue", responseShareQueue), zap.Uint64("dropped", n))
+	}
+}
+
+// lookupFailed takes note of a lookup that failed while its request was
+// still there. Redis not answering is the evidence a failed take is, so
+// grants fail at once for ledgerBackoff as after one: else the take of
+// the same request waits out the ledger's timeout a second time, and a
+// follow-up gets its 503 after twice timeout_ms where any other request
+// gets it after once. A refusal does not: the client chose the id, hence
+// the key, and one hostile key must not fail everyone's grants.
+func (d *Dispatcher) lookupFailed(err error) {
+	d.log.Debug("response id not looked up in the cluster", zap.Error(err))
+	if !errors.Is(err, cluster.ErrUnavailable) {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ctx.Err() == nil { // at Close the ledger's own Close may be the cause
+		d.ledgerDownUntil = time.Now().Add(ledgerBackoff)
 	}
 }
 
@@ -166,9 +189,11 @@ func (d *Dispatcher) RememberResponse(id string, l *Lease) {
 // most one Redis round trip, bounded by the ledger's timeout and ctx,
 // made before Acquire takes d.mu; none without a ledger, for an id over
 // MaxResponseIDBytes (it was never recorded), or while grants fail at once
-// for a Redis that did not answer (ledgerDownUntil). A miss, a failure or
+// for a Redis that did not answer (ledgerDownUntil). A miss, a refusal or
 // a value naming no resource of this edge leaves the request routed as
-// usual: it costs the follow-up its pin, never the request.
+// usual: it costs the follow-up its pin, never the request. Redis not
+// answering the lookup fails grants at once for a while (lookupFailed),
+// the request's own included: its take would wait on the same Redis.
 //
 // A miss is not remembered: a follow-up usually names a fresh id (the
 // conversation's last answer), so a negative entry would rarely save a
@@ -188,7 +213,7 @@ func (d *Dispatcher) learnResponse(ctx context.Context, id string) {
 	owner, err := d.ledger.ResponseOwner(ctx, id)
 	if err != nil {
 		if ctx.Err() == nil {
-			d.log.Debug("response id not looked up in the cluster", zap.Error(err))
+			d.lookupFailed(err)
 		}
 		return
 	}

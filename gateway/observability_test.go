@@ -77,6 +77,9 @@ var contractMetrics = []contractMetric{
 	{"iop_failovers_total", counter, []string{"model", "reason"},
 		map[string][]string{"reason": {"node_lost", "unavailable", "at_capacity"}}},
 	{"iop_surface_requests_total", counter, []string{"surface", "code"}, map[string][]string{"surface": {"openai"}}},
+	// Responses ids a cluster edge did not share through Redis.
+	{"iop_response_ids_unshared_total", counter, []string{"reason"},
+		map[string][]string{"reason": {"queue_full", "write_failed"}}},
 }
 
 const failPrompt = "please fail right now"
