@@ -44,10 +44,16 @@ var makeRunEarlyAt = []struct {
 	// Not early: the same signal twice once both run, which each binary
 	// must get once for SIGTERM and SIGHUP (a repeat is make passing its
 	// own on) and twice for SIGINT (a second Ctrl-C means "now"). The
-	// fakes are released by a SIGWINCH trap: bash runs pending traps in
-	// signal order, so it runs after the trap of the second copy.
+	// fakes are released by a SIGWINCH trap (bash runs pending traps in
+	// signal order, so it runs after the trap of the second copy), once
+	// the fakes have noted four signals or after 1.5 s: released at once,
+	// a fake that saw the release before running the trap of a signal
+	// already pending could exit without noting it (once in a CI run at
+	// load 12), and a recipe that wrongly passes a repeat on must be
+	// seen doing it.
 	{"twice after both started", "\tset +m; \\\n",
-		"\tset +m; until [ -s $$FAKE_DIR/iop-edge.pid ] && [ -s $$FAKE_DIR/iop-node.pid ]; do sleep 0.01; done; kill -%[1]s $$$$; until [ -e $$FAKE_DIR/iop-edge.stopping ] && [ -e $$FAKE_DIR/iop-node.stopping ]; do sleep 0.01; done; kill -%[1]s $$$$; trap \": > $$FAKE_DIR/release\" WINCH; kill -WINCH $$$$; \\\n", true},
+		"\tset +m; until [ -s $$FAKE_DIR/iop-edge.pid ] && [ -s $$FAKE_DIR/iop-node.pid ]; do sleep 0.01; done; kill -%[1]s $$$$; until [ -e $$FAKE_DIR/iop-edge.stopping ] && [ -e $$FAKE_DIR/iop-node.stopping ]; do sleep 0.01; done; kill -%[1]s $$$$; " +
+			"trap 'for i in {1..30}; do n=0; for f in edge node; do mapfile -t l < $$FAKE_DIR/iop-$$f.sig; n=$$((n+$${#l[@]})); done; [ $$n -ge 4 ] && break; sleep 0.05; done; : > $$FAKE_DIR/release' WINCH; kill -WINCH $$$$; \\\n", true},
 }
 
 // A stop signal that reaches the recipe's shell after its traps are set
