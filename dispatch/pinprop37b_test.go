@@ -1,8 +1,10 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,15 +17,20 @@ import (
 
 // The pinned-waiter property test drives model m over pa (node A, one
 // slot) and pb (node B, two slots) with random follow-ups of responses
-// pa or pb answered, ordinary requests, requests whose deadline has
-// passed, releases, cancellations, node losses, drains and reconnects,
-// and keeps its own account of which waiter is pinned where. After every
-// step: a waiter pinned to a provider is granted only that provider
-// until the provider stops being servable, then any; a freed slot goes to
-// the oldest waiter that may use it; no waiter waits beside a slot it may
-// use; no lease is lost (in-flight counts and the acquired counter match).
-// At the end every node comes back and every lease is released: every
-// waiter must then be granted.
+// pa or pb answered, of random priorities, ordinary requests, requests
+// whose deadline has passed, releases, cancellations (one racing the
+// grant of the slot a release frees), node losses, drains, reconnects and
+// reloads that take a provider from the model and give it back
+// (pinprop37q_test.go), and keeps its own account of which waiter is
+// pinned where. After every step: a waiter pinned to a provider is
+// granted only that provider until the provider stops being servable,
+// then any; a freed slot goes to the first waiter (priority, then
+// arrival) that may use it; no waiter waits beside a slot it may use; no
+// lease is lost (in-flight counts and the acquired counter match); the
+// pending, queued and waiting figures and the lists of pinned waiters
+// match the model's (checkFigures). At the end the dispatcher is closed
+// (every waiter fails, nothing is left counted), or every node comes back
+// and every lease is released: every waiter must then be granted.
 
 const pinPropMaxQueue = 5
 
@@ -32,6 +39,7 @@ var pinPropCaps = map[string]int{"pa": 1, "pb": 2}
 type pinPropOp struct {
 	id     int
 	pin    string // the provider the op waits for ("": any)
+	prio   int    // Request.Priority
 	cancel context.CancelFunc
 	done   bool
 	lease  *Lease
@@ -46,6 +54,7 @@ type pinPropNode struct {
 
 type pinProp struct {
 	f       *fixture
+	variant int // pinPropVariants' entry the dispatcher runs
 	nodes   []*pinPropNode
 	ops     []*pinPropOp
 	held    map[string][]*Lease // by provider, leases the model holds
@@ -54,11 +63,13 @@ type pinProp struct {
 }
 
 func newPinProp(rt *rapid.T) *pinProp {
-	cfg := buildCfg(rt, []tNode{{id: "A", provs: []tProv{{name: "pa", cap: 1}}}, {id: "B", provs: []tProv{{name: "pb", cap: 2}}}},
-		[]tModel{{name: "m", timeout: 600, maxQueue: pinPropMaxQueue, cands: []string{"A/pa", "B/pb"}}})
+	cfg := pinPropCfg(rt, 0)
 	pp := &pinProp{held: map[string][]*Lease{}, results: make(chan propResult, 256)}
 	pp.f = &fixture{t: nil, reg: prometheus.NewRegistry()}
 	pp.f.d = New(cfg, Options{Bus: dropBus{}, Metrics: NewMetrics(pp.f.reg)})
+	if err := pp.f.reg.Register(NewStatusCollector(pp.f.d)); err != nil {
+		rt.Fatalf("register the status collector: %v", err)
+	}
 	pp.nodes = []*pinPropNode{{id: "A", prov: "pa"}, {id: "B", prov: "pb"}}
 	rt.Cleanup(func() {
 		for _, op := range pp.ops {
@@ -88,13 +99,16 @@ func (pp *pinProp) node(prov string) *pinPropNode {
 
 func (pp *pinProp) servable(prov string) bool {
 	n := pp.node(prov)
-	return n.conn != nil && !n.draining
+	return n.conn != nil && !n.draining && pp.cand(prov)
 }
 
 func (pp *pinProp) room(prov string) bool {
 	return pp.servable(prov) && len(pp.held[prov]) < pinPropCaps[prov]
 }
 
+// queued is the waiting ops in the order they are served: by priority,
+// then arrival (the ops arrive in id order, and far less than one
+// priority step, see pinPropPrios, apart).
 func (pp *pinProp) queued() []*pinPropOp {
 	var q []*pinPropOp
 	for _, op := range pp.ops {
@@ -102,6 +116,7 @@ func (pp *pinProp) queued() []*pinPropOp {
 			q = append(q, op)
 		}
 	}
+	slices.SortStableFunc(q, func(a, b *pinPropOp) int { return cmp.Compare(b.prio, a.prio) })
 	return q
 }
 
@@ -173,6 +188,10 @@ func (pp *pinProp) settle(rt *rapid.T, r propResult, want map[*pinPropOp]string)
 		if !errors.Is(r.err, context.Canceled) {
 			rt.Fatalf("op %d: %v, want cancelled", op.id, r.err)
 		}
+	case prov == "shutdown":
+		if !errors.Is(r.err, ErrDispatcherShutdown) {
+			rt.Fatalf("op %d: %v, want shutdown", op.id, r.err)
+		}
 	case prov == "full":
 		if !errors.Is(r.err, ErrQueueFull) {
 			rt.Fatalf("op %d: %v, want queue full", op.id, r.err)
@@ -190,8 +209,9 @@ func (pp *pinProp) settle(rt *rapid.T, r propResult, want map[*pinPropOp]string)
 func (pp *pinProp) acquire(rt *rapid.T) {
 	pin := rapid.SampledFrom([]string{"", "pa", "pb"}).Draw(rt, "pin")
 	expired := rapid.IntRange(0, 4).Draw(rt, "expired") == 0
-	req := Request{Model: "m"}
-	op := &pinPropOp{id: len(pp.ops)}
+	prio := rapid.SampledFrom(pinPropPrios).Draw(rt, "prio")
+	req := Request{Model: "m", Priority: prio}
+	op := &pinPropOp{id: len(pp.ops), prio: prio}
 	if pin != "" {
 		req.PreviousResponseID = "resp_" + pin
 		if pp.servable(pin) {
@@ -340,6 +360,7 @@ func (pp *pinProp) check(rt *rapid.T) {
 	if got := metricValue(rt, pp.f.reg, "iop_lease_acquired_total", nil); got != float64(pp.granted) {
 		rt.Fatalf("acquired counter %v, leases granted %d", got, pp.granted)
 	}
+	pp.checkFigures(rt)
 }
 
 func TestPinnedWaiterProperties37b(t *testing.T) {
@@ -353,8 +374,14 @@ func TestPinnedWaiterProperties37b(t *testing.T) {
 			"nodeLost":     pp.nodeLost,
 			"drain":        pp.drain,
 			"nodeUp":       pp.nodeUp,
+			"reload":       pp.reload,
+			"cancelRace":   pp.cancelRace,
 			"":             pp.check,
 		})
+		if rapid.Bool().Draw(rt, "close") {
+			pp.closeAll(rt)
+			return
+		}
 		// Every node back, every lease released: every waiter is served.
 		for _, n := range pp.nodes {
 			if n.conn == nil || n.draining {
