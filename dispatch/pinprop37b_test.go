@@ -17,7 +17,7 @@ import (
 
 // The pinned-waiter property test drives model m over pa (node A, one
 // slot) and pb (node B, two slots) with random follow-ups of responses
-// pa or pb answered, of random priorities, ordinary requests, requests
+// pa or pb answered, of random priorities, long or not, ordinary requests, requests
 // whose deadline has passed, releases, cancellations (one racing the
 // grant of the slot a release frees), node losses, drains, reconnects and
 // reloads that take a provider from the model and give it back
@@ -36,10 +36,17 @@ const pinPropMaxQueue = 5
 
 var pinPropCaps = map[string]int{"pa": 1, "pb": 2}
 
+// pinPropLongCaps are the providers' long slots, and pinPropLong the
+// model's long_context_tokens (a long op's prompt).
+var pinPropLongCaps = map[string]int{"pa": 1, "pb": 1}
+
+const pinPropLong = 1000
+
 type pinPropOp struct {
 	id     int
 	pin    string // the provider the op waits for ("": any)
 	prio   int    // Request.Priority
+	long   bool   // a long request (pinPropLong tokens)
 	cancel context.CancelFunc
 	done   bool
 	lease  *Lease
@@ -102,8 +109,20 @@ func (pp *pinProp) servable(prov string) bool {
 	return n.conn != nil && !n.draining && pp.cand(prov)
 }
 
-func (pp *pinProp) room(prov string) bool {
-	return pp.servable(prov) && len(pp.held[prov]) < pinPropCaps[prov]
+// room reports whether prov has a slot for a request, long or not, now.
+func (pp *pinProp) room(prov string, long bool) bool {
+	return pp.servable(prov) && len(pp.held[prov]) < pinPropCaps[prov] && (!long || pp.longHeld(prov) < pinPropLongCaps[prov])
+}
+
+// longHeld is how many of the leases held on prov are long.
+func (pp *pinProp) longHeld(prov string) int {
+	n := 0
+	for _, l := range pp.held[prov] {
+		if l.Long {
+			n++
+		}
+	}
+	return n
 }
 
 // queued is the waiting ops in the order they are served: by priority,
@@ -123,11 +142,12 @@ func (pp *pinProp) queued() []*pinPropOp {
 // uses reports whether op may be granted prov now.
 func (op *pinPropOp) uses(prov string) bool { return op.pin == "" || op.pin == prov }
 
-// pumpExpect is who prov's free slots go to: the oldest waiters that may
-// use it, one per slot.
+// pumpExpect is who prov's free slots go to: the first waiters that may
+// use it, one per slot (a long one only while a long slot is free too).
 func (pp *pinProp) pumpExpect(prov string) map[*pinPropOp]string {
 	out := map[*pinPropOp]string{}
 	free := pinPropCaps[prov] - len(pp.held[prov])
+	freeLong := pinPropLongCaps[prov] - pp.longHeld(prov)
 	if !pp.servable(prov) {
 		return out
 	}
@@ -135,9 +155,15 @@ func (pp *pinProp) pumpExpect(prov string) map[*pinPropOp]string {
 		if free == 0 {
 			break
 		}
+		if op.long && freeLong == 0 {
+			continue
+		}
 		if op.uses(prov) {
 			out[op] = prov
 			free--
+			if op.long {
+				freeLong--
+			}
 		}
 	}
 	return out
@@ -198,7 +224,7 @@ func (pp *pinProp) settle(rt *rapid.T, r propResult, want map[*pinPropOp]string)
 		}
 	case r.err != nil:
 		rt.Fatalf("op %d (pin %q): %v, want a lease on %s", op.id, op.pin, r.err, prov)
-	case prov != "any" && r.l.ProviderID != prov, !op.uses(r.l.ProviderID), !pp.room(r.l.ProviderID):
+	case prov != "any" && r.l.ProviderID != prov, !op.uses(r.l.ProviderID), !pp.room(r.l.ProviderID, op.long), r.l.Long != op.long:
 		rt.Fatalf("op %d (pin %q): lease on %s, want %s", op.id, op.pin, r.l.ProviderID, prov)
 	default:
 		pp.held[r.l.ProviderID] = append(pp.held[r.l.ProviderID], r.l)
@@ -210,8 +236,12 @@ func (pp *pinProp) acquire(rt *rapid.T) {
 	pin := rapid.SampledFrom([]string{"", "pa", "pb"}).Draw(rt, "pin")
 	expired := rapid.IntRange(0, 4).Draw(rt, "expired") == 0
 	prio := rapid.SampledFrom(pinPropPrios).Draw(rt, "prio")
+	long := rapid.IntRange(0, 2).Draw(rt, "long") == 0
 	req := Request{Model: "m", Priority: prio}
-	op := &pinPropOp{id: len(pp.ops), prio: prio}
+	if long {
+		req.PromptTokens = pinPropLong
+	}
+	op := &pinPropOp{id: len(pp.ops), prio: prio, long: long}
 	if pin != "" {
 		req.PreviousResponseID = "resp_" + pin
 		if pp.servable(pin) {
@@ -223,9 +253,9 @@ func (pp *pinProp) acquire(rt *rapid.T) {
 	}
 	want := map[*pinPropOp]string{}
 	switch {
-	case op.pin != "" && pp.room(op.pin):
+	case op.pin != "" && pp.room(op.pin, op.long):
 		want[op] = op.pin
-	case op.pin == "" && (pp.room("pa") || pp.room("pb")):
+	case op.pin == "" && (pp.room("pa", op.long) || pp.room("pb", op.long)):
 		want[op] = "any"
 	case len(pp.queued()) >= pinPropMaxQueue:
 		want[op] = "full"
@@ -346,11 +376,11 @@ func (pp *pinProp) check(rt *rapid.T) {
 	st := pp.f.d.Status()
 	for _, n := range pp.nodes {
 		ps := provOf(st, n.id, n.prov)
-		if n.conn != nil && int(ps.InFlight) != len(pp.held[n.prov]) {
-			rt.Fatalf("%s in flight %d, want %d", n.prov, ps.InFlight, len(pp.held[n.prov]))
+		if n.conn != nil && (int(ps.InFlight) != len(pp.held[n.prov]) || int(ps.LongInFlight) != pp.longHeld(n.prov)) {
+			rt.Fatalf("%s in flight %d (%d long), want %d (%d)", n.prov, ps.InFlight, ps.LongInFlight, len(pp.held[n.prov]), pp.longHeld(n.prov))
 		}
-		if pp.room(n.prov) {
-			for _, op := range pp.queued() {
+		for _, op := range pp.queued() {
+			if pp.room(n.prov, op.long) {
 				if op.uses(n.prov) {
 					rt.Fatalf("op %d (pin %q) waits while %s has room", op.id, op.pin, n.prov)
 				}

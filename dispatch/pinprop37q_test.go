@@ -28,11 +28,11 @@ var pinPropVariants = [][]string{{"A/pa", "B/pb"}, {"B/pb"}, {"A/pa"}}
 var pinPropPrios = []int{-100, 0, 0, 100}
 
 // pinPropCfg is the edge config of variant v: node A's pa (one slot), node
-// B's pb (two), model m over v's candidates, without the no-provider fast
+// B's pb (two), one long slot each, model m over v's candidates, without the no-provider fast
 // path (a run's offline node must not turn waiting into ErrNoProvider).
 func pinPropCfg(t tb, v int) *config.Edge {
-	cfg := buildCfg(t, []tNode{{id: "A", provs: []tProv{{name: "pa", cap: 1}}}, {id: "B", provs: []tProv{{name: "pb", cap: 2}}}},
-		[]tModel{{name: "m", timeout: 600, maxQueue: pinPropMaxQueue, cands: pinPropVariants[v]}})
+	cfg := buildCfg(t, []tNode{{id: "A", provs: []tProv{{name: "pa", cap: 1, long: 1}}}, {id: "B", provs: []tProv{{name: "pb", cap: 2, long: 1}}}},
+		[]tModel{{name: "m", timeout: 600, maxQueue: pinPropMaxQueue, long: pinPropLong, cands: pinPropVariants[v]}})
 	zero := 0.0
 	cfg.Models[0].OfflineGraceSec = &zero
 	return cfg
@@ -147,8 +147,8 @@ func (pp *pinProp) cancelRace(rt *rapid.T) {
 }
 
 // checkFigures compares the dispatcher's figures with the model's after
-// every step: the model's pending count, each provider's queued and
-// waiting figures (a pinned waiter counts against its provider only, an
+// every step: the model's pending count, each provider's queued, long
+// queued and waiting figures (a pinned waiter counts against its provider only, an
 // ordinary one against every candidate), and the lists of pinned waiters
 // (one per provider with waiters pinned to it, each of a provider that
 // can still serve them, none empty).
@@ -162,19 +162,22 @@ func (pp *pinProp) checkFigures(rt *rapid.T) {
 		rt.Fatalf("iop_queue_pending %v, want %d", got, len(q))
 	}
 	for _, n := range pp.nodes {
-		waiting := 0
+		waiting, long := 0, 0
 		for _, op := range q {
 			if op.pin == n.prov || (op.pin == "" && pp.cand(n.prov)) {
 				waiting++
+				if op.long {
+					long++
+				}
 			}
 		}
-		queued := 0
+		queued, longQueued := 0, 0
 		if n.conn != nil {
-			queued = waiting
+			queued, longQueued = waiting, long
 		}
 		ps := provOf(st, n.id, n.prov)
-		if int(ps.Queued) != queued || int(ps.Waiting) != waiting {
-			rt.Fatalf("%s queued %d waiting %d, want %d and %d", n.prov, ps.Queued, ps.Waiting, queued, waiting)
+		if int(ps.Queued) != queued || int(ps.LongQueued) != longQueued || int(ps.Waiting) != waiting {
+			rt.Fatalf("%s queued %d (%d long) waiting %d, want %d (%d) and %d", n.prov, ps.Queued, ps.LongQueued, ps.Waiting, queued, longQueued, waiting)
 		}
 		if got := metricValue(rt, pp.f.reg, "iop_provider_queued", map[string]string{"node": n.id, "provider": n.prov}); got != float64(queued) {
 			rt.Fatalf("iop_provider_queued of %s %v, want %d", n.prov, got, queued)
