@@ -57,6 +57,7 @@ type pinPropNode struct {
 	id, prov string
 	conn     *nodewire.Conn // nil: offline
 	draining bool
+	down     bool // its backend reported offline (a session's health)
 }
 
 type pinProp struct {
@@ -106,7 +107,7 @@ func (pp *pinProp) node(prov string) *pinPropNode {
 
 func (pp *pinProp) servable(prov string) bool {
 	n := pp.node(prov)
-	return n.conn != nil && !n.draining && pp.cand(prov)
+	return n.conn != nil && !n.draining && !n.down && pp.cand(prov)
 }
 
 // room reports whether prov has a slot for a request, long or not, now.
@@ -358,7 +359,7 @@ func (pp *pinProp) up(rt *rapid.T, n *pinPropNode) {
 	if resp := pp.f.d.Ready(c, &iop.NodeReadyRequest{NodeId: n.id}); !resp.GetReady() {
 		rt.Fatalf("ready %s: %s", n.id, resp.GetReason())
 	}
-	n.conn, n.draining = c, false
+	n.conn, n.draining, n.down = c, false, false
 	want := pp.pumpExpect(n.prov)
 	pp.f.d.Activate(c)
 	pp.take(rt, want)
@@ -366,7 +367,7 @@ func (pp *pinProp) up(rt *rapid.T, n *pinPropNode) {
 
 func (pp *pinProp) nodeUp(rt *rapid.T) {
 	n := pp.nodes[rapid.IntRange(0, 1).Draw(rt, "node")]
-	if n.conn != nil && !n.draining {
+	if n.conn != nil && !n.draining && !n.down {
 		rt.Skip("serving")
 	}
 	pp.up(rt, n)
@@ -405,6 +406,8 @@ func TestPinnedWaiterProperties37b(t *testing.T) {
 			"drain":        pp.drain,
 			"nodeUp":       pp.nodeUp,
 			"reload":       pp.reload,
+			"backendDown":  pp.backendDown,
+			"backendUp":    pp.backendUp,
 			"cancelRace":   pp.cancelRace,
 			"":             pp.check,
 		})
@@ -414,7 +417,7 @@ func TestPinnedWaiterProperties37b(t *testing.T) {
 		}
 		// Every node back, every lease released: every waiter is served.
 		for _, n := range pp.nodes {
-			if n.conn == nil || n.draining {
+			if n.conn == nil || n.draining || n.down {
 				pp.up(rt, n)
 			}
 		}

@@ -9,12 +9,14 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/iop-gateway/iop/config"
+	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
 // The pinned-waiter property test's further operations: reloads that take
 // a provider from the model's candidates and give it back, priorities, a
-// waiter cancelled while a release hands it the slot, and the figures the
-// status and the dispatcher's own lists give after every step.
+// waiter cancelled while a release hands it the slot, a backend reported
+// down and back, and the figures the status and the dispatcher's own
+// lists give after every step.
 
 // pinPropVariants are the model's candidate lists a reload switches
 // between: a provider a variant leaves out is listed by no model
@@ -239,4 +241,31 @@ func (pp *pinProp) closeAll(rt *rapid.T) {
 	if m := pp.f.d.models["m"]; m.pending != 0 || len(m.pinned) != 0 {
 		rt.Fatalf("after Close: pending %d, %d pinned lists", m.pending, len(m.pinned))
 	}
+}
+
+// backendDown: a health report says n's backend is down; its pinned
+// waiters wait for any candidate.
+func (pp *pinProp) backendDown(rt *rapid.T) {
+	n := pp.nodes[rapid.IntRange(0, 1).Draw(rt, "node")]
+	if n.conn == nil || n.down {
+		rt.Skip("offline or down")
+	}
+	pp.gone(rt, n, func() {
+		n.down = true
+		pp.f.d.setHealth(n.id, n.conn, []*iop.ProviderSnapshot{{ProviderId: n.prov, Health: iop.HealthState_HEALTH_STATE_OFFLINE}})
+	})
+}
+
+// backendUp: a health report says n's backend is back: its free slots go
+// to the first waiters at once (unless its node drains: a drain outlasts
+// the backend's health).
+func (pp *pinProp) backendUp(rt *rapid.T) {
+	n := pp.nodes[rapid.IntRange(0, 1).Draw(rt, "node")]
+	if n.conn == nil || !n.down {
+		rt.Skip("offline or not down")
+	}
+	n.down = false
+	want := pp.pumpExpect(n.prov)
+	pp.f.d.setHealth(n.id, n.conn, []*iop.ProviderSnapshot{{ProviderId: n.prov, Health: iop.HealthState_HEALTH_STATE_OK}})
+	pp.take(rt, want)
 }
