@@ -161,8 +161,12 @@ func (d *Dispatcher) observeLocked(n *node, loads []*iop.ProviderLoad, now time.
 	}
 	// Pinned waiters of a provider the report makes unservable wait for
 	// any candidate; they are unpinned (and pumped) once the whole report
-	// is taken: another provider it drains must not serve them first.
+	// is taken: another provider it drains must not serve them first. A
+	// provider it brings back is pumped after that, so that its slots go
+	// to the first waiters, those just unpinned included, not to younger
+	// ones while the older still wait for a provider this report took.
 	unpin := false
+	var back []*resource
 	for _, l := range loads {
 		name, h := l.GetProviderId(), l.GetHealth()
 		r := n.resources[name]
@@ -195,11 +199,14 @@ func (d *Dispatcher) observeLocked(n *node, loads []*iop.ProviderLoad, now time.
 		}
 		d.log.Info("provider health changed", zap.String("node_id", n.id), zap.String("provider", name), zap.String("from", HealthName(was)), zap.String("to", HealthName(h)))
 		if unservable(was) {
-			d.pumpLocked(r)
+			back = append(back, r)
 		}
 	}
 	if unpin {
 		d.unpinStaleLocked()
+	}
+	for _, r := range back {
+		d.pumpLocked(r)
 	}
 }
 

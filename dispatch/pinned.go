@@ -87,22 +87,29 @@ func (d *Dispatcher) enqueueLocked(w *waiter, pin *resource) {
 // applied refresh through failStrandedLocked). It costs O(models) when
 // nobody is pinned, O(lists of pinned waiters) otherwise, and the merge
 // O(waiters of the model) per list unpinned.
+//
+// Every model is unpinned before any provider is pumped: models share
+// providers, and a pump while another model's waiters are still pinned to
+// a provider that is gone would pass them over for younger waiters.
 func (d *Dispatcher) unpinStaleLocked() {
+	var moved []*model // nil unless a list is unpinned: no allocation
 	for _, m := range d.models {
 		if len(m.pinned) == 0 {
 			continue
 		}
-		moved := false
+		n := len(moved)
 		for k, q := range m.pinned {
 			if !d.pinHoldsLocked(m, k.res, kindLong(k.kind), kindTunnel(k.kind)) {
 				unpinLocked(m, k, q)
-				moved = true
+				if len(moved) == n {
+					moved = append(moved, m)
+				}
 			}
 		}
-		if moved {
-			for i := range m.cands {
-				d.pumpLocked(m.cands[i].res)
-			}
+	}
+	for _, m := range moved {
+		for i := range m.cands {
+			d.pumpLocked(m.cands[i].res)
 		}
 	}
 }

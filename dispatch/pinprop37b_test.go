@@ -1,8 +1,10 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,23 +17,36 @@ import (
 
 // The pinned-waiter property test drives model m over pa (node A, one
 // slot) and pb (node B, two slots) with random follow-ups of responses
-// pa or pb answered, ordinary requests, requests whose deadline has
-// passed, releases, cancellations, node losses, drains and reconnects,
-// and keeps its own account of which waiter is pinned where. After every
-// step: a waiter pinned to a provider is granted only that provider
-// until the provider stops being servable, then any; a freed slot goes to
-// the oldest waiter that may use it; no waiter waits beside a slot it may
-// use; no lease is lost (in-flight counts and the acquired counter match).
-// At the end every node comes back and every lease is released: every
-// waiter must then be granted.
+// pa or pb answered, of random priorities, long or not, ordinary requests, requests
+// whose deadline has passed, releases, cancellations (one racing the
+// grant of the slot a release frees), node losses, drains, reconnects and
+// reloads that take a provider from the model and give it back
+// (pinprop37q_test.go), and keeps its own account of which waiter is
+// pinned where. After every step: a waiter pinned to a provider is
+// granted only that provider until the provider stops being servable,
+// then any; a freed slot goes to the first waiter (priority, then
+// arrival) that may use it; no waiter waits beside a slot it may use; no
+// lease is lost (in-flight counts and the acquired counter match); the
+// pending, queued and waiting figures and the lists of pinned waiters
+// match the model's (checkFigures). At the end the dispatcher is closed
+// (every waiter fails, nothing is left counted), or every node comes back
+// and every lease is released: every waiter must then be granted.
 
 const pinPropMaxQueue = 5
 
 var pinPropCaps = map[string]int{"pa": 1, "pb": 2}
 
+// pinPropLongCaps are the providers' long slots, and pinPropLong the
+// model's long_context_tokens (a long op's prompt).
+var pinPropLongCaps = map[string]int{"pa": 1, "pb": 1}
+
+const pinPropLong = 1000
+
 type pinPropOp struct {
 	id     int
 	pin    string // the provider the op waits for ("": any)
+	prio   int    // Request.Priority
+	long   bool   // a long request (pinPropLong tokens)
 	cancel context.CancelFunc
 	done   bool
 	lease  *Lease
@@ -42,10 +57,12 @@ type pinPropNode struct {
 	id, prov string
 	conn     *nodewire.Conn // nil: offline
 	draining bool
+	down     bool // its backend reported offline (a session's health)
 }
 
 type pinProp struct {
 	f       *fixture
+	variant int // pinPropVariants' entry the dispatcher runs
 	nodes   []*pinPropNode
 	ops     []*pinPropOp
 	held    map[string][]*Lease // by provider, leases the model holds
@@ -54,11 +71,13 @@ type pinProp struct {
 }
 
 func newPinProp(rt *rapid.T) *pinProp {
-	cfg := buildCfg(rt, []tNode{{id: "A", provs: []tProv{{name: "pa", cap: 1}}}, {id: "B", provs: []tProv{{name: "pb", cap: 2}}}},
-		[]tModel{{name: "m", timeout: 600, maxQueue: pinPropMaxQueue, cands: []string{"A/pa", "B/pb"}}})
+	cfg := pinPropCfg(rt, 0)
 	pp := &pinProp{held: map[string][]*Lease{}, results: make(chan propResult, 256)}
 	pp.f = &fixture{t: nil, reg: prometheus.NewRegistry()}
 	pp.f.d = New(cfg, Options{Bus: dropBus{}, Metrics: NewMetrics(pp.f.reg)})
+	if err := pp.f.reg.Register(NewStatusCollector(pp.f.d)); err != nil {
+		rt.Fatalf("register the status collector: %v", err)
+	}
 	pp.nodes = []*pinPropNode{{id: "A", prov: "pa"}, {id: "B", prov: "pb"}}
 	rt.Cleanup(func() {
 		for _, op := range pp.ops {
@@ -88,13 +107,28 @@ func (pp *pinProp) node(prov string) *pinPropNode {
 
 func (pp *pinProp) servable(prov string) bool {
 	n := pp.node(prov)
-	return n.conn != nil && !n.draining
+	return n.conn != nil && !n.draining && !n.down && pp.cand(prov)
 }
 
-func (pp *pinProp) room(prov string) bool {
-	return pp.servable(prov) && len(pp.held[prov]) < pinPropCaps[prov]
+// room reports whether prov has a slot for a request, long or not, now.
+func (pp *pinProp) room(prov string, long bool) bool {
+	return pp.servable(prov) && len(pp.held[prov]) < pinPropCaps[prov] && (!long || pp.longHeld(prov) < pinPropLongCaps[prov])
 }
 
+// longHeld is how many of the leases held on prov are long.
+func (pp *pinProp) longHeld(prov string) int {
+	n := 0
+	for _, l := range pp.held[prov] {
+		if l.Long {
+			n++
+		}
+	}
+	return n
+}
+
+// queued is the waiting ops in the order they are served: by priority,
+// then arrival (the ops arrive in id order, and far less than one
+// priority step, see pinPropPrios, apart).
 func (pp *pinProp) queued() []*pinPropOp {
 	var q []*pinPropOp
 	for _, op := range pp.ops {
@@ -102,17 +136,19 @@ func (pp *pinProp) queued() []*pinPropOp {
 			q = append(q, op)
 		}
 	}
+	slices.SortStableFunc(q, func(a, b *pinPropOp) int { return cmp.Compare(b.prio, a.prio) })
 	return q
 }
 
 // uses reports whether op may be granted prov now.
 func (op *pinPropOp) uses(prov string) bool { return op.pin == "" || op.pin == prov }
 
-// pumpExpect is who prov's free slots go to: the oldest waiters that may
-// use it, one per slot.
+// pumpExpect is who prov's free slots go to: the first waiters that may
+// use it, one per slot (a long one only while a long slot is free too).
 func (pp *pinProp) pumpExpect(prov string) map[*pinPropOp]string {
 	out := map[*pinPropOp]string{}
 	free := pinPropCaps[prov] - len(pp.held[prov])
+	freeLong := pinPropLongCaps[prov] - pp.longHeld(prov)
 	if !pp.servable(prov) {
 		return out
 	}
@@ -120,9 +156,15 @@ func (pp *pinProp) pumpExpect(prov string) map[*pinPropOp]string {
 		if free == 0 {
 			break
 		}
+		if op.long && freeLong == 0 {
+			continue
+		}
 		if op.uses(prov) {
 			out[op] = prov
 			free--
+			if op.long {
+				freeLong--
+			}
 		}
 	}
 	return out
@@ -173,13 +215,17 @@ func (pp *pinProp) settle(rt *rapid.T, r propResult, want map[*pinPropOp]string)
 		if !errors.Is(r.err, context.Canceled) {
 			rt.Fatalf("op %d: %v, want cancelled", op.id, r.err)
 		}
+	case prov == "shutdown":
+		if !errors.Is(r.err, ErrDispatcherShutdown) {
+			rt.Fatalf("op %d: %v, want shutdown", op.id, r.err)
+		}
 	case prov == "full":
 		if !errors.Is(r.err, ErrQueueFull) {
 			rt.Fatalf("op %d: %v, want queue full", op.id, r.err)
 		}
 	case r.err != nil:
 		rt.Fatalf("op %d (pin %q): %v, want a lease on %s", op.id, op.pin, r.err, prov)
-	case prov != "any" && r.l.ProviderID != prov, !op.uses(r.l.ProviderID), !pp.room(r.l.ProviderID):
+	case prov != "any" && r.l.ProviderID != prov, !op.uses(r.l.ProviderID), !pp.room(r.l.ProviderID, op.long), r.l.Long != op.long:
 		rt.Fatalf("op %d (pin %q): lease on %s, want %s", op.id, op.pin, r.l.ProviderID, prov)
 	default:
 		pp.held[r.l.ProviderID] = append(pp.held[r.l.ProviderID], r.l)
@@ -190,8 +236,13 @@ func (pp *pinProp) settle(rt *rapid.T, r propResult, want map[*pinPropOp]string)
 func (pp *pinProp) acquire(rt *rapid.T) {
 	pin := rapid.SampledFrom([]string{"", "pa", "pb"}).Draw(rt, "pin")
 	expired := rapid.IntRange(0, 4).Draw(rt, "expired") == 0
-	req := Request{Model: "m"}
-	op := &pinPropOp{id: len(pp.ops)}
+	prio := rapid.SampledFrom(pinPropPrios).Draw(rt, "prio")
+	long := rapid.IntRange(0, 2).Draw(rt, "long") == 0
+	req := Request{Model: "m", Priority: prio}
+	if long {
+		req.PromptTokens = pinPropLong
+	}
+	op := &pinPropOp{id: len(pp.ops), prio: prio, long: long}
 	if pin != "" {
 		req.PreviousResponseID = "resp_" + pin
 		if pp.servable(pin) {
@@ -203,9 +254,9 @@ func (pp *pinProp) acquire(rt *rapid.T) {
 	}
 	want := map[*pinPropOp]string{}
 	switch {
-	case op.pin != "" && pp.room(op.pin):
+	case op.pin != "" && pp.room(op.pin, op.long):
 		want[op] = op.pin
-	case op.pin == "" && (pp.room("pa") || pp.room("pb")):
+	case op.pin == "" && (pp.room("pa", op.long) || pp.room("pb", op.long)):
 		want[op] = "any"
 	case len(pp.queued()) >= pinPropMaxQueue:
 		want[op] = "full"
@@ -308,7 +359,7 @@ func (pp *pinProp) up(rt *rapid.T, n *pinPropNode) {
 	if resp := pp.f.d.Ready(c, &iop.NodeReadyRequest{NodeId: n.id}); !resp.GetReady() {
 		rt.Fatalf("ready %s: %s", n.id, resp.GetReason())
 	}
-	n.conn, n.draining = c, false
+	n.conn, n.draining, n.down = c, false, false
 	want := pp.pumpExpect(n.prov)
 	pp.f.d.Activate(c)
 	pp.take(rt, want)
@@ -316,7 +367,7 @@ func (pp *pinProp) up(rt *rapid.T, n *pinPropNode) {
 
 func (pp *pinProp) nodeUp(rt *rapid.T) {
 	n := pp.nodes[rapid.IntRange(0, 1).Draw(rt, "node")]
-	if n.conn != nil && !n.draining {
+	if n.conn != nil && !n.draining && !n.down {
 		rt.Skip("serving")
 	}
 	pp.up(rt, n)
@@ -326,11 +377,11 @@ func (pp *pinProp) check(rt *rapid.T) {
 	st := pp.f.d.Status()
 	for _, n := range pp.nodes {
 		ps := provOf(st, n.id, n.prov)
-		if n.conn != nil && int(ps.InFlight) != len(pp.held[n.prov]) {
-			rt.Fatalf("%s in flight %d, want %d", n.prov, ps.InFlight, len(pp.held[n.prov]))
+		if n.conn != nil && (int(ps.InFlight) != len(pp.held[n.prov]) || int(ps.LongInFlight) != pp.longHeld(n.prov)) {
+			rt.Fatalf("%s in flight %d (%d long), want %d (%d)", n.prov, ps.InFlight, ps.LongInFlight, len(pp.held[n.prov]), pp.longHeld(n.prov))
 		}
-		if pp.room(n.prov) {
-			for _, op := range pp.queued() {
+		for _, op := range pp.queued() {
+			if pp.room(n.prov, op.long) {
 				if op.uses(n.prov) {
 					rt.Fatalf("op %d (pin %q) waits while %s has room", op.id, op.pin, n.prov)
 				}
@@ -340,6 +391,7 @@ func (pp *pinProp) check(rt *rapid.T) {
 	if got := metricValue(rt, pp.f.reg, "iop_lease_acquired_total", nil); got != float64(pp.granted) {
 		rt.Fatalf("acquired counter %v, leases granted %d", got, pp.granted)
 	}
+	pp.checkFigures(rt)
 }
 
 func TestPinnedWaiterProperties37b(t *testing.T) {
@@ -353,11 +405,19 @@ func TestPinnedWaiterProperties37b(t *testing.T) {
 			"nodeLost":     pp.nodeLost,
 			"drain":        pp.drain,
 			"nodeUp":       pp.nodeUp,
+			"reload":       pp.reload,
+			"backendDown":  pp.backendDown,
+			"backendUp":    pp.backendUp,
+			"cancelRace":   pp.cancelRace,
 			"":             pp.check,
 		})
+		if rapid.Bool().Draw(rt, "close") {
+			pp.closeAll(rt)
+			return
+		}
 		// Every node back, every lease released: every waiter is served.
 		for _, n := range pp.nodes {
-			if n.conn == nil || n.draining {
+			if n.conn == nil || n.draining || n.down {
 				pp.up(rt, n)
 			}
 		}

@@ -332,7 +332,17 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 		return nil, fmt.Errorf("%w: model %s", ErrNoCapableProvider, req.Model)
 	}
 	racedFull := 0
-	for c := d.pickLocked(m, long, tunnel, &req, hashes); c != nil; c = d.pickLocked(m, long, tunnel, &req, hashes) {
+	// pin is the provider the last pick refused the other candidates for
+	// (nil: none). The waiter is pinned by that same reading of the
+	// remembered response: read again, the id could have expired since,
+	// and the waiter would queue ordinary beside the free candidates the
+	// pick passed over.
+	var pin *resource
+	for {
+		var c *candidate
+		if c, pin = d.pickLocked(m, long, tunnel, &req, hashes); c == nil {
+			break
+		}
 		var (
 			l   *Lease
 			err error
@@ -393,7 +403,7 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	d.waiterSeq++
 	w := &waiter{model: m, long: long, tunnel: tunnel, session: req.SessionID, hashes: hashes, seq: d.waiterSeq, arrived: start, prio: req.Priority, result: make(chan waitResult, 1),
 		key: int64(start.Sub(d.epoch)) - int64(req.Priority)*int64(PriorityStep)}
-	d.enqueueLocked(w, d.pinForLocked(m, long, tunnel, &req))
+	d.enqueueLocked(w, pin)
 	if d.ledger != nil {
 		d.waitLocked(w)
 	}
@@ -508,25 +518,26 @@ func (m *model) unlearnLocked(hashes []uint64, avoid []ProviderRef) {
 
 // pickLocked chooses among live candidates with room: the provider that
 // answered the request's previous response while it has room, else none
-// when the request is to wait for that provider (pinForLocked: it is full),
-// else the session's last provider while it has room, else the one the
-// model's routing strategy picks (route.Pick) among those with room.
-func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, req *Request, hashes []uint64) *candidate {
+// when the request is to wait for that provider (pinForLocked: it is
+// full; pin is then that provider), else the session's last provider while
+// it has room, else the one the model's routing strategy picks
+// (route.Pick) among those with room.
+func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, req *Request, hashes []uint64) (*candidate, *resource) {
 	avoid := req.Avoid
 	if id := req.PreviousResponseID; id != "" {
 		if key, ok := d.responses.get(id); ok {
 			if c := m.fittingLocked(key, long, tunnel, avoid); c != nil {
-				return c
+				return c, nil
 			}
-			if d.pinForLocked(m, long, tunnel, req) != nil {
-				return nil // full: the request waits for it
+			if pin := d.pinForLocked(m, long, tunnel, req); pin != nil {
+				return nil, pin // full: the request waits for it
 			}
 		}
 	}
 	if session := req.SessionID; session != "" {
 		if key, ok := d.affinity.get(session); ok {
 			if c := m.fittingLocked(key, long, tunnel, avoid); c != nil {
-				return c
+				return c, nil
 			}
 		}
 	}
@@ -550,9 +561,9 @@ func (d *Dispatcher) pickLocked(m *model, long, tunnel bool, req *Request, hashe
 	}
 	i := route.Pick(m.strategy, cands, match, route.DefaultOptions())
 	if i < 0 {
-		return nil
+		return nil, nil
 	}
-	return fit[i]
+	return fit[i], nil
 }
 
 // fittingLocked is m's candidate on the resource key when it has room for
