@@ -15,8 +15,18 @@ import (
 	"github.com/iop-gateway/iop/gateway/openaiapi"
 )
 
-// adminTimeout bounds node round trips made by admin endpoints.
-const adminTimeout = 15 * time.Second
+// defaultAdminTimeout bounds node round trips made by admin endpoints.
+const defaultAdminTimeout = 15 * time.Second
+
+// adminTimeout is the bound in force: defaultAdminTimeout, unless a test
+// set a shorter one (its silent-node test need not wait out 15 s to see
+// the same 504).
+func (s *Server) adminTimeout() time.Duration {
+	if d := time.Duration(s.adminWait.Load()); d > 0 {
+		return d
+	}
+	return defaultAdminTimeout
+}
 
 // ReloadReport is the answer of POST /admin/reload.
 type ReloadReport struct {
@@ -126,7 +136,7 @@ func (s *Server) nodeError(c *gin.Context, op string, err error) {
 }
 
 func (s *Server) adminRefresh(c *gin.Context) {
-	ctx, cancel := context.WithTimeout(c.Request.Context(), adminTimeout)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.adminTimeout())
 	defer cancel()
 	resp, err := s.d.RefreshNode(ctx, c.Param("id"))
 	if err != nil {
@@ -144,7 +154,7 @@ func (s *Server) adminCommand(c *gin.Context) {
 		adminError(c, http.StatusNotFound, "unknown_command", "unknown command "+typ+"; want one of usage, capabilities, sessions, transport, providers")
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), adminTimeout)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.adminTimeout())
 	defer cancel()
 	resp, err := s.d.NodeCommand(ctx, c.Param("id"), typ)
 	if err != nil {
@@ -179,7 +189,7 @@ func (s *Server) adminTerminate(c *gin.Context) {
 		writeError(c, openaiapi.InvalidRequest("The session id must be 1 to 256 printable UTF-8 characters.", ""))
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), adminTimeout)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.adminTimeout())
 	defer cancel()
 	n, err := s.d.TerminateSession(ctx, c.Param("session_id"))
 	if n > 0 {

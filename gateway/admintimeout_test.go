@@ -7,12 +7,14 @@ import (
 )
 
 // A node that takes an admin command and never answers it: the admin
-// request ends after its own timeout (15 s) with 504 and code timeout,
-// the node's silence told apart from a failed node (502).
+// request ends after its own timeout (15 s; 1 s here, the same path)
+// with 504 and code timeout, the node's silence told apart from a failed
+// node (502).
 func TestAdminCommandSilentNodeIs504(t *testing.T) {
 	cfg := fakeNodeConfig(t)
 	cfg.Auth.AdminToken = "adm-secret"
 	e := startEdge(t, cfg)
+	e.Server.SetAdminTimeout37q(time.Second)
 	startFakeNode(t, e, silent)
 	c := httpClient(t)
 	c.Timeout = 60 * time.Second

@@ -96,6 +96,9 @@ func TestEarlyRejectClosesConnection(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			// Each case is its own connection, lingering on its own: run
+			// side by side, the four wait one linger, not four in turn.
+			t.Parallel()
 			c := rawConn(t, addr, tc.head)
 			took, resp := closedWithin(t, c, 15*time.Second)
 			if resp == nil || resp.StatusCode != tc.status {

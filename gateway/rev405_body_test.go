@@ -15,6 +15,8 @@ func TestWrongMethodWithUnreadBodyAnsweredAtOnce(t *testing.T) {
 	addr := slowBodyEdge(t, 60)
 	for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions"} {
 		t.Run(path, func(t *testing.T) {
+			// Each path is its own connection and linger: side by side.
+			t.Parallel()
 			c := rawConn(t, addr, "PUT "+path+" HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n{")
 			took, resp := closedWithin(t, c, 15*time.Second)
 			if resp == nil || resp.StatusCode != http.StatusMethodNotAllowed {

@@ -64,6 +64,9 @@ type Server struct {
 	tracer    trace.Tracer
 	tracing   bool // tracer is not the no-op one
 	created   int64
+	// adminWait overrides defaultAdminTimeout when positive (tests only);
+	// atomic, as a test sets it while the server runs.
+	adminWait atomic.Int64
 }
 
 // authState is the credentials in force, swapped on reload. Keys are kept
