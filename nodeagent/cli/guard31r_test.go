@@ -188,11 +188,29 @@ func TestGuardInheritsOnlyItsPipe(t *testing.T) {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
 		return string(b)
 	}
-	// Waits for the cause, the guard blocked reading its pipe.
+	// Waits for the cause, the guard blocked reading its pipe: on any of
+	// its threads, since the Go scheduler may run the reading goroutine
+	// on another thread than the first (whose wchan is then a futex).
+	readingPipe := func() (bool, []string) {
+		var seen []string
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		for _, task := range tasks {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/wchan", pid, task.Name()))
+			if strings.Contains(string(b), "pipe_read") {
+				return true, nil
+			}
+			seen = append(seen, string(b))
+		}
+		return false, seen
+	}
 	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(proc("wchan"), "pipe_read") {
+	for {
+		ok, seen := readingPipe()
+		if ok {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("guard never waits on its pipe (wchan %q)", proc("wchan"))
+			t.Fatalf("guard never waits on its pipe (its threads' wchan %q)", seen)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
