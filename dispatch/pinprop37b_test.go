@@ -302,6 +302,20 @@ func (pp *pinProp) cancelQueued(rt *rapid.T) {
 	pp.take(rt, map[*pinPropOp]string{op: "cancelled"})
 }
 
+// pumpExpectAll is pumpExpect of every node's provider in turn, each
+// waiter served by the first that would take it.
+func (pp *pinProp) pumpExpectAll() map[*pinPropOp]string {
+	want := map[*pinPropOp]string{}
+	for _, n := range pp.nodes {
+		for op, p := range pp.pumpExpect(n.prov) {
+			if _, dup := want[op]; !dup {
+				want[op] = p
+			}
+		}
+	}
+	return want
+}
+
 // gone makes n's provider unservable: pinned waiters become ordinary and
 // the other provider's free slots serve them.
 func (pp *pinProp) gone(rt *rapid.T, n *pinPropNode, act func()) {
@@ -311,15 +325,7 @@ func (pp *pinProp) gone(rt *rapid.T, n *pinPropNode, act func()) {
 		}
 	}
 	act()
-	want := map[*pinPropOp]string{}
-	for _, n := range pp.nodes {
-		for op, p := range pp.pumpExpect(n.prov) {
-			if _, dup := want[op]; !dup {
-				want[op] = p
-			}
-		}
-	}
-	pp.take(rt, want)
+	pp.take(rt, pp.pumpExpectAll())
 }
 
 func (pp *pinProp) nodeLost(rt *rapid.T) {

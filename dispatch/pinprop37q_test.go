@@ -63,15 +63,7 @@ func (pp *pinProp) reload(rt *rapid.T) {
 	// At most one provider has room for a waiter now: one with room
 	// before the reload had no waiter that could use it, and a provider
 	// the reload drops takes none.
-	want := map[*pinPropOp]string{}
-	for _, n := range pp.nodes {
-		for op, p := range pp.pumpExpect(n.prov) {
-			if _, dup := want[op]; !dup {
-				want[op] = p
-			}
-		}
-	}
-	pp.take(rt, want)
+	pp.take(rt, pp.pumpExpectAll())
 }
 
 // cancelRace releases a lease while the waiter its slot goes to is
