@@ -183,6 +183,18 @@ func (d *Dispatcher) lookupFailed(err error) {
 	}
 }
 
+// requestEnded reports whether the request's ctx has ended: cancelled,
+// or at its deadline. A read deadline set from that deadline can fire
+// before the context's own timer marks it done, so a call it cut short
+// may return while ctx.Err() is still nil.
+func requestEnded(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
 // learnResponse looks up in the cluster ledger the provider that answered
 // response id when this edge does not know it (another edge relayed it),
 // and remembers it here, so that pickLocked sends the follow-up there. At
@@ -212,7 +224,7 @@ func (d *Dispatcher) learnResponse(ctx context.Context, id string) {
 	}
 	owner, err := d.ledger.ResponseOwner(ctx, id)
 	if err != nil {
-		if ctx.Err() == nil {
+		if !requestEnded(ctx) {
 			d.lookupFailed(err)
 		}
 		return
