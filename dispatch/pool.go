@@ -305,7 +305,7 @@ var testHookQueued func()
 // model's queue when none has room. It fails with ErrModelNotFound,
 // ErrNoProvider, ErrQueueFull, ErrQueueTimeout, or ctx's error.
 func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
-	d.learnResponse(ctx, req.PreviousResponseID)
+	d.learnResponse(ctx, req.Model, req.PreviousResponseID)
 	start := time.Now()
 	d.mu.Lock()
 	m := d.models[req.Model]

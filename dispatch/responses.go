@@ -200,8 +200,10 @@ func requestEnded(ctx context.Context) bool {
 // and remembers it here, so that pickLocked sends the follow-up there. At
 // most one Redis round trip, bounded by the ledger's timeout and ctx,
 // made before Acquire takes d.mu; none without a ledger, for an id over
-// MaxResponseIDBytes (it was never recorded), or while grants fail at once
-// for a Redis that did not answer (ledgerDownUntil). A miss, a refusal or
+// MaxResponseIDBytes (it was never recorded), for a model with fewer than
+// two candidates (the answer could not change where the request goes:
+// cluster mode pins no waiter), or while grants fail at once for a Redis
+// that did not answer (ledgerDownUntil). A miss, a refusal or
 // a value naming no resource of this edge leaves the request routed as
 // usual: it costs the follow-up its pin, never the request. Redis not
 // answering the lookup fails grants at once for a while (lookupFailed),
@@ -211,15 +213,17 @@ func requestEnded(ctx context.Context) bool {
 // conversation's last answer), so a negative entry would rarely save a
 // round trip, and would hide an id whose write was still on its way for
 // as long as it lives.
-func (d *Dispatcher) learnResponse(ctx context.Context, id string) {
+func (d *Dispatcher) learnResponse(ctx context.Context, model, id string) {
 	if d.ledger == nil || id == "" || len(id) > MaxResponseIDBytes {
 		return
 	}
 	d.mu.Lock()
 	_, known := d.responses.get(id)
 	down := time.Now().Before(d.ledgerDownUntil)
+	m := d.models[model]
+	choice := m != nil && len(m.cands) > 1
 	d.mu.Unlock()
-	if known || down {
+	if known || down || !choice {
 		return
 	}
 	owner, err := d.ledger.ResponseOwner(ctx, id)

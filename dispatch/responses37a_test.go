@@ -212,7 +212,7 @@ func TestResponseShareRedisDown37a(t *testing.T) {
 	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	e.d.learnResponse(rctx, "resp_paused")
+	e.d.learnResponse(rctx, "m", "resp_paused")
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("the lookup took %v, past the request's 300 ms", took)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,7 +64,7 @@ func TestFollowUpLookupFailureOfTheRequestLeavesGrants37q(t *testing.T) {
 	defer rs.Stop() // not left to answer the dispatcher's last returns when the pause ends
 	rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	e.d.learnResponse(rctx, "resp_gone")
+	e.d.learnResponse(rctx, "m", "resp_gone")
 	e.d.mu.Lock()
 	down = time.Now().Before(e.d.ledgerDownUntil)
 	e.d.mu.Unlock()
@@ -112,5 +113,44 @@ func TestUnsharedResponseIDsCounted37q(t *testing.T) {
 	waitFor(t, "every id counted", func() bool { return unshared("queue_full")+unshared("write_failed") == n })
 	if q := unshared("queue_full"); q != float64(dropped) {
 		t.Errorf("queue_full %v after the writes failed, want %d", q, dropped)
+	}
+}
+
+// A follow-up of a model with one candidate is not looked up in Redis:
+// whatever provider stored its previous response, the request can only
+// go to that one candidate (cluster mode pins no waiter). A model with a
+// choice is looked up once.
+func TestFollowUpOfOneCandidateNotLookedUp37q(t *testing.T) {
+	rs := testredis.Start(t)
+	rdb := rs.Client(t)
+	e := clusterEdge(t, rs, "e1", 2*time.Second)
+	lookups := func() int {
+		t.Helper()
+		info, err := rdb.Info(context.Background(), "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// cmdstat_getrange:calls=N,usec=…
+		_, rest, ok := strings.Cut(info, "cmdstat_getrange:calls=")
+		if !ok {
+			return 0
+		}
+		n, _, _ := strings.Cut(rest, ",")
+		calls, err := strconv.Atoi(n)
+		if err != nil {
+			t.Fatalf("commandstats: %q", n)
+		}
+		return calls
+	}
+	before := lookups()
+	l := mustAcquire(t, e.d, Request{Model: "only-p2", PreviousResponseID: "resp_elsewhere"})
+	l.Release(ReasonCompleted)
+	if got := lookups() - before; got != 0 {
+		t.Errorf("a follow-up of a one-candidate model made %d lookups, want 0", got)
+	}
+	l = mustAcquire(t, e.d, Request{Model: "m", PreviousResponseID: "resp_elsewhere"})
+	l.Release(ReasonCompleted)
+	if got := lookups() - before; got != 1 {
+		t.Errorf("a follow-up of a two-candidate model made %d lookups, want 1", got)
 	}
 }
