@@ -71,7 +71,7 @@ func StartEdge(tb testing.TB, cfg *config.Edge, opts EdgeOptions) *Edge {
 	}
 	log := opts.Logger
 	if log == nil {
-		log = zaptest.NewLogger(tb, zaptest.Level(zap.WarnLevel))
+		log = testLogger(tb)
 	}
 	health := opts.HealthInterval
 	if health == 0 {
