@@ -90,11 +90,20 @@ func TestResponsesPinnedProviderLostWhileWaiting37b(t *testing.T) {
 	if waited := time.Since(start); waited > waitLong {
 		t.Fatalf("answered %s after b was lost", waited)
 	}
-	// The follow-up held on b failed over to a as well.
-	if r := <-held; r.status != http.StatusNotFound {
+	// The follow-up held on b, already sent upstream, fails over to a
+	// when the edge sees the node lost first (404 from a), or ends with
+	// b's node's own error when that node's cancel of its upstream
+	// request reaches the edge first (502): which one is a race of the
+	// node's shutdown, not the pin's.
+	want := 2 // a's 503, the released follow-up
+	switch r := <-held; r.status {
+	case http.StatusNotFound:
+		want++
+	case http.StatusBadGateway:
+	default:
 		t.Fatalf("the follow-up held on b, after b was lost: %d by %q: %s", r.status, r.by, r.body)
 	}
-	if n := len(a.requests()); n != 3 {
-		t.Fatalf("a saw %d requests, want 3 (its 503, both follow-ups)", n)
+	if n := len(a.requests()); n != want {
+		t.Fatalf("a saw %d requests, want %d (its 503, the follow-ups that reached it)", n, want)
 	}
 }
