@@ -88,22 +88,29 @@ func BenchmarkAcquireReleaseWith1000Waiters(b *testing.B) {
 				}
 			}()
 			waitFor(b, "waiters queued", func() bool { return pendingOf(d.Status(), bc.waitOn.Model) == waiters })
-			ctx := context.Background()
-			req := Request{Model: "m", PromptTokens: 10}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				l, err := d.Acquire(ctx, req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				l.Release(ReasonCompleted)
-			}
-			b.StopTimer()
-			if got := pendingOf(d.Status(), bc.waitOn.Model); got != waiters {
-				b.Fatalf("pending = %d: a waiter was served", got)
-			}
+			benchGrantsPastWaiters(b, d, Request{Model: "m", PromptTokens: 10}, bc.waitOn.Model, waiters)
 			_ = blocker
 		})
+	}
+}
+
+// benchGrantsPastWaiters times Acquire and Release of req on d while
+// waiting requests of model wait, none of which may be served meanwhile
+// (the grants must pass them over).
+func benchGrantsPastWaiters(b *testing.B, d *Dispatcher, req Request, model string, waiting int) {
+	b.Helper()
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		l, err := d.Acquire(ctx, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Release(ReasonCompleted)
+	}
+	b.StopTimer()
+	if got := pendingOf(d.Status(), model); got != waiting {
+		b.Fatalf("pending = %d: a waiter was served", got)
 	}
 }

@@ -33,21 +33,7 @@ func BenchmarkPumpPinned37b(b *testing.B) {
 				wg.Wait()
 			}()
 			waitFor(b, "follow-ups queued", func() bool { return pendingOf(d.Status(), "m") == n })
-			ctx := context.Background()
-			req := Request{Model: "m"}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				l, err := d.Acquire(ctx, req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				l.Release(ReasonCompleted)
-			}
-			b.StopTimer()
-			if got := pendingOf(d.Status(), "m"); got != n {
-				b.Fatalf("pending = %d: a pinned waiter was served", got)
-			}
+			benchGrantsPastWaiters(b, d, Request{Model: "m"}, "m", n)
 		})
 	}
 }
