@@ -16,7 +16,7 @@ import (
 // are set it notes its pid, then each signal it gets (its name, one a
 // line); after the first (its trap done) it notes "stopping", and exits
 // once $FAKE_DIR/release exists (made by the recipe after its last
-// signal, or by the test up front) or after 10 s.
+// signal, or by the test up front) or after 25 s.
 const makeRunFakeBinary = `#!/bin/bash
 me=$(basename "$0")
 stop=
@@ -25,7 +25,7 @@ trap 'echo TERM >> "$FAKE_DIR/$me.sig"; stop=1' TERM
 echo $$ > "$FAKE_DIR/$me.pid.tmp" && mv "$FAKE_DIR/$me.pid.tmp" "$FAKE_DIR/$me.pid"
 while [ -z "$stop" ]; do sleep 0.05; done
 : > "$FAKE_DIR/$me.stopping"
-for i in $(seq 200); do [ -e "$FAKE_DIR/release" ] && exit 0; sleep 0.05; done
+for i in $(seq 500); do [ -e "$FAKE_DIR/release" ] && exit 0; sleep 0.05; done
 exit 0
 `
 
@@ -46,14 +46,17 @@ var makeRunEarlyAt = []struct {
 	// own on) and twice for SIGINT (a second Ctrl-C means "now"). The
 	// fakes are released by a SIGWINCH trap (bash runs pending traps in
 	// signal order, so it runs after the trap of the second copy), once
-	// the fakes have noted four signals or after 1.5 s: released at once,
-	// a fake that saw the release before running the trap of a signal
-	// already pending could exit without noting it (once in a CI run at
-	// load 12), and a recipe that wrongly passes a repeat on must be
-	// seen doing it.
+	// the fakes have noted four signals, or after 1.5 s for SIGTERM and
+	// SIGHUP (whose right count is two, so the wait is the window in
+	// which a wrongly passed-on repeat is seen) and 20 s for SIGINT
+	// (whose right count is four: a 1.5 s cap released a node that had
+	// not yet run the trap of its second SIGINT in a CI run, and it
+	// exited without noting it). Released at once, a fake that saw the
+	// release before running the trap of a signal already pending could
+	// exit without noting it (once in a CI run at load 12).
 	{"twice after both started", "\tset +m; \\\n",
 		"\tset +m; until [ -s $$FAKE_DIR/iop-edge.pid ] && [ -s $$FAKE_DIR/iop-node.pid ]; do sleep 0.01; done; kill -%[1]s $$$$; until [ -e $$FAKE_DIR/iop-edge.stopping ] && [ -e $$FAKE_DIR/iop-node.stopping ]; do sleep 0.01; done; kill -%[1]s $$$$; " +
-			"trap 'for i in {1..30}; do n=0; for f in edge node; do mapfile -t l < $$FAKE_DIR/iop-$$f.sig; n=$$((n+$${#l[@]})); done; [ $$n -ge 4 ] && break; sleep 0.05; done; : > $$FAKE_DIR/release' WINCH; kill -WINCH $$$$; \\\n", true},
+			"trap 'max=30; [ %[1]s = INT ] && max=400; for ((i=0; i<max; i++)); do n=0; for f in edge node; do mapfile -t l < $$FAKE_DIR/iop-$$f.sig; n=$$((n+$${#l[@]})); done; [ $$n -ge 4 ] && break; sleep 0.05; done; : > $$FAKE_DIR/release' WINCH; kill -WINCH $$$$; \\\n", true},
 }
 
 // A stop signal that reaches the recipe's shell after its traps are set
