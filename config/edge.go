@@ -83,6 +83,43 @@ func (r *ClusterRedis) keysSet() []string {
 	return set
 }
 
+// Bounds on the names the edge keys its state by, in bytes. A node id and
+// a provider name are joined, escaped (up to three bytes each), into the
+// ledger key of every lease and every shared Responses id's owner, which
+// the edges read back only up to 1,024 bytes (cluster.MaxResponseOwnerBytes):
+// 128 each keeps that key, under the longest prefix, well inside it. They
+// also label every metric series and /admin/status entry. A model name
+// labels the queue metrics and the cluster's wait keys; 256 holds the
+// longest hub-style names ("org/model-variant-...") with room to spare.
+const (
+	MaxNodeIDBytes       = 128
+	MaxProviderNameBytes = 128
+	MaxModelNameBytes    = 256
+)
+
+// checkName says what is wrong with a configured name (a node id, a
+// provider or model name) of at most maxBytes, or "". Control characters
+// (a newline, a NUL) would make log lines, metric labels and redis-cli's
+// keys ambiguous; space at either end is almost always a quoting slip, and
+// would make a name that looks like another's but does not match it.
+func checkName(name string, maxBytes int) string {
+	if len(name) > maxBytes {
+		return fmt.Sprintf("is %d bytes long, more than %d", len(name), maxBytes)
+	}
+	if !utf8.ValidString(name) {
+		return "is not valid UTF-8"
+	}
+	for _, c := range name {
+		if unicode.IsControl(c) {
+			return fmt.Sprintf("must not contain control characters (%U)", c)
+		}
+	}
+	if strings.TrimSpace(name) != name {
+		return "must not begin or end with whitespace"
+	}
+	return ""
+}
+
 // MaxRedisKeyPrefix bounds cluster.redis.key_prefix, in bytes: it is
 // repeated in every key and every return announcement.
 const MaxRedisKeyPrefix = 64
@@ -579,6 +616,8 @@ func (c *Edge) Normalize() error {
 		where := fmt.Sprintf("nodes[%d]", i)
 		if n.ID == "" {
 			p.add("%s.id is required", where)
+		} else if bad := checkName(n.ID, MaxNodeIDBytes); bad != "" {
+			p.add("%s.id %s", where, bad)
 		} else if nodeIDs[n.ID] {
 			p.add("%s.id %q is duplicated", where, n.ID)
 		}
@@ -628,6 +667,8 @@ func (c *Edge) Normalize() error {
 		where := fmt.Sprintf("models[%d]", i)
 		if m.Name == "" {
 			p.add("%s.name is required", where)
+		} else if bad := checkName(m.Name, MaxModelNameBytes); bad != "" {
+			p.add("%s.name %s", where, bad)
 		} else if modelNames[m.Name] {
 			p.add("%s.name %q is duplicated", where, m.Name)
 		}
@@ -698,6 +739,8 @@ func (pr *ProviderSpec) normalize(p *problems, where string) {
 	}
 	if pr.Name == "" {
 		pr.Name = pr.Type // AdapterConfig.name: empty means the type name
+	} else if bad := checkName(pr.Name, MaxProviderNameBytes); bad != "" {
+		p.add("%s.name %s", where, bad)
 	}
 	if pr.Category != "" && !slices.Contains(Categories, pr.Category) {
 		p.add("%s.category %q is not one of %v", where, pr.Category, Categories)

@@ -139,6 +139,8 @@ func (c *Node) Normalize() error {
 	}
 	if c.Node.ID == "" {
 		p.add("node.id is required")
+	} else if bad := checkName(c.Node.ID, MaxNodeIDBytes); bad != "" {
+		p.add("node.id %s", bad)
 	}
 	c.Node.Token = resolveSecret(&p, "node.token", c.Node.Token, c.Node.TokenEnv)
 	if c.Node.Token == "" && c.Node.TokenEnv == "" {

@@ -107,6 +107,12 @@ func New(opts Options) *Server {
 	// gin consults the other methods' trees only on a miss, so a served
 	// request costs nothing more.
 	e.HandleMethodNotAllowed = true
+	// Routes match the path as sent, escapes and all, and their
+	// parameters are unescaped after: a node id, session id or model
+	// with a '/' in it is addressable as %2F ("/admin/nodes/rack%2F1/
+	// refresh"). Matched on the decoded path, that '/' split the id in
+	// two and the request was a 404.
+	e.UseRawPath = true
 	// recoverer runs inside accessLog, so that a panic is logged and
 	// counted with the status it is answered with, not the 200 gin's
 	// writer holds before anything is written.
