@@ -101,8 +101,12 @@ type Agent struct {
 
 	tracer trace.Tracer // spans for runs and tunnels; no-op unless SetTracerProvider
 
-	runsMu sync.Mutex        // guards runs
-	runs   map[string]func() // guarded by runsMu: run id -> cancel
+	runsMu sync.Mutex // guards runs and cut
+	// runs is guarded by runsMu: run id -> the cancel of its context.
+	runs map[string]context.CancelCauseFunc
+	// cut is guarded by runsMu: set by Cut, never cleared; a run claimed
+	// after it is cut at once.
+	cut bool
 
 	// stopping is set (under mu, so that admit, which reads it under mu,
 	// admits nothing after) when Drain begins, and never cleared.
@@ -139,7 +143,7 @@ func NewAgent(factories map[string]adapter.Factory, env adapter.Env) *Agent {
 	drainBegun, beginDrain := context.WithCancel(context.Background())
 	return &Agent{
 		log: env.Logger, env: env, factories: factories, drainBegun: drainBegun, beginDrain: beginDrain,
-		instances: map[string]*instance{}, retiredGates: map[string]*gate{}, runs: map[string]func(){},
+		instances: map[string]*instance{}, retiredGates: map[string]*gate{}, runs: map[string]context.CancelCauseFunc{},
 		idle: make(chan struct{}), wakes: map[chan struct{}]struct{}{},
 		tracer: noop.NewTracerProvider().Tracer(""),
 	}
@@ -350,21 +354,33 @@ func (a *Agent) leave() {
 // error; the caller stops the sessions, cutting what still runs). There
 // is no way back: the node is stopping. Calling it again only waits.
 func (a *Agent) Drain(ctx context.Context) error {
+	a.stop()
+	return a.awaitIdle(ctx)
+}
+
+// stop makes the node take no new work and tells its edges, the first time.
+func (a *Agent) stop() {
 	a.mu.Lock()
 	first := !a.stopping.Swap(true)
 	a.mu.Unlock()
-	if first {
-		a.beginDrain()
-		a.log.Info("draining: taking no new work", zap.Int64("in_flight", a.exchanges.Load()))
-		a.wakeMu.Lock()
-		for w := range a.wakes {
-			select {
-			case w <- struct{}{}:
-			default:
-			}
-		}
-		a.wakeMu.Unlock()
+	if !first {
+		return
 	}
+	a.beginDrain()
+	a.log.Info("draining: taking no new work", zap.Int64("in_flight", a.exchanges.Load()))
+	a.wakeMu.Lock()
+	for w := range a.wakes {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+	a.wakeMu.Unlock()
+}
+
+// awaitIdle waits, once the node is stopping, until no run or tunnel is in
+// flight, or ctx ends (then it returns ctx's error).
+func (a *Agent) awaitIdle(ctx context.Context) error {
 	if a.exchanges.Load() == 0 {
 		return nil
 	}
@@ -377,6 +393,41 @@ func (a *Agent) Drain(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// ErrNodeStopping is the cause of the context of a run or tunnel that Cut
+// ended.
+var ErrNodeStopping = errors.New("nodeagent: node stopping")
+
+// Cut is the node's last word on the work still in flight when it stops
+// (after Drain's bound, on a second signal, or at once without a drain):
+// it takes no new work (as Drain), ends every run and tunnel still in
+// flight (their contexts cancelled with ErrNodeStopping as the cause),
+// each with a terminal that says the node stopped and that another
+// candidate may serve it (CAPACITY_EXCEEDED, as a draining node's
+// refusal: an edge that has sent the caller nothing yet fails over), and
+// waits until their terminals are written or ctx ends (then it returns
+// ctx's error). Closing the sessions without it cut the work with the
+// connection: the edge saw either a lost node or the adapter's own
+// "internal adapter error", whichever came first. A run or tunnel without
+// an id (none an edge sends) is not reached: the connection's close ends
+// it.
+func (a *Agent) Cut(ctx context.Context) error {
+	a.stop()
+	a.runsMu.Lock()
+	a.cut = true
+	cancels := make([]context.CancelCauseFunc, 0, len(a.runs))
+	for _, cancel := range a.runs {
+		cancels = append(cancels, cancel)
+	}
+	a.runsMu.Unlock()
+	if len(cancels) > 0 {
+		a.log.Info("stopping: ending the work still in flight", zap.Int("runs", len(cancels)))
+	}
+	for _, cancel := range cancels {
+		cancel(ErrNodeStopping)
+	}
+	return a.awaitIdle(ctx)
 }
 
 // drainWaitsHook, nil in production, runs in Drain just before it waits
@@ -453,7 +504,7 @@ func (a *Agent) cancelRun(id string) bool {
 	cancel := a.runs[id]
 	a.runsMu.Unlock()
 	if cancel != nil {
-		cancel()
+		cancel(nil)
 	}
 	return cancel != nil
 }

@@ -94,7 +94,7 @@ var errRunIDInUse = errors.New("nodeagent: run id already in use on this node")
 
 // claimRun makes cancel what CANCEL_RUN with id calls, unless a run still
 // holds id. An empty id is not tracked (nothing can cancel it by id).
-func (a *Agent) claimRun(id string, cancel func()) bool {
+func (a *Agent) claimRun(id string, cancel context.CancelCauseFunc) bool {
 	if id == "" {
 		return true
 	}
@@ -104,6 +104,11 @@ func (a *Agent) claimRun(id string, cancel func()) bool {
 		return false
 	}
 	a.runs[id] = cancel
+	if a.cut {
+		// Admitted just before the node stopped taking work, claimed
+		// after Cut took its list: cut as the others were.
+		cancel(ErrNodeStopping)
+	}
 	return true
 }
 
@@ -112,8 +117,9 @@ func (a *Agent) claimRun(id string, cancel func()) bool {
 // or by timeoutSec (> 0). It fails with errRunIDInUse, having started
 // nothing, when another run holds runID.
 func (a *Agent) runCtx(ctx context.Context, st *nodewire.Stream, runID string, timeoutSec uint32) (context.Context, func(), error) {
-	rctx, cancel := context.WithCancel(ctx)
-	if !a.claimRun(runID, cancel) {
+	rctx, cancelCause := context.WithCancelCause(ctx)
+	cancel := func() { cancelCause(nil) }
+	if !a.claimRun(runID, cancelCause) {
 		cancel()
 		return nil, nil, errRunIDInUse
 	}
@@ -247,6 +253,10 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 		return
 	}
 	in.stats.errors.Add(1)
+	if re := stoppedRun(rctx); re != nil {
+		_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: re})
+		return
+	}
 	if errors.Is(err, context.Canceled) && rctx.Err() != nil && ctx.Err() == nil {
 		_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_CANCELLED})
 		return
@@ -256,6 +266,16 @@ func (a *Agent) serveRun(ctx context.Context, st *nodewire.Stream, req *iop.RunR
 		log.Warn("run failed", zap.Error(err))
 	}
 	_ = send(&iop.RunEvent{Type: iop.RunEventType_RUN_EVENT_TYPE_ERROR, Error: re})
+}
+
+// stoppedRun is the error a run or tunnel that Cut ended (rctx's cause)
+// ends with, or nil. It is a draining node's refusal in kind (another
+// candidate may serve it), though the adapter had begun.
+func stoppedRun(rctx context.Context) *iop.RunError {
+	if !errors.Is(context.Cause(rctx), ErrNodeStopping) {
+		return nil
+	}
+	return &iop.RunError{Code: adapter.CodeCapacityExceeded, Message: "The node stopped before the request finished: it is shutting down."}
 }
 
 // refusal is the error a run or tunnel that admit refused (err) ends
@@ -515,6 +535,10 @@ func (a *Agent) serveTunnel(ctx context.Context, st *nodewire.Stream, req *iop.P
 		return
 	}
 	in.stats.errors.Add(1)
+	if re := stoppedRun(rctx); re != nil {
+		fail(re)
+		return
+	}
 	re := toRunError(err, rctx)
 	if errors.Is(err, context.Canceled) && ctx.Err() == nil {
 		re = &iop.RunError{Code: iop.ErrorCode_ERROR_CODE_CANCELLED, Message: "tunnel cancelled"}

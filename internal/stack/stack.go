@@ -20,6 +20,7 @@ import (
 	"github.com/iop-gateway/iop/dispatch"
 	"github.com/iop-gateway/iop/gateway"
 	"github.com/iop-gateway/iop/internal/edgeapp"
+	"github.com/iop-gateway/iop/internal/testwait"
 	"github.com/iop-gateway/iop/nodeagent"
 	"github.com/iop-gateway/iop/nodeagent/adapter"
 	"github.com/iop-gateway/iop/nodeagent/adapters"
@@ -187,6 +188,11 @@ func (n *Node) Drain(bound time.Duration) error {
 		err = n.Agent.Drain(ctx)
 		cancel()
 	}
+	// As iop-node's stop: what still runs is cut with a terminal that
+	// says so (bounded as its cutWait) before the session closes.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = n.Agent.Cut(ctx)
+	cancel()
 	n.Stop()
 	return err
 }
@@ -215,11 +221,5 @@ func (e *Edge) WaitReady(tb testing.TB, id string, timeout time.Duration) {
 // WaitFor polls cond until it holds or timeout passes.
 func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(tb, timeout, 5*time.Millisecond, what, cond)
 }

@@ -1,0 +1,105 @@
+package stack
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/internal/testhttp"
+)
+
+// startSilentVLLM is a vLLM upstream whose chat answers send nothing, not
+// even a status, until the request ends: work in flight that has sent its
+// caller nothing yet.
+func startSilentVLLM(t *testing.T) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var hits atomic.Int32
+	started := make(chan struct{}, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/health":
+		case "/metrics":
+			_, _ = io.WriteString(w, "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n")
+		case "/v1/chat/completions":
+			_, _ = io.Copy(io.Discard, r.Body)
+			hits.Add(1)
+			started <- struct{}{}
+			<-r.Context().Done()
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+// A node that stops with a request in flight that has sent its caller
+// nothing yet cuts it with a terminal saying so (CAPACITY_EXCEEDED), and
+// the edge moves it to the other candidate: the caller gets b's whole
+// answer, counted as a failover at_capacity. Before, the edge saw the
+// node's "internal adapter error" (a 502 to the caller) or the lost
+// connection (a failover), whichever came first.
+func TestStoppingNodeCutsWorkThatFailsOver(t *testing.T) {
+	upA, hitsA := startSilentVLLM(t)
+	upB := testhttp.StartHeldVLLM(t)
+	upB.Free()
+	cfg := &config.Edge{
+		Nodes: []config.NodeSpec{
+			{ID: "a", Token: "ta", Providers: []config.ProviderSpec{{Name: "v", Type: "vllm", BaseURL: upA.URL + "/v1", Capacity: 2}}},
+			{ID: "b", Token: "tb", Providers: []config.ProviderSpec{{Name: "v", Type: "vllm", BaseURL: upB.URL + "/v1", Capacity: 2}}},
+		},
+		Models: []config.ModelSpec{{Name: "m", Routing: "ordered", MaxAttempts: 2, QueueTimeoutSec: 20, Providers: []config.ModelProvider{
+			{Node: "a", Provider: "v", Target: "t"}, {Node: "b", Provider: "v", Target: "t"}}}},
+	}
+	e := StartEdge(t, cfg, EdgeOptions{})
+	a := StartNode(t, e.NodeAddr, "a", NodeOptions{Token: "ta"})
+	StartNode(t, e.NodeAddr, "b", NodeOptions{Token: "tb"})
+	e.WaitReady(t, "a", 10*time.Second)
+	e.WaitReady(t, "b", 10*time.Second)
+
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	got := make(chan result, 1)
+	// Owner: the test; ends with the answer (bounded by the client's
+	// timeout).
+	go func() {
+		c := &http.Client{Timeout: 30 * time.Second}
+		r, err := c.Post(e.URL+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		b, err := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		got <- result{r.StatusCode, string(b), err}
+	}()
+	WaitFor(t, 10*time.Second, "the request held at a's upstream", func() bool { return hitsA.Load() == 1 })
+
+	if err := a.Drain(0); err != nil { // no drain: the stop cuts at once
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer after a stopped")
+	}
+	if r.err != nil || r.status != http.StatusOK || !strings.Contains(r.body, `"content":"Hel"`) || !strings.HasSuffix(r.body, "data: [DONE]\n\n") {
+		t.Fatalf("answer: %d %v %s", r.status, r.err, r.body)
+	}
+	if upB.Hits.Load() != 1 {
+		t.Fatalf("b's upstream hit %d times", upB.Hits.Load())
+	}
+	if n := failoversOf(t, e, "m", "at_capacity"); n != 1 {
+		t.Fatalf("%v failovers at_capacity, want 1 (node_lost: %v)", n, failoversOf(t, e, "m", "node_lost"))
+	}
+}
