@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"github.com/iop-gateway/iop/internal/testcaps"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/iop-gateway/iop/config"
+	"github.com/iop-gateway/iop/internal/testcaps"
+	"github.com/iop-gateway/iop/internal/testwait"
 	"github.com/iop-gateway/iop/nodewire"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
@@ -249,13 +250,7 @@ func recvLease(t tb, ch <-chan acqResult) *Lease {
 // waitFor polls cond until it holds or waitDeadline passes.
 func waitFor(t tb, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitDeadline)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
+	testwait.Until(t, waitDeadline, 200*time.Microsecond, what, cond)
 }
 
 func pendingOf(st Status, model string) int {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/internal/stack"
+	"github.com/iop-gateway/iop/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -422,13 +423,7 @@ func waitReleased(t *testing.T, e *stack.Edge, provider string) {
 // waitFor receives from ch or fails after d.
 func waitFor[T any](t *testing.T, ch <-chan T, d time.Duration, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(d):
-		t.Fatalf("timed out after %s waiting for %s", d, what)
-		panic("unreachable")
-	}
+	return testwait.Recv(t, ch, d, what)
 }
 
 // closedPort returns a loopback address nothing listens on.

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/iop-gateway/iop/internal/faultproxy"
+	"github.com/iop-gateway/iop/internal/testwait"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -270,13 +271,7 @@ func waitDone(t *testing.T, c *Conn, within time.Duration, what string) {
 // waitFor polls cond until it holds or waitLong passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitLong)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitLong, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, waitLong, 5*time.Millisecond, what, cond)
 }
 
 // recvWithin reads one envelope from st with a read deadline.
