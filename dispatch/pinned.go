@@ -23,12 +23,18 @@ import "container/list"
 //     (unpinStaleLocked), merged into its model's queue by its order, and
 //     the model's candidates are pumped: a free one serves it at once.
 //
-// Cluster mode (a ledger) pins nobody: a follow-up whose provider is full
-// goes to another candidate as before. Queued grants there take their
-// ledger slot by the model's wait key, whose cross-edge fairness (an
-// older waiter of another edge goes first) is per model and kind, not per
-// provider: a waiter pinned to one provider could hold back, or yield
-// forever to, waiters the other providers serve.
+// Cluster mode (a ledger) pins too, with the cross-edge fairness of the
+// shared wait sets kept for everyone else: a pinned waiter is not
+// registered in its model's wait set (cluster.WaitKey), so the other
+// edges' takes on other providers never yield to a waiter that could not
+// use their slot (registered, it would hold each such slot back for up
+// to cluster.MaxYield). Its own take on its provider still yields to the
+// older registered waiters of other edges (any of them could take that
+// slot), as a fresh request's does; among pinned waiters of several edges
+// the first take after a return wins. Once unpinned it registers as any
+// waiter. A pick whose take on the remembered provider yields to another
+// edge's older waiter pins the request there too (waitAfterYieldLocked),
+// rather than queue it for any candidate.
 
 // pinForLocked is the provider a request that finds no candidate with
 // room waits for, or nil when it waits for any: the provider that
@@ -37,7 +43,7 @@ import "container/list"
 // does not avoid it (a failover from it). A request that must not queue
 // (NoWait) pins nothing: it is routed as if it named no response.
 func (d *Dispatcher) pinForLocked(m *model, long, tunnel bool, req *Request) *resource {
-	if req.PreviousResponseID == "" || req.NoWait || d.ledger != nil {
+	if req.PreviousResponseID == "" || req.NoWait {
 		return nil
 	}
 	key, ok := d.responses.get(req.PreviousResponseID)
@@ -49,6 +55,16 @@ func (d *Dispatcher) pinForLocked(m *model, long, tunnel bool, req *Request) *re
 		return nil
 	}
 	return r
+}
+
+// waitAfterYieldLocked is the provider a request whose take on c yielded
+// to another edge's older waiter waits for: c, when c is the provider
+// that answered its previous response (pinForLocked), else nil.
+func (d *Dispatcher) waitAfterYieldLocked(m *model, c *candidate, long, tunnel bool, req *Request) *resource {
+	if pin := d.pinForLocked(m, long, tunnel, req); pin != nil && pin == c.res {
+		return pin
+	}
+	return nil
 }
 
 // pinHoldsLocked reports whether r can still serve m's waiters of this
@@ -100,7 +116,7 @@ func (d *Dispatcher) unpinStaleLocked() {
 		n := len(moved)
 		for k, q := range m.pinned {
 			if !d.pinHoldsLocked(m, k.res, kindLong(k.kind), kindTunnel(k.kind)) {
-				unpinLocked(m, k, q)
+				d.unpinLocked(m, k, q)
 				if len(moved) == n {
 					moved = append(moved, m)
 				}
@@ -116,11 +132,16 @@ func (d *Dispatcher) unpinStaleLocked() {
 
 // unpinLocked merges q, m's waiters pinned by k, into m's queue of k's
 // kind by their order (both lists are in order: one pass), and drops q.
-func unpinLocked(m *model, k pinKey, q *list.List) {
+// With a ledger each registers in its model's wait set, as an ordinary
+// waiter does when it queues.
+func (d *Dispatcher) unpinLocked(m *model, k pinKey, q *list.List) {
 	dst := m.queues[k.kind]
 	at := dst.Front()
 	for e := q.Front(); e != nil; e = q.Front() {
 		w := q.Remove(e).(*waiter)
+		if d.ledger != nil && w.member == "" {
+			d.waitLocked(w)
+		}
 		for at != nil && at.Value.(*waiter).before(w) {
 			at = at.Next()
 		}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/iop-gateway/iop/config"
-	"github.com/iop-gateway/iop/internal/testredis"
 	"github.com/iop-gateway/iop/nodewire"
 )
 
@@ -232,22 +231,6 @@ func TestPinnedNotForNoWait37b(t *testing.T) {
 	req := followUp
 	req.NoWait = true
 	if l := mustAcquire(t, f.d, req); l.NodeID != "b" {
-		t.Fatalf("granted %s, want b", l.NodeID)
-	}
-}
-
-// Cluster mode pins nobody (see pinned.go): a follow-up whose provider is
-// full goes to another candidate, as before.
-func TestPinnedNotInClusterMode37b(t *testing.T) {
-	f := newClusterFixture(t, pinPairCfg(t, 60, 0), testredis.Start(t))
-	f.up("a")
-	f.up("b")
-	la := mustAcquire(t, f.d, Request{Model: "m"})
-	if la.NodeID != "a" {
-		t.Fatalf("first lease on %s, want a", la.NodeID)
-	}
-	f.d.RememberResponse("resp_a", la)
-	if l := mustAcquire(t, f.d, followUp); l.NodeID != "b" {
 		t.Fatalf("granted %s, want b", l.NodeID)
 	}
 }

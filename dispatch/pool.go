@@ -365,7 +365,10 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 			continue
 		}
 		if errors.Is(err, errYield) {
-			break // older waiters on other edges go first: queue behind them
+			// Older waiters on other edges go first: queue behind them,
+			// pinned when c is the provider the request must wait for.
+			pin = d.waitAfterYieldLocked(m, c, long, tunnel, &req)
+			break
 		}
 		if err != nil {
 			d.mu.Unlock()
@@ -404,7 +407,7 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	w := &waiter{model: m, long: long, tunnel: tunnel, session: req.SessionID, hashes: hashes, seq: d.waiterSeq, arrived: start, prio: req.Priority, result: make(chan waitResult, 1),
 		key: int64(start.Sub(d.epoch)) - int64(req.Priority)*int64(PriorityStep)}
 	d.enqueueLocked(w, pin)
-	if d.ledger != nil {
+	if d.ledger != nil && pin == nil { // a pinned waiter is not registered (pinned.go)
 		d.waitLocked(w)
 	}
 	timeout := time.Duration(m.spec.QueueTimeoutSec * float64(time.Second))
