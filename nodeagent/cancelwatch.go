@@ -17,7 +17,7 @@ import (
 // stack less per stream.
 type cancelWatch struct {
 	st     *nodewire.Stream
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc // called with nil: the cause is context.Canceled
 
 	mu      sync.Mutex
 	stopped bool // guarded by mu: stop has begun; no reader re-arms
@@ -36,7 +36,7 @@ type cancelWatch struct {
 var afterRecvHook, stopWaitsHook, drainHook func()
 
 // watchCancel starts watching st for the run whose context cancel ends.
-func watchCancel(st *nodewire.Stream, cancel context.CancelFunc) *cancelWatch {
+func watchCancel(st *nodewire.Stream, cancel context.CancelCauseFunc) *cancelWatch {
 	w := &cancelWatch{st: st, cancel: cancel, exited: make(chan struct{})}
 	if !st.AfterReadable(w.read) {
 		// Owner: the watch (stop waits for it). Stops at the stream's end
@@ -59,14 +59,14 @@ func (w *cancelWatch) read() {
 		if err != nil {
 			w.ended = true
 			if !w.stopped {
-				w.cancel() // the Edge gave up before our terminal message
+				w.cancel(nil) // the Edge gave up before our terminal message
 			}
 			close(w.exited)
 			w.mu.Unlock()
 			return
 		}
 		if env.GetCancelRequest() != nil {
-			w.cancel()
+			w.cancel(nil)
 		}
 		if w.stopped {
 			close(w.exited)

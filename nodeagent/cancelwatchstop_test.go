@@ -76,7 +76,7 @@ func stopWithin(t *testing.T, w *cancelWatch, wait, limit time.Duration) {
 // terminal message holds the finished exchange only until stop's wait.
 func TestStopBoundedWhenEdgeKeepsStreamOpen(t *testing.T) {
 	_, st := watchedStream(t)
-	w := watchCancel(st, func() {})
+	w := watchCancel(st, func(error) {})
 	stopWithin(t, w, 50*time.Millisecond, 10*time.Second)
 }
 
@@ -85,7 +85,7 @@ func TestStopBoundedWhenEdgeKeepsStreamOpen(t *testing.T) {
 // a frame arriving before the deadline must not start the wait afresh.
 func TestStopBoundedWhenEdgeKeepsSending(t *testing.T) {
 	est, st := watchedStream(t)
-	w := watchCancel(st, func() {})
+	w := watchCancel(st, func(error) {})
 	defer keepSending(est)()
 	stopWithin(t, w, 100*time.Millisecond, 10*time.Second)
 }
@@ -97,7 +97,7 @@ func TestStopBoundedWhenEdgeOutpacesTheDrain(t *testing.T) {
 	drainHook = func() { time.Sleep(2 * time.Millisecond) }
 	t.Cleanup(func() { drainHook = nil })
 	est, st := watchedStream(t)
-	w := watchCancel(st, func() {})
+	w := watchCancel(st, func(error) {})
 	defer keepSending(est)()
 	stopWithin(t, w, 100*time.Millisecond, 5*time.Second)
 }
@@ -159,7 +159,7 @@ func TestReaderRacingStopExits(t *testing.T) {
 		<-stopWaiting
 	}
 	stopWaitsHook = free
-	w = watchCancel(st, func() {})
+	w = watchCancel(st, func(error) {})
 	if err := est.Send(&iop.Envelope{Body: &iop.Envelope_RunRequest{RunRequest: &iop.RunRequest{RunId: "r1"}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -117,10 +117,9 @@ func (a *Agent) claimRun(id string, cancel context.CancelCauseFunc) bool {
 // or by timeoutSec (> 0). It fails with errRunIDInUse, having started
 // nothing, when another run holds runID.
 func (a *Agent) runCtx(ctx context.Context, st *nodewire.Stream, runID string, timeoutSec uint32) (context.Context, func(), error) {
-	rctx, cancelCause := context.WithCancelCause(ctx)
-	cancel := func() { cancelCause(nil) }
-	if !a.claimRun(runID, cancelCause) {
-		cancel()
+	rctx, cancel := context.WithCancelCause(ctx)
+	if !a.claimRun(runID, cancel) {
+		cancel(nil)
 		return nil, nil, errRunIDInUse
 	}
 	var tcancel context.CancelFunc = func() {}
@@ -137,7 +136,7 @@ func (a *Agent) runCtx(ctx context.Context, st *nodewire.Stream, runID string, t
 		a.untrackRun(runID)
 		w.stop(afterTerminalWait)
 		tcancel()
-		cancel()
+		cancel(nil)
 	}
 	return rctx, stop, nil
 }
