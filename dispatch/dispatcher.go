@@ -53,6 +53,13 @@ type Options struct {
 	// edges (see shared.go); LedgerTTL is its leases' time to live.
 	Ledger    *cluster.Ledger
 	LedgerTTL time.Duration
+	// CancelGrace is the base of every lease's CancelGrace (how long a
+	// cancelled exchange waits for the node's terminal message before
+	// the lease returns anyway). Zero or negative means the default, 5 s:
+	// production keeps it; tests of silent nodes shorten it so as not to
+	// wait it out. A CLI provider's kill_grace_ms plus a 3 s margin still
+	// raises it, and 2 min still caps it.
+	CancelGrace time.Duration
 }
 
 // Dispatcher owns the registry and the pool. One mutex guards both so that
@@ -99,6 +106,9 @@ type Dispatcher struct {
 	takes sync.WaitGroup
 	// ledgerDownUntil: grants fail at once until then (guarded by mu).
 	ledgerDownUntil time.Time
+	// graceBase is Options.CancelGrace, or the default when that is not
+	// positive: the base of the resources' cancel grace. Set once in New.
+	graceBase time.Duration
 }
 
 // New builds a dispatcher for cfg (already normalized).
@@ -124,6 +134,10 @@ func New(cfg *config.Edge, opts Options) *Dispatcher {
 		epoch:     time.Now(),
 		resources: map[resKey]*resource{},
 		ledger:    opts.Ledger,
+		graceBase: opts.CancelGrace,
+	}
+	if d.graceBase <= 0 {
+		d.graceBase = baseCancelGrace
 	}
 	if d.ledger != nil {
 		d.startCluster(opts.LedgerTTL)
@@ -280,7 +294,7 @@ func (d *Dispatcher) syncSpecsLocked(n *node, desired *config.NodeSpec) {
 		if r == nil {
 			continue
 		}
-		r.setSpec(ps)
+		r.setSpec(ps, d.graceBase)
 		r.onNode = true
 		if n.running == nil {
 			continue
@@ -288,7 +302,7 @@ func (d *Dispatcher) syncSpecsLocked(n *node, desired *config.NodeSpec) {
 		r.onNode = false
 		for k := range n.running.Providers {
 			if rp := &n.running.Providers[k]; rp.Name == ps.Name {
-				r.setSpec(rp)
+				r.setSpec(rp, d.graceBase)
 				r.onNode = true
 				break
 			}

@@ -137,17 +137,29 @@ func (l *Lease) fenceReason(walk int) ReleaseReason {
 	return ReasonNodeLost
 }
 
-// Cancel grace: the base, and the margin over an adapter's configured kill
-// grace (CLI providers' kill_grace_ms: SIGTERM, then SIGKILL after it).
+// Cancel grace: the default base (Options.CancelGrace may set another),
+// and the margin over an adapter's configured kill grace (CLI providers'
+// kill_grace_ms: SIGTERM, then SIGKILL after it).
 const (
 	baseCancelGrace   = 5 * time.Second
 	cancelGraceMargin = 3 * time.Second
 	maxCancelGrace    = 2 * time.Minute
 )
 
-// cancelGrace is the CancelGrace of a lease on a provider with spec.
+// cancelGrace is the CancelGrace of a lease on a provider with spec, from
+// the default base.
 func cancelGrace(spec config.ProviderSpec) time.Duration {
-	grace := baseCancelGrace
+	return cancelGraceFrom(baseCancelGrace, spec)
+}
+
+// cancelGraceFrom is the CancelGrace of a lease on a provider with spec,
+// from base (the default when not positive): raised to outlast the
+// provider's kill grace, and capped.
+func cancelGraceFrom(base time.Duration, spec config.ProviderSpec) time.Duration {
+	grace := base
+	if grace <= 0 {
+		grace = baseCancelGrace
+	}
 	if ms, err := strconv.Atoi(spec.Settings()["kill_grace_ms"]); err == nil && ms > 0 {
 		grace = max(grace, time.Duration(ms)*time.Millisecond+cancelGraceMargin)
 	}

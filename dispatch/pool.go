@@ -19,8 +19,8 @@ type resKey struct{ node, provider string }
 type resource struct {
 	key  resKey
 	spec config.ProviderSpec // set with setSpec
-	// cancelGrace is cancelGrace(spec), worked out when spec is set rather
-	// than on every grant.
+	// cancelGrace is cancelGraceFrom(the dispatcher's base, spec), worked
+	// out when spec is set rather than on every grant.
 	cancelGrace time.Duration
 	referenced  bool // some model lists it: only then is it dispatched to
 	// live is true while the node's ready generation gen owns it.
@@ -73,10 +73,11 @@ type resource struct {
 	wakes uint64
 }
 
-// setSpec sets the provider's spec and what is derived from it.
-func (r *resource) setSpec(ps *config.ProviderSpec) {
+// setSpec sets the provider's spec and what is derived from it; graceBase
+// is the dispatcher's base cancel grace (Options.CancelGrace).
+func (r *resource) setSpec(ps *config.ProviderSpec, graceBase time.Duration) {
 	r.spec = *ps
-	r.cancelGrace = cancelGrace(r.spec)
+	r.cancelGrace = cancelGraceFrom(graceBase, r.spec)
 }
 
 // fits reports whether the resource has a slot for a request now.

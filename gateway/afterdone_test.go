@@ -22,7 +22,7 @@ func TestNothingFollowsDone(t *testing.T) {
 			cfg := fakeNodeConfig(t)
 			none := 0
 			cfg.Limits.StreamIdleTimeoutSec = &none
-			e := startEdge(t, cfg)
+			e := startEdgeShortGrace(t, cfg)
 			n := startFakeNode(t, e, func(n *fakeNode, ctx context.Context, st *nodewire.Stream, first *iop.Envelope) {
 				req := first.GetProviderTunnelRequest()
 				frames := []*iop.ProviderTunnelFrame{statusFrame(200, &iop.Header{Name: "Content-Type", Value: "text/event-stream"}),

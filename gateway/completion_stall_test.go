@@ -19,7 +19,7 @@ import (
 func TestCompletionStreamStalledAfterThinkingEndsAtIdleBound(t *testing.T) {
 	cfg := fakeNodeConfig(t)
 	idleConfig(cfg)
-	e := startEdge(t, cfg)
+	e := startEdgeShortGrace(t, cfg)
 	cancelled := make(chan bool, 1)
 	startFakeNode(t, e, func(n *fakeNode, ctx context.Context, st *nodewire.Stream, first *iop.Envelope) {
 		rr := first.GetRunRequest()

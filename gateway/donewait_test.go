@@ -15,12 +15,13 @@ import (
 // Behind a stream's [DONE] the wait for the node's END is bounded by the
 // cancel grace also when the stream idle timeout is longer: a node that
 // goes silent after [DONE] holds the client's answer and the lease for
-// about the grace, not for the idle timeout (here 600 s).
+// about the grace (here shortGrace), not for the idle timeout (600 s):
+// without the bound, the waits below reach their deadline, far below it.
 func TestDoneWaitCappedByGraceUnderLongIdle(t *testing.T) {
 	cfg := fakeNodeConfig(t)
 	long := 600
 	cfg.Limits.StreamIdleTimeoutSec = &long
-	e := startEdge(t, cfg)
+	e := startEdgeShortGrace(t, cfg)
 	n := startFakeNode(t, e, func(n *fakeNode, ctx context.Context, st *nodewire.Stream, first *iop.Envelope) {
 		req := first.GetProviderTunnelRequest()
 		frames := []*iop.ProviderTunnelFrame{statusFrame(200, &iop.Header{Name: "Content-Type", Value: "text/event-stream"}),
@@ -35,13 +36,14 @@ func TestDoneWaitCappedByGraceUnderLongIdle(t *testing.T) {
 	})
 	start := time.Now()
 	ch := postAsync(t, e, "/v1/chat/completions", `{"model":"qwen-7b","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
-	// The grace (5 s) and then Finish's own grace (5 s), with a margin for
-	// a loaded machine; far below the 600 s idle timeout.
-	r := waitFor(t, ch, 4*cancelGrace, "the stream to end within the cancel grace")
+	// The grace and then Finish's own grace take about 2*shortGrace; the
+	// deadline is only a loaded machine's margin over it, and far below
+	// the 600 s idle timeout the stream would wait without the bound.
+	r := waitFor(t, ch, waitLong, "the stream to end within the cancel grace")
 	if r.Status != http.StatusOK || !strings.HasSuffix(string(r.Body), sseDone) {
 		t.Fatalf("status %d, body %q: want a 200 ending with [DONE]", r.Status, r.Body)
 	}
-	stack.WaitFor(t, 4*cancelGrace, "the lease to return", func() bool { return inFlight(e, "vllm-main") == 0 })
+	stack.WaitFor(t, waitLong, "the lease to return", func() bool { return inFlight(e, "vllm-main") == 0 })
 	if c := n.nextCancel(t); c.GetReason() != "abandoned" {
 		t.Errorf("CancelRequest reason %q, want abandoned", c.GetReason())
 	}

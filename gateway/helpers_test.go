@@ -194,6 +194,14 @@ func startEdge(t *testing.T, cfg *config.Edge) *stack.Edge {
 	return stack.StartEdge(t, cfg, stack.EdgeOptions{})
 }
 
+// startEdgeShortGrace is startEdge with a cancel grace of shortGrace: for
+// tests whose node never answers a cancel, which would otherwise wait out
+// the default grace (5 s) for every lease.
+func startEdgeShortGrace(t *testing.T, cfg *config.Edge) *stack.Edge {
+	t.Helper()
+	return stack.StartEdge(t, cfg, stack.EdgeOptions{CancelGrace: shortGrace})
+}
+
 // startNode connects the node and waits until the edge reports it ready.
 func startNode(t *testing.T, e *stack.Edge) *stack.Node {
 	t.Helper()

@@ -56,6 +56,10 @@ type Options struct {
 	HandshakeTimeout time.Duration
 	// BusSize is the lifecycle event buffer; zero means 256.
 	BusSize int
+	// CancelGrace overrides the base of the leases' cancel grace
+	// (dispatch.Options.CancelGrace; 0: the default). Tests of silent
+	// nodes shorten it; iop-edge keeps the default (no config key).
+	CancelGrace time.Duration
 }
 
 // Edge is an assembled edge, listening once New returns and serving once
@@ -140,7 +144,7 @@ func New(cfg *config.Edge, opts Options) (*Edge, error) {
 	}
 
 	bus := dispatch.NewChanBus(opts.BusSize)
-	dopts := dispatch.Options{Logger: log, Bus: bus, Metrics: dispatch.NewMetrics(reg), HealthInterval: health}
+	dopts := dispatch.Options{Logger: log, Bus: bus, Metrics: dispatch.NewMetrics(reg), HealthInterval: health, CancelGrace: opts.CancelGrace}
 	var ledger *cluster.Ledger
 	if r := cfg.Cluster.Redis; r.Address != "" {
 		cluster.UseLogger(log)

@@ -60,6 +60,10 @@ type EdgeOptions struct {
 	HealthInterval time.Duration
 	// TLS, when set, is the node listener's TLS config.
 	TLS *tls.Config
+	// CancelGrace, when positive, is the base of the leases' cancel grace
+	// (0: dispatch's default, 5 s): tests of nodes that never answer a
+	// cancel shorten it rather than wait it out.
+	CancelGrace time.Duration
 }
 
 // StartEdge starts an edge for cfg. cfg's listen addresses are replaced by
@@ -80,7 +84,7 @@ func StartEdge(tb testing.TB, cfg *config.Edge, opts EdgeOptions) *Edge {
 	}
 	app, err := edgeapp.New(cfg, edgeapp.Options{
 		Logger: log, Tracer: opts.Tracer, HealthInterval: health, Reload: opts.Reload, ConfigFile: opts.ConfigFile,
-		NodeTLS: opts.TLS, HandshakeTimeout: 5 * time.Second, BusSize: 1024,
+		NodeTLS: opts.TLS, HandshakeTimeout: 5 * time.Second, BusSize: 1024, CancelGrace: opts.CancelGrace,
 	})
 	if err != nil {
 		tb.Fatal(err)
