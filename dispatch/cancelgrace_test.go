@@ -28,7 +28,7 @@ func TestCancelGraceOutlastsKillGrace(t *testing.T) {
 		if tc.kill != nil {
 			spec.Extra = map[string]any{"kill_grace_ms": tc.kill}
 		}
-		if got := cancelGrace(spec); got != tc.want {
+		if got := cancelGraceFrom(0, spec); got != tc.want {
 			t.Errorf("kill_grace_ms %v: cancel grace %s, want %s", tc.kill, got, tc.want)
 		}
 	}

@@ -146,12 +146,6 @@ const (
 	maxCancelGrace    = 2 * time.Minute
 )
 
-// cancelGrace is the CancelGrace of a lease on a provider with spec, from
-// the default base.
-func cancelGrace(spec config.ProviderSpec) time.Duration {
-	return cancelGraceFrom(baseCancelGrace, spec)
-}
-
 // cancelGraceFrom is the CancelGrace of a lease on a provider with spec,
 // from base (the default when not positive): raised to outlast the
 // provider's kill grace, and capped.
