@@ -103,3 +103,49 @@ func TestStoppingNodeCutsWorkThatFailsOver(t *testing.T) {
 		t.Fatalf("%v failovers at_capacity, want 1 (node_lost: %v)", n, failoversOf(t, e, "m", "node_lost"))
 	}
 }
+
+// With no other candidate, the cut request's caller gets the node's word
+// for it: a 503 no_provider_available naming the shutdown (a 502
+// "tunnel cancelled" before).
+func TestStoppingNodeCutsWorkWithNoOtherCandidate(t *testing.T) {
+	upA, hitsA := startSilentVLLM(t)
+	e := StartEdge(t, &config.Edge{
+		Nodes:  []config.NodeSpec{{ID: "a", Token: "ta", Providers: []config.ProviderSpec{{Name: "v", Type: "vllm", BaseURL: upA.URL + "/v1", Capacity: 2}}}},
+		Models: []config.ModelSpec{{Name: "m", Providers: []config.ModelProvider{{Node: "a", Provider: "v", Target: "t"}}}},
+	}, EdgeOptions{})
+	a := StartNode(t, e.NodeAddr, "a", NodeOptions{Token: "ta"})
+	e.WaitReady(t, "a", 10*time.Second)
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	got := make(chan result, 1)
+	// Owner: the test; ends with the answer (bounded by the client's
+	// timeout).
+	go func() {
+		c := &http.Client{Timeout: 30 * time.Second}
+		r, err := c.Post(e.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		b, err := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		got <- result{r.StatusCode, string(b), err}
+	}()
+	WaitFor(t, 10*time.Second, "the request held at a's upstream", func() bool { return hitsA.Load() == 1 })
+	if err := a.Drain(0); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer after a stopped")
+	}
+	if r.err != nil || r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, `"code":"no_provider_available"`) ||
+		!strings.Contains(r.body, "it is shutting down") {
+		t.Fatalf("answer: %d %v %s", r.status, r.err, r.body)
+	}
+}
