@@ -145,18 +145,13 @@ func TestResponseShareQueueBounded37a(t *testing.T) {
 	rdb := rs.Client(t)
 	e := clusterEdge(t, rs, "e1", 20*time.Second)
 	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
-	ctx := context.Background()
-	if err := rdb.Do(ctx, "CLIENT", "PAUSE", "60000", "WRITE").Err(); err != nil {
-		t.Fatal(err)
-	}
 	const extra = 100
 	n := responseShareQueue + responseShareBatch + extra
 	// The first id's batch is held by the pause before the rest come: a
 	// writer starved until the queue filled could otherwise be part-way
 	// through taking its first batch when the queue is looked at (984 of
 	// 1,024 once, on a loaded machine).
-	e.d.RememberResponse("resp_0", l)
-	waitSetPaused(t, rdb)
+	unpause := holdShareWriter(t, rdb, e, "resp_0", l)
 	for i := 1; i < n; i++ {
 		e.d.RememberResponse("resp_"+strconv.Itoa(i), l)
 	}
@@ -173,9 +168,7 @@ func TestResponseShareQueueBounded37a(t *testing.T) {
 	if kept != n {
 		t.Errorf("this edge remembers %d ids, want all %d", kept, n)
 	}
-	if err := rdb.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
-		t.Fatal(err)
-	}
+	unpause()
 	waitFor(t, "the queue drained", func() bool { return len(s.q) == 0 })
 	e.d.RememberResponse("resp_last", l)
 	if d := int(s.dropped.Load()); d > n-responseShareQueue {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/iop-gateway/iop/internal/testredis"
-	"github.com/iop-gateway/iop/internal/testwait"
 )
 
 // Mutants of the Responses id sharing (responses.go) that no test can
@@ -73,18 +72,7 @@ func TestResponseIDsFullQueueAtCloseAreShared38m(t *testing.T) {
 	e := clusterEdge(t, rs, "e1", 20*time.Second)
 	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
 	l.Release(ReasonCompleted)
-	ctx := context.Background()
-	if err := rdb.Do(ctx, "CLIENT", "PAUSE", "30000", "WRITE").Err(); err != nil {
-		t.Fatal(err)
-	}
-	unpaused := false
-	defer func() {
-		if !unpaused {
-			_ = rdb.Do(ctx, "CLIENT", "UNPAUSE").Err()
-		}
-	}()
-	e.d.RememberResponse("resp_0", l)
-	waitSetPaused(t, rdb) // resp_0's batch is held: the rest queue behind it
+	unpause := holdShareWriter(t, rdb, e, "resp_0", l) // the rest queue behind resp_0's batch
 	const n = 1 + responseShareQueue
 	keys := []string{"iop:resp:resp_0"}
 	for i := 1; i < n; i++ {
@@ -95,18 +83,8 @@ func TestResponseIDsFullQueueAtCloseAreShared38m(t *testing.T) {
 	if q := len(e.d.shareResp.q); q != responseShareQueue {
 		t.Fatalf("%d ids queued, want a full queue (%d)", q, responseShareQueue)
 	}
-	closed := make(chan struct{})
-	// Owner: this test; ends when Close returns (once the pause ends).
-	go func() {
-		defer close(closed)
-		e.d.Close()
-	}()
-	waitFor(t, "Close began", func() bool { return e.d.ctx.Err() != nil })
-	if err := rdb.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
-		t.Fatal(err)
-	}
-	unpaused = true
-	testwait.Recv(t, closed, waitDeadline, "Close to return")
+	closeThenUnpause(t, e, unpause)
+	ctx := context.Background()
 	if got := rdb.Exists(ctx, keys...).Val(); got != n {
 		t.Errorf("%d of the %d ids remembered before Close reached Redis", got, n)
 	}
@@ -125,17 +103,7 @@ func TestResponseShareBoundsAsDocumented38m(t *testing.T) {
 	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
 	l.Release(ReasonCompleted)
 	ctx := context.Background()
-	if err := rdb.Do(ctx, "CLIENT", "PAUSE", "30000", "WRITE").Err(); err != nil {
-		t.Fatal(err)
-	}
-	unpaused := false
-	defer func() {
-		if !unpaused {
-			_ = rdb.Do(ctx, "CLIENT", "UNPAUSE").Err()
-		}
-	}()
-	e.d.RememberResponse("ok_0", l)
-	waitSetPaused(t, rdb) // ok_0's batch is held: the rest queue behind it
+	unpause := holdShareWriter(t, rdb, e, "ok_0", l) // the rest queue behind ok_0's batch
 	e.d.RememberResponse("bad", l)
 	const more = 1100
 	for i := 1; i < more; i++ {
@@ -152,10 +120,7 @@ func TestResponseShareBoundsAsDocumented38m(t *testing.T) {
 	if err := rdb.Do(ctx, "ACL", "SETUSER", "default", "resetkeys", "~iop:resp:ok_*", "%R~*").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
-		t.Fatal(err)
-	}
-	unpaused = true
+	unpause()
 	last := "iop:resp:ok_1023" // the queue's last id: "bad" and ok_1 to ok_1023
 	waitRedisKey(t, rdb, last)
 	waitFor(t, "the queue drained", func() bool { return len(e.d.shareResp.q) == 0 })
@@ -204,17 +169,7 @@ func TestEchoedIDNotSharedForTheEchoer38m(t *testing.T) {
 		t.Fatalf("went to %s, want p1", p1.ProviderID)
 	}
 	ctx := context.Background()
-	if err := rdb.Do(ctx, "CLIENT", "PAUSE", "30000", "WRITE").Err(); err != nil {
-		t.Fatal(err)
-	}
-	unpaused := false
-	defer func() {
-		if !unpaused {
-			_ = rdb.Do(ctx, "CLIENT", "UNPAUSE").Err()
-		}
-	}()
-	e.d.RememberResponse("resp_held", p2)
-	waitSetPaused(t, rdb)
+	unpause := holdShareWriter(t, rdb, e, "resp_held", p2)
 	for i := range responseShareQueue {
 		e.d.RememberResponse("resp_"+strconv.Itoa(i), p2)
 	}
@@ -222,10 +177,7 @@ func TestEchoedIDNotSharedForTheEchoer38m(t *testing.T) {
 	if e.d.shareResp.dropped.Load() != 1 {
 		t.Fatalf("%d ids dropped, want resp_x only", e.d.shareResp.dropped.Load())
 	}
-	if err := rdb.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
-		t.Fatal(err)
-	}
-	unpaused = true
+	unpause()
 	waitFor(t, "the queue drained", func() bool { return len(e.d.shareResp.q) == 0 })
 	e.d.RememberResponse("resp_x", p1)      // the echo
 	e.d.RememberResponse("resp_marker", p2) // queued after any write of the echo

@@ -4,12 +4,14 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/iop-gateway/iop/internal/testredis"
+	"github.com/iop-gateway/iop/internal/testwait"
 )
 
 // The ids an edge remembered just before Close (the answers its HTTP
@@ -50,18 +52,7 @@ func closeBehindBatch37r(t *testing.T, before func(rdb *redis.Client)) closedBeh
 	e := clusterEdge(t, rs, "e1", 20*time.Second)
 	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
 	l.Release(ReasonCompleted)
-	ctx := context.Background()
-	if err := rdb.Do(ctx, "CLIENT", "PAUSE", "30000", "WRITE").Err(); err != nil {
-		t.Fatal(err)
-	}
-	unpaused := false
-	defer func() {
-		if !unpaused {
-			_ = rdb.Do(ctx, "CLIENT", "UNPAUSE").Err()
-		}
-	}()
-	e.d.RememberResponse("resp_0", l)
-	waitSetPaused(t, rdb)
+	unpause := holdShareWriter(t, rdb, e, "resp_0", l)
 	const n = 3 * responseShareBatch
 	for i := 1; i < n; i++ {
 		e.d.RememberResponse("resp_"+strconv.Itoa(i), l)
@@ -70,22 +61,7 @@ func closeBehindBatch37r(t *testing.T, before func(rdb *redis.Client)) closedBeh
 		before(rdb)
 	}
 	c := closedBehind{e: e, rdb: rdb, n: n, before: e.d.shareResp.failed.Load()}
-	closed := make(chan struct{})
-	// Owner: this test; ends when Close returns (once the pause ends).
-	go func() {
-		defer close(closed)
-		e.d.Close()
-	}()
-	waitFor(t, "Close began", func() bool { return e.d.ctx.Err() != nil })
-	if err := rdb.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
-		t.Fatal(err)
-	}
-	unpaused = true
-	select {
-	case <-closed:
-	case <-time.After(waitDeadline):
-		t.Fatal("Close did not return")
-	}
+	closeThenUnpause(t, e, unpause)
 	return c
 }
 
@@ -152,6 +128,44 @@ func TestResponseShareCloseStopsAtFailure37r(t *testing.T) {
 			}
 		})
 	}
+}
+
+// holdShareWriter pauses rdb's writes and remembers first for l on e, so
+// that the writer's batch of first is held in flight once it returns and
+// ids remembered from then on wait in the queue behind it. unpause ends
+// the pause; it is safe to call again, and the test's cleanup calls it.
+func holdShareWriter(t *testing.T, rdb *redis.Client, e *fixture, first string, l *Lease) (unpause func()) {
+	t.Helper()
+	if err := rdb.Do(context.Background(), "CLIENT", "PAUSE", "30000", "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	unpause = func() {
+		once.Do(func() {
+			if err := rdb.Do(context.Background(), "CLIENT", "UNPAUSE").Err(); err != nil {
+				t.Errorf("unpause: %v", err)
+			}
+		})
+	}
+	t.Cleanup(unpause)
+	e.d.RememberResponse(first, l)
+	waitSetPaused(t, rdb)
+	return unpause
+}
+
+// closeThenUnpause closes e while Redis is paused and ends the pause once
+// Close has begun, then waits for Close to return.
+func closeThenUnpause(t *testing.T, e *fixture, unpause func()) {
+	t.Helper()
+	closed := make(chan struct{})
+	// Owner: this test; ends when Close returns (once the pause ends).
+	go func() {
+		defer close(closed)
+		e.d.Close()
+	}()
+	waitFor(t, "Close began", func() bool { return e.d.ctx.Err() != nil })
+	unpause()
+	testwait.Recv(t, closed, waitDeadline, "Close to return")
 }
 
 // waitSetPaused waits until a client of the paused Redis rdb is held on

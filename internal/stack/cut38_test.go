@@ -38,6 +38,33 @@ func startSilentVLLM(t *testing.T) (*httptest.Server, *atomic.Int32) {
 	return srv, &hits
 }
 
+// postResult is an answer postWhole read whole, or its error.
+type postResult struct {
+	status int
+	body   string
+	err    error
+}
+
+// postWhole posts body to url on a goroutine of its own; the whole answer
+// comes on the channel.
+func postWhole(url, body string) <-chan postResult {
+	got := make(chan postResult, 1)
+	// Owner: the caller's test; ends with the answer (bounded by the
+	// client's timeout).
+	go func() {
+		c := &http.Client{Timeout: 30 * time.Second}
+		r, err := c.Post(url, "application/json", strings.NewReader(body))
+		if err != nil {
+			got <- postResult{err: err}
+			return
+		}
+		b, err := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		got <- postResult{r.StatusCode, string(b), err}
+	}()
+	return got
+}
+
 // A node that stops with a request in flight that has sent its caller
 // nothing yet cuts it with a terminal saying so (CAPACITY_EXCEEDED), and
 // the edge moves it to the other candidate: the caller gets b's whole
@@ -62,32 +89,13 @@ func TestStoppingNodeCutsWorkThatFailsOver(t *testing.T) {
 	e.WaitReady(t, "a", 10*time.Second)
 	e.WaitReady(t, "b", 10*time.Second)
 
-	type result struct {
-		status int
-		body   string
-		err    error
-	}
-	got := make(chan result, 1)
-	// Owner: the test; ends with the answer (bounded by the client's
-	// timeout).
-	go func() {
-		c := &http.Client{Timeout: 30 * time.Second}
-		r, err := c.Post(e.URL+"/v1/chat/completions", "application/json",
-			strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
-		if err != nil {
-			got <- result{err: err}
-			return
-		}
-		b, err := io.ReadAll(r.Body)
-		_ = r.Body.Close()
-		got <- result{r.StatusCode, string(b), err}
-	}()
+	got := postWhole(e.URL+"/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	WaitFor(t, 10*time.Second, "the request held at a's upstream", func() bool { return hitsA.Load() == 1 })
 
 	if err := a.Drain(0); err != nil { // no drain: the stop cuts at once
 		t.Fatal(err)
 	}
-	var r result
+	var r postResult
 	select {
 	case r = <-got:
 	case <-time.After(30 * time.Second):
@@ -115,30 +123,12 @@ func TestStoppingNodeCutsWorkWithNoOtherCandidate(t *testing.T) {
 	}, EdgeOptions{})
 	a := StartNode(t, e.NodeAddr, "a", NodeOptions{Token: "ta"})
 	e.WaitReady(t, "a", 10*time.Second)
-	type result struct {
-		status int
-		body   string
-		err    error
-	}
-	got := make(chan result, 1)
-	// Owner: the test; ends with the answer (bounded by the client's
-	// timeout).
-	go func() {
-		c := &http.Client{Timeout: 30 * time.Second}
-		r, err := c.Post(e.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
-		if err != nil {
-			got <- result{err: err}
-			return
-		}
-		b, err := io.ReadAll(r.Body)
-		_ = r.Body.Close()
-		got <- result{r.StatusCode, string(b), err}
-	}()
+	got := postWhole(e.URL+"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	WaitFor(t, 10*time.Second, "the request held at a's upstream", func() bool { return hitsA.Load() == 1 })
 	if err := a.Drain(0); err != nil {
 		t.Fatal(err)
 	}
-	var r result
+	var r postResult
 	select {
 	case r = <-got:
 	case <-time.After(30 * time.Second):
