@@ -19,15 +19,7 @@ func TestCutEndsRunsWithStoppedTerminal(t *testing.T) {
 	var runs atomic.Int64
 	h := heldInstance{runs: &runs, started: make(chan struct{}, 4), release: make(chan struct{})}
 	defer close(h.release)
-	le := startLoadEdge(t, heldPayload())
-	a := heldAgent(t, h)
-	c := startNode(t, le.fakeEdge, a)
-	st := openRun(t, c, "r1")
-	select {
-	case <-h.started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the run never started")
-	}
+	_, a, c, st := heldRunning(t, h)
 	cut := make(chan error, 1)
 	// Owner: the test; Cut returns once the run's terminal is out and the
 	// edge side (readAll below) has closed the stream, or at its bound.

@@ -51,6 +51,23 @@ func heldAgent(t *testing.T, h heldInstance) *Agent {
 	return a
 }
 
+// heldRunning is h's agent serving a load edge of heldPayload, its first
+// load report in, and run r1 started on adapter h (h holds it).
+func heldRunning(t *testing.T, h heldInstance) (le *loadEdge, a *Agent, c *nodewire.Conn, st *nodewire.Stream) {
+	t.Helper()
+	le = startLoadEdge(t, heldPayload())
+	a = heldAgent(t, h)
+	c = startNode(t, le.fakeEdge, a)
+	waitLoads(t, le, 1, 10*time.Second) // the session's first report
+	st = openRun(t, c, "r1")
+	select {
+	case <-h.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run never started")
+	}
+	return le, a, c, st
+}
+
 func heldPayload() *iop.NodeConfigPayload {
 	return &iop.NodeConfigPayload{
 		Adapters: []*iop.AdapterConfig{{Name: "h", Type: "held", Capacity: 4}, {Name: "g", Type: "held", Capacity: 4}},
@@ -83,17 +100,7 @@ func openRun(t *testing.T, c *nodewire.Conn, id string) *nodewire.Stream {
 func TestDrainFinishesRunsAndRefusesNewWork(t *testing.T) {
 	var runs atomic.Int64
 	h := heldInstance{runs: &runs, started: make(chan struct{}, 4), release: make(chan struct{})}
-	le := startLoadEdge(t, heldPayload())
-	a := heldAgent(t, h)
-	c := startNode(t, le.fakeEdge, a)
-	waitLoads(t, le, 1, 10*time.Second) // the session's first report
-
-	st := openRun(t, c, "r1")
-	select {
-	case <-h.started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the run never started")
-	}
+	le, a, c, st := heldRunning(t, h)
 	drained := make(chan error, 1)
 	// Owner: the test; Drain returns once r1 has ended (or its bound).
 	go func() {
