@@ -1,6 +1,9 @@
 package dispatch
 
-import "container/list"
+import (
+	"container/list"
+	"time"
+)
 
 // Pinned waiters. A Responses follow-up (Request.PreviousResponseID) is
 // sent to the provider that answered its previous response: servers such
@@ -23,18 +26,19 @@ import "container/list"
 //     (unpinStaleLocked), merged into its model's queue by its order, and
 //     the model's candidates are pumped: a free one serves it at once.
 //
-// Cluster mode (a ledger) pins too, with the cross-edge fairness of the
-// shared wait sets kept for everyone else: a pinned waiter is not
-// registered in its model's wait set (cluster.WaitKey), so the other
-// edges' takes on other providers never yield to a waiter that could not
-// use their slot (registered, it would hold each such slot back for up
-// to cluster.MaxYield). Its own take on its provider still yields to the
-// older registered waiters of other edges (any of them could take that
-// slot), as a fresh request's does; among pinned waiters of several edges
-// the first take after a return wins. Once unpinned it registers as any
-// waiter. A pick whose take on the remembered provider yields to another
-// edge's older waiter pins the request there too (waitAfterYieldLocked),
-// rather than queue it for any candidate.
+// Cluster mode (a ledger) pins too, with the shared wait sets' fairness
+// across edges kept: a pinned waiter registers in its provider's pinned
+// wait set (cluster.PinWaitKey, per provider and kind) rather than its
+// model's. Every take of that provider, by any edge, yields to an older
+// waiter of another edge in either set, so a slot of the provider goes to
+// the oldest waiter that can use it, pinned or not; a take of another
+// provider never yields to a waiter pinned elsewhere (registered in the
+// model's set, it would hold each such slot back for up to
+// cluster.MaxYield, though it could not use it). Unpinned, a waiter moves
+// to its model's set, keeping its arrival. A pick whose take on the
+// remembered provider yields to another edge's older waiter pins the
+// request there too (waitAfterYieldLocked), rather than queue it for any
+// candidate.
 
 // pinForLocked is the provider a request that finds no candidate with
 // room waits for, or nil when it waits for any: the provider that
@@ -139,8 +143,8 @@ func (d *Dispatcher) unpinLocked(m *model, k pinKey, q *list.List) {
 	at := dst.Front()
 	for e := q.Front(); e != nil; e = q.Front() {
 		w := q.Remove(e).(*waiter)
-		if d.ledger != nil && w.member == "" {
-			d.waitLocked(w)
+		if d.ledger != nil && w.member != "" {
+			d.unwaitLocked(w) // from the pinned set, while w.pin names it
 		}
 		for at != nil && at.Value.(*waiter).before(w) {
 			at = at.Next()
@@ -151,6 +155,9 @@ func (d *Dispatcher) unpinLocked(m *model, k pinKey, q *list.List) {
 			w.qelem = dst.InsertBefore(w, at)
 		}
 		w.queue, w.pin = dst, nil
+		if d.ledger != nil {
+			d.waitLocked(w, time.Since(w.arrived)) // in the model's, keeping its place
+		}
 	}
 	delete(m.pinned, k)
 }

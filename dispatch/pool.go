@@ -408,8 +408,8 @@ func (d *Dispatcher) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	w := &waiter{model: m, long: long, tunnel: tunnel, session: req.SessionID, hashes: hashes, seq: d.waiterSeq, arrived: start, prio: req.Priority, result: make(chan waitResult, 1),
 		key: int64(start.Sub(d.epoch)) - int64(req.Priority)*int64(PriorityStep)}
 	d.enqueueLocked(w, pin)
-	if d.ledger != nil && pin == nil { // a pinned waiter is not registered (pinned.go)
-		d.waitLocked(w)
+	if d.ledger != nil {
+		d.waitLocked(w, 0)
 	}
 	timeout := time.Duration(m.spec.QueueTimeoutSec * float64(time.Second))
 	d.mu.Unlock()

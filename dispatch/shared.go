@@ -341,8 +341,8 @@ func (d *Dispatcher) handOnLocked(r *resource, w *waiter) {
 func (d *Dispatcher) handOn(h handOn) {
 	r, w := h.r, h.w
 	kind := queueOf(w.long, w.tunnel)
-	out, err := d.ledger.Take(d.ctx, r.ledgerKey, h.capacity, h.longCapacity, w.long, h.id,
-		cluster.WaitKey(w.model.name, kind), w.member, time.Duration(w.prio)*PriorityStep, time.Since(w.arrived))
+	out, err := d.ledger.TakeFor(d.ctx, r.ledgerKey, h.capacity, h.longCapacity, w.long, h.id,
+		cluster.WaitKey(w.model.name, kind), cluster.PinWaitKey(r.ledgerKey, kind), w.member, time.Duration(w.prio)*PriorityStep, time.Since(w.arrived))
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	w.granting = false
@@ -473,8 +473,8 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 	d.takes.Add(1)
 	defer d.takes.Done() // after the return below is queued, d.mu held
 	d.mu.Unlock()
-	out, err := d.ledger.Take(d.ctx, r.ledgerKey, capacity, longCapacity, long, id,
-		cluster.WaitKey(m.name, kind), "", time.Duration(req.Priority)*PriorityStep, 0)
+	out, err := d.ledger.TakeFor(d.ctx, r.ledgerKey, capacity, longCapacity, long, id,
+		cluster.WaitKey(m.name, kind), cluster.PinWaitKey(r.ledgerKey, kind), "", time.Duration(req.Priority)*PriorityStep, 0)
 	d.mu.Lock()
 	// The reservation counts only while the generation it was made in
 	// lives (activation resets the counts).
@@ -535,9 +535,19 @@ func (d *Dispatcher) grantClusterLocked(m *model, c *candidate, long bool, req R
 // waitLocked gives a new waiter its place in the cluster's wait set: the
 // registration is queued for the returner (never blocks: on a full queue
 // the waiter only loses its claim to fairness across edges).
-func (d *Dispatcher) waitLocked(w *waiter) {
+func (d *Dispatcher) waitLocked(w *waiter, age time.Duration) {
 	w.member = d.ledger.NewWaiterID(time.Duration(w.prio) * PriorityStep)
-	d.queueWaitOpLocked(cluster.Update{Kind: cluster.OpWait, Key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), ID: w.member})
+	d.queueWaitOpLocked(cluster.Update{Kind: cluster.OpWait, Key: waitKeyOf(w), ID: w.member, Age: age})
+}
+
+// waitKeyOf is the cluster wait set w registers in: its provider's pinned
+// one while it is pinned (pinned.go), else its model's.
+func waitKeyOf(w *waiter) string {
+	kind := queueOf(w.long, w.tunnel)
+	if w.pin != nil {
+		return cluster.PinWaitKey(w.pin.ledgerKey, kind)
+	}
+	return cluster.WaitKey(w.model.name, kind)
 }
 
 // queueWaitOpLocked queues a waiter's registration or removal while the
@@ -556,7 +566,7 @@ func (d *Dispatcher) queueWaitOpLocked(op cluster.Update) {
 
 // unwaitLocked queues w's removal from its wait set.
 func (d *Dispatcher) unwaitLocked(w *waiter) {
-	d.queueWaitOpLocked(cluster.Update{Kind: cluster.OpUnwait, Key: cluster.WaitKey(w.model.name, queueOf(w.long, w.tunnel)), ID: w.member})
+	d.queueWaitOpLocked(cluster.Update{Kind: cluster.OpUnwait, Key: waitKeyOf(w), ID: w.member})
 }
 
 // returnLocked queues a ledger return (never blocks: on a full queue the

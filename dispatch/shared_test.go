@@ -230,7 +230,7 @@ func TestClusterWaitersLeaveRoomForReturns(t *testing.T) {
 	d := &Dispatcher{ctx: context.Background(), ledger: led, returns: make(chan cluster.Update, returnQueue), log: zap.NewNop()}
 	m := &model{name: "m"}
 	for range returnQueue {
-		d.waitLocked(&waiter{model: m})
+		d.waitLocked(&waiter{model: m}, 0)
 	}
 	if n := len(d.returns); n != waitQueue {
 		t.Fatalf("%d registrations queued, want %d", n, waitQueue)

@@ -69,7 +69,7 @@ func (l *Ledger) Apply(ctx context.Context, updates []Update) error {
 		key := l.at(u.Key)
 		switch u.Kind {
 		case OpWait:
-			waitScript.EvalSha(ctx, pipe, []string{key}, u.ID, (10 * MaxYield).Milliseconds())
+			waitScript.EvalSha(ctx, pipe, []string{key}, u.ID, (10 * MaxYield).Milliseconds(), max(u.Age, 0).Milliseconds())
 		case OpUnwait:
 			pipe.ZRem(ctx, key, u.ID)
 		case OpReadd:

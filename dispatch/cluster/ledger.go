@@ -354,6 +354,14 @@ func clampShift(shift time.Duration) time.Duration { return min(max(shift, -MaxS
 // still reach Redis after the return its caller sent for it, which must
 // then fence it (see Update.Fence).
 func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity int, long bool, id, waitKey, member string, shift, waited time.Duration) (Outcome, error) {
+	return l.TakeFor(ctx, key, capacity, longCapacity, long, id, waitKey, "", member, shift, waited)
+}
+
+// TakeFor is Take with the pinned wait set of the resource and kind too
+// (PinWaitKey; "" for none): the take also yields to an older waiter of
+// another live edge that waits for this resource alone, and member may be
+// in either set (a pinned waiter's is in pinKey).
+func (l *Ledger) TakeFor(ctx context.Context, key string, capacity, longCapacity int, long bool, id, waitKey, pinKey, member string, shift, waited time.Duration) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
 	isLong := "0"
@@ -361,7 +369,13 @@ func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity in
 		isLong = "1"
 	}
 	key, waitKey = l.at(key), l.at(waitKey)
-	n, err := takeScript.Run(ctx, l.rdb, []string{key, key + ":long", waitKey, l.returnedKey(id)},
+	keys := []string{key, key + ":long", waitKey, l.returnedKey(id)}
+	if pinKey != "" {
+		// Not sent at all when there is none: a key-pattern ACL refuses a
+		// script that declares the empty key.
+		keys = append(keys, l.at(pinKey))
+	}
+	n, err := takeScript.Run(ctx, l.rdb, keys,
 		l.cfg.TTL.Milliseconds(), capacity, longCapacity, isLong, id, member,
 		FairSlack.Milliseconds(), MaxYield.Milliseconds(), clampShift(shift).Milliseconds(), MaxShift.Milliseconds(),
 		max(waited, 0).Milliseconds(), l.edgeKeysArg).Int()
@@ -374,7 +388,7 @@ func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity in
 	case 2:
 		return Yield, nil
 	case 3:
-		return Full, fmt.Errorf("%w: take on %s or %s", ErrWrongType, key, waitKey)
+		return Full, fmt.Errorf("%w: take on %s or its wait sets", ErrWrongType, key)
 	}
 	return Full, nil
 }
@@ -383,6 +397,15 @@ func (l *Ledger) Take(ctx context.Context, key string, capacity, longCapacity in
 // by every edge, under DefaultKeyPrefix (see Key).
 func WaitKey(model string, kind int) string {
 	return DefaultKeyPrefix + ":wait:" + model + ":" + strconv.Itoa(kind)
+}
+
+// PinWaitKey is the wait set of the requests of one queue kind that wait
+// for the resource whose Key is key alone (Responses follow-ups pinned to
+// the provider that answered their previous response), shared by every
+// edge, under DefaultKeyPrefix. Its own namespace (":pinwait:") keeps it
+// apart from every lease key, whatever the names in key.
+func PinWaitKey(key string, kind int) string {
+	return DefaultKeyPrefix + ":pinwait:" + strconv.Itoa(kind) + ":" + strings.TrimPrefix(key, keyPrefix)
 }
 
 // NewWaiterID returns a fresh waiter member of this edge for a waiter
@@ -405,8 +428,8 @@ const (
 	// OpReturn gives a lease's slot back and, when Redis held the lease,
 	// announces the key on FreedChannel.
 	OpReturn OpKind = iota
-	// OpWait puts a waiter in its wait set at Redis's now, its arrival
-	// (its priority is in its member: see NewWaiterID).
+	// OpWait puts a waiter in its wait set at Redis's now less its Age,
+	// its arrival (its priority is in its member: see NewWaiterID).
 	OpWait
 	// OpUnwait takes a waiter out of its wait set.
 	OpUnwait
@@ -435,6 +458,10 @@ type Update struct {
 	Key, ID string
 	Long    bool
 	Fence   bool
+	// Age (OpWait) is how long the waiter has already waited: its arrival
+	// is put that long before Redis's now (a waiter moved from one wait
+	// set to another keeps its place).
+	Age time.Duration
 }
 
 // returnedKey is where a fenced return marks lease id returned.

@@ -2,9 +2,12 @@
 -- score = expiry in Redis milliseconds); KEYS[3] the waiters of the
 -- request's model and kind on every edge (score = arrival; a member
 -- <edge>/w<n>:<shift ms> carries its priority shift), or "" for none;
--- KEYS[4] the lease id's returned mark (see return.lua).
+-- KEYS[4] the lease id's returned mark (see return.lua); KEYS[5] the
+-- waiters of this resource and kind alone (pinned: see PinWaitKey), or ""
+-- for none (an edge that sends only four keys: KEYS[5] is nil).
 -- ARGV: ttl_ms, capacity, long_capacity, is_long ("1"/"0"), lease id,
--- waiter member of this request ("" for one not queued), slack_ms,
+-- waiter member of this request, in KEYS[3] or KEYS[5] ("" for one not
+-- queued), slack_ms,
 -- max_yield_ms, shift_ms (a request not queued counts as arriving this
 -- much earlier: its priority), max_shift_ms (the largest shift of any
 -- waiter), waited_ms (how long the request has waited on its edge: its
@@ -26,8 +29,8 @@
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return 0
 end
-for i = 1, 3 do
-  local key = KEYS[i]
+local pinKey = KEYS[5] or ''
+for _, key in ipairs({KEYS[1], KEYS[2], KEYS[3], pinKey}) do
   if key ~= '' then
     local kind = redis.call('TYPE', key)['ok']
     if kind ~= 'zset' and kind ~= 'none' then
@@ -45,35 +48,41 @@ redis.call('ZADD', KEYS[1], 'XX', 0, '')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[1])
-if KEYS[3] ~= '' then
+if KEYS[3] ~= '' or pinKey ~= '' then
   -- A waiter's place in the order is its arrival less its shift.
   local function shiftOf(m)
     return tonumber(string.match(m, ':(%-?%d+)$')) or 0
   end
   local mine = now - tonumber(ARGV[11]) - tonumber(ARGV[9])
   if ARGV[6] ~= '' then
-    local s = redis.call('ZSCORE', KEYS[3], ARGV[6])
+    local s = KEYS[3] ~= '' and redis.call('ZSCORE', KEYS[3], ARGV[6]) or nil
+    if not s and pinKey ~= '' then s = redis.call('ZSCORE', pinKey, ARGV[6]) end
     if s then mine = tonumber(s) - shiftOf(ARGV[6]) end
   end
   local maxYield = tonumber(ARGV[8])
   local before = mine - tonumber(ARGV[7])
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - 10 * maxYield)
   -- Lease ids and waiter members are <edge id>/<n>. The edge's own
   -- waiters are not yielded to: its queue serves them oldest first, and
   -- one being handed a slot on this edge would otherwise make a younger
   -- waiter's take yield, leaving a free slot idle until the next wake.
   local self = string.match(ARGV[5], '^(.*)/[^/]*$')
-  -- The waiters that arrived less than max_yield_ms ago and may be ahead
-  -- (a shift moves one ahead by at most max_shift_ms), oldest first.
-  local older = redis.call('ZRANGEBYSCORE', KEYS[3], now - maxYield, before + tonumber(ARGV[10]), 'WITHSCORES', 'LIMIT', 0, 64)
-  for i = 1, #older, 2 do
-    local m = older[i]
-    local edge = string.match(m, '^(.*)/[^/]*$')
-    if m ~= ARGV[6] and edge ~= self and tonumber(older[i + 1]) - shiftOf(m) <= before then
-      if edge and redis.call('EXISTS', ARGV[12] .. edge) == 1 then
-        return 2
+  -- In each wait set (the model's, then the resource's pinned one): the
+  -- waiters that arrived less than max_yield_ms ago and may be ahead (a
+  -- shift moves one ahead by at most max_shift_ms), oldest first.
+  for _, set in ipairs({KEYS[3], pinKey}) do
+    if set ~= '' then
+      redis.call('ZREMRANGEBYSCORE', set, '-inf', now - 10 * maxYield)
+      local older = redis.call('ZRANGEBYSCORE', set, now - maxYield, before + tonumber(ARGV[10]), 'WITHSCORES', 'LIMIT', 0, 64)
+      for i = 1, #older, 2 do
+        local m = older[i]
+        local edge = string.match(m, '^(.*)/[^/]*$')
+        if m ~= ARGV[6] and edge ~= self and tonumber(older[i + 1]) - shiftOf(m) <= before then
+          if edge and redis.call('EXISTS', ARGV[12] .. edge) == 1 then
+            return 2
+          end
+          redis.call('ZREM', set, m) -- a waiter of an edge that is gone
+        end
       end
-      redis.call('ZREM', KEYS[3], m) -- a waiter of an edge that is gone
     end
   end
 end

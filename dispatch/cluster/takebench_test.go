@@ -28,3 +28,24 @@ func BenchmarkTakeReturn(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTakeForReturn is BenchmarkTakeReturn as the dispatcher takes:
+// with the resource's pinned wait set too (empty, as it usually is).
+func BenchmarkTakeForReturn(b *testing.B) {
+	rs := testredis.Start(b)
+	l := Open(Config{Address: rs.Addr, TTL: time.Minute, Timeout: 2 * time.Second, EdgeID: "bench"})
+	b.Cleanup(func() { _ = l.Close() })
+	ctx := context.Background()
+	key, wait := Key("n", "p"), WaitKey("m", 0)
+	pin := PinWaitKey(key, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		id := l.NewLeaseID()
+		if out, err := l.TakeFor(ctx, key, 1, 1, false, id, wait, pin, "", 0, 0); out != Taken || err != nil {
+			b.Fatalf("take: %v %v", out, err)
+		}
+		if err := l.Apply(ctx, []Update{{Kind: OpReturn, Key: key, ID: id}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
