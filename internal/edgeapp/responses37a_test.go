@@ -31,11 +31,15 @@ const (
 // {"error":{"message":"Response with id '<id>' not found.",
 // "type":"invalid_request_error","param":"response_id","code":404}}.
 // Its ids are "resp_", its name and digits, 37 bytes as vLLM's. busyNext
-// answers the next request 503, as vLLM with its engine overloaded.
+// answers the next request 503, as vLLM with its engine overloaded;
+// holdNext, when set, holds the next request until it is closed (or the
+// request ends). notFound counts its 404s.
 type storingVLLM struct {
 	*httptest.Server
 	name     string
 	busyNext atomic.Bool
+	holdNext atomic.Pointer[chan struct{}]
+	notFound atomic.Int32
 	mu       sync.Mutex
 	store    map[string]bool
 	seq      int
@@ -65,6 +69,13 @@ func (v *storingVLLM) serve(w http.ResponseWriter, r *http.Request) {
 		answer(http.StatusServiceUnavailable, `{"error":{"message":"The engine is overloaded.","type":"ServiceUnavailableError","param":null,"code":503}}`)
 		return
 	}
+	if hold := v.holdNext.Swap(nil); hold != nil {
+		select {
+		case <-*hold:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	var req struct {
 		Previous *string `json:"previous_response_id"`
 	}
@@ -75,6 +86,7 @@ func (v *storingVLLM) serve(w http.ResponseWriter, r *http.Request) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if req.Previous != nil && !v.store[*req.Previous] {
+		v.notFound.Add(1)
 		answer(http.StatusNotFound, fmt.Sprintf(`{"error":{"message":"Response with id '%s' not found.","type":"invalid_request_error","param":"response_id","code":404}}`, *req.Previous))
 		return
 	}
