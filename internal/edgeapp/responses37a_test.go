@@ -1,7 +1,6 @@
 package edgeapp_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -118,15 +117,64 @@ func clusterResponsesCfg(redisAddr string, a, b *storingVLLM) *config.Edge {
 	}
 }
 
-// askResponses posts a non-streamed /v1/responses request to e and
-// returns the status, the answer's id and its body.
-func askResponses(t *testing.T, e *stack.Edge, prev string) (int, string, string) {
+// respEnv is the nodes' environment: the upstream's key.
+func respEnv(name string) string {
+	if name == respKeyEnv {
+		return "sk-upstream"
+	}
+	return ""
+}
+
+// startResponsesPair is two edges of clusterResponsesCfg on the Redis at
+// redisAddr (b's provider with bCap slots; 0: as configured) and nodes a
+// and b connected to both, ready on each.
+func startResponsesPair(t *testing.T, redisAddr string, a, b *storingVLLM, bCap int) (edgeA, edgeB *stack.Edge) {
 	t.Helper()
+	cfg := func() *config.Edge {
+		c := clusterResponsesCfg(redisAddr, a, b)
+		if bCap > 0 {
+			c.Nodes[1].Providers[0].Capacity = bCap
+		}
+		return c
+	}
+	edgeA = stack.StartEdge(t, cfg(), stack.EdgeOptions{})
+	edgeB = stack.StartEdge(t, cfg(), stack.EdgeOptions{})
+	stack.StartNode(t, edgeA.NodeAddr, "a", stack.NodeOptions{Token: "ta", Getenv: respEnv, MoreEdges: []string{edgeB.NodeAddr}})
+	stack.StartNode(t, edgeA.NodeAddr, "b", stack.NodeOptions{Token: "tb", Getenv: respEnv, MoreEdges: []string{edgeB.NodeAddr}})
+	for _, e := range []*stack.Edge{edgeA, edgeB} {
+		e.WaitReady(t, "a", 10*time.Second)
+		e.WaitReady(t, "b", 10*time.Second)
+	}
+	return edgeA, edgeB
+}
+
+// startOnB begins a conversation on b through e (a answers 503, the
+// request fails over) and returns b's response id.
+func startOnB(t *testing.T, e *stack.Edge, a *storingVLLM) string {
+	t.Helper()
+	a.busyNext.Store(true)
+	status, id, body := askResponses(t, e, "")
+	if status != http.StatusOK || !strings.HasPrefix(id, "resp_b") {
+		t.Fatalf("first request: %d %q, want b's answer after a's 503: %s", status, id, body)
+	}
+	return id
+}
+
+// responsesBody is a non-streamed /v1/responses request for m, following
+// up prev unless it is "".
+func responsesBody(prev string) string {
 	req := `{"model":"m","input":"Tell me more."`
 	if prev != "" {
 		req += `,"previous_response_id":"` + prev + `"`
 	}
-	resp, err := http.Post(e.URL+"/v1/responses", "application/json", bytes.NewReader([]byte(req+"}")))
+	return req + "}"
+}
+
+// askResponses posts a non-streamed /v1/responses request to e and
+// returns the status, the answer's id and its body.
+func askResponses(t *testing.T, e *stack.Edge, prev string) (int, string, string) {
+	t.Helper()
+	resp, err := http.Post(e.URL+"/v1/responses", "application/json", strings.NewReader(responsesBody(prev)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,26 +199,8 @@ func TestFollowUpThroughAnotherEdge37a(t *testing.T) {
 	rs := testredis.Start(t)
 	rdb := rs.Client(t)
 	a, b := newStoringVLLM(t, "a"), newStoringVLLM(t, "b")
-	edgeA := stack.StartEdge(t, clusterResponsesCfg(rs.Addr, a, b), stack.EdgeOptions{})
-	edgeB := stack.StartEdge(t, clusterResponsesCfg(rs.Addr, a, b), stack.EdgeOptions{})
-	env := func(name string) string {
-		if name == respKeyEnv {
-			return "sk-upstream"
-		}
-		return ""
-	}
-	stack.StartNode(t, edgeA.NodeAddr, "a", stack.NodeOptions{Token: "ta", Getenv: env, MoreEdges: []string{edgeB.NodeAddr}})
-	stack.StartNode(t, edgeA.NodeAddr, "b", stack.NodeOptions{Token: "tb", Getenv: env, MoreEdges: []string{edgeB.NodeAddr}})
-	for _, e := range []*stack.Edge{edgeA, edgeB} {
-		e.WaitReady(t, "a", 10*time.Second)
-		e.WaitReady(t, "b", 10*time.Second)
-	}
-
-	a.busyNext.Store(true)
-	status, id, body := askResponses(t, edgeA, "")
-	if status != http.StatusOK || !strings.HasPrefix(id, "resp_b") {
-		t.Fatalf("first request through edge A: %d %q, want b's answer after a's 503: %s", status, id, body)
-	}
+	edgeA, edgeB := startResponsesPair(t, rs.Addr, a, b, 0)
+	id := startOnB(t, edgeA, a)
 	for i, e := range []*stack.Edge{edgeB, edgeB, edgeA} {
 		// The edge that relayed id shares it once the answer has gone
 		// (asynchronously, one Redis round trip later): a follow-up

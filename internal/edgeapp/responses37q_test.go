@@ -43,13 +43,7 @@ func TestUnsharedResponseIDOnMetrics37q(t *testing.T) {
 	a.Server = full
 	e := stack.StartEdge(t, clusterResponsesCfg(rs.Addr, a, b), stack.EdgeOptions{})
 	t.Cleanup(func() { _ = rdb.ConfigSet(context.Background(), "maxmemory", "0").Err() }) // before the edge closes
-	env := func(name string) string {
-		if name == respKeyEnv {
-			return "sk-upstream"
-		}
-		return ""
-	}
-	stack.StartNode(t, e.NodeAddr, "a", stack.NodeOptions{Token: "ta", Getenv: env})
+	stack.StartNode(t, e.NodeAddr, "a", stack.NodeOptions{Token: "ta", Getenv: respEnv})
 	e.WaitReady(t, "a", 10*time.Second)
 
 	const series = `iop_response_ids_unshared_total{reason="write_failed"} `

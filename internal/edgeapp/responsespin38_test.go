@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/internal/stack"
 	"github.com/iop-gateway/iop/internal/testredis"
 )
@@ -25,15 +24,12 @@ type respAnswer struct {
 // calls from it): the answer comes on the channel.
 func askResponsesAsync(e *stack.Edge, prev string) <-chan respAnswer {
 	out := make(chan respAnswer, 1)
-	req := `{"model":"m","input":"Tell me more."`
-	if prev != "" {
-		req += `,"previous_response_id":"` + prev + `"`
-	}
+	req := responsesBody(prev)
 	// Owner: the caller's test; ends with the answer (bounded by the
 	// client's timeout).
 	go func() {
 		c := &http.Client{Timeout: 60 * time.Second}
-		resp, err := c.Post(e.URL+"/v1/responses", "application/json", strings.NewReader(req+"}"))
+		resp, err := c.Post(e.URL+"/v1/responses", "application/json", strings.NewReader(req))
 		if err != nil {
 			out <- respAnswer{err: err}
 			return
@@ -53,31 +49,8 @@ func TestFollowUpWaitsForItsProviderAcrossEdges38(t *testing.T) {
 	rs := testredis.Start(t)
 	rdb := rs.Client(t)
 	a, b := newStoringVLLM(t, "a"), newStoringVLLM(t, "b")
-	oneSlotOnB := func() *config.Edge {
-		c := clusterResponsesCfg(rs.Addr, a, b)
-		c.Nodes[1].Providers[0].Capacity = 1
-		return c
-	}
-	edgeA := stack.StartEdge(t, oneSlotOnB(), stack.EdgeOptions{})
-	edgeB := stack.StartEdge(t, oneSlotOnB(), stack.EdgeOptions{})
-	env := func(name string) string {
-		if name == respKeyEnv {
-			return "sk-upstream"
-		}
-		return ""
-	}
-	stack.StartNode(t, edgeA.NodeAddr, "a", stack.NodeOptions{Token: "ta", Getenv: env, MoreEdges: []string{edgeB.NodeAddr}})
-	stack.StartNode(t, edgeA.NodeAddr, "b", stack.NodeOptions{Token: "tb", Getenv: env, MoreEdges: []string{edgeB.NodeAddr}})
-	for _, e := range []*stack.Edge{edgeA, edgeB} {
-		e.WaitReady(t, "a", 10*time.Second)
-		e.WaitReady(t, "b", 10*time.Second)
-	}
-
-	a.busyNext.Store(true)
-	status, id, body := askResponses(t, edgeA, "")
-	if status != http.StatusOK || !strings.HasPrefix(id, "resp_b") {
-		t.Fatalf("first request through edge A: %d %q, want b's answer after a's 503: %s", status, id, body)
-	}
+	edgeA, edgeB := startResponsesPair(t, rs.Addr, a, b, 1)
+	id := startOnB(t, edgeA, a)
 	stack.WaitFor(t, 10*time.Second, "the id in Redis", func() bool {
 		return rdb.Exists(context.Background(), "dep:resp:"+id).Val() == 1
 	})
