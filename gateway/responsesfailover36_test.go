@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,9 +18,10 @@ import (
 // waits for the test before it is served.
 type gatedResponses struct {
 	*vllmResponses
-	armed atomic.Bool
-	got   chan struct{} // closed when the armed request arrived
-	gate  chan struct{} // closed by the test to let it be served
+	armed   atomic.Bool
+	got     chan struct{} // closed when the armed request arrived
+	gate    chan struct{} // closed by release to let it be served
+	release func()        // closes gate; idempotent
 }
 
 func newGatedResponses(t *testing.T, name string) *gatedResponses {
@@ -27,6 +29,7 @@ func newGatedResponses(t *testing.T, name string) *gatedResponses {
 		vllmResponses: &vllmResponses{name: name, store: map[string]bool{}},
 		got:           make(chan struct{}), gate: make(chan struct{}),
 	}
+	g.release = sync.OnceFunc(func() { close(g.gate) })
 	g.upstream = newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/responses" && g.armed.CompareAndSwap(true, false) {
 			close(g.got)
@@ -119,15 +122,15 @@ func TestResponsesFollowUpWaitsForItsProvider36(t *testing.T) {
 	// The next follow-up finds p full and waits for it.
 	next := askAsync(e, id)
 	stack.WaitFor(t, waitLong, "the follow-up queued", func() bool { return modelPending(e, "m") == 1 })
-	close(p.gate)
+	p.release()
 	if r := <-held; r.status != http.StatusOK || r.by != "p" {
 		t.Fatalf("held follow-up: %d by %q: %s", r.status, r.by, r.body)
 	}
 	if r := <-next; r.status != http.StatusOK || r.by != "p" {
 		t.Fatalf("queued follow-up: %d by %q, want 200 from p: %s", r.status, r.by, r.body)
 	}
-	close(a.gate)
-	close(b.gate)
+	a.release()
+	b.release()
 	if na, nb := len(a.requests()), len(b.requests()); na != 1 || nb != 1 {
 		t.Fatalf("a saw %d requests, b %d; want 1 each (their 503s at the start)", na, nb)
 	}

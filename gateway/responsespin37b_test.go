@@ -30,7 +30,7 @@ func gatedPair(t *testing.T) (e *stack.Edge, a, b *gatedResponses, nodeB *stack.
 	nodeB = stack.StartNode(t, e.NodeAddr, "b", stack.NodeOptions{Token: "tb", Getenv: nodeEnv})
 	e.WaitReady(t, "a", waitLong)
 	e.WaitReady(t, "b", waitLong)
-	t.Cleanup(func() { close(a.gate); close(b.gate) }) // before the servers close
+	t.Cleanup(func() { a.release(); b.release() }) // before the servers close
 
 	a.busyNext.Store(true)
 	_, id, by, body := ask(t, e, "", false)
@@ -51,7 +51,7 @@ func gatedPair(t *testing.T) (e *stack.Edge, a, b *gatedResponses, nodeB *stack.
 // at once: the waiter pinned to b holds nobody up. Before, the follow-up
 // itself went to a and got its 404.
 func TestResponsesPinnedWaiterHoldsNobodyUp37b(t *testing.T) {
-	e, a, _, _, id, _ := gatedPair(t)
+	e, a, b, _, id, held := gatedPair(t)
 	next := askAsync(e, id)
 	stack.WaitFor(t, waitLong, "the follow-up queued", func() bool { return modelPending(e, "m") == 1 })
 	status, _, by, body := ask(t, e, "", false)
@@ -68,6 +68,16 @@ func TestResponsesPinnedWaiterHoldsNobodyUp37b(t *testing.T) {
 	}
 	if n := len(a.requests()); n != 2 {
 		t.Fatalf("a saw %d requests, want 2 (its 503, the new conversation)", n)
+	}
+	// Once b's held request ends, b serves the waiting follow-up. (Left
+	// waiting, it held the edge's close for its whole drain once the
+	// nodes had stopped.)
+	b.release()
+	if r := <-held; r.status != http.StatusOK || r.by != "b" {
+		t.Fatalf("the held follow-up: %d by %q: %s", r.status, r.by, r.body)
+	}
+	if r := <-next; r.status != http.StatusOK || r.by != "b" {
+		t.Fatalf("the waiting follow-up once b freed: %d by %q: %s", r.status, r.by, r.body)
 	}
 }
 
