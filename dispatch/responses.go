@@ -112,11 +112,11 @@ func (s *responseShare) write(ctx context.Context, d *Dispatcher, batch []cluste
 // shareLast writes, at Close, the ids queued until then: those of the
 // answers the edge's drain relayed last (Edge.Close closes the dispatcher
 // after the HTTP drain). At most responseShareQueue/responseShareBatch
-// round trips, within closeFlush as the returner's last batches, and none
+// round trips, within CloseFlush as the returner's last batches, and none
 // after one fails: Redis down delays Close by one ledger timeout, not one
 // per batch.
 func (d *Dispatcher) shareLast(s *responseShare, batch []cluster.ResponseOwner) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), closeFlush)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), CloseFlush)
 	defer cancel()
 	for range responseShareQueue/responseShareBatch + 1 {
 		batch = fillShare(s.q, batch[:0])

@@ -607,9 +607,10 @@ func refusedUpdates(err error) []int {
 	return nil
 }
 
-// closeFlush bounds what Close spends sending the ledger updates still
-// queued (a Redis that does not answer must not hold shutdown up).
-const closeFlush = 2 * time.Second
+// CloseFlush bounds what Close spends sending the ledger updates still
+// queued (a Redis that does not answer must not hold shutdown up). It is
+// part of the longest an edge takes to stop (edgeapp.MaxStop).
+const CloseFlush = 2 * time.Second
 
 // flushReturns sends what is still queued once Close has cancelled d.ctx:
 // a lease released just before Close (a request that ended as the edge's
@@ -640,7 +641,7 @@ func (d *Dispatcher) flushReturnsLost(batch []cluster.Update, unsure unsureReadd
 // warned of again), whose refusals held back it warns of once done, the
 // shutdown's with them: no later call would tell them.
 func (d *Dispatcher) flushReturnsLog(batch []cluster.Update, unsure unsureReadds, lost lostReturns, refused *cluster.RefusalLog, ttl time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), closeFlush)
+	ctx, cancel := context.WithTimeout(context.Background(), CloseFlush)
 	defer cancel()
 	defer func() {
 		now := time.Now()

@@ -601,7 +601,7 @@ func (d *Dispatcher) queueReturnLocked(r *resource, op cluster.Update) {
 // goroutine adds to d.wg once d.ctx is done. Every return it sends is
 // fenced (see flushReturns): that OpReadd may have gone unanswered, and
 // still reach Redis after the return. Its sends stop at
-// closeFlush; a ledger closed meanwhile (Close waits cluster.CloseWait at
+// CloseFlush; a ledger closed meanwhile (Close waits cluster.CloseWait at
 // most) fails them at once.
 func (d *Dispatcher) sendLate() {
 	d.wg.Wait()

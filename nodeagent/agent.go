@@ -11,6 +11,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -398,6 +399,13 @@ func (a *Agent) awaitIdle(ctx context.Context) error {
 // ErrNodeStopping is the cause of the context of a run or tunnel that Cut
 // ended.
 var ErrNodeStopping = errors.New("nodeagent: node stopping")
+
+// CutWait bounds how long a stopping node waits for the terminals of the
+// work it cuts (Cut's ctx) before it closes its sessions: an adapter ends
+// a cancelled request in milliseconds (a CLI process may take its kill
+// grace; the connection's close then ends it). A node's stop takes up to
+// shutdown.drain_sec plus this: a container's stop grace must be longer.
+const CutWait = 2 * time.Second
 
 // Cut is the node's last word on the work still in flight when it stops
 // (after Drain's bound, on a second signal, or at once without a drain):

@@ -191,20 +191,14 @@ func run() int {
 	return 0
 }
 
-// cutWait bounds how long the node waits, once it stops, for the
-// terminals of the work it cuts (Agent.Cut) to be written before it closes
-// its sessions: an adapter ends a cancelled request in milliseconds (a CLI
-// process may take its kill grace; the connection's close then ends it).
-const cutWait = 2 * time.Second
-
 // cutInFlight ends the runs and tunnels still in flight with a terminal
 // that says the node stopped (edges fail over those that sent their
-// caller nothing yet), waiting up to cutWait for those terminals.
+// caller nothing yet), waiting up to nodeagent.CutWait for those terminals.
 func cutInFlight(ctx context.Context, agent *nodeagent.Agent, log *zap.Logger) {
-	ctx, cancel := context.WithTimeout(ctx, cutWait)
+	ctx, cancel := context.WithTimeout(ctx, nodeagent.CutWait)
 	defer cancel()
 	if err := agent.Cut(ctx); err != nil {
-		log.Warn("stopping with work whose end was not sent", zap.Duration("waited", cutWait))
+		log.Warn("stopping with work whose end was not sent", zap.Duration("waited", nodeagent.CutWait))
 	}
 }
 

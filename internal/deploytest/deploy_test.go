@@ -41,6 +41,7 @@ type service struct {
 	Ports       []string          `yaml:"ports"`
 	Profiles    []string          `yaml:"profiles"`
 	DependsOn   any               `yaml:"depends_on"`
+	StopGrace   string            `yaml:"stop_grace_period"`
 }
 
 type compose struct {

@@ -296,12 +296,19 @@ func (e *Edge) reloadFile(file string) (*gateway.ReloadReport, error) {
 	return rep, nil
 }
 
-// shutdownDrain bounds how long Close lets requests in flight (and queued
+// ShutdownDrain bounds how long Close lets requests in flight (and queued
 // ones that get a slot meanwhile) finish.
-const shutdownDrain = 10 * time.Second
+const ShutdownDrain = 10 * time.Second
+
+// MaxStop is the longest Close takes with every bound reached: the drain,
+// then the dispatcher's last ledger updates (dispatch.CloseFlush) and the
+// ledger's wait for the returns sent after it (cluster.CloseWait). A
+// container's stop grace must be longer, or the edge is killed before its
+// slots are returned to Redis (they stay taken for the lease TTL).
+const MaxStop = ShutdownDrain + dispatch.CloseFlush + cluster.CloseWait
 
 // Close stops the edge: the HTTP listener stops accepting, requests in
-// flight drain for up to shutdownDrain, then requests still queued fail,
+// flight drain for up to ShutdownDrain, then requests still queued fail,
 // the dispatcher stops and node connections close. Idempotent.
 //
 // The dispatcher outlives the drain: in shared mode its ledger loop is what
@@ -311,7 +318,7 @@ const shutdownDrain = 10 * time.Second
 func (e *Edge) Close() {
 	e.closeMu.Do(func() {
 		e.cancel()
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownDrain)
+		sctx, cancel := context.WithTimeout(context.Background(), ShutdownDrain)
 		defer cancel()
 		drained := e.hs.Shutdown(sctx) == nil
 		e.Dispatcher.Close()
