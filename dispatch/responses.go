@@ -44,16 +44,32 @@ const (
 // off the request path: RememberResponse queues, one goroutine of the
 // Dispatcher writes. Set in New when a ledger is configured, else nil.
 type responseShare struct {
-	q chan cluster.ResponseOwner
+	q chan shareItem
 	// Counts, for tests and debug logs: ids dropped because the queue was
 	// full, and written batches that failed.
 	dropped, failed atomic.Uint64
+	// failing is set while the last batch written failed: answers do not
+	// wait for their ids' writes then (AwaitShared), or Redis down would
+	// hold each answer for the ledger's timeout.
+	failing atomic.Bool
+	// owners is the writer's scratch space (one goroutine: the writer,
+	// then shareLast on it).
+	owners []cluster.ResponseOwner
+}
+
+// shareItem is an id queued for Redis and the channel closed once the
+// write that carried it ended, taken or failed (never closed for an id
+// still queued when the writer stopped: AwaitShared's bound ends that
+// wait).
+type shareItem struct {
+	owner cluster.ResponseOwner
+	done  chan struct{}
 }
 
 // startResponseShare starts the writer of the ids shared through the
 // ledger.
 func (d *Dispatcher) startResponseShare() {
-	d.shareResp = &responseShare{q: make(chan cluster.ResponseOwner, responseShareQueue)}
+	d.shareResp = &responseShare{q: make(chan shareItem, responseShareQueue)}
 	d.wg.Add(1)
 	// Owner: the Dispatcher. Stops when Close cancels d.ctx, once it
 	// has written the ids still queued then (shareLast).
@@ -68,12 +84,12 @@ func (d *Dispatcher) startResponseShare() {
 // batch that fails is not sent again: it only costs follow-ups reaching
 // other edges their pin, and Redis down costs them more than that.
 func (d *Dispatcher) shareResponses(s *responseShare) {
-	batch := make([]cluster.ResponseOwner, 0, responseShareBatch)
+	batch := make([]shareItem, 0, responseShareBatch)
 	for d.ctx.Err() == nil {
 		select {
 		case <-d.ctx.Done():
-		case o := <-s.q:
-			batch = fillShare(s.q, append(batch[:0], o))
+		case it := <-s.q:
+			batch = fillShare(s.q, append(batch[:0], it))
 			if !s.write(context.WithoutCancel(d.ctx), d, batch) && d.ctx.Err() != nil {
 				return // failed at Close: no batch after it (see shareLast)
 			}
@@ -83,11 +99,11 @@ func (d *Dispatcher) shareResponses(s *responseShare) {
 }
 
 // fillShare appends to batch the ids queued, up to responseShareBatch.
-func fillShare(q <-chan cluster.ResponseOwner, batch []cluster.ResponseOwner) []cluster.ResponseOwner {
+func fillShare(q <-chan shareItem, batch []shareItem) []shareItem {
 	for len(batch) < responseShareBatch {
 		select {
-		case o := <-q:
-			batch = append(batch, o)
+		case it := <-q:
+			batch = append(batch, it)
 		default:
 			return batch
 		}
@@ -98,13 +114,23 @@ func fillShare(q <-chan cluster.ResponseOwner, batch []cluster.ResponseOwner) []
 // write sends one batch in ctx, which Close does not cancel (the
 // ledger's timeout bounds the batch): a batch cut off mid-send would lose
 // ids that the edge's drain just answered, whose follow-ups reach other
-// edges once this one is gone. It reports whether Redis took the batch.
-func (s *responseShare) write(ctx context.Context, d *Dispatcher, batch []cluster.ResponseOwner) bool {
-	err := d.ledger.RememberResponses(ctx, batch, RememberedResponseTTL)
+// edges once this one is gone. It reports whether Redis took the batch,
+// and then releases the answers waiting for it (AwaitShared).
+func (s *responseShare) write(ctx context.Context, d *Dispatcher, batch []shareItem) bool {
+	s.owners = s.owners[:0]
+	for i := range batch {
+		s.owners = append(s.owners, batch[i].owner)
+	}
+	err := d.ledger.RememberResponses(ctx, s.owners, RememberedResponseTTL)
+	s.failing.Store(err != nil)
 	if err != nil {
 		n := s.failed.Add(1)
 		d.metrics.responseIDsUnshared(unsharedWriteFailed, len(batch))
 		d.log.Debug("response ids not shared with the cluster", zap.Int("ids", len(batch)), zap.Uint64("failed_batches", n), zap.Error(err))
+	}
+	for i := range batch {
+		close(batch[i].done)
+		batch[i] = shareItem{}
 	}
 	return err == nil
 }
@@ -115,7 +141,7 @@ func (s *responseShare) write(ctx context.Context, d *Dispatcher, batch []cluste
 // round trips, within CloseFlush as the returner's last batches, and none
 // after one fails: Redis down delays Close by one ledger timeout, not one
 // per batch.
-func (d *Dispatcher) shareLast(s *responseShare, batch []cluster.ResponseOwner) {
+func (d *Dispatcher) shareLast(s *responseShare, batch []shareItem) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), CloseFlush)
 	defer cancel()
 	for range responseShareQueue/responseShareBatch + 1 {
@@ -141,9 +167,17 @@ func (d *Dispatcher) shareLast(s *responseShare, batch []cluster.ResponseOwner) 
 // it, which would otherwise take the conversation's later follow-ups from
 // the provider that holds it. Redis keeps the first answerer the same way
 // across edges (SET NX).
-func (d *Dispatcher) RememberResponse(id string, l *Lease) {
+//
+// shared, when not nil, is closed once the id's write to Redis ended
+// (AwaitShared waits for it): an answer held whole is written to its
+// client after that, so that a follow-up the client sends at once
+// through another edge finds the id there. It is nil without a ledger,
+// for an id not queued (not remembered, or the queue full) and while the
+// writes fail (Redis down: the id is still queued, and shared once Redis
+// answers).
+func (d *Dispatcher) RememberResponse(id string, l *Lease) (shared <-chan struct{}) {
 	if id == "" || len(id) > MaxResponseIDBytes || l == nil || l.res == nil {
-		return
+		return nil
 	}
 	d.mu.Lock()
 	key, ok := d.responses.get(id)
@@ -153,14 +187,37 @@ func (d *Dispatcher) RememberResponse(id string, l *Lease) {
 	}
 	d.mu.Unlock()
 	if !keep || d.shareResp == nil {
-		return
+		return nil
 	}
+	done := make(chan struct{})
 	select {
-	case d.shareResp.q <- cluster.ResponseOwner{ID: id, Key: l.res.ledgerKey}:
+	case d.shareResp.q <- shareItem{owner: cluster.ResponseOwner{ID: id, Key: l.res.ledgerKey}, done: done}:
 	default:
 		n := d.shareResp.dropped.Add(1)
 		d.metrics.responseIDsUnshared(unsharedQueueFull, 1)
 		d.log.Debug("response id not shared with the cluster: queue full", zap.Int("queue", responseShareQueue), zap.Uint64("dropped", n))
+		return nil
+	}
+	if d.shareResp.failing.Load() {
+		return nil
+	}
+	return done
+}
+
+// AwaitShared waits until the write shared stands for
+// (RememberResponse's) has ended, ctx ends or the ledger's timeout has
+// passed (the write's own bound; the queue ahead of it may take longer);
+// it returns at once for a nil shared.
+func (d *Dispatcher) AwaitShared(ctx context.Context, shared <-chan struct{}) {
+	if shared == nil {
+		return
+	}
+	t := time.NewTimer(d.ledger.Timeout())
+	defer t.Stop()
+	select {
+	case <-shared:
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 

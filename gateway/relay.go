@@ -458,24 +458,26 @@ func (t *tunnelExchange) watchID(status int) {
 	}
 }
 
-// scanID feeds what was just relayed to the id scan (last: the answer
-// ended with it); once it has the answer's id, the provider is
+// scanID feeds what is about to be relayed to the id scan (last: the
+// answer ends with it); once it has the answer's id, the provider is
 // remembered as the one holding that response, for the follow-ups that
-// name it (previous_response_id).
+// name it (previous_response_id). shared is RememberResponse's: an
+// answer held whole waits for it before it is written (AwaitShared).
 //
 //go:noinline
-func (t *tunnelExchange) scanID(p []byte, last bool) {
+func (t *tunnelExchange) scanID(p []byte, last bool) (shared <-chan struct{}) {
 	id, done := t.ids.feed(p)
 	if !done {
 		if !last {
-			return
+			return nil
 		}
 		id = t.ids.end()
 	}
 	t.ids = nil
-	if id != "" {
-		t.s.d.RememberResponse(id, t.lease)
+	if id == "" {
+		return nil
 	}
+	return t.s.d.RememberResponse(id, t.lease)
 }
 
 // refused logs why the node's answer is not relayed (apart from head and
@@ -597,18 +599,20 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 			t.writeHead(int(t.status.GetStatusCode()))
 			held := t.body
 			t.body = nil
-			if err := t.w.writeWhole(held); err != nil {
-				return t.s.writeFailed(in, &t.cs, t.ts, err), true
-			}
 			if t.ids != nil {
 				t.scanID(held, false)
 			}
+			if err := t.w.writeWhole(held); err != nil {
+				return t.s.writeFailed(in, &t.cs, t.ts, err), true
+			}
+		}
+		// Scanned before it is written: the id is remembered (and on its
+		// way to the other edges) before the client can read it.
+		if t.ids != nil {
+			t.scanID(f.GetBody(), false)
 		}
 		if _, err := t.w.Write(f.GetBody()); err != nil {
 			return t.s.writeFailed(in, &t.cs, t.ts, err), true
-		}
-		if t.ids != nil {
-			t.scanID(f.GetBody(), false)
 		}
 		if answeredEarly(t.c.Writer) {
 			// The client has its whole answer (earlyAnswerer): the rest
@@ -713,14 +717,18 @@ func (t *tunnelExchange) writeHeld() dispatch.ReleaseReason {
 		t.c.Writer.WriteHeaderNow()
 		return dispatch.ReasonCompleted
 	}
+	// A Responses answer's id is shared with the other edges before the
+	// client has the answer: a follow-up it sends at once through another
+	// edge finds it there (bounded by the ledger's timeout; no wait while
+	// Redis is down).
+	if t.watchID(status); t.ids != nil {
+		t.s.d.AwaitShared(t.c.Request.Context(), t.scanID(body, true))
+	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	t.c.Status(status)
 	t.c.Writer.WriteHeaderNow()
 	if err := t.w.writeWhole(body); err != nil {
 		return t.s.writeFailed(t.in, &t.cs, t.ts, err)
-	}
-	if t.watchID(status); t.ids != nil {
-		t.scanID(body, true)
 	}
 	return dispatch.ReasonCompleted
 }

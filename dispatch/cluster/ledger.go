@@ -259,6 +259,9 @@ func (l *Ledger) goDone() {
 	}
 }
 
+// Timeout is the bound of each call (Config.Timeout).
+func (l *Ledger) Timeout() time.Duration { return l.cfg.Timeout }
+
 // Client is the Redis client, for the subscriber.
 func (l *Ledger) Client() *redis.Client { return l.rdb }
 

@@ -32,16 +32,18 @@ const (
 // Its ids are "resp_", its name and digits, 37 bytes as vLLM's. busyNext
 // answers the next request 503, as vLLM with its engine overloaded;
 // holdNext, when set, holds the next request until it is closed (or the
-// request ends). notFound counts its 404s.
+// request ends); beforeNext, when set, runs before the next request is
+// served. notFound counts its 404s.
 type storingVLLM struct {
 	*httptest.Server
-	name     string
-	busyNext atomic.Bool
-	holdNext atomic.Pointer[chan struct{}]
-	notFound atomic.Int32
-	mu       sync.Mutex
-	store    map[string]bool
-	seq      int
+	name       string
+	busyNext   atomic.Bool
+	holdNext   atomic.Pointer[chan struct{}]
+	beforeNext atomic.Pointer[func()]
+	notFound   atomic.Int32
+	mu         sync.Mutex
+	store      map[string]bool
+	seq        int
 }
 
 func newStoringVLLM(t *testing.T, name string) *storingVLLM {
@@ -67,6 +69,9 @@ func (v *storingVLLM) serve(w http.ResponseWriter, r *http.Request) {
 	case v.busyNext.CompareAndSwap(true, false):
 		answer(http.StatusServiceUnavailable, `{"error":{"message":"The engine is overloaded.","type":"ServiceUnavailableError","param":null,"code":503}}`)
 		return
+	}
+	if before := v.beforeNext.Swap(nil); before != nil {
+		(*before)()
 	}
 	if hold := v.holdNext.Swap(nil); hold != nil {
 		select {

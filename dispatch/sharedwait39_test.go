@@ -1,0 +1,109 @@
+package dispatch
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/iop-gateway/iop/internal/testredis"
+	"github.com/iop-gateway/iop/internal/testwait"
+)
+
+// A remembered id's shared channel closes once its write to Redis ended,
+// and not before: at that moment another edge's lookup finds it. The
+// gateway writes a held Responses answer only then, so a follow-up sent
+// at once through another edge is pinned as well.
+func TestSharedClosesOnceTheIDIsInRedis39(t *testing.T) {
+	rs := testredis.Start(t)
+	rdb := rs.Client(t)
+	e := clusterEdge(t, rs, "e1", 5*time.Second)
+	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
+	defer l.Release(ReasonCompleted)
+	unpause := holdShareWriter(t, rdb, e, "resp_first", l)
+	shared := e.d.RememberResponse("resp_second", l)
+	if shared == nil {
+		t.Fatal("RememberResponse with a ledger: no channel to wait on")
+	}
+	select {
+	case <-shared:
+		t.Fatal("shared closed while Redis held the writes")
+	case <-time.After(100 * time.Millisecond):
+	}
+	unpause()
+	testwait.Recv(t, shared, waitDeadline, "the shared channel once Redis took the write")
+	if rdb.Exists(context.Background(), "iop:resp:resp_second").Val() != 1 {
+		t.Fatal("shared closed before the id was in Redis")
+	}
+	// Remembered for another provider: kept for the first, nothing queued.
+	other := mustAcquire(t, e.d, Request{Model: "m"})
+	defer other.Release(ReasonCompleted)
+	if other.ProviderID != "p1" {
+		t.Fatalf("the other lease is on %s, want p1", other.ProviderID)
+	}
+	if again := e.d.RememberResponse("resp_second", other); again != nil {
+		t.Error("an id kept for its first provider got a channel of a write never queued")
+	}
+}
+
+// Without a ledger nothing is shared, so nothing is waited for.
+func TestSharedNilWithoutLedger39(t *testing.T) {
+	f := newFixture(t, twoProviderCfg(t), nil)
+	f.up("a")
+	l := mustAcquire(t, f.d, Request{Model: "only-p2"})
+	defer l.Release(ReasonCompleted)
+	if shared := f.d.RememberResponse("resp_1", l); shared != nil {
+		t.Fatal("a channel without a ledger")
+	}
+}
+
+// AwaitShared is bounded by the ledger's timeout when Redis holds the
+// write past it, and by the caller's context.
+func TestAwaitSharedBounded39(t *testing.T) {
+	rs := testredis.Start(t)
+	rdb := rs.Client(t)
+	const timeout = 400 * time.Millisecond
+	e := clusterEdge(t, rs, "e1", timeout)
+	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
+	defer l.Release(ReasonCompleted)
+	holdShareWriter(t, rdb, e, "resp_first", l) // paused for 30 s
+	shared := e.d.RememberResponse("resp_second", l)
+	if shared == nil {
+		t.Fatal("no channel")
+	}
+	start := time.Now()
+	e.d.AwaitShared(context.Background(), shared)
+	if took := time.Since(start); took < timeout || took > timeout+5*time.Second {
+		t.Fatalf("AwaitShared returned after %v with the write held, want about the ledger's timeout %v", took, timeout)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start = time.Now()
+	e.d.AwaitShared(ctx, shared)
+	if took := time.Since(start); took > timeout/2 {
+		t.Fatalf("AwaitShared on an ended context took %v", took)
+	}
+}
+
+// While the writes fail (Redis down), answers do not wait for their ids:
+// RememberResponse hands out no channel, the id is still queued. Once a
+// write succeeds again, they do.
+func TestSharedNotWaitedWhileWritesFail39(t *testing.T) {
+	rs := testredis.Start(t)
+	rdb := rs.Client(t)
+	e := clusterEdge(t, rs, "e1", 300*time.Millisecond)
+	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
+	defer l.Release(ReasonCompleted)
+	unpause := holdShareWriter(t, rdb, e, "resp_first", l)
+	waitFor(t, "the held batch failed", func() bool { return e.d.shareResp.failed.Load() > 0 })
+	if shared := e.d.RememberResponse("resp_while_failing", l); shared != nil {
+		t.Fatal("a channel handed out while the writes fail")
+	}
+	unpause()
+	waitRedisKey(t, rdb, "iop:resp:resp_while_failing")
+	waitFor(t, "a write succeeded", func() bool { return !e.d.shareResp.failing.Load() })
+	shared := e.d.RememberResponse("resp_after", l)
+	if shared == nil {
+		t.Fatal("no channel once the writes succeed again")
+	}
+	testwait.Recv(t, shared, waitDeadline, "the write after the outage")
+}

@@ -1,0 +1,42 @@
+package edgeapp_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/iop-gateway/iop/internal/testredis"
+)
+
+// A non-streamed Responses answer reaches its client only once its id is
+// in Redis: a follow-up the client sends at once through another edge
+// goes to the provider holding the response. Redis holds the edge's
+// writes for 500 ms as the answer is made (under the ledger's 1 s
+// timeout). Before, the answer went out at once and the id's write
+// followed it: the follow-up, sent within that window, went to a (vLLM's
+// 404).
+func TestAnswerWaitsForItsIDInRedis39(t *testing.T) {
+	rs := testredis.Start(t)
+	rdb := rs.Client(t)
+	a, b := newStoringVLLM(t, "a"), newStoringVLLM(t, "b")
+	edgeA, edgeB := startResponsesPair(t, rs.Addr, a, b, 0)
+	ctx := context.Background()
+	pause := func() {
+		if err := rdb.Do(ctx, "CLIENT", "PAUSE", "500", "WRITE").Err(); err != nil {
+			t.Errorf("pause: %v", err)
+		}
+	}
+	b.beforeNext.Store(&pause)
+	id := startOnB(t, edgeA, a)
+	if rdb.Exists(ctx, "dep:resp:"+id).Val() != 1 {
+		t.Fatalf("the answer %s reached its client before its id reached Redis", id)
+	}
+	status, next, body := askResponses(t, edgeB, id)
+	if status != http.StatusOK || !strings.HasPrefix(next, "resp_b") {
+		t.Fatalf("the follow-up sent at once through the other edge: %d %q: %s", status, next, body)
+	}
+	if n := a.notFound.Load(); n != 0 {
+		t.Errorf("a answered %d follow-ups 404", n)
+	}
+}
