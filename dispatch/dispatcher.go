@@ -96,7 +96,7 @@ type Dispatcher struct {
 	ledger  *cluster.Ledger
 	returns chan cluster.Update
 	// shareResp shares remembered response ids through the ledger (nil
-	// without one). Set once in New.
+	// without one). Set once in New; its stopped flag is guarded by mu.
 	shareResp *responseShare
 	// takes counts the ledger takes in flight (hand-ons and fresh
 	// grants): the returner's last batch at Close waits for them, so that

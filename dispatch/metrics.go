@@ -50,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	// Every reason exists from the start at zero, so the first loss
 	// shows in rate() and increase().
-	for _, r := range []string{unsharedQueueFull, unsharedWriteFailed} {
+	for _, r := range []string{unsharedQueueFull, unsharedWriteFailed, unsharedStopped} {
 		m.respUnshared.WithLabelValues(r)
 	}
 	return m
@@ -60,6 +60,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 const (
 	unsharedQueueFull   = "queue_full"   // the writer's queue was full
 	unsharedWriteFailed = "write_failed" // their batch failed (some may have landed)
+	unsharedStopped     = "stopped"      // learnt as the edge stopped, after its last write
 )
 
 // responseIDsUnshared counts n ids not shared with the cluster for reason.

@@ -55,6 +55,11 @@ type responseShare struct {
 	// owners is the writer's scratch space (one goroutine: the writer,
 	// then shareLast on it).
 	owners []cluster.ResponseOwner
+	// stopped is set, under the Dispatcher's mu, once the writer wrote
+	// its last batch (shareStopped): ids learnt from then on (answers that
+	// ended after the edge's drain) are counted unshared, not queued for
+	// a writer that is gone.
+	stopped bool
 }
 
 // shareItem is an id queued for Redis and the channel closed once the
@@ -84,6 +89,7 @@ func (d *Dispatcher) startResponseShare() {
 // batch that fails is not sent again: it only costs follow-ups reaching
 // other edges their pin, and Redis down costs them more than that.
 func (d *Dispatcher) shareResponses(s *responseShare) {
+	defer d.shareStopped(s)
 	batch := make([]shareItem, 0, responseShareBatch)
 	for d.ctx.Err() == nil {
 		select {
@@ -152,6 +158,27 @@ func (d *Dispatcher) shareLast(s *responseShare, batch []shareItem) {
 	}
 }
 
+// shareStopped ends the writer: no id is queued from now on, and those
+// still queued (behind a batch that failed, or past the last one) are
+// counted unshared and their waiters released.
+func (d *Dispatcher) shareStopped(s *responseShare) {
+	d.mu.Lock()
+	s.stopped = true
+	d.mu.Unlock()
+	for n := 0; ; n++ {
+		select {
+		case it := <-s.q:
+			close(it.done)
+		default:
+			if n > 0 {
+				d.metrics.responseIDsUnshared(unsharedStopped, n)
+				d.log.Debug("response ids not shared with the cluster: the edge stopped", zap.Int("ids", n))
+			}
+			return
+		}
+	}
+}
+
 // RememberResponse records that the provider l is on answered the
 // Responses API response id, so that a follow-up naming it
 // (Request.PreviousResponseID) is sent there. An empty id, or one longer
@@ -185,20 +212,34 @@ func (d *Dispatcher) RememberResponse(id string, l *Lease) (shared <-chan struct
 	if keep {
 		d.responses.put(id, l.res.key)
 	}
-	d.mu.Unlock()
 	if !keep || d.shareResp == nil {
+		d.mu.Unlock()
 		return nil
 	}
-	done := make(chan struct{})
-	select {
-	case d.shareResp.q <- shareItem{owner: cluster.ResponseOwner{ID: id, Key: l.res.ledgerKey}, done: done}:
-	default:
-		n := d.shareResp.dropped.Add(1)
-		d.metrics.responseIDsUnshared(unsharedQueueFull, 1)
+	// Queued under mu, which shareStopped takes: an id either reaches the
+	// queue before the writer's end drains it, or sees it stopped.
+	s, done, why := d.shareResp, make(chan struct{}), ""
+	if s.stopped {
+		why = unsharedStopped
+	} else {
+		select {
+		case s.q <- shareItem{owner: cluster.ResponseOwner{ID: id, Key: l.res.ledgerKey}, done: done}:
+		default:
+			why = unsharedQueueFull
+		}
+	}
+	d.mu.Unlock()
+	switch why {
+	case unsharedQueueFull:
+		n := s.dropped.Add(1)
+		d.metrics.responseIDsUnshared(why, 1)
 		d.log.Debug("response id not shared with the cluster: queue full", zap.Int("queue", responseShareQueue), zap.Uint64("dropped", n))
 		return nil
+	case unsharedStopped:
+		d.metrics.responseIDsUnshared(why, 1)
+		return nil
 	}
-	if d.shareResp.failing.Load() {
+	if s.failing.Load() {
 		return nil
 	}
 	return done

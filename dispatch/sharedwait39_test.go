@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -106,4 +107,50 @@ func TestSharedNotWaitedWhileWritesFail39(t *testing.T) {
 		t.Fatal("no channel once the writes succeed again")
 	}
 	testwait.Recv(t, shared, waitDeadline, "the write after the outage")
+}
+
+// Ids learnt once the writer stopped (answers that ended after the
+// edge's drain, with the dispatcher closed) are counted unshared as
+// "stopped", and no answer waits for them. Before, they were queued for a
+// writer that was gone: never written, never counted.
+func TestIDsAfterTheWriterStoppedCounted39(t *testing.T) {
+	rs := testredis.Start(t)
+	e := clusterEdge(t, rs, "e1", time.Second)
+	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
+	e.d.Close()
+	if shared := e.d.RememberResponse("resp_late", l); shared != nil {
+		t.Fatal("a channel for an id no writer will write")
+	}
+	if n := counterValue(t, e, "iop_response_ids_unshared_total", "reason", "stopped"); n != 1 {
+		t.Fatalf("iop_response_ids_unshared_total{reason=\"stopped\"} %v, want 1", n)
+	}
+	l.Release(ReasonCompleted)
+}
+
+// Ids still queued when the writer stops (behind a batch Redis did not
+// answer at Close) are counted "stopped", and their waiters released.
+func TestIDsQueuedAtTheWritersEndCounted39(t *testing.T) {
+	rs := testredis.Start(t)
+	rdb := rs.Client(t)
+	e := clusterEdge(t, rs, "e1", 300*time.Millisecond)
+	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
+	defer l.Release(ReasonCompleted)
+	holdShareWriter(t, rdb, e, "resp_0", l)
+	const queued = 9
+	var waits []<-chan struct{}
+	for i := 1; i <= queued; i++ {
+		if w := e.d.RememberResponse("resp_"+strconv.Itoa(i), l); w != nil {
+			waits = append(waits, w)
+		}
+	}
+	e.d.Close()
+	if n := counterValue(t, e, "iop_response_ids_unshared_total", "reason", "stopped"); n != queued {
+		t.Errorf("stopped %v, want the %d ids queued behind the failed batch", n, queued)
+	}
+	if n := counterValue(t, e, "iop_response_ids_unshared_total", "reason", "write_failed"); n != 1 {
+		t.Errorf("write_failed %v, want 1 (resp_0's batch)", n)
+	}
+	for _, w := range waits {
+		testwait.Recv(t, w, waitDeadline, "a queued id's waiter released at the writer's end")
+	}
 }
