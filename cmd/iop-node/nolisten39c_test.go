@@ -20,8 +20,9 @@ import (
 
 // A node dials out and needs no inbound port (CONTRACT §1): the running
 // iop-node binary, ready at its edge and serving a request through it,
-// holds no listening TCP socket.
-func TestReadyNodeListensOnNoPort(t *testing.T) {
+// holds no listening TCP socket. Then SIGINT (local shutdown) ends it with
+// exit code 0 (CONTRACT §2).
+func TestReadyNodeListensOnNoPortAndSIGINTExits0(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
 	}
@@ -36,9 +37,12 @@ func TestReadyNodeListensOnNoPort(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
+	waited := false
+	t.Cleanup(func() { // a failure before the SIGINT below
+		if !waited {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
 	})
 	edge.WaitReady(t, "n1", 20*time.Second)
 	resp, err := http.Post(edge.URL+"/v1/chat/completions", "application/json",
@@ -53,6 +57,23 @@ func TestReadyNodeListensOnNoPort(t *testing.T) {
 	}
 
 	socks := socketInodes(t, cmd.Process.Pid)
+	defer func() {
+		// Local shutdown of a ready node (SIGINT, as Ctrl-C sends) exits 0.
+		waited = true
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }() // Owner: the test; ends when the node exits.
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("exit after SIGINT: %v, want 0\n%s", err, out.String())
+			}
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Errorf("no exit within 20 s of SIGINT")
+		}
+	}()
 	if len(socks) == 0 {
 		t.Fatal("the node holds no socket at all: not its edge connection either")
 	}
