@@ -300,7 +300,8 @@ type ProviderSpec struct {
 	// Type: openai_compat | vllm | llamacpp | ollama | cli | mock.
 	Type string `mapstructure:"type"`
 	// Category: api | cli | local_inference. Empty means the one its
-	// adapter declares (AdapterCapabilities.category).
+	// adapter declares (AdapterCapabilities.category), and before the node
+	// has declared it, the one its type is known to have.
 	Category  string `mapstructure:"category"`
 	BaseURL   string `mapstructure:"base_url"`
 	APIKeyEnv string `mapstructure:"api_key_env"`

@@ -103,7 +103,9 @@ func (r *resource) fitsHere(long bool) bool {
 func (r *resource) tunnels() bool { return r.caps.GetTunnel() }
 
 // category is the provider's resource kind: as configured, else as its
-// adapter declared, else api.
+// adapter declared, else as its type is known to be (so that a node that
+// never connected shows its vllm provider as local_inference, CONTRACT §3
+// "default from type"), else api.
 func (r *resource) category() string {
 	if r.spec.Category != "" {
 		return r.spec.Category
@@ -111,7 +113,20 @@ func (r *resource) category() string {
 	if c := r.caps.GetCategory(); c != "" {
 		return c
 	}
+	if c := typeCategories[r.spec.Type]; c != "" {
+		return c
+	}
 	return "api"
+}
+
+// typeCategories are the resource kinds of the adapter types the node
+// ships, as their adapters declare them; a type not listed is api until its
+// adapter declares otherwise.
+var typeCategories = map[string]string{
+	config.ProviderTypeVLLM:     "local_inference",
+	config.ProviderTypeLlamaCpp: "local_inference",
+	config.ProviderTypeOllama:   "local_inference",
+	"cli":                       "cli",
 }
 
 // couldTake reports whether the resource could ever take a request of this

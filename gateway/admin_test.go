@@ -158,7 +158,7 @@ func TestAdminStatus(t *testing.T) {
 			`{"id":"gpu-a","connected":true,"providers":[` + provider("mock", "mock", "api", "available", "ok", 4, 2, inFlight, 4, 2) + `,` +
 			provider("spare", "mock", "api", "disabled", "ok", 1, 1, 0, 1, 1) + `],` +
 			`"config_version":"` + versions["gpu-a"] + `","desired_config_version":"` + versions["gpu-a"] + `"},` +
-			`{"id":"gpu-b","connected":false,"providers":[` + provider("vllm-b", "vllm", "api", "unavailable", "offline", 0, 0, 0, 8, 2) + `],` +
+			`{"id":"gpu-b","connected":false,"providers":[` + provider("vllm-b", "vllm", "local_inference", "unavailable", "offline", 0, 0, 0, 8, 2) + `],` +
 			`"config_version":"","desired_config_version":"` + versions["gpu-b"] + `"}],` +
 			`"models":[{"name":"demo","pending":0},{"name":"qwen-7b","pending":0}]}`
 	}
