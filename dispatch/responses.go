@@ -63,9 +63,8 @@ type responseShare struct {
 }
 
 // shareItem is an id queued for Redis and the channel closed once the
-// write that carried it ended, taken or failed (never closed for an id
-// still queued when the writer stopped: AwaitShared's bound ends that
-// wait).
+// write that carried it ended, taken or failed, or at the writer's end
+// for an id it never wrote (shareStopped).
 type shareItem struct {
 	owner cluster.ResponseOwner
 	done  chan struct{}
