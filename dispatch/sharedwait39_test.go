@@ -91,7 +91,9 @@ func TestAwaitSharedBounded39(t *testing.T) {
 func TestSharedNotWaitedWhileWritesFail39(t *testing.T) {
 	rs := testredis.Start(t)
 	rdb := rs.Client(t)
-	e := clusterEdge(t, rs, "e1", 300*time.Millisecond)
+	// Long enough that the id queued while failing is not given up on
+	// before the pause ends, however slow this goroutine is.
+	e := clusterEdge(t, rs, "e1", time.Second)
 	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
 	defer l.Release(ReasonCompleted)
 	unpause := holdShareWriter(t, rdb, e, "resp_first", l)
@@ -132,7 +134,9 @@ func TestIDsAfterTheWriterStoppedCounted39(t *testing.T) {
 func TestIDsQueuedAtTheWritersEndCounted39(t *testing.T) {
 	rs := testredis.Start(t)
 	rdb := rs.Client(t)
-	e := clusterEdge(t, rs, "e1", 300*time.Millisecond)
+	// The held batch fails at Close, not before: the ids behind it must
+	// still be queued then.
+	e := clusterEdge(t, rs, "e1", 3*time.Second)
 	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
 	defer l.Release(ReasonCompleted)
 	holdShareWriter(t, rdb, e, "resp_0", l)
