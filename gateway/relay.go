@@ -461,8 +461,8 @@ func (t *tunnelExchange) watchID(status int) {
 // scanID feeds what is about to be relayed to the id scan (last: the
 // answer ends with it); once it has the answer's id, the provider is
 // remembered as the one holding that response, for the follow-ups that
-// name it (previous_response_id). shared is RememberResponse's: an
-// answer held whole waits for it before it is written (AwaitShared).
+// name it (previous_response_id). shared is RememberResponse's: what
+// carries the id waits for it before it is written (AwaitShared).
 //
 //go:noinline
 func (t *tunnelExchange) scanID(p []byte, last bool) (shared <-chan struct{}) {
@@ -600,16 +600,18 @@ func (t *tunnelExchange) frame(f *iop.ProviderTunnelFrame) (reason dispatch.Rele
 			held := t.body
 			t.body = nil
 			if t.ids != nil {
-				t.scanID(held, false)
+				t.s.d.AwaitShared(t.c.Request.Context(), t.scanID(held, false))
 			}
 			if err := t.w.writeWhole(held); err != nil {
 				return t.s.writeFailed(in, &t.cs, t.ts, err), true
 			}
 		}
-		// Scanned before it is written: the id is remembered (and on its
-		// way to the other edges) before the client can read it.
+		// Scanned before it is written, and written once the id is in
+		// Redis (cluster mode): a client never holds an id another edge
+		// could not look up. A stream's id is in its first event, so the
+		// wait (one Redis round trip) falls before the first token.
 		if t.ids != nil {
-			t.scanID(f.GetBody(), false)
+			t.s.d.AwaitShared(t.c.Request.Context(), t.scanID(f.GetBody(), false))
 		}
 		if _, err := t.w.Write(f.GetBody()); err != nil {
 			return t.s.writeFailed(in, &t.cs, t.ts, err), true

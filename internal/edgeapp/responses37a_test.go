@@ -82,6 +82,7 @@ func (v *storingVLLM) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	var req struct {
 		Previous *string `json:"previous_response_id"`
+		Stream   bool    `json:"stream"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		answer(http.StatusBadRequest, `{"error":{"message":"bad json","type":"BadRequestError","param":null,"code":400}}`)
@@ -101,10 +102,30 @@ func (v *storingVLLM) serve(w http.ResponseWriter, r *http.Request) {
 	if req.Previous != nil {
 		prev = `"` + *req.Previous + `"`
 	}
+	if req.Stream {
+		v.stream(w, id)
+		return
+	}
 	answer(http.StatusOK, `{"id":"`+id+`","created_at":1727000000,"incomplete_details":null,"instructions":null,"metadata":null,"model":"`+respTarget+`","object":"response",`+
 		`"output":[{"id":"msg_1","content":[{"annotations":[],"text":"Hi from `+v.name+`","type":"output_text","logprobs":null}],"role":"assistant","status":"completed","type":"message"}],`+
 		`"parallel_tool_calls":true,"temperature":1.0,"tool_choice":"auto","tools":[],"top_p":1.0,"background":false,"max_output_tokens":2048,"max_tool_calls":null,"previous_response_id":`+prev+`,"prompt":null,"reasoning":null,"service_tier":"auto",`+
 		`"status":"completed","text":null,"top_logprobs":null,"truncation":"disabled","usage":{"input_tokens":12,"input_tokens_details":{"cached_tokens":0},"output_tokens":4,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":16},"user":null}`)
+}
+
+// stream answers as vLLM streams a Responses answer: response.created
+// (the id), a text delta, response.completed, each event flushed alone.
+func (v *storingVLLM) stream(w http.ResponseWriter, id string) {
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	resp := `{"id":"` + id + `","created_at":1727000000,"model":"` + respTarget + `","object":"response","output":[],"status":"%s"}`
+	for _, ev := range []struct{ name, data string }{
+		{"response.created", `{"response":` + fmt.Sprintf(resp, "in_progress") + `,"sequence_number":0,"type":"response.created"}`},
+		{"response.output_text.delta", `{"content_index":0,"delta":"Hi from ` + v.name + `","item_id":"msg_1","output_index":0,"sequence_number":1,"type":"response.output_text.delta"}`},
+		{"response.completed", `{"response":` + fmt.Sprintf(resp, "completed") + `,"sequence_number":2,"type":"response.completed"}`},
+	} {
+		_, _ = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, ev.data)
+		w.(http.Flusher).Flush()
+	}
 }
 
 // clusterResponsesCfg is model m on the vLLM providers of nodes a and b,

@@ -1,7 +1,10 @@
 package edgeapp_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -38,5 +41,65 @@ func TestAnswerWaitsForItsIDInRedis39(t *testing.T) {
 	}
 	if n := a.notFound.Load(); n != 0 {
 		t.Errorf("a answered %d follow-ups 404", n)
+	}
+}
+
+// A streamed Responses answer's first event, which carries its id,
+// reaches the client only once the id is in Redis: the client never holds
+// an id another edge could not look up. Redis holds the edge's writes for
+// 500 ms as b answers.
+func TestStreamWaitsForItsIDInRedis39(t *testing.T) {
+	rs := testredis.Start(t)
+	rdb := rs.Client(t)
+	a, b := newStoringVLLM(t, "a"), newStoringVLLM(t, "b")
+	edgeA, edgeB := startResponsesPair(t, rs.Addr, a, b, 0)
+	ctx := context.Background()
+	pause := func() {
+		if err := rdb.Do(ctx, "CLIENT", "PAUSE", "500", "WRITE").Err(); err != nil {
+			t.Errorf("pause: %v", err)
+		}
+	}
+	b.beforeNext.Store(&pause)
+	a.busyNext.Store(true) // the stream fails over to b
+	resp, err := http.Post(edgeA.URL+"/v1/responses", "application/json",
+		strings.NewReader(`{"model":"m","input":"Tell me more.","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %d", resp.StatusCode)
+	}
+	br := bufio.NewReader(resp.Body)
+	var id string
+	for id == "" {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended before its first event: %v", err)
+		}
+		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Response struct {
+				ID string `json:"id"`
+			} `json:"response"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil || ev.Response.ID == "" {
+			t.Fatalf("first event %q: %v", data, err)
+		}
+		id = ev.Response.ID
+		if rdb.Exists(ctx, "dep:resp:"+id).Val() != 1 {
+			t.Fatalf("the stream's first event (id %s) reached its client before the id reached Redis", id)
+		}
+	}
+	if !strings.HasPrefix(id, "resp_b") {
+		t.Fatalf("stream answered by %s, want b", id)
+	}
+	_, _ = io.Copy(io.Discard, br)
+	status, next, body := askResponses(t, edgeB, id)
+	if status != http.StatusOK || !strings.HasPrefix(next, "resp_b") {
+		t.Fatalf("the follow-up through the other edge: %d %q: %s", status, next, body)
 	}
 }
