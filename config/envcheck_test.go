@@ -44,12 +44,12 @@ func TestUnmatchedEnvReported(t *testing.T) {
 	t.Setenv("IOP_CORS_ALLOWED_ORIGINS", "https://a.example")
 	t.Setenv("IOP_HEALTHCHECK_URL", "http://x/healthz")
 	t.Setenv("IOP_REDIS_PW", "pw")
-	t.Setenv("IOP_NODES", "x") // a list of objects: file-only
+	t.Setenv("IOP_NODESS", "x") // a typo of a list key's variable
 	c, err := LoadEdge(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := c.UnmatchedEnv(), []string{"IOP_AUTH_API_KEY", "IOP_LISTEN_HTTPS", "IOP_NODES"}; !slices.Equal(got, want) {
+	if got, want := c.UnmatchedEnv(), []string{"IOP_AUTH_API_KEY", "IOP_LISTEN_HTTPS", "IOP_NODESS"}; !slices.Equal(got, want) {
 		t.Errorf("edge: unmatched %v, want %v", got, want)
 	}
 	if c.Listen.HTTP != "127.0.0.1:9999" {
@@ -63,7 +63,7 @@ func TestUnmatchedEnvReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"IOP_AUTH_API_KEY", "IOP_CORS_ALLOWED_ORIGINS", "IOP_EDGE_ADRESS", "IOP_LISTEN_HTTP", "IOP_LISTEN_HTTPS", "IOP_NODES", "IOP_REDIS_PW"}
+	want := []string{"IOP_AUTH_API_KEY", "IOP_CORS_ALLOWED_ORIGINS", "IOP_EDGE_ADRESS", "IOP_LISTEN_HTTP", "IOP_LISTEN_HTTPS", "IOP_NODESS", "IOP_REDIS_PW"}
 	if got := n.UnmatchedEnv(); !slices.Equal(got, want) {
 		t.Errorf("node: unmatched %v, want %v", got, want)
 	}

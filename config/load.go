@@ -47,10 +47,11 @@ func (p problems) err(file string) error {
 }
 
 // load reads file into out with IOP_* environment overrides: the variable
-// for key a.b_c is IOP_A_B_C. Only scalar keys (and lists of scalars, comma
-// separated) outside lists of objects can be overridden. unmatched are the
-// IOP_* variables set that override nothing (unmatchedEnv), also when
-// decoding failed.
+// for key a.b_c is IOP_A_B_C. Scalar keys (and lists of scalars, comma
+// separated) outside lists of objects take the variable's value; a list of
+// objects or a map outside a list (nodes, models) takes a YAML or JSON
+// document (applyEnvDocs). unmatched are the IOP_* variables set that
+// override nothing (unmatchedEnv), also when decoding failed.
 func load(file string, out any) (unmatched []string, err error) {
 	v := viper.New()
 	v.SetConfigFile(file)
@@ -69,7 +70,8 @@ func load(file string, out any) (unmatched []string, err error) {
 		return nil, fmt.Errorf("config %s: %w", file, err)
 	}
 	known := map[string]bool{}
-	bindEnvs(v, "", reflect.TypeOf(out).Elem(), known)
+	docKeys := bindEnvs(v, "", reflect.TypeOf(out).Elem(), known, nil)
+	envProblems := applyEnvDocs(v, docKeys)
 	dec := func(c *mapstructure.DecoderConfig) {
 		c.ErrorUnused = true
 		// Not weakly typed: strictScalars converts what may be converted
@@ -82,10 +84,14 @@ func load(file string, out any) (unmatched []string, err error) {
 	}
 	err = v.Unmarshal(out, dec)
 	unmatched = unmatchedEnv(environ(), known, out)
-	if err != nil {
+	if err != nil || len(envProblems) > 0 {
 		// Every key that could not be decoded, one problem each; the keys
 		// that could are decoded, and validated by the caller too.
-		return unmatched, &ProblemsError{File: file, Problems: decodeProblems(err, reflect.TypeOf(out).Elem().String())}
+		all := envProblems
+		if err != nil {
+			all = append(all, decodeProblems(err, reflect.TypeOf(out).Elem().String())...)
+		}
+		return unmatched, &ProblemsError{File: file, Problems: all}
 	}
 	return unmatched, nil
 }
@@ -112,8 +118,10 @@ func decodeProblems(err error, root string) []string {
 
 // bindEnvs registers every scalar key of t with viper so IOP_* variables
 // override it even when the file omits the key, and adds their variables'
-// names to known.
-func bindEnvs(v *viper.Viper, prefix string, t reflect.Type, known map[string]bool) {
+// names to known. It returns docKeys with the keys of lists of objects
+// and maps appended (their variables, known too, hold documents:
+// applyEnvDocs); keys inside a list have no variable.
+func bindEnvs(v *viper.Viper, prefix string, t reflect.Type, known map[string]bool, docKeys []string) []string {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		tag := strings.Split(f.Tag.Get("mapstructure"), ",")[0]
@@ -130,16 +138,16 @@ func bindEnvs(v *viper.Viper, prefix string, t reflect.Type, known map[string]bo
 		}
 		switch {
 		case ft.Kind() == reflect.Struct:
-			bindEnvs(v, key, ft, known)
-		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
-			// lists of objects are file-only
-		case ft.Kind() == reflect.Map:
-			// maps are file-only
+			docKeys = bindEnvs(v, key, ft, known, docKeys)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct, ft.Kind() == reflect.Map:
+			docKeys = append(docKeys, key)
+			known[envName(key)] = true
 		default:
 			_ = v.BindEnv(key)
 			known[envName(key)] = true
 		}
 	}
+	return docKeys
 }
 
 // resolveSecret returns the inline value, or the named environment
