@@ -73,3 +73,14 @@ func TestEmptyListVariableKeepsTheFile39(t *testing.T) {
 		t.Errorf("models %+v, want the file's", cfg.Models)
 	}
 }
+
+// A document over 1 MiB is refused by size before it is parsed.
+func TestListKeyDocumentBounded39(t *testing.T) {
+	f := writeFile(t, "edge.yaml", decodeBase)
+	t.Setenv("IOP_MODELS", "["+strings.Repeat(" ", maxEnvDocBytes)+"]")
+	_, err := LoadEdge(f)
+	var pe *ProblemsError
+	if !errors.As(err, &pe) || !strings.Contains(strings.Join(pe.Problems, "\n"), "IOP_MODELS (models): 1048578 bytes, at most 1048576") {
+		t.Fatalf("want the size named, got %v", err)
+	}
+}
