@@ -79,7 +79,7 @@ var contractMetrics = []contractMetric{
 	{"iop_surface_requests_total", counter, []string{"surface", "code"}, map[string][]string{"surface": {"openai"}}},
 	// Responses ids a cluster edge did not share through Redis.
 	{"iop_response_ids_unshared_total", counter, []string{"reason"},
-		map[string][]string{"reason": {"queue_full", "write_failed"}}},
+		map[string][]string{"reason": {"queue_full", "write_failed", "stopped"}}},
 }
 
 const failPrompt = "please fail right now"
