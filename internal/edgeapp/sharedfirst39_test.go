@@ -9,8 +9,29 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/iop-gateway/iop/internal/stack"
 	"github.com/iop-gateway/iop/internal/testredis"
 )
+
+// pairPausedAtB is startResponsesPair on a fresh Redis (rdb, a client of
+// it), whose writes b's next request pauses for 500 ms as it is served:
+// under the ledger's 1 s timeout, so the id's write waits and then lands.
+func pairPausedAtB(t *testing.T) (rdb *redis.Client, a *storingVLLM, edgeA, edgeB *stack.Edge) {
+	t.Helper()
+	rs := testredis.Start(t)
+	rdb = rs.Client(t)
+	a, b := newStoringVLLM(t, "a"), newStoringVLLM(t, "b")
+	edgeA, edgeB = startResponsesPair(t, rs.Addr, a, b, 0)
+	pause := func() {
+		if err := rdb.Do(context.Background(), "CLIENT", "PAUSE", "500", "WRITE").Err(); err != nil {
+			t.Errorf("pause: %v", err)
+		}
+	}
+	b.beforeNext.Store(&pause)
+	return rdb, a, edgeA, edgeB
+}
 
 // A non-streamed Responses answer reaches its client only once its id is
 // in Redis: a follow-up the client sends at once through another edge
@@ -20,17 +41,8 @@ import (
 // followed it: the follow-up, sent within that window, went to a (vLLM's
 // 404).
 func TestAnswerWaitsForItsIDInRedis39(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
-	a, b := newStoringVLLM(t, "a"), newStoringVLLM(t, "b")
-	edgeA, edgeB := startResponsesPair(t, rs.Addr, a, b, 0)
+	rdb, a, edgeA, edgeB := pairPausedAtB(t)
 	ctx := context.Background()
-	pause := func() {
-		if err := rdb.Do(ctx, "CLIENT", "PAUSE", "500", "WRITE").Err(); err != nil {
-			t.Errorf("pause: %v", err)
-		}
-	}
-	b.beforeNext.Store(&pause)
 	id := startOnB(t, edgeA, a)
 	if rdb.Exists(ctx, "dep:resp:"+id).Val() != 1 {
 		t.Fatalf("the answer %s reached its client before its id reached Redis", id)
@@ -49,17 +61,8 @@ func TestAnswerWaitsForItsIDInRedis39(t *testing.T) {
 // an id another edge could not look up. Redis holds the edge's writes for
 // 500 ms as b answers.
 func TestStreamWaitsForItsIDInRedis39(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
-	a, b := newStoringVLLM(t, "a"), newStoringVLLM(t, "b")
-	edgeA, edgeB := startResponsesPair(t, rs.Addr, a, b, 0)
+	rdb, a, edgeA, edgeB := pairPausedAtB(t)
 	ctx := context.Background()
-	pause := func() {
-		if err := rdb.Do(ctx, "CLIENT", "PAUSE", "500", "WRITE").Err(); err != nil {
-			t.Errorf("pause: %v", err)
-		}
-	}
-	b.beforeNext.Store(&pause)
 	a.busyNext.Store(true) // the stream fails over to b
 	resp, err := http.Post(edgeA.URL+"/v1/responses", "application/json",
 		strings.NewReader(`{"model":"m","input":"Tell me more.","stream":true}`))
