@@ -15,7 +15,7 @@ import (
 //   - shareLast without its len(batch) == 0 check: an empty batch is no
 //     round trip (RememberResponses returns at once) and reports success,
 //     so the loop only spins out its bounded count.
-//   - shareLast without its closeFlush bound: each batch is bounded by the
+//   - shareLast without its CloseFlush bound: each batch is bounded by the
 //     ledger's timeout and the loop stops at the first failure, so the
 //     bound only matters for a Redis answering every batch just in time.
 //   - learnResponse without its owner == "" check: no resource has an

@@ -10,7 +10,7 @@ import (
 )
 
 // The shutdown flush sends each lost fenced return once: a flush that
-// sent them again with every batch would spend its whole closeFlush
+// sent them again with every batch would spend its whole CloseFlush
 // bound repeating them (Close held up, Redis hammered).
 func TestClusterShutdownFlushSendsALostFenceOnce(t *testing.T) {
 	rs := testredis.Start(t)
