@@ -21,7 +21,7 @@ const makeRunDeadEdge = "#!/bin/bash\necho '" + makeRunDeadEdgeSays + "' >&2\nex
 const makeRunDeadEdgeSays = `{"level":"error","msg":"cannot start"}`
 
 // runMakeWithDeadEdge runs `make run` with the edge dying at once and the
-// node a makeRunFakeBinary (released up front: it exits on its first
+// node the fake of installFake (released up front: it exits on its first
 // signal), the recipe's line at replaced by inject; it returns make's
 // output and its exit.
 func runMakeWithDeadEdge(t *testing.T, at, inject string) (log string, err error) {
@@ -41,12 +41,10 @@ func runMakeWithDeadEdge(t *testing.T, at, inject string) (log string, err error
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
 	writeFile(t, filepath.Join(bin, "iop-edge"), makeRunDeadEdge)
-	writeFile(t, filepath.Join(bin, "iop-node"), makeRunFakeBinary)
-	for _, name := range []string{"iop-edge", "iop-node"} {
-		if err := os.Chmod(filepath.Join(bin, name), 0o755); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.Chmod(filepath.Join(bin, "iop-edge"), 0o755); err != nil {
+		t.Fatal(err)
 	}
+	installFake(t, filepath.Join(bin, "iop-node"))
 	writeFile(t, filepath.Join(dir, "Makefile"), strings.Replace(string(makefile), at, inject, 1))
 	writeFile(t, filepath.Join(dir, "release"), "")
 	mk, done, waitErr := startMakeRun(t, dir, bin, "FAKE_DIR="+dir)

@@ -5,29 +5,52 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// makeRunFakeBinary stands in for iop-edge and iop-node: once its traps
-// are set it notes its pid, then each signal it gets (its name, one a
-// line); after the first (its trap done) it notes "stopping", and exits
-// once $FAKE_DIR/release exists (made by the recipe after its last
-// signal, or by the test up front) or after 25 s.
-const makeRunFakeBinary = `#!/bin/bash
-me=$(basename "$0")
-stop=
-trap 'echo INT >> "$FAKE_DIR/$me.sig"; stop=1' INT
-trap 'echo TERM >> "$FAKE_DIR/$me.sig"; stop=1' TERM
-echo $$ > "$FAKE_DIR/$me.pid.tmp" && mv "$FAKE_DIR/$me.pid.tmp" "$FAKE_DIR/$me.pid"
-while [ -z "$stop" ]; do sleep 0.05; done
-: > "$FAKE_DIR/$me.stopping"
-for i in $(seq 500); do [ -e "$FAKE_DIR/release" ] && exit 0; sleep 0.05; done
-exit 0
-`
+// fakeBuilt is testdata/makerunfake built once per test binary.
+var fakeBuilt = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "makerunfake")
+	if err != nil {
+		return "", err
+	}
+	exe := filepath.Join(dir, "makerunfake")
+	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", exe, "./testdata/makerunfake").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build makerunfake: %w\n%s", err, out)
+	}
+	return exe, nil
+})
+
+// installFake puts testdata/makerunfake at path, the stand-in for
+// iop-edge or iop-node (named by its file): once it listens for SIGINT
+// and SIGTERM it notes its pid, then each of those signals (its name, one
+// a line); after the first it notes "stopping", and exits once
+// $FAKE_DIR/release exists (made by the recipe after its last signal, or
+// by the test up front) or after 25 s.
+func installFake(t *testing.T, path string) {
+	t.Helper()
+	exe, err := fakeBuilt()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // makeRunEarlyAt is where in the run recipe the shell signals itself, and
 // what it waits for first: before "set -m" the binaries have not been
@@ -85,12 +108,7 @@ func TestMakeRunSignalBeforeBothStarted(t *testing.T) {
 				dir := t.TempDir()
 				bin := filepath.Join(dir, "bin")
 				for _, name := range []string{"iop-edge", "iop-node"} {
-					if err := os.MkdirAll(bin, 0o755); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(filepath.Join(bin, name), []byte(makeRunFakeBinary), 0o755); err != nil {
-						t.Fatal(err)
-					}
+					installFake(t, filepath.Join(bin, name))
 				}
 				writeFile(t, filepath.Join(dir, "Makefile"), strings.Replace(string(makefile), at.line, fmt.Sprintf(at.inject, sig), 1))
 
