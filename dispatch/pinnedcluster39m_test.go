@@ -41,14 +41,17 @@ func TestClusterPinnedHandOnYieldsToOlderPinnedWaiter39m(t *testing.T) {
 	handOnYields(t, e2, la, rdb, followUp)
 }
 
-// The same for a long follow-up: its hand-on reads a's pinned set of long
-// requests, where the other edge's older long follow-up waits.
-func TestClusterLongPinnedHandOnYields39m(t *testing.T) {
+// longAnsweredOnA is two edges of longPinEdge on a fresh Redis at addr
+// (rdb, a client of it): e1 holds la, a long lease on a that answered
+// resp_a (in Redis), and a second long lease, on b, which fills it.
+func longAnsweredOnA(t *testing.T) (rdb *redis.Client, addr string, e2 *fixture, la *Lease) {
+	t.Helper()
 	rs := testredis.Start(t)
-	rdb := rs.Client(t)
-	e1, e2 := longPinEdge(t, rs.Addr, "e1"), longPinEdge(t, rs.Addr, "e2")
+	rdb = rs.Client(t)
+	e1 := longPinEdge(t, rs.Addr, "e1")
+	e2 = longPinEdge(t, rs.Addr, "e2")
 	longReq := Request{Model: "m", PromptTokens: 20}
-	la := mustAcquire(t, e1.d, longReq)
+	la = mustAcquire(t, e1.d, longReq)
 	if la.NodeID != "a" {
 		t.Fatalf("first lease on %s, want a", la.NodeID)
 	}
@@ -57,6 +60,13 @@ func TestClusterLongPinnedHandOnYields39m(t *testing.T) {
 	if lb := mustAcquire(t, e1.d, longReq); lb.NodeID != "b" { // b full
 		t.Fatalf("second lease on %s, want b", lb.NodeID)
 	}
+	return rdb, rs.Addr, e2, la
+}
+
+// The same for a long follow-up: its hand-on reads a's pinned set of long
+// requests, where the other edge's older long follow-up waits.
+func TestClusterLongPinnedHandOnYields39m(t *testing.T) {
+	rdb, _, e2, la := longAnsweredOnA(t)
 	handOnYields(t, e2, la, rdb, Request{Model: "m", PromptTokens: 20, PreviousResponseID: "resp_a"})
 }
 
@@ -140,19 +150,7 @@ func longPinEdge(t *testing.T, addr, id string) *fixture {
 // another edge, whose take reads that same set, yields a's slot to it.
 func TestClusterLongFollowUpWaitsInItsKindsSet39m(t *testing.T) {
 	ctx := context.Background()
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
-	e1, e2 := longPinEdge(t, rs.Addr, "e1"), longPinEdge(t, rs.Addr, "e2")
-	longReq := Request{Model: "m", PromptTokens: 20}
-	la := mustAcquire(t, e1.d, longReq)
-	if la.NodeID != "a" {
-		t.Fatalf("first lease on %s, want a", la.NodeID)
-	}
-	e1.d.RememberResponse("resp_a", la)
-	waitRedisKey(t, rdb, "iop:resp:resp_a")
-	if lb := mustAcquire(t, e1.d, longReq); lb.NodeID != "b" { // b full
-		t.Fatalf("second lease on %s, want b", lb.NodeID)
-	}
+	rdb, addr, e2, la := longAnsweredOnA(t)
 	fu := e2.enqueue(ctx, Request{Model: "m", PromptTokens: 20, PreviousResponseID: "resp_a"})
 	key := cluster.Key("a", "p")
 	longPin := cluster.PinWaitKey(key, queueOf(true, false))
@@ -168,7 +166,7 @@ func TestClusterLongFollowUpWaitsInItsKindsSet39m(t *testing.T) {
 	if err := rdb.ZRem(ctx, key+":long", la.ledgerID).Err(); err != nil {
 		t.Fatal(err)
 	}
-	e3 := longPinEdge(t, rs.Addr, "e3")
+	e3 := longPinEdge(t, addr, "e3")
 	if l, err := e3.d.Acquire(ctx, Request{Model: "m", PromptTokens: 20, NoWait: true}); err == nil {
 		t.Fatalf("e3's fresh long request took %s/p ahead of the older pinned follow-up", l.NodeID)
 	}
