@@ -3,15 +3,14 @@ package main
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/internal/stack"
+	"github.com/iop-gateway/iop/internal/testhttp"
 )
 
 // A node that stops (no drain) with a request in flight that has sent its
@@ -20,21 +19,7 @@ import (
 // and the node logs no terminal left unsent (the cut's terminal came
 // within cutWait).
 func TestStopCutsWorkInFlightWithTheNodesWord39m(t *testing.T) {
-	var hits atomic.Int32
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/health":
-		case "/metrics":
-			_, _ = io.WriteString(w, "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n")
-		case "/v1/chat/completions":
-			_, _ = io.Copy(io.Discard, r.Body)
-			hits.Add(1)
-			<-r.Context().Done() // silent until the node gives up
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(up.Close)
+	up, hits := testhttp.SilentVLLM(t)
 	s := &drainSetup{done: make(chan error, 1), out: &safeBuffer{}}
 	s.edge = stack.StartEdge(t, &config.Edge{
 		Nodes:  []config.NodeSpec{{ID: "n1", Token: "tok", Providers: []config.ProviderSpec{{Name: "v", Type: "vllm", BaseURL: up.URL + "/v1", Capacity: 2}}}},

@@ -51,15 +51,23 @@ func TestPinWaitKeySpelling39m(t *testing.T) {
 // A take that names only a pinned wait set (no model's) still yields to
 // an older waiter of another live edge in it.
 func TestTakeForYieldsToPinnedWaiterWithoutModelSet39m(t *testing.T) {
+	takeYieldsToPinnedWaiter(t, "", "")
+}
+
+// takeYieldsToPinnedWaiter has edge b (ledgers under prefix) register a
+// waiter a second old in n/p's pinned set, then requires edge a's take of
+// n/p, naming waitKey as its model's set, to yield to it.
+func takeYieldsToPinnedWaiter(t *testing.T, prefix, waitKey string) {
+	t.Helper()
 	rs := testredis.Start(t)
 	ctx := context.Background()
-	a, b := liveLedgers(t, rs.Addr, "")
+	a, b := liveLedgers(t, rs.Addr, prefix)
 	key := Key("n", "p")
 	pin := PinWaitKey(key, 0)
 	if err := b.Apply(ctx, []Update{{Kind: OpWait, Key: pin, ID: b.NewWaiterID(0), Age: time.Second}}); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := a.TakeFor(ctx, key, 4, 4, false, a.NewLeaseID(), "", pin, "", 0, 0); out != Yield || err != nil {
+	if out, err := a.TakeFor(ctx, key, 4, 4, false, a.NewLeaseID(), waitKey, pin, "", 0, 0); out != Yield || err != nil {
 		t.Fatalf("take: %v %v, want Yield", out, err)
 	}
 }
@@ -144,15 +152,5 @@ func TestTakeForPinnedSetOfAnotherType39m(t *testing.T) {
 // Under a prefix of its own, a take reads the pinned wait set where the
 // ledger's Apply put it (the deployment's prefix), not the default's.
 func TestTakeForPinnedSetUnderPrefix39m(t *testing.T) {
-	rs := testredis.Start(t)
-	ctx := context.Background()
-	a, b := liveLedgers(t, rs.Addr, "blue")
-	key := Key("n", "p")
-	pin := PinWaitKey(key, 0)
-	if err := b.Apply(ctx, []Update{{Kind: OpWait, Key: pin, ID: b.NewWaiterID(0), Age: time.Second}}); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := a.TakeFor(ctx, key, 4, 4, false, a.NewLeaseID(), WaitKey("m", 0), pin, "", 0, 0); out != Yield || err != nil {
-		t.Fatalf("take: %v %v, want Yield", out, err)
-	}
+	takeYieldsToPinnedWaiter(t, "blue", WaitKey("m", 0))
 }

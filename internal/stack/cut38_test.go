@@ -3,40 +3,13 @@ package stack
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/iop-gateway/iop/config"
 	"github.com/iop-gateway/iop/internal/testhttp"
 )
-
-// startSilentVLLM is a vLLM upstream whose chat answers send nothing, not
-// even a status, until the request ends: work in flight that has sent its
-// caller nothing yet.
-func startSilentVLLM(t *testing.T) (*httptest.Server, *atomic.Int32) {
-	t.Helper()
-	var hits atomic.Int32
-	started := make(chan struct{}, 16)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/health":
-		case "/metrics":
-			_, _ = io.WriteString(w, "vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n")
-		case "/v1/chat/completions":
-			_, _ = io.Copy(io.Discard, r.Body)
-			hits.Add(1)
-			started <- struct{}{}
-			<-r.Context().Done()
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &hits
-}
 
 // postResult is an answer postWhole read whole, or its error.
 type postResult struct {
@@ -72,7 +45,7 @@ func postWhole(url, body string) <-chan postResult {
 // node's "internal adapter error" (a 502 to the caller) or the lost
 // connection (a failover), whichever came first.
 func TestStoppingNodeCutsWorkThatFailsOver(t *testing.T) {
-	upA, hitsA := startSilentVLLM(t)
+	upA, hitsA := testhttp.SilentVLLM(t)
 	upB := testhttp.StartHeldVLLM(t)
 	upB.Free()
 	cfg := &config.Edge{
@@ -116,7 +89,7 @@ func TestStoppingNodeCutsWorkThatFailsOver(t *testing.T) {
 // for it: a 503 no_provider_available naming the shutdown (a 502
 // "tunnel cancelled" before).
 func TestStoppingNodeCutsWorkWithNoOtherCandidate(t *testing.T) {
-	upA, hitsA := startSilentVLLM(t)
+	upA, hitsA := testhttp.SilentVLLM(t)
 	e := StartEdge(t, &config.Edge{
 		Nodes:  []config.NodeSpec{{ID: "a", Token: "ta", Providers: []config.ProviderSpec{{Name: "v", Type: "vllm", BaseURL: upA.URL + "/v1", Capacity: 2}}}},
 		Models: []config.ModelSpec{{Name: "m", Providers: []config.ModelProvider{{Node: "a", Provider: "v", Target: "t"}}}},
