@@ -372,7 +372,7 @@ func (s *Server) acquire(c *gin.Context, k *call) (*dispatch.Lease, string) {
 		writeError(c, apiError(dispatch.ErrModelNotFound, k.model))
 		return nil, ""
 	}
-	session := c.GetHeader("X-IOP-Session-Id")
+	session := c.GetHeader(hdrSessionID)
 	if !validSessionID(session) {
 		writeError(c, openaiapi.InvalidRequest("X-IOP-Session-Id must be 1 to 256 printable UTF-8 characters.", ""))
 		return nil, ""
@@ -426,7 +426,7 @@ func (s *Server) acquire(c *gin.Context, k *call) (*dispatch.Lease, string) {
 // caller waits for its answer).
 func queueHints(c *gin.Context, in *reqInfo) (int, time.Time, *openaiapi.Error) {
 	prio := in.priority
-	if h := c.GetHeader("X-IOP-Priority"); h != "" {
+	if h := c.GetHeader(hdrPriority); h != "" {
 		p, err := strconv.Atoi(h)
 		if err != nil || p < config.MinPriority || p > config.MaxPriority {
 			return 0, time.Time{}, openaiapi.InvalidRequest(fmt.Sprintf("X-IOP-Priority must be an integer between %d and %d.", config.MinPriority, config.MaxPriority), "")
@@ -434,7 +434,7 @@ func queueHints(c *gin.Context, in *reqInfo) (int, time.Time, *openaiapi.Error) 
 		prio = min(prio, p) // a request may lower its key's priority, never raise it
 	}
 	var deadline time.Time
-	if h := c.GetHeader("X-IOP-Deadline-Ms"); h != "" {
+	if h := c.GetHeader(hdrDeadlineMs); h != "" {
 		ms, err := strconv.ParseInt(h, 10, 64)
 		if err != nil || ms <= 0 || ms > 24*3600*1000 {
 			return 0, time.Time{}, openaiapi.InvalidRequest("X-IOP-Deadline-Ms must be a positive number of milliseconds, at most a day.", "")
@@ -498,7 +498,7 @@ func (s *Server) knownModel(name string) bool {
 }
 
 func (s *Server) listModels(c *gin.Context) {
-	if c.GetHeader("anthropic-version") != "" {
+	if c.GetHeader(hdrAnthropicVersion) != "" {
 		// An Anthropic SDK: its list shape.
 		c.Data(http.StatusOK, "application/json", anthropicapi.ModelsList(s.models.Load().names, time.Unix(s.created, 0)))
 		return

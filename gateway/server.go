@@ -308,7 +308,7 @@ func credentialDigest(k string) [32]byte {
 // bearer returns the request's "Authorization: Bearer" credential, or false
 // when there is none or it is blank.
 func bearer(c *gin.Context) (string, bool) {
-	h := c.GetHeader("Authorization")
+	h := c.GetHeader(hdrAuthorization)
 	const p = "Bearer "
 	if len(h) > len(p) && strings.EqualFold(h[:len(p)], p) {
 		tok := strings.TrimSpace(h[len(p):])
@@ -325,7 +325,7 @@ func (s *Server) apiAuth(c *gin.Context) {
 	tok, ok := bearer(c)
 	if !ok {
 		// Anthropic's SDKs send the key in x-api-key.
-		tok = strings.TrimSpace(c.GetHeader("x-api-key"))
+		tok = strings.TrimSpace(c.GetHeader(hdrAPIKey))
 		ok = tok != ""
 	}
 	if ok {
@@ -451,7 +451,7 @@ func ownWriter(w http.ResponseWriter) *infoWriter {
 }
 
 func (s *Server) requestID(c *gin.Context) {
-	id := c.GetHeader("X-Request-Id")
+	id := c.GetHeader(hdrRequestID)
 	if id == "" || len(id) > 128 || !printableASCII(id) {
 		id = newID("req_")
 	}
