@@ -362,3 +362,20 @@ type SessionInfo struct {
 // anything on a plain-HTTP path to it, points, internal addresses
 // included. A run reports the 3xx as an upstream error; a tunnel relays it.
 func NoRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// RoundTrip sends an adapter's request (a tunnel, a run's generation)
+// through c's transport alone, without what http.Client adds around it,
+// none of which an adapter's client uses: its redirects are refused
+// (NoRedirect), it keeps no cookies and has no overall timeout (each
+// request carries its deadline in its context), and base_url may not
+// carry credentials. Client.Do cloned the headers for a redirect that
+// never comes and wrapped the error once more (*url.Error): six
+// allocations per request. The caller ignores a response beside an
+// error, as Client.Do does.
+func RoundTrip(c *http.Client, req *http.Request) (*http.Response, error) {
+	rt := c.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	return rt.RoundTrip(req)
+}

@@ -115,7 +115,7 @@ func (o *Instance) do(ctx context.Context, cfg *config, method, path string, bod
 	if cfg.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+cfg.apiKey)
 	}
-	resp, err := o.client.Do(req)
+	resp, err := adapter.RoundTrip(o.client, req)
 	release()
 	if err != nil {
 		if ctx.Err() != nil {

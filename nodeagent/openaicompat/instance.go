@@ -296,7 +296,7 @@ func (in *Instance) postJSON(ctx context.Context, c *config, url string, body []
 		req.Header.Set("Accept", "application/json")
 	}
 	in.authorize(req, c)
-	return in.client.Do(req)
+	return adapter.RoundTrip(in.client, req)
 }
 
 // withTimeout bounds ctx by d when d > 0.

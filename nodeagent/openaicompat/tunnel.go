@@ -104,7 +104,7 @@ func (in *Instance) Tunnel(ctx context.Context, treq *iop.ProviderTunnelRequest,
 	if err != nil {
 		return err
 	}
-	resp, err := in.client.Do(req)
+	resp, err := adapter.RoundTrip(in.client, req)
 	release()
 	if err != nil {
 		return transportError(ctx, rctx, timeout, "tunnel", err)
