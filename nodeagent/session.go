@@ -434,19 +434,40 @@ func (s *tunnelSink) Status(code int, h http.Header) error {
 		return fmt.Errorf("nodeagent: tunnel status sent twice")
 	}
 	s.status = true
-	var hs []*iop.Header
+	// The headers are allocated together, in one block, rather than one
+	// by one.
+	n := 0
 	for name, vals := range h {
-		if isHopByHop(name) || strings.EqualFold(name, "Content-Length") {
-			continue
+		if !droppedStatusHeader(name) {
+			n += len(vals)
 		}
-		for _, v := range vals {
-			hs = append(hs, &iop.Header{Name: name, Value: v})
+	}
+	var hs []*iop.Header
+	if n > 0 {
+		hs = make([]*iop.Header, 0, n)
+		block := make([]iop.Header, n)
+		for name, vals := range h {
+			if droppedStatusHeader(name) {
+				continue
+			}
+			for _, v := range vals {
+				hd := &block[len(hs)]
+				hd.Name, hd.Value = name, v
+				hs = append(hs, hd)
+			}
 		}
 	}
 	if strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") {
 		s.flushEach = true
 	}
 	return s.queue(&iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_STATUS, StatusCode: int32(code), Headers: hs})
+}
+
+// droppedStatusHeader reports whether a response header stays off the
+// status frame: hop-by-hop headers, and Content-Length (the edge frames
+// the body itself).
+func droppedStatusHeader(name string) bool {
+	return isHopByHop(name) || strings.EqualFold(name, "Content-Length")
 }
 
 func isHopByHop(name string) bool {

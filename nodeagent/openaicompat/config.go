@@ -227,18 +227,26 @@ func connectionTokens(values []string) map[string]bool {
 	return out
 }
 
-// responseHeaders copies h without hop-by-hop headers.
+// responseHeaders removes the hop-by-hop headers from h (also those its
+// Connection header nominates, RFC 9110 §7.6.1) and returns it. h is a
+// response's own header map, read for the status frame and then dropped,
+// so it is filtered in place: a copy cost a map and a slice per header
+// on every request. A name not in canonical form (a hand-built header;
+// http.ReadResponse canonicalizes) is moved to its canonical form.
 func responseHeaders(h http.Header) http.Header {
 	drop := connectionTokens(h.Values("Connection"))
-	out := make(http.Header, len(h))
 	for k, vs := range h {
 		ck := http.CanonicalHeaderKey(k)
 		if isHopByHop(ck) || drop[ck] {
+			delete(h, k)
 			continue
 		}
-		out[ck] = append([]string(nil), vs...)
+		if ck != k {
+			delete(h, k)
+			h[ck] = append(h[ck], vs...)
+		}
 	}
-	return out
+	return h
 }
 
 func validEnvName(s string) bool {
