@@ -24,6 +24,7 @@ const (
 type config struct {
 	name      string
 	base      *url.URL // no trailing slash, no query, no fragment
+	baseURL   string   // base as a string, which every request's URL starts with
 	timeout   time.Duration
 	toolMode  iop.ToolMode // never UNSPECIFIED: that reads as auto
 	headers   http.Header  // canonical names
@@ -54,6 +55,9 @@ func parseConfig(cfg *iop.AdapterConfig, kind string) (*config, error) {
 		errs = append(errs, err)
 	}
 	c.base = base
+	if base != nil {
+		c.baseURL = strings.TrimRight(base.String(), "/")
+	}
 
 	if cfg.GetTimeoutSec() < 0 {
 		errs = append(errs, fmt.Errorf("timeout_sec %d must not be negative", cfg.GetTimeoutSec()))
@@ -158,7 +162,7 @@ func (c *config) resolve(path string) (*url.URL, error) {
 	}
 	// Appending the escaped form keeps the caller's escaping (e.g. %2F inside
 	// a model id) byte for byte.
-	raw := c.base.String() + p
+	raw := c.baseURL + p
 	if hasQuery {
 		raw += "?" + query
 	}
@@ -174,14 +178,13 @@ func (c *config) resolve(path string) (*url.URL, error) {
 
 // endpoint is base_url + a fixed API path.
 func (c *config) endpoint(p string) string {
-	return strings.TrimRight(c.base.String(), "/") + p
+	return c.baseURL + p
 }
 
 // root is base_url without a trailing /v1: where vLLM serves /health and
 // /metrics.
 func (c *config) root() string {
-	s := strings.TrimRight(c.base.String(), "/")
-	return strings.TrimRight(strings.TrimSuffix(s, "/v1"), "/")
+	return strings.TrimRight(strings.TrimSuffix(c.baseURL, "/v1"), "/")
 }
 
 // requestTimeout picks the per-request bound: a positive value from the
