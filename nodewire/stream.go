@@ -333,7 +333,9 @@ func (st *Stream) RecvLent() (*iop.Envelope, error) {
 		putRecvBuf(buf)
 		return nil, err
 	}
+	tunnelFrame := false
 	if inner, ok := onlyEnvelopeField(payload, fieldEnvelopeTunnelFrame); ok {
+		tunnelFrame = true
 		te := tunnelEnvelopes.Get().(*tunnelEnvelope)
 		if te.decode(inner) && te.frame.Kind == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY {
 			st.lentEnv, st.lentBuf = te, buf
@@ -349,14 +351,15 @@ func (st *Stream) RecvLent() (*iop.Envelope, error) {
 		}
 		putRunEnvelope(re)
 	}
-	// Not lent. An envelope that would point into its payload (tunnel
-	// frames and large tunnelled requests, DecodeEnvelope) is decoded from
-	// a copy of its own, as Recv would; any other (a run's events, one per
-	// streamed delta) straight from the receive buffer, since
-	// decodeGeneric copies out everything it keeps.
+	// Not lent. decodeGeneric copies out everything it keeps, so it
+	// decodes straight from the receive buffer: a run's events (one per
+	// streamed delta) and a tunnel's frames other than BODY (its status
+	// and end: fewer allocations than a copy of the payload and the fast
+	// path's decode of it). A large tunnelled request is decoded by
+	// DecodeEnvelope from a copy of its own, as Recv decodes it.
 	var env *iop.Envelope
 	var err error
-	if mayAlias(payload) {
+	if mayAlias(payload) && !tunnelFrame {
 		env, err = DecodeEnvelope(bytes.Clone(payload))
 	} else {
 		env, err = decodeGeneric(payload)
