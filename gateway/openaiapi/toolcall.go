@@ -246,6 +246,10 @@ func (s *textToolScanner) feed(text string, emit func(segment)) {
 		text = text[j:]
 	}
 	s.buf = append(s.buf, text...)
+	// drop only reslices, and what is left moves back to the front once,
+	// on return: a piece holding many blocks costs its length, not its
+	// length times its blocks.
+	defer s.compact(s.buf)
 	for {
 		if !s.inBlock {
 			if j := bytes.Index(s.buf, toolOpenTagBytes); j >= 0 {
@@ -301,15 +305,24 @@ func (s *textToolScanner) emitMarks(n int, emit func(segment)) {
 	}
 }
 
-// drop discards the first n held bytes. A buffer grown for a long block is
-// let go once it is empty: a quiet stream holds none.
+// drop discards the first n held bytes, within feed (see compact).
 func (s *textToolScanner) drop(n int) {
 	for i := range s.marks {
 		s.marks[i].at -= n
 	}
-	s.buf = s.buf[:copy(s.buf, s.buf[n:])]
-	if len(s.buf) == 0 && cap(s.buf) > maxIdleHold {
+	s.buf = s.buf[n:]
+}
+
+// compact moves what is still held to the front of full, the buffer feed
+// filled, once feed has dropped what it emitted. A buffer grown for a
+// long block is let go once it is empty: a quiet stream holds none.
+func (s *textToolScanner) compact(full []byte) {
+	switch {
+	case len(s.buf) == len(full):
+	case len(s.buf) == 0 && cap(full) > maxIdleHold:
 		s.buf = nil
+	default:
+		s.buf = full[:copy(full, s.buf)]
 	}
 }
 
