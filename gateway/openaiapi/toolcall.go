@@ -426,9 +426,19 @@ func (h *toolHolder) pushReasoning(r string) {
 	h.bound()
 }
 
-// bound releases everything held once it is past MaxAnswerBytes (push).
+// maxHeldPieces bounds the pieces held apart (reasoning within held
+// text, segments queued behind a call), each of which costs some fifty
+// bytes besides its text: a stream of one-byte deltas would otherwise
+// hold some forty times MaxAnswerBytes. No model's answer comes in that
+// many deltas (each a token or more), so only a broken or hostile node
+// reaches it, and what is held is then released as at MaxAnswerBytes.
+const maxHeldPieces = 1 << 18
+
+// bound releases everything held once it is past MaxAnswerBytes (push),
+// or holds more than maxHeldPieces pieces.
 func (h *toolHolder) bound() {
-	if len(h.scan.buf)+len(h.wsHold)+h.queued+h.heldThought > MaxAnswerBytes {
+	if len(h.scan.buf)+len(h.wsHold)+h.queued+h.heldThought > MaxAnswerBytes ||
+		len(h.scan.marks)+len(h.queue) > maxHeldPieces {
 		h.finish(false)
 		h.releasedReal = true
 	}
