@@ -22,7 +22,9 @@ func fastest40b(f func()) time.Duration {
 }
 
 // checkLinear40b times work(n) and work(4n): four times the input must
-// cost well under the sixteen times a rescan per piece would.
+// cost well under the sixteen times a rescan per piece would. The sizes
+// are past the caches at n already, so that both sizes cost alike per
+// byte.
 func checkLinear40b(t *testing.T, name string, n int, work func(n int)) {
 	t.Helper()
 	checkLinearPrepared40b(t, name, n, func(n int) func() { return func() { work(n) } })
@@ -45,6 +47,9 @@ func checkLinearPrepared40b(t *testing.T, name string, n int, prepare func(n int
 // or broken upstream can send in bulk (about 1 MiB at the larger size):
 // the cost per byte must not grow with what came before.
 func TestStreamWriterWorkIsLinear40b(t *testing.T) {
+	if raceEnabled40b {
+		t.Skip("timed without the race detector (raceEnabled40b)")
+	}
 	chunk := func(delta string) []byte {
 		return []byte(`{"choices":[{"index":0,"delta":` + delta + `}]}`)
 	}
@@ -115,6 +120,9 @@ func TestStreamWriterWorkIsLinear40b(t *testing.T) {
 // from a client's request) over long runs of escapes, deep nesting and
 // many members, escaped keys among them.
 func TestTemplateThinkingOffIsLinear40b(t *testing.T) {
+	if raceEnabled40b {
+		t.Skip("timed without the race detector (raceEnabled40b)")
+	}
 	run := func(body func(n int) []byte) func(n int) func() {
 		return func(n int) func() {
 			b := body(n)
@@ -125,7 +133,7 @@ func TestTemplateThinkingOffIsLinear40b(t *testing.T) {
 			}
 		}
 	}
-	checkLinearPrepared40b(t, "escapes", 64<<10, run(func(n int) []byte {
+	checkLinearPrepared40b(t, "escapes", 256<<10, run(func(n int) []byte {
 		return []byte(`{"a":"` + strings.Repeat(`\\\"\u00e9`, n) + `"}`)
 	}))
 	checkLinearPrepared40b(t, "nesting", 1<<10, run(func(n int) []byte {
@@ -146,6 +154,9 @@ func TestTemplateThinkingOffIsLinear40b(t *testing.T) {
 // schema is walked for OpenAI's strict mode; wide objects, long $ref
 // pointers and long patterns cost their length.
 func TestStrictSchemaIsLinear40b(t *testing.T) {
+	if raceEnabled40b {
+		t.Skip("timed without the race detector (raceEnabled40b)")
+	}
 	parse := func(schema func(n int) string) func(n int) func() {
 		return func(n int) func() {
 			body := []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"output_config":{"format":{"type":"json_schema","schema":` + schema(n) + `}}}`)
@@ -180,4 +191,31 @@ func TestStrictSchemaIsLinear40b(t *testing.T) {
 	checkLinearPrepared40b(t, "long pattern", 64<<10, parse(func(n int) string {
 		return `{"type":"object","additionalProperties":false,"properties":{"p":{"type":"string","pattern":"` + strings.Repeat(`[(?=]\\(`, n) + `"}},"required":["p"]}`
 	}))
+}
+
+// TestParseRequestIsLinear40b: a client's request of many turns, tool
+// uses and their results, parsed and rendered as the chat body, costs
+// its length.
+func TestParseRequestIsLinear40b(t *testing.T) {
+	if raceEnabled40b {
+		t.Skip("timed without the race detector (raceEnabled40b)")
+	}
+	checkLinearPrepared40b(t, "many tool turns", 1024, func(n int) func() {
+		var msgs []string
+		for i := range n {
+			msgs = append(msgs,
+				fmt.Sprintf(`{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":""},{"type":"text","text":"x"},{"type":"tool_use","id":"t%d","name":"f","input":{"q":"%d"}}]}`, i, i),
+				fmt.Sprintf(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","content":[{"type":"text","text":"r"}]},{"type":"text","text":"go on"}]}`, i))
+		}
+		body := []byte(`{"model":"m","max_tokens":5,"tools":[{"name":"f","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"hi"},` + strings.Join(msgs, ",") + `]}`)
+		return func() {
+			r, e := ParseRequest(body)
+			if e != nil {
+				t.Fatal(e)
+			}
+			if _, err := r.OpenAIChat(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 }

@@ -26,6 +26,9 @@ func fastest40b(f func()) time.Duration {
 // blocks must cost about eight times as long, well below the 64 times a
 // rescan per block costs.
 func TestToolHolderOneDeltaOfManyBlocksIsLinear40b(t *testing.T) {
+	if raceEnabled40b {
+		t.Skip("timed without the race detector (raceEnabled40b)")
+	}
 	for _, unit := range []string{
 		"x<tool_call>a</tool_call>",                          // text between invalid blocks
 		`<tool_call>{"name":"f","arguments":{}}</tool_call>`, // valid calls, back to back
