@@ -382,8 +382,10 @@ func (s *StreamWriter) tool(index int, id string, f oaFunctionCall) error {
 		if s.pendingTools == nil {
 			s.pendingTools = map[int]*heldTool{}
 		}
+		if err := s.newTool(index); err != nil {
+			return err
+		}
 		h := &heldTool{id: toolID(id), name: f.Name}
-		s.toolsSeen[index] = true
 		s.outBytes += len(f.Name)
 		s.heldTools += heldToolCost + len(f.Name)
 		s.pendingTools[index] = h
@@ -396,8 +398,10 @@ func (s *StreamWriter) tool(index int, id string, f oaFunctionCall) error {
 		if f.Name == "" {
 			return fmt.Errorf("%w: tool call %d starts without a name", ErrMalformedUpstream, index)
 		}
+		if err := s.newTool(index); err != nil {
+			return err
+		}
 		s.closeBlock()
-		s.toolsSeen[index] = true
 		s.curTool, s.curArgs = index, argScan{}
 		s.outBytes += len(f.Name)
 		s.startBlock(openTool, toolUseOut{Type: "tool_use", ID: toolID(id), Name: f.Name, Input: emptyObject})
@@ -407,6 +411,21 @@ func (s *StreamWriter) tool(index int, id string, f oaFunctionCall) error {
 		s.outBytes += len(f.Arguments)
 		s.event("content_block_delta", blockDeltaEvent{Type: "content_block_delta", Index: s.next - 1, Delta: inputJSONDelta{Type: "input_json_delta", PartialJSON: f.Arguments}})
 	}
+	return nil
+}
+
+// maxToolCalls bounds the tool calls one stream translates, as the node's
+// adapters bound a run's (adapter.MaxToolCalls): every index started is
+// remembered for the stream's life (toolsSeen), and an upstream that
+// keeps starting calls is broken or hostile.
+const maxToolCalls = 1024
+
+// newTool records the start of call index, within maxToolCalls.
+func (s *StreamWriter) newTool(index int) error {
+	if len(s.toolsSeen) >= maxToolCalls {
+		return fmt.Errorf("%w: more than %d tool calls", ErrMalformedUpstream, maxToolCalls)
+	}
+	s.toolsSeen[index] = true
 	return nil
 }
 

@@ -246,6 +246,10 @@ func (s *textToolScanner) feed(text string, emit func(segment)) {
 		text = text[j:]
 	}
 	s.buf = append(s.buf, text...)
+	// drop only reslices, and what is left moves back to the front once,
+	// on return: a piece holding many blocks costs its length, not its
+	// length times its blocks.
+	defer s.compact(s.buf)
 	for {
 		if !s.inBlock {
 			if j := bytes.Index(s.buf, toolOpenTagBytes); j >= 0 {
@@ -301,15 +305,24 @@ func (s *textToolScanner) emitMarks(n int, emit func(segment)) {
 	}
 }
 
-// drop discards the first n held bytes. A buffer grown for a long block is
-// let go once it is empty: a quiet stream holds none.
+// drop discards the first n held bytes, within feed (see compact).
 func (s *textToolScanner) drop(n int) {
 	for i := range s.marks {
 		s.marks[i].at -= n
 	}
-	s.buf = s.buf[:copy(s.buf, s.buf[n:])]
-	if len(s.buf) == 0 && cap(s.buf) > maxIdleHold {
+	s.buf = s.buf[n:]
+}
+
+// compact moves what is still held to the front of full, the buffer feed
+// filled, once feed has dropped what it emitted. A buffer grown for a
+// long block is let go once it is empty: a quiet stream holds none.
+func (s *textToolScanner) compact(full []byte) {
+	switch {
+	case len(s.buf) == len(full):
+	case len(s.buf) == 0 && cap(full) > maxIdleHold:
 		s.buf = nil
+	default:
+		s.buf = full[:copy(full, s.buf)]
 	}
 }
 
@@ -413,9 +426,19 @@ func (h *toolHolder) pushReasoning(r string) {
 	h.bound()
 }
 
-// bound releases everything held once it is past MaxAnswerBytes (push).
+// maxHeldPieces bounds the pieces held apart (reasoning within held
+// text, segments queued behind a call), each of which costs some fifty
+// bytes besides its text: a stream of one-byte deltas would otherwise
+// hold some forty times MaxAnswerBytes. No model's answer comes in that
+// many deltas (each a token or more), so only a broken or hostile node
+// reaches it, and what is held is then released as at MaxAnswerBytes.
+const maxHeldPieces = 1 << 18
+
+// bound releases everything held once it is past MaxAnswerBytes (push),
+// or holds more than maxHeldPieces pieces.
 func (h *toolHolder) bound() {
-	if len(h.scan.buf)+len(h.wsHold)+h.queued+h.heldThought > MaxAnswerBytes {
+	if len(h.scan.buf)+len(h.wsHold)+h.queued+h.heldThought > MaxAnswerBytes ||
+		len(h.scan.marks)+len(h.queue) > maxHeldPieces {
 		h.finish(false)
 		h.releasedReal = true
 	}
