@@ -5,19 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// fastest40b is the shortest of a few runs of f: the least noisy figure
-// on a shared machine.
-func fastest40b(f func()) time.Duration {
-	best := time.Duration(1<<63 - 1)
-	for range 3 {
-		start := time.Now()
-		f()
-		best = min(best, time.Since(start))
-	}
-	return best
-}
+	"github.com/iop-gateway/iop/internal/testlinear"
+)
 
 // TestMessagesWriterSSEIsLinear40b: the Messages surface converts an
 // upstream's event stream as it arrives, so what a hostile or broken
@@ -26,9 +16,7 @@ func fastest40b(f func()) time.Duration {
 // and events of comments only. Four times the input must cost well under
 // the sixteen times a rescan per piece would.
 func TestMessagesWriterSSEIsLinear40b(t *testing.T) {
-	if raceEnabled40b {
-		t.Skip("timed without the race detector (raceEnabled40b)")
-	}
+	testlinear.SkipUnderRace(t)
 	event := "data: " + `{"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n"
 	for _, c := range []struct {
 		name   string
@@ -56,7 +44,7 @@ func TestMessagesWriterSSEIsLinear40b(t *testing.T) {
 		measure := func(n int) time.Duration {
 			s, cuts := c.stream(n)
 			var out []byte
-			d := fastest40b(func() { out = convertSSE(t, s, cuts) })
+			d := testlinear.Fastest(func() { out = convertSSE(t, s, cuts) })
 			if !bytes.Contains(out, []byte("event: message_stop")) {
 				t.Fatalf("%s: stream did not complete: %.200s", c.name, out)
 			}

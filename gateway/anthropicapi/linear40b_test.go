@@ -7,19 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// fastest40b is the shortest of a few runs of f: the least noisy figure
-// on a shared machine.
-func fastest40b(f func()) time.Duration {
-	best := time.Duration(1<<63 - 1)
-	for range 3 {
-		start := time.Now()
-		f()
-		best = min(best, time.Since(start))
-	}
-	return best
-}
+	"github.com/iop-gateway/iop/internal/testlinear"
+)
 
 // checkLinear40b times work(n) and work(4n): four times the input must
 // cost well under the sixteen times a rescan per piece would. The sizes
@@ -34,8 +24,8 @@ func checkLinear40b(t *testing.T, name string, n int, work func(n int)) {
 // first (prepare), out of the timing.
 func checkLinearPrepared40b(t *testing.T, name string, n int, prepare func(n int) func()) {
 	t.Helper()
-	small := fastest40b(prepare(n))
-	large := fastest40b(prepare(4 * n))
+	small := testlinear.Fastest(prepare(n))
+	large := testlinear.Fastest(prepare(4 * n))
 	ratio := float64(large) / float64(max(small, 50*time.Microsecond))
 	t.Logf("%s: n=%d %v, 4n %v (%.1f×)", name, n, small, large, ratio)
 	if ratio > 10 {
@@ -47,9 +37,7 @@ func checkLinearPrepared40b(t *testing.T, name string, n int, prepare func(n int
 // or broken upstream can send in bulk (about 1 MiB at the larger size):
 // the cost per byte must not grow with what came before.
 func TestStreamWriterWorkIsLinear40b(t *testing.T) {
-	if raceEnabled40b {
-		t.Skip("timed without the race detector (raceEnabled40b)")
-	}
+	testlinear.SkipUnderRace(t)
 	chunk := func(delta string) []byte {
 		return []byte(`{"choices":[{"index":0,"delta":` + delta + `}]}`)
 	}
@@ -120,9 +108,7 @@ func TestStreamWriterWorkIsLinear40b(t *testing.T) {
 // from a client's request) over long runs of escapes, deep nesting and
 // many members, escaped keys among them.
 func TestTemplateThinkingOffIsLinear40b(t *testing.T) {
-	if raceEnabled40b {
-		t.Skip("timed without the race detector (raceEnabled40b)")
-	}
+	testlinear.SkipUnderRace(t)
 	run := func(body func(n int) []byte) func(n int) func() {
 		return func(n int) func() {
 			b := body(n)
@@ -154,9 +140,7 @@ func TestTemplateThinkingOffIsLinear40b(t *testing.T) {
 // schema is walked for OpenAI's strict mode; wide objects, long $ref
 // pointers and long patterns cost their length.
 func TestStrictSchemaIsLinear40b(t *testing.T) {
-	if raceEnabled40b {
-		t.Skip("timed without the race detector (raceEnabled40b)")
-	}
+	testlinear.SkipUnderRace(t)
 	parse := func(schema func(n int) string) func(n int) func() {
 		return func(n int) func() {
 			body := []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"output_config":{"format":{"type":"json_schema","schema":` + schema(n) + `}}}`)
@@ -197,9 +181,7 @@ func TestStrictSchemaIsLinear40b(t *testing.T) {
 // uses and their results, parsed and rendered as the chat body, costs
 // its length.
 func TestParseRequestIsLinear40b(t *testing.T) {
-	if raceEnabled40b {
-		t.Skip("timed without the race detector (raceEnabled40b)")
-	}
+	testlinear.SkipUnderRace(t)
 	checkLinearPrepared40b(t, "many tool turns", 1024, func(n int) func() {
 		var msgs []string
 		for i := range n {

@@ -4,19 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// fastest40b is the shortest of a few runs of f: the least noisy figure
-// on a shared machine.
-func fastest40b(f func()) time.Duration {
-	best := time.Duration(1<<63 - 1)
-	for range 3 {
-		start := time.Now()
-		f()
-		best = min(best, time.Since(start))
-	}
-	return best
-}
+	"github.com/iop-gateway/iop/internal/testlinear"
+)
 
 // TestToolHolderOneDeltaOfManyBlocksIsLinear40b: a node's run event may
 // carry one delta of up to a frame (16 MiB) holding many <tool_call>
@@ -26,16 +16,14 @@ func fastest40b(f func()) time.Duration {
 // blocks must cost about eight times as long, well below the 64 times a
 // rescan per block costs.
 func TestToolHolderOneDeltaOfManyBlocksIsLinear40b(t *testing.T) {
-	if raceEnabled40b {
-		t.Skip("timed without the race detector (raceEnabled40b)")
-	}
+	testlinear.SkipUnderRace(t)
 	for _, unit := range []string{
 		"x<tool_call>a</tool_call>",                          // text between invalid blocks
 		`<tool_call>{"name":"f","arguments":{}}</tool_call>`, // valid calls, back to back
 	} {
 		run := func(n int) time.Duration {
 			delta := strings.Repeat(unit, n)
-			return fastest40b(func() {
+			return testlinear.Fastest(func() {
 				h := newToolHolder([]string{"f"})
 				h.mark()
 				h.push(delta)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iop-gateway/iop/internal/testlinear"
 	iop "github.com/iop-gateway/iop/proto/gen/iop"
 )
 
@@ -13,9 +14,7 @@ import (
 // text form at a cost that grows with its length: four times the turns
 // must cost well under the sixteen times a rescan per turn would.
 func TestInputIsLinear40b(t *testing.T) {
-	if raceEnabled40b {
-		t.Skip("timed without the race detector (raceEnabled40b)")
-	}
+	testlinear.SkipUnderRace(t)
 	input := func(n int) *iop.RunInput {
 		in := &iop.RunInput{Tools: []*iop.ToolDefinition{{Name: "f", Parameters: []byte(`{"type":"object"}`)}}}
 		for i := range n {

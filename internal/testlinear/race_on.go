@@ -1,0 +1,5 @@
+//go:build race
+
+package testlinear
+
+const raceEnabled = true
