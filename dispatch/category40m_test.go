@@ -41,3 +41,26 @@ func TestDeclaredCategoryWinsOverTheTypes40m(t *testing.T) {
 		}
 	}
 }
+
+// The type's category is looked up by the provider's type, not its name:
+// a vllm provider named gpu0 of a node never connected is
+// local_inference. (TestStatusCategoryDefaultsFromType names each
+// provider after its type.)
+func TestTypeCategoryByTypeNotName40m(t *testing.T) {
+	ns := config.NodeSpec{ID: "a", Token: testToken, Providers: []config.ProviderSpec{
+		{Name: "gpu0", Type: "vllm", BaseURL: "http://127.0.0.1:1/v1"},
+		{Name: "coder", Type: "cli", Command: []string{"cat"}},
+	}}
+	ms := config.ModelSpec{Name: "m", Providers: []config.ModelProvider{{Node: "a", Provider: "gpu0", Target: "t"}, {Node: "a", Provider: "coder", Target: "t"}}}
+	cfg := &config.Edge{Nodes: []config.NodeSpec{ns}, Models: []config.ModelSpec{ms}}
+	if err := cfg.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, cfg, nil)
+	want := map[string]string{"gpu0": "local_inference", "coder": "cli"}
+	for _, p := range f.d.Status().Nodes[0].Providers {
+		if p.Category != want[p.ProviderId] {
+			t.Errorf("%s (type %s) category %q before its node connected, want %q", p.ProviderId, p.Type, p.Category, want[p.ProviderId])
+		}
+	}
+}
