@@ -47,9 +47,11 @@ const responseIDScanMax = 4 << 10
 // responseIDScan finds the id of a Responses API answer as it is relayed,
 // from a copy of its first responseIDScanMax bytes: a whole answer's
 // top-level "id"; an event stream's first event (response.created), its
-// data's response.id. Nothing is held back or delayed: the relay writes
-// each piece before it is fed here. Only /v1/responses exchanges have one
-// (tunnelExchange.ids), so no other route pays for it.
+// data's response.id. The relay feeds each piece before it writes it: the
+// piece that settles the id waits, in cluster mode, for the id's write to
+// Redis (Dispatcher.AwaitShared), the pieces before and after it do not.
+// Only /v1/responses exchanges have one (tunnelExchange.ids), so no other
+// route pays for it.
 //
 // However the answer is cut into pieces, the scan costs one pass over its
 // bound and one JSON decoding: a piece is only copied (and, for an event
