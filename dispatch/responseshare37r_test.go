@@ -136,6 +136,17 @@ func TestResponseShareCloseStopsAtFailure37r(t *testing.T) {
 // the pause; it is safe to call again, and the test's cleanup calls it.
 func holdShareWriter(t *testing.T, rdb *redis.Client, e *fixture, first string, l *Lease) (unpause func()) {
 	t.Helper()
+	unpause = pauseShareWrites(t, rdb)
+	e.d.RememberResponse(first, l)
+	waitSetPaused(t, rdb)
+	return unpause
+}
+
+// pauseShareWrites has Redis hold every write for 30 s (CLIENT PAUSE
+// WRITE), far past waitDeadline. unpause ends the pause; it is safe to
+// call again, and the test's cleanup calls it.
+func pauseShareWrites(t *testing.T, rdb *redis.Client) (unpause func()) {
+	t.Helper()
 	if err := rdb.Do(context.Background(), "CLIENT", "PAUSE", "30000", "WRITE").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +159,6 @@ func holdShareWriter(t *testing.T, rdb *redis.Client, e *fixture, first string, 
 		})
 	}
 	t.Cleanup(unpause)
-	e.d.RememberResponse(first, l)
-	waitSetPaused(t, rdb)
 	return unpause
 }
 

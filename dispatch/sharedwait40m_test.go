@@ -52,23 +52,14 @@ func TestAwaitSharedEndsWithItsOwnWrite40m(t *testing.T) {
 	e := clusterEdge(t, rs, "e1", 30*time.Second)
 	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
 	defer l.Release(ReasonCompleted)
-	if err := rdb.Do(context.Background(), "CLIENT", "PAUSE", "30000", "WRITE").Err(); err != nil {
-		t.Fatal(err)
-	}
-	unpause := func() {
-		if err := rdb.Do(context.Background(), "CLIENT", "UNPAUSE").Err(); err != nil {
-			t.Errorf("unpause: %v", err)
-		}
-	}
+	unpause := pauseShareWrites(t, rdb)
 	shared := e.d.RememberResponse("resp_own", l)
 	if shared == nil {
-		unpause()
 		t.Fatal("no channel")
 	}
 	waitSetPaused(t, rdb) // resp_own's own write, held
 	select {
 	case <-shared:
-		unpause()
 		t.Fatal("shared closed while the write carrying its id was held")
 	default:
 	}
