@@ -135,6 +135,11 @@ func (t *tunnelExchange) copyHeaders() {
 			nominated = append(nominated, hd.GetValue())
 		}
 	}
+	// The values of names not yet in h share one block, rather than one
+	// slice each (h.Add's). Each name's slice is capped at its one value, so
+	// a later value of the same name (or anyone's Add) copies it out
+	// instead of writing over the next name's.
+	var block []string
 	for _, hd := range hs {
 		name := http.CanonicalHeaderKey(hd.GetName())
 		if droppedResponseHeaders[name] || !httpguts.ValidHeaderFieldName(name) || !httpguts.ValidHeaderFieldValue(hd.GetValue()) {
@@ -148,6 +153,14 @@ func (t *tunnelExchange) copyHeaders() {
 			// what head judged the answer by.
 			continue
 		}
-		h.Add(name, hd.GetValue())
+		if vs := h[name]; vs != nil {
+			h[name] = append(vs, hd.GetValue())
+			continue
+		}
+		if block == nil {
+			block = make([]string, 0, len(hs))
+		}
+		block = append(block, hd.GetValue())
+		h[name] = block[len(block)-1 : len(block) : len(block)]
 	}
 }

@@ -473,10 +473,17 @@ func printableASCII(s string) bool {
 	return true
 }
 
+// newID is prefix and 96 random bits in hex: one allocation, the string.
 func newID(prefix string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
+	var h [24]byte
+	hex.Encode(h[:], b[:])
+	var sb strings.Builder
+	sb.Grow(len(prefix) + len(h))
+	sb.WriteString(prefix)
+	sb.Write(h[:])
+	return sb.String()
 }
 
 // accessLog writes one line per request. It never logs prompts, keys or

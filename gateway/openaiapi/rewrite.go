@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/iop-gateway/iop/internal/jsonenc"
 )
 
 // ErrNotJSONObject is returned by RewriteModel for a body that
@@ -42,7 +44,10 @@ func RewriteValidModel(body []byte, target string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	value := encodeString(target)
+	// The value is copied into the result, never kept: encoded into a
+	// stack buffer, a model name under 64 bytes costs no allocation.
+	var vbuf [64]byte
+	value := jsonenc.AppendString(vbuf[:0], target)
 	var mbuf [2]member
 	models := mbuf[:0]
 	exact := false
@@ -292,5 +297,5 @@ func skipValue(b []byte, i int) int {
 // encodeString JSON-encodes s without HTML escaping. Invalid UTF-8 in s
 // becomes U+FFFD, as with encoding/json.
 func encodeString(s string) []byte {
-	return mustMarshal(s)
+	return jsonenc.AppendString(make([]byte, 0, len(s)+2), s)
 }
