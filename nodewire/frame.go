@@ -179,6 +179,11 @@ func DecodeEnvelope(payload []byte) (*iop.Envelope, error) {
 	if env, ok := decodeTunnelFrame(payload); ok { // see tunnelframe.go
 		return env, nil
 	}
+	if inner, ok := onlyEnvelopeField(payload, fieldEnvelopeTunnelFrame); ok {
+		if env, ok := decodeTunnelHead(inner); ok { // see tunnelhead.go
+			return env, nil
+		}
+	}
 	if env, ok := decodeTunnelRequest(payload); ok { // see tunnelrequest.go
 		return env, nil
 	}

@@ -337,11 +337,24 @@ func (st *Stream) RecvLent() (*iop.Envelope, error) {
 	if inner, ok := onlyEnvelopeField(payload, fieldEnvelopeTunnelFrame); ok {
 		tunnelFrame = true
 		te := tunnelEnvelopes.Get().(*tunnelEnvelope)
-		if te.decode(inner) && te.frame.Kind == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY {
-			st.lentEnv, st.lentBuf = te, buf
-			return &te.env, nil
+		if te.decode(inner) {
+			if te.frame.Kind == iop.TunnelFrameKind_TUNNEL_FRAME_KIND_BODY {
+				st.lentEnv, st.lentBuf = te, buf
+				return &te.env, nil
+			}
+			if te.frame.Body == nil {
+				// An answer's END frame: nothing in it points into buf,
+				// so it is the caller's, as Recv's envelopes are.
+				putRecvBuf(buf)
+				return &te.env, nil
+			}
 		}
 		putTunnelEnvelope(te)
+		// Its STATUS and USAGE frames (see tunnelhead.go).
+		if env, ok := decodeTunnelHead(inner); ok {
+			putRecvBuf(buf)
+			return env, nil
+		}
 	} else if _, ok := onlyEnvelopeField(payload, fieldEnvelopeRunEvent); ok {
 		re := runEnvelopes.Get().(*runEnvelope)
 		if re.decode(payload) {
@@ -353,10 +366,10 @@ func (st *Stream) RecvLent() (*iop.Envelope, error) {
 	}
 	// Not lent. decodeGeneric copies out everything it keeps, so it
 	// decodes straight from the receive buffer: a run's events (one per
-	// streamed delta) and a tunnel's frames other than BODY (its status
-	// and end: fewer allocations than a copy of the payload and the fast
-	// path's decode of it). A large tunnelled request is decoded by
-	// DecodeEnvelope from a copy of its own, as Recv decodes it.
+	// streamed delta) and a tunnel's frames of any other shape (an ERROR
+	// frame, METADATA: fewer allocations than a copy of the payload and
+	// the fast path's decode of it). A large tunnelled request is decoded
+	// by DecodeEnvelope from a copy of its own, as Recv decodes it.
 	var env *iop.Envelope
 	var err error
 	if mayAlias(payload) && !tunnelFrame {
