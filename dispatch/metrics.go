@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/iop-gateway/iop/internal/seriescache"
 )
 
 // Metrics are the dispatcher's event-driven series (CONTRACT §6). State
@@ -20,6 +22,20 @@ type Metrics struct {
 	// debug logs, of why another edge routes their follow-ups as usual
 	// (which vLLM answers 404).
 	respUnshared *prometheus.CounterVec
+
+	// The children recorded per lease, by label values (see
+	// seriescache): taking and returning a lease, and its queue wait, do
+	// not hash and look up their labels in the vectors. No series of
+	// these vectors is ever deleted (declare).
+	acqBy  seriescache.Cache[resKey, prometheus.Counter]
+	relBy  seriescache.Cache[resReason, prometheus.Counter]
+	waitBy seriescache.Cache[string, prometheus.Observer]
+}
+
+// resReason labels a lease's return: its resource and reason.
+type resReason struct {
+	resKey
+	reason ReleaseReason
 }
 
 // NewMetrics creates the series and registers them on reg (nil: unregistered,
@@ -96,14 +112,22 @@ func (m *Metrics) declare(node string, providers []string) {
 	}
 }
 
-func (m *Metrics) leaseAcquired(k resKey) { m.leaseAcq.WithLabelValues(k.node, k.provider).Inc() }
+func (m *Metrics) leaseAcquired(k resKey) {
+	m.acqBy.Get(k, func(k resKey) prometheus.Counter {
+		return m.leaseAcq.WithLabelValues(k.node, k.provider)
+	}).Inc()
+}
 
 func (m *Metrics) leaseReleased(k resKey, r ReleaseReason) {
-	m.leaseRel.WithLabelValues(k.node, k.provider, string(r)).Inc()
+	m.relBy.Get(resReason{k, r}, func(k resReason) prometheus.Counter {
+		return m.leaseRel.WithLabelValues(k.node, k.provider, string(k.reason))
+	}).Inc()
 }
 
 func (m *Metrics) queueWait(model string, d time.Duration) {
-	m.queueWaitSec.WithLabelValues(model).Observe(d.Seconds())
+	m.waitBy.Get(model, func(model string) prometheus.Observer {
+		return m.queueWaitSec.WithLabelValues(model)
+	}).Observe(d.Seconds())
 }
 
 func (m *Metrics) sessions(node, outcome string) { m.nodeSessions.WithLabelValues(node, outcome).Inc() }

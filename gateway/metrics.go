@@ -1,11 +1,11 @@
 package gateway
 
 import (
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/iop-gateway/iop/internal/seriescache"
 )
 
 // Route labels.
@@ -38,53 +38,18 @@ type Metrics struct {
 	// request does not hash and look up its labels in the vector
 	// (WithLabelValues) for each of them. The caches hold what the vectors
 	// already hold, so they are bounded as the labels are.
-	requestsBy      seriesCache[modelRouteCode, prometheus.Counter]
-	durationBy      seriesCache[modelLabel, prometheus.Observer]
-	ttftBy          seriesCache[modelLabel, prometheus.Observer]
-	tokensBy        seriesCache[modelLabel, prometheus.Counter]
-	cancellationsBy seriesCache[string, prometheus.Counter]
-	surfacesBy      seriesCache[modelLabel, prometheus.Counter] // (surface, code)
+	requestsBy      seriescache.Cache[modelRouteCode, prometheus.Counter]
+	durationBy      seriescache.Cache[modelLabel, prometheus.Observer]
+	ttftBy          seriescache.Cache[modelLabel, prometheus.Observer]
+	tokensBy        seriescache.Cache[modelLabel, prometheus.Counter]
+	cancellationsBy seriescache.Cache[string, prometheus.Counter]
+	surfacesBy      seriescache.Cache[modelLabel, prometheus.Counter] // (surface, code)
 }
 
 type modelRouteCode struct{ model, route, code string }
 
 // modelLabel is a model and one more label (route or kind).
 type modelLabel struct{ model, label string }
-
-// seriesCache maps label values to a vector's child. Reads are lock-free
-// (an immutable map behind an atomic pointer); a new key copies the map,
-// which happens once per label tuple.
-type seriesCache[K comparable, V any] struct {
-	mu sync.Mutex
-	m  atomic.Pointer[map[K]V]
-}
-
-func (c *seriesCache[K, V]) get(k K, child func(K) V) V {
-	if m := c.m.Load(); m != nil {
-		if v, ok := (*m)[k]; ok {
-			return v
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.m.Load()
-	if old != nil {
-		if v, ok := (*old)[k]; ok {
-			return v
-		}
-	}
-	m := make(map[K]V, 1)
-	if old != nil {
-		m = make(map[K]V, len(*old)+1)
-		for k, v := range *old {
-			m[k] = v
-		}
-	}
-	v := child(k)
-	m[k] = v
-	c.m.Store(&m)
-	return v
-}
 
 // NewMetrics creates and registers the series on reg (nil: unregistered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -144,24 +109,24 @@ func (m *Metrics) failover(model, reason string) { m.failovers.WithLabelValues(m
 
 // surface counts a request by the API surface it came through.
 func (m *Metrics) surface(surface, code string) {
-	m.surfacesBy.get(modelLabel{surface, code}, func(k modelLabel) prometheus.Counter {
+	m.surfacesBy.Get(modelLabel{surface, code}, func(k modelLabel) prometheus.Counter {
 		return m.surfaces.WithLabelValues(k.model, k.label)
 	}).Inc()
 }
 
 func (m *Metrics) request(model, route, code string, d time.Duration) {
-	m.requestsBy.get(modelRouteCode{model, route, code}, func(k modelRouteCode) prometheus.Counter {
+	m.requestsBy.Get(modelRouteCode{model, route, code}, func(k modelRouteCode) prometheus.Counter {
 		return m.requests.WithLabelValues(k.model, k.route, k.code)
 	}).Inc()
 	if route != "" {
-		m.durationBy.get(modelLabel{model, route}, func(k modelLabel) prometheus.Observer {
+		m.durationBy.Get(modelLabel{model, route}, func(k modelLabel) prometheus.Observer {
 			return m.duration.WithLabelValues(k.model, k.label)
 		}).Observe(d.Seconds())
 	}
 }
 
 func (m *Metrics) firstToken(model, route string, d time.Duration) {
-	m.ttftBy.get(modelLabel{model, route}, func(k modelLabel) prometheus.Observer {
+	m.ttftBy.Get(modelLabel{model, route}, func(k modelLabel) prometheus.Observer {
 		return m.ttft.WithLabelValues(k.model, k.label)
 	}).Observe(d.Seconds())
 }
@@ -176,13 +141,13 @@ func (m *Metrics) usage(model string, prompt, completion int64) {
 }
 
 func (m *Metrics) token(model, kind string) prometheus.Counter {
-	return m.tokensBy.get(modelLabel{model, kind}, func(k modelLabel) prometheus.Counter {
+	return m.tokensBy.Get(modelLabel{model, kind}, func(k modelLabel) prometheus.Counter {
 		return m.tokens.WithLabelValues(k.model, k.label)
 	})
 }
 
 func (m *Metrics) cancelled(reason string) {
-	m.cancellationsBy.get(reason, func(k string) prometheus.Counter {
+	m.cancellationsBy.Get(reason, func(k string) prometheus.Counter {
 		return m.cancellations.WithLabelValues(k)
 	}).Inc()
 }
