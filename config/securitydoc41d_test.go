@@ -233,6 +233,13 @@ func checkDocDefault(edge *Edge, node *Node, d docDefault) string {
 	if !ok {
 		return fmt.Sprintf("%s is not a key of the edge or node config", d.key)
 	}
+	return compareDocDefault(v, d.key, d.text)
+}
+
+// compareDocDefault compares the default text (a number with its unit, or
+// a string in backticks) with v, the value of key after defaults.
+func compareDocDefault(v reflect.Value, key, text string) string {
+	d := docDefault{key: key, text: text}
 	if v.Kind() == reflect.Slice || v.Kind() == reflect.Map {
 		// A list key has no scalar default; its row says how entries are
 		// read, and only the key itself can be held to the config.
