@@ -14,7 +14,7 @@ import (
 // its default; these tests hold them to the defaults LoadEdge and LoadNode
 // apply, as securitydoc41d_test.go does for SECURITY.md.
 
-// readmeKeyCell reads a key cell: "`a.b`", "`a.b`, `c`, `d`", "`a.b` /
+// readmeCellKey reads a key cell: "`a.b`", "`a.b`, `c`, `d`", "`a.b` /
 // `c`", "`…c`" (continuing the last full key's parent). A later key
 // without a dot takes the first key's parent. ok is false for a cell that
 // does not begin with a key ("any other key", "`tracing.*`"). A key of
@@ -48,22 +48,38 @@ var readmeSetByMinimal = map[string]bool{
 	"cluster.redis.address": true, "edge.address": true,
 }
 
-// readmeDerived are defaults the README states relative to another value;
-// each returns "" when the loaded config agrees.
-var readmeDerived = map[string]func(e *Edge, n *Node) string{
-	"3×interval": func(e *Edge, _ *Node) string {
-		if nd := e.Nodes[0]; nd.HeartbeatTimeoutSec != 3*nd.HeartbeatIntervalSec {
+// readmeDerived are the defaults the README states relative to another
+// value, by key: the words it uses, and a check that returns "" when the
+// loaded config agrees.
+var readmeDerived = map[string]struct {
+	text  string
+	check func(e *Edge) string
+}{
+	"nodes[].heartbeat_timeout_sec": {"3×interval", func(*Edge) string {
+		// An interval other than the default, so that a fixed 15 s
+		// would not pass for three intervals.
+		nd, err := derivedNode()
+		if err != nil {
+			return err.Error()
+		}
+		if nd.HeartbeatTimeoutSec != 3*nd.HeartbeatIntervalSec {
 			return fmt.Sprintf("heartbeat_timeout_sec is %g, interval %g", nd.HeartbeatTimeoutSec, nd.HeartbeatIntervalSec)
 		}
 		return ""
-	},
-	"= capacity": func(e *Edge, _ *Node) string {
-		if p := e.Nodes[0].Providers[0]; p.LongCapacity != p.Capacity {
+	}},
+	"nodes[].providers[].long_capacity": {"= capacity", func(*Edge) string {
+		// A capacity other than the default 1, which a fixed
+		// long_capacity of 1 would match.
+		nd, err := derivedNode()
+		if err != nil {
+			return err.Error()
+		}
+		if p := nd.Providers[0]; p.LongCapacity != p.Capacity {
 			return fmt.Sprintf("long_capacity is %d, capacity %d", p.LongCapacity, p.Capacity)
 		}
 		return ""
-	},
-	"the type": func(e *Edge, _ *Node) string {
+	}},
+	"nodes[].providers[].name": {"the type", func(*Edge) string {
 		// The minimal config names its provider; one without a name is
 		// what is asked here.
 		pr := ProviderSpec{Type: "mock"}
@@ -73,14 +89,25 @@ var readmeDerived = map[string]func(e *Edge, n *Node) string{
 			return fmt.Sprintf("an unnamed provider is named %q", pr.Name)
 		}
 		return ""
-	},
-	"from type": func(e *Edge, _ *Node) string {
+	}},
+	"nodes[].providers[].category": {"from type", func(e *Edge) string {
 		// Empty in the config: the node's adapter declares it.
 		if c := e.Nodes[0].Providers[0].Category; c != "" {
 			return fmt.Sprintf("category defaults to %q, not left to the adapter", c)
 		}
 		return ""
-	},
+	}},
+}
+
+// derivedNode is a node given an interval and a capacity other than their
+// defaults, after Normalize, for the defaults derived from them.
+func derivedNode() (NodeSpec, error) {
+	c := &Edge{Nodes: []NodeSpec{{ID: "n", Token: "t", HeartbeatIntervalSec: 2,
+		Providers: []ProviderSpec{{Type: "mock", Capacity: 4}}}}}
+	if err := c.Normalize(); err != nil {
+		return NodeSpec{}, fmt.Errorf("derived node: %w", err)
+	}
+	return c.Nodes[0], nil
 }
 
 // readmeEffective are keys whose default lives beside the field the key
@@ -101,8 +128,11 @@ func checkReadmeDefault(edge *Edge, node *Node, cfg any, key, text string) strin
 		// here too; readmeEffective names those.
 		return fmt.Sprintf("%s is not a key of this config", key)
 	}
-	if f := readmeDerived[text]; f != nil {
-		return f(edge, node)
+	if d, ok := readmeDerived[key]; ok {
+		if text != d.text {
+			return fmt.Sprintf("%s: the README says %q, where this test knows %q", key, text, d.text)
+		}
+		return d.check(edge)
 	}
 	switch {
 	case text == "required" || readmeSetByMinimal[key]:
