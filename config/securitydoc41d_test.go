@@ -277,7 +277,7 @@ func compareDocDefault(v reflect.Value, key, text string) string {
 		return fmt.Sprintf("%s: default %q is in a unit the key does not take", d.key, d.text)
 	}
 	if want := n * scale; math.Abs(want-got) > 1e-9*math.Max(1, math.Abs(got)) {
-		return fmt.Sprintf("%s: the doc says %s, the config applies %g", d.key, strings.TrimSpace(m[0]), got)
+		return fmt.Sprintf("%s: the doc says %s, the config applies %g", d.key, strings.TrimSpace(m[1]+" "+m[2]), got)
 	}
 	return ""
 }
@@ -333,4 +333,40 @@ func TestSecurityDocDefaultCheckerRefuses(t *testing.T) {
 			t.Errorf("%s = %q: agreed %v, want %v", c.d.key, c.d.text, got, c.want)
 		}
 	}
+}
+
+// docProseDefault is a default given in running text: a key in backticks
+// followed by its value in parentheses, "(64 MiB; …)", "(default 2)",
+// "(omitted: 10; …)". A paren that does not begin with a value ("(bearer)",
+// "(no answer)") is not a default.
+var docProseDefault = regexp.MustCompile("`([a-z][a-z0-9_]*(?:\\[\\])?(?:\\.[a-z][a-z0-9_]*(?:\\[\\])?)+)`\\s+\\(((?:default |omitted: )[0-9`][^)]*|[0-9][^)]*)\\)")
+
+// The operator docs also give defaults in their text; those must agree
+// with the config as the tables must. Line breaks count as spaces, so a
+// key and its value on two lines are read together.
+func TestDocsProseDefaultsAreTheConfigDefaults(t *testing.T) {
+	edge, node := defaultedConfigs(t)
+	checked := 0
+	for _, file := range []string{"../SECURITY.md", "../README.md", "../docs/architecture.md", "../docs/cluster.md", "../docs/routing.md", "../docs/wire.md"} {
+		md, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.ReplaceAll(string(md), "\n", " ")
+		for _, m := range docProseDefault.FindAllStringSubmatchIndex(text, -1) {
+			val := strings.TrimPrefix(strings.TrimPrefix(text[m[4]:m[5]], "default "), "omitted: ")
+			d := docDefault{key: text[m[2]:m[3]], text: val, line: 1 + strings.Count(string(md[:m[0]]), "\n")}
+			if msg := checkDocDefault(edge, node, d); msg != "" {
+				t.Errorf("%s line %d: %s", file, d.line, msg)
+			}
+			t.Logf("%s line %d: %s = %.30s", file, d.line, d.key, d.text)
+			checked++
+		}
+	}
+	// SECURITY.md, README.md, routing.md and wire.md give at least this
+	// many in their text.
+	if checked < 6 {
+		t.Fatalf("found %d defaults in the docs' text; the pattern read nothing", checked)
+	}
+	t.Logf("%d defaults in the docs' text checked", checked)
 }
