@@ -1691,7 +1691,7 @@ type NodeReadyRequest struct {
 	// its running work ends): the Edge registers every provider of this
 	// session as HEALTH_STATE_DRAINING from the start and grants nothing
 	// there. A node whose drain begins after this was sent reports it in
-	// its next NodeLoadReport.
+	// its next LoadReport.
 	Draining      bool `protobuf:"varint,3,opt,name=draining,proto3" json:"draining,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
