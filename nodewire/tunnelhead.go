@@ -39,10 +39,17 @@ const (
 // fields, headers, usage and a run id; ok is false otherwise. Nothing it
 // returns points into inner, so inner may lie in a buffer reused later.
 func decodeTunnelHead(inner []byte) (env *iop.Envelope, ok bool) {
-	// First pass: check every field, count the headers and the bytes of
-	// the strings kept (a string field sent twice keeps its last value).
-	var headers, size int
-	var runID []byte
+	te := &tunnelEnvelope{}
+	te.wrap.ProviderTunnelFrame = &te.frame
+	te.env.Body = &te.wrap
+	f := &te.frame
+	// The headers' names and values (in inner) until the frame is read
+	// whole; an answer's head has a dozen or fewer.
+	type header struct{ name, value []byte }
+	var hbuf [16]header
+	headers := hbuf[:0]
+	var runID []byte // the last run id sent, as protobuf keeps it
+	size := 0        // the bytes of every string kept
 	for b := inner; len(b) > 0; {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -51,65 +58,10 @@ func decodeTunnelHead(inner []byte) (env *iop.Envelope, ok bool) {
 		b = b[n:]
 		switch {
 		case typ == protowire.VarintType && (num == fieldTFKind || num == fieldTFSequence || num == fieldTFStatusCode || num == fieldTFEnd):
-			n = protowire.ConsumeFieldValue(num, typ, b)
-		case typ == protowire.BytesType && (num == fieldTFHeaders || num == fieldTFUsage || num == fieldTFRunID):
-			var v []byte
-			v, n = protowire.ConsumeBytes(b)
+			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
 				return nil, false
 			}
-			switch num {
-			case fieldTFHeaders:
-				name, value, ok := consumeHeader(v)
-				if !ok {
-					return nil, false
-				}
-				headers++
-				size += len(name) + len(value)
-			case fieldTFUsage:
-				if !decodeUsage(v, nil) {
-					return nil, false
-				}
-			default:
-				if !utf8.Valid(v) {
-					return nil, false
-				}
-				runID = v
-			}
-		default:
-			return nil, false
-		}
-		if n < 0 {
-			return nil, false
-		}
-		b = b[n:]
-	}
-	size += len(runID)
-
-	// Second pass: the fields are known good; fill the frame.
-	te := &tunnelEnvelope{}
-	te.wrap.ProviderTunnelFrame = &te.frame
-	te.env.Body = &te.wrap
-	f := &te.frame
-	var sb strings.Builder
-	sb.Grow(size)
-	if headers > 0 {
-		block := make([]iop.Header, headers)
-		f.Headers = make([]*iop.Header, headers)
-		for i := range block {
-			f.Headers[i] = &block[i]
-		}
-	}
-	// spans records where each header's name and value lie in sb, set
-	// once sb is whole (its String is one allocation, taken at the end).
-	type span struct{ name, value, end int }
-	var spansBuf [16]span
-	spans := spansBuf[:0]
-	for b := inner; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		b = b[n:]
-		if typ == protowire.VarintType {
-			v, n := protowire.ConsumeVarint(b)
 			b = b[n:]
 			switch num {
 			case fieldTFKind:
@@ -121,30 +73,60 @@ func decodeTunnelHead(inner []byte) (env *iop.Envelope, ok bool) {
 			default:
 				f.End = v != 0
 			}
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		b = b[n:]
-		switch num {
-		case fieldTFHeaders:
-			name, value, _ := consumeHeader(v)
-			s := span{name: sb.Len()}
-			sb.Write(name)
-			s.value = sb.Len()
-			sb.Write(value)
-			s.end = sb.Len()
-			spans = append(spans, s)
-		case fieldTFUsage:
-			if f.Usage == nil {
-				f.Usage = &iop.Usage{}
+		case typ == protowire.BytesType && (num == fieldTFHeaders || num == fieldTFUsage || num == fieldTFRunID):
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return nil, false
 			}
-			decodeUsage(v, f.Usage) // a usage sent twice merges, as protobuf merges it
+			b = b[n:]
+			switch num {
+			case fieldTFHeaders:
+				name, value, ok := consumeHeader(v)
+				if !ok {
+					return nil, false
+				}
+				headers = append(headers, header{name, value})
+				size += len(name) + len(value)
+			case fieldTFUsage:
+				if f.Usage == nil {
+					f.Usage = &iop.Usage{}
+				}
+				// A usage sent twice merges, as protobuf merges it.
+				if !decodeUsage(v, f.Usage) {
+					return nil, false
+				}
+			default:
+				if !utf8.Valid(v) {
+					return nil, false
+				}
+				runID = v
+			}
+		default:
+			return nil, false
 		}
 	}
+	// Every string of the frame as a piece of one: the headers' bytes,
+	// then the run id's.
+	var sb strings.Builder
+	sb.Grow(size + len(runID))
+	for _, h := range headers {
+		sb.Write(h.name)
+		sb.Write(h.value)
+	}
 	sb.Write(runID)
-	all := sb.String() // the headers' bytes, then the run id's
-	for i, s := range spans {
-		f.Headers[i].Name, f.Headers[i].Value = all[s.name:s.value], all[s.value:s.end]
+	all := sb.String()
+	if len(headers) > 0 {
+		block := make([]iop.Header, len(headers))
+		f.Headers = make([]*iop.Header, len(headers))
+		at := 0
+		for i, h := range headers {
+			hd := &block[i]
+			hd.Name = all[at : at+len(h.name)]
+			at += len(h.name)
+			hd.Value = all[at : at+len(h.value)]
+			at += len(h.value)
+			f.Headers[i] = hd
+		}
 	}
 	f.RunId = all[len(all)-len(runID):]
 	return &te.env, true
@@ -174,8 +156,8 @@ func consumeHeader(b []byte) (name, value []byte, ok bool) {
 	return name, value, true
 }
 
-// decodeUsage reads b, a Usage message, into u (nil: only checks it); ok
-// is false for any other field or malformed bytes.
+// decodeUsage reads b, a Usage message, into u; ok is false for any
+// other field or malformed bytes.
 func decodeUsage(b []byte, u *iop.Usage) bool {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -188,9 +170,6 @@ func decodeUsage(b []byte, u *iop.Usage) bool {
 			return false
 		}
 		b = b[n:]
-		if u == nil {
-			continue
-		}
 		switch num {
 		case fieldUsagePrompt:
 			u.PromptTokens = int64(v)
