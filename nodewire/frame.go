@@ -184,6 +184,9 @@ func DecodeEnvelope(payload []byte) (*iop.Envelope, error) {
 			return env, nil
 		}
 	}
+	if env, ok := decodeTunnelRequestHand(payload); ok { // see tunnelrequesthand.go
+		return env, nil
+	}
 	if env, ok := decodeTunnelRequest(payload); ok { // see tunnelrequest.go
 		return env, nil
 	}
