@@ -400,17 +400,27 @@ type tunnelSink struct {
 	flushEach bool
 	stats     *usageStats
 
-	// body and bodyEnv are reused by every Body frame (Send and Queue
-	// encode before they return): a streamed chunk allocates nothing here.
+	// body is reused by every Body frame, and bodyEnv and env by every
+	// frame (Send and Queue encode before they return): a streamed chunk
+	// allocates nothing here, and another frame only itself.
 	body    iop.ProviderTunnelFrame
 	bodyEnv iop.Envelope_ProviderTunnelFrame
 	env     iop.Envelope
 }
 
+// frame stamps f and wraps it in the sink's envelope, for one Send or
+// Queue (see release).
 func (s *tunnelSink) frame(f *iop.ProviderTunnelFrame) *iop.Envelope {
 	s.stamp(f)
-	return &iop.Envelope{Body: &iop.Envelope_ProviderTunnelFrame{ProviderTunnelFrame: f}}
+	s.bodyEnv.ProviderTunnelFrame = f
+	s.env.Body = &s.bodyEnv
+	return &s.env
 }
+
+// release lets go of the frame the envelope wrapped, once encoded: the
+// sink lives as long as the exchange, the frame (usage, an error) need
+// not.
+func (s *tunnelSink) release() { s.bodyEnv.ProviderTunnelFrame = nil }
 
 // stamp gives f the exchange's next sequence number, and its run id
 // unless f is a BODY frame (runtime.proto: the stream identifies a body
@@ -423,9 +433,15 @@ func (s *tunnelSink) stamp(f *iop.ProviderTunnelFrame) {
 	}
 }
 
-func (s *tunnelSink) send(f *iop.ProviderTunnelFrame) error { return s.st.Send(s.frame(f)) }
+func (s *tunnelSink) send(f *iop.ProviderTunnelFrame) error {
+	defer s.release()
+	return s.st.Send(s.frame(f))
+}
 
-func (s *tunnelSink) queue(f *iop.ProviderTunnelFrame) error { return s.st.Queue(s.frame(f)) }
+func (s *tunnelSink) queue(f *iop.ProviderTunnelFrame) error {
+	defer s.release()
+	return s.st.Queue(s.frame(f))
+}
 
 var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
