@@ -16,8 +16,10 @@ import (
 // below handle exactly that shape by hand with protowire and produce and
 // accept the same bytes the generic codec does (the wire format does not
 // change; the tests compare both byte for byte and FuzzTunnelFrameDecode
-// checks every accepted payload against proto.Unmarshal). Any other
-// message, or a frame with any other field set, takes the generic path.
+// checks every accepted payload against proto.Unmarshal). A frame with
+// headers or usage (an answer's STATUS and USAGE frames) takes
+// decodeTunnelHead (tunnelhead.go); any other message, or a frame with any
+// other field set, the generic path.
 
 // Field numbers of the hand-coded shape (proto/iop/runtime.proto).
 const (
