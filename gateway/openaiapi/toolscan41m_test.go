@@ -19,9 +19,16 @@ package openaiapi
 //     the live path: the chunk fails as malformed either way, and a failed
 //     stream's later output is the caller's error event.
 //   - nodewire's RecvLent decoding non-BODY tunnel frames from a copy
-//     again (tunnelFrame never set), or every tunnelled request with
-//     decodeGeneric: both decoders copy what they keep, so only
-//     allocations differ, which no alloc test of those frames measures.
+//     again (tunnelFrame never set, or the copy taken for them too), or
+//     every tunnelled request with decodeGeneric: both decoders copy
+//     what they keep, so only allocations differ, which no alloc test of
+//     those frames measures.
+//   - textToolScanner.drop without moving the marks: unreachable. Marks
+//     are placed between feeds at the held length, and a feed's first
+//     drop of n > 0 bytes comes after emitHeld or emitMarks took every
+//     mark at or before n, which all are (what is held between feeds is
+//     a partial open tag, or an open block whose close tag ends past it);
+//     later drops of that feed find none.
 
 import (
 	"strings"
