@@ -172,8 +172,9 @@ func rootOf(base string) (string, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", fmt.Errorf("llamacpp: base_url %q must be an http(s) URL", base)
 	}
-	u.Path = strings.TrimSuffix(u.Path, "/v1")
-	return strings.TrimRight(u.String(), "/"), nil
+	// As written: an escaped character before "/v1" stays escaped.
+	path := strings.TrimSuffix(u.EscapedPath(), "/v1")
+	return strings.TrimRight(u.Scheme+"://"+u.Host+path, "/"), nil
 }
 
 // Reconfigure applies a same-type change in place.

@@ -148,10 +148,14 @@ func normalizeBaseURL(raw string) (string, error) {
 		// Credentials would travel in config over the wire and show in
 		// logs; api_key_env is the supported way to authenticate.
 		return "", fmt.Errorf("base_url: must not contain credentials (use api_key_env)")
-	case u.RawQuery != "" || u.Fragment != "":
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(raw, "#"):
+		// Even an empty one: every request's URL is this followed by its
+		// path, which a "?" or "#" left at the end would swallow.
 		return "", fmt.Errorf("base_url: must not contain a query or fragment")
 	}
-	path := strings.TrimRight(u.Path, "/")
+	// Trimmed as written, so that an escaped character stays escaped in
+	// every request's URL.
+	path := strings.TrimRight(u.EscapedPath(), "/")
 	path = strings.TrimSuffix(path, "/v1")
 	return u.Scheme + "://" + u.Host + strings.TrimRight(path, "/"), nil
 }

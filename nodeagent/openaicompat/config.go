@@ -110,14 +110,24 @@ func parseBaseURL(raw string) (*url.URL, error) {
 		// logs; the key belongs in api_key_env.
 		errs = append(errs, errors.New("base_url must not carry credentials (use api_key_env)"))
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
+	// Every request's URL is base_url followed by its path: a "?" or "#"
+	// left at the end, even with nothing after it, would put the path in
+	// the query or the fragment.
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(raw, "#") {
 		errs = append(errs, errors.New("base_url must not have a query or fragment"))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	u.Path = strings.TrimRight(u.Path, "/")
-	u.RawPath = strings.TrimRight(u.RawPath, "/")
+	// The trailing slashes are trimmed from the path as written, so that an
+	// escaped slash before them (".../a%2F/") stays escaped: trimmed from the
+	// decoded path, it read as one more slash to trim.
+	esc := strings.TrimRight(u.EscapedPath(), "/")
+	p, err := url.PathUnescape(esc)
+	if err != nil {
+		return nil, fmt.Errorf("base_url: %w", err)
+	}
+	u.Path, u.RawPath = p, esc
 	return u, nil
 }
 
