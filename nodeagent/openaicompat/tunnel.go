@@ -111,11 +111,14 @@ func (in *Instance) Tunnel(ctx context.Context, treq *iop.ProviderTunnelRequest,
 	}
 	defer resp.Body.Close()
 
+	// How the body is read is decided by what the provider said it is,
+	// before the headers are filtered: a Content-Type its Connection header
+	// nominates is not relayed, but the body is still that type.
+	relay := relayFor(resp.Header)
 	header := responseHeaders(resp.Header)
 	if err := checkRelayHeaders(header); err != nil {
 		return err
 	}
-	relay := relayFor(resp.Header)
 	if err := sink.Status(resp.StatusCode, header); err != nil {
 		return sinkError("tunnel status", err)
 	}
