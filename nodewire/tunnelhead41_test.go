@@ -84,36 +84,24 @@ func TestTunnelHeadAllocations41(t *testing.T) {
 // that is not UTF-8) it leaves to the generic decoder, which keeps the
 // message whole or reports it.
 func TestTunnelHeadOtherShapes41(t *testing.T) {
-	field := func(num protowire.Number, v []byte) []byte {
-		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), v)
-	}
+	field := pbBytes
 	header := func(parts ...[]byte) []byte { return field(fieldTFHeaders, bytes.Join(parts, nil)) }
 	for name, inner := range map[string][]byte{
 		"body":                   marshalInner(t, &iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_STATUS, Body: []byte("x"), Headers: []*iop.Header{{Name: "a"}}}),
 		"error":                  marshalInner(t, &iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_ERROR, End: true, Error: &iop.RunError{Message: "m"}}),
 		"metadata":               marshalInner(t, &iop.ProviderTunnelFrame{Kind: iop.TunnelFrameKind_TUNNEL_FRAME_KIND_METADATA, Metadata: map[string]string{"k": "v"}}),
 		"header unknown field":   header(field(3, []byte("x"))),
-		"header name as varint":  header(protowire.AppendVarint(protowire.AppendTag(nil, fieldHeaderName, protowire.VarintType), 1)),
+		"header name as varint":  header(pbVarint(fieldHeaderName, 1)),
 		"header name not utf-8":  header(field(fieldHeaderName, []byte("\xff"))),
 		"header value truncated": header([]byte{0x12, 0x05, 'a'}),
-		"headers as varint":      protowire.AppendVarint(protowire.AppendTag(nil, fieldTFHeaders, protowire.VarintType), 1),
-		"usage unknown field":    field(fieldTFUsage, protowire.AppendVarint(protowire.AppendTag(nil, 4, protowire.VarintType), 1)),
+		"headers as varint":      pbVarint(fieldTFHeaders, 1),
+		"usage unknown field":    field(fieldTFUsage, pbVarint(4, 1)),
 		"usage field as bytes":   field(fieldTFUsage, field(fieldUsagePrompt, []byte("1"))),
 		"run id not utf-8":       field(fieldTFRunID, []byte("\xc3")),
 		"truncated":              header(field(fieldHeaderName, []byte("abc")))[:5],
 	} {
-		if _, ok := decodeTunnelHead(inner); ok {
-			t.Errorf("%s: the hand decoder took %x", name, inner)
-		}
-		p := field(fieldEnvelopeTunnelFrame, inner)
-		var ref iop.Envelope
-		refErr := proto.Unmarshal(p, &ref)
-		env, err := DecodeEnvelope(p)
-		if (err == nil) != (refErr == nil) {
-			t.Errorf("%s: DecodeEnvelope %v, proto.Unmarshal %v", name, err, refErr)
-		} else if err == nil && !proto.Equal(env, &ref) {
-			t.Errorf("%s: DecodeEnvelope %v, proto.Unmarshal %v", name, env, &ref)
-		}
+		_, took := decodeTunnelHead(inner)
+		checkLeftToOthers(t, name, field(fieldEnvelopeTunnelFrame, inner), took)
 	}
 }
 
@@ -121,12 +109,7 @@ func TestTunnelHeadOtherShapes41(t *testing.T) {
 // proto.Unmarshal decodes them: a string field sent twice keeps its last
 // value, a usage sent twice merges, fields come in any order.
 func TestTunnelHeadNonCanonical41(t *testing.T) {
-	field := func(num protowire.Number, v []byte) []byte {
-		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), v)
-	}
-	varint := func(num protowire.Number, v uint64) []byte {
-		return protowire.AppendVarint(protowire.AppendTag(nil, num, protowire.VarintType), v)
-	}
+	field, varint := pbBytes, pbVarint
 	for name, inner := range map[string][]byte{
 		"name twice":      field(fieldTFHeaders, bytes.Join([][]byte{field(fieldHeaderName, []byte("a")), field(fieldHeaderValue, []byte("v")), field(fieldHeaderName, []byte("Bb"))}, nil)),
 		"run id twice":    bytes.Join([][]byte{field(fieldTFRunID, []byte("first")), field(fieldTFHeaders, field(fieldHeaderName, []byte("h"))), field(fieldTFRunID, []byte("2nd"))}, nil),
@@ -134,15 +117,8 @@ func TestTunnelHeadNonCanonical41(t *testing.T) {
 		"reversed fields": bytes.Join([][]byte{field(fieldTFRunID, []byte("r")), field(fieldTFHeaders, nil), varint(fieldTFStatusCode, 201), varint(fieldTFKind, 2), varint(fieldTFEnd, 2)}, nil),
 		"empty run id":    field(fieldTFRunID, nil),
 	} {
-		p := field(fieldEnvelopeTunnelFrame, inner)
-		var ref iop.Envelope
-		if err := proto.Unmarshal(p, &ref); err != nil {
-			t.Fatalf("%s: proto.Unmarshal: %v", name, err)
-		}
-		got, ok := decodeTunnelHead(inner)
-		if !ok || !proto.Equal(got, &ref) {
-			t.Errorf("%s: hand decode %v (%v), want %v", name, got, ok, &ref)
-		}
+		got, took := decodeTunnelHead(inner)
+		checkSameAsProto(t, name, field(fieldEnvelopeTunnelFrame, inner), got, took)
 	}
 }
 

@@ -80,12 +80,7 @@ func TestTunnelRequestHandAllocations41(t *testing.T) {
 // What the hand decoder does not take it leaves to the other decoders,
 // which keep the message whole or report it, as proto.Unmarshal does.
 func TestTunnelRequestHandOtherShapes41(t *testing.T) {
-	field := func(num protowire.Number, v []byte) []byte {
-		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), v)
-	}
-	varint := func(num protowire.Number, v uint64) []byte {
-		return protowire.AppendVarint(protowire.AppendTag(nil, num, protowire.VarintType), v)
-	}
+	field, varint := pbBytes, pbVarint
 	for name, inner := range map[string][]byte{
 		"unknown field":          field(12, []byte("x")),
 		"unknown varint":         varint(13, 1),
@@ -99,17 +94,8 @@ func TestTunnelRequestHandOtherShapes41(t *testing.T) {
 		"fixed32":                protowire.AppendFixed32(protowire.AppendTag(nil, fieldTRTimeoutSec, protowire.Fixed32Type), 1),
 	} {
 		p := field(fieldEnvelopeTunnelRequest, inner)
-		if _, ok := decodeTunnelRequestHand(p); ok {
-			t.Errorf("%s: the hand decoder took %x", name, p)
-		}
-		var ref iop.Envelope
-		refErr := proto.Unmarshal(p, &ref)
-		env, err := DecodeEnvelope(p)
-		if (err == nil) != (refErr == nil) {
-			t.Errorf("%s: DecodeEnvelope %v, proto.Unmarshal %v", name, err, refErr)
-		} else if err == nil && !proto.Equal(env, &ref) {
-			t.Errorf("%s: DecodeEnvelope %v, proto.Unmarshal %v", name, env, &ref)
-		}
+		_, took := decodeTunnelRequestHand(p)
+		checkLeftToOthers(t, name, p, took)
 	}
 }
 
@@ -118,9 +104,7 @@ func TestTunnelRequestHandOtherShapes41(t *testing.T) {
 // last value, a metadata key sent twice its last value, an entry without
 // a key or a value has an empty one, fields come in any order.
 func TestTunnelRequestHandNonCanonical41(t *testing.T) {
-	field := func(num protowire.Number, v string) []byte {
-		return protowire.AppendString(protowire.AppendTag(nil, num, protowire.BytesType), v)
-	}
+	field := pbString
 	entry := func(parts ...[]byte) []byte {
 		return field(fieldTRMetadata, string(bytes.Join(parts, nil)))
 	}
@@ -133,14 +117,8 @@ func TestTunnelRequestHandNonCanonical41(t *testing.T) {
 		"reversed":      bytes.Join([][]byte{field(fieldTRRunID, "r"), protowire.AppendVarint(protowire.AppendTag(nil, fieldTRStream, protowire.VarintType), 7), field(fieldTRHeaders, ""), field(fieldTRAdapter, "vllm")}, nil),
 	} {
 		p := field(fieldEnvelopeTunnelRequest, string(inner))
-		var ref iop.Envelope
-		if err := proto.Unmarshal(p, &ref); err != nil {
-			t.Fatalf("%s: proto.Unmarshal: %v", name, err)
-		}
-		got, ok := decodeTunnelRequestHand(p)
-		if !ok || !proto.Equal(got, &ref) {
-			t.Errorf("%s: hand decode %v (%v), want %v", name, got, ok, &ref)
-		}
+		got, took := decodeTunnelRequestHand(p)
+		checkSameAsProto(t, name, p, got, took)
 	}
 }
 
