@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -19,15 +18,7 @@ import (
 func TestRecvLentNonBodyFramesOwnTheirBytes41m(t *testing.T) {
 	poisonRecvBufsFor(t)
 	send, recv := lentPair(t)
-	next := func() *iop.Envelope {
-		t.Helper()
-		_ = recv.SetReadDeadline(time.Now().Add(waitLong))
-		env, err := recv.RecvLent()
-		if err != nil {
-			t.Fatalf("RecvLent: %v", err)
-		}
-		return env
-	}
+	next := lentNext(t, recv)
 	if next().GetProviderTunnelFrame().GetKind() != iop.TunnelFrameKind_TUNNEL_FRAME_KIND_STATUS {
 		t.Fatal("first frame is not the STATUS frame")
 	}

@@ -65,15 +65,9 @@ func tunnelFrameEnv(f *iop.ProviderTunnelFrame) *iop.Envelope {
 	return &iop.Envelope{Body: &iop.Envelope_ProviderTunnelFrame{ProviderTunnelFrame: f}}
 }
 
-// RecvLent lends BODY frames and nothing else: envelopes of every other
-// kind stay intact while later frames are received, lent frames are right
-// until the next call, frames that arrive together (copied out) and one
-// at a time (the receive buffer handed over) both come through, and a
-// RecvLent that waits holds nothing lent.
-func TestStreamRecvLent(t *testing.T) {
-	poisonRecvBufsFor(t)
-	send, recv := lentPair(t)
-	next := func() *iop.Envelope {
+// lentNext is the next envelope recv's RecvLent returns, within waitLong.
+func lentNext(t *testing.T, recv *Stream) func() *iop.Envelope {
+	return func() *iop.Envelope {
 		t.Helper()
 		_ = recv.SetReadDeadline(time.Now().Add(waitLong))
 		env, err := recv.RecvLent()
@@ -82,6 +76,17 @@ func TestStreamRecvLent(t *testing.T) {
 		}
 		return env
 	}
+}
+
+// RecvLent lends BODY frames and nothing else: envelopes of every other
+// kind stay intact while later frames are received, lent frames are right
+// until the next call, frames that arrive together (copied out) and one
+// at a time (the receive buffer handed over) both come through, and a
+// RecvLent that waits holds nothing lent.
+func TestStreamRecvLent(t *testing.T) {
+	poisonRecvBufsFor(t)
+	send, recv := lentPair(t)
+	next := lentNext(t, recv)
 	status := next()
 	wantStatus := proto.Clone(status)
 	if status.GetProviderTunnelFrame().GetStatusCode() != 200 {
