@@ -343,8 +343,9 @@ func (st *Stream) RecvLent() (*iop.Envelope, error) {
 				return &te.env, nil
 			}
 			if te.frame.Body == nil {
-				// An answer's END frame: nothing in it points into buf,
-				// so it is the caller's, as Recv's envelopes are.
+				// A frame of another kind without a body (an answer's
+				// END): nothing in it points into buf, so it is the
+				// caller's, as Recv's envelopes are.
 				putRecvBuf(buf)
 				return &te.env, nil
 			}
@@ -368,8 +369,9 @@ func (st *Stream) RecvLent() (*iop.Envelope, error) {
 	// decodes straight from the receive buffer: a run's events (one per
 	// streamed delta) and a tunnel's frames of any other shape (an ERROR
 	// frame, METADATA: fewer allocations than a copy of the payload and
-	// the fast path's decode of it). A large tunnelled request is decoded
-	// by DecodeEnvelope from a copy of its own, as Recv decodes it.
+	// the fast path's decode of it). A tunnelled request is decoded by
+	// DecodeEnvelope from a copy of its own (its body points into what it
+	// decodes), as Recv decodes it.
 	var env *iop.Envelope
 	var err error
 	if mayAlias(payload) && !tunnelFrame {
