@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -24,16 +23,6 @@ func TestAnswerPastTheHoldWaitsForItsIDInRedis40m(t *testing.T) {
 	const id = "resp_big0000000000000000000000000001"
 	prefix := `{"id":"` + id + `","created_at":1727000000,"incomplete_details":null,"instructions":"`
 	big := func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/health":
-			w.WriteHeader(http.StatusOK)
-			return
-		case "/v1/responses":
-		default:
-			http.NotFound(w, r)
-			return
-		}
-		_, _ = io.Copy(io.Discard, r.Body)
 		if err := rdb.Do(context.Background(), "CLIENT", "PAUSE", "3000", "WRITE").Err(); err != nil {
 			t.Errorf("pause: %v", err)
 		}
@@ -47,11 +36,7 @@ func TestAnswerPastTheHoldWaitsForItsIDInRedis40m(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, `","metadata":null,"model":"`+respTarget+`","object":"response","output":[],"status":"completed"}`)
 	}
-	newBig := func(name string) *storingVLLM {
-		v := &storingVLLM{name: name, store: map[string]bool{}, Server: httptest.NewServer(http.HandlerFunc(big))}
-		t.Cleanup(v.Close)
-		return v
-	}
+	newBig := func(name string) *storingVLLM { return answeringVLLM(t, name, big) }
 	a, b := newBig("a"), newBig("b")
 	cfg := clusterResponsesCfg(rs.Addr, a, b)
 	cfg.Cluster.Redis.LeaseTTLSec, cfg.Cluster.Redis.TimeoutMS = 25, 5000

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -28,16 +27,6 @@ func TestStreamIDSharedOnce40m(t *testing.T) {
 	rest := make(chan struct{})
 	resp := `{"id":"` + id + `","created_at":1727000000,"model":"` + respTarget + `","object":"response","output":[],"status":"%s"}`
 	upstream := func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/health":
-			w.WriteHeader(http.StatusOK)
-			return
-		case "/v1/responses":
-		default:
-			http.NotFound(w, r)
-			return
-		}
-		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 		w.WriteHeader(http.StatusOK)
 		event := func(name, data string) {
@@ -52,11 +41,7 @@ func TestStreamIDSharedOnce40m(t *testing.T) {
 		}
 		event("response.completed", `{"response":`+fmt.Sprintf(resp, "completed")+`,"sequence_number":1,"type":"response.completed"}`)
 	}
-	newUp := func(name string) *storingVLLM {
-		v := &storingVLLM{name: name, store: map[string]bool{}, Server: httptest.NewServer(http.HandlerFunc(upstream))}
-		t.Cleanup(v.Close)
-		return v
-	}
+	newUp := func(name string) *storingVLLM { return answeringVLLM(t, name, upstream) }
 	e := stack.StartEdge(t, clusterResponsesCfg(rs.Addr, newUp("a"), newUp("b")), stack.EdgeOptions{})
 	stack.StartNode(t, e.NodeAddr, "a", stack.NodeOptions{Token: "ta", Getenv: respEnv})
 	e.WaitReady(t, "a", 10*time.Second)
