@@ -141,10 +141,7 @@ func TestHostileResponseOwnerIgnored37a(t *testing.T) {
 // queues up to responseShareQueue ids (and one batch in flight) and drops
 // the rest, counted; once Redis answers the writer goes on.
 func TestResponseShareQueueBounded37a(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
-	e := clusterEdge(t, rs, "e1", 20*time.Second)
-	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
+	_, rdb, e, l := shareEdge(t, 20*time.Second)
 	const extra = 100
 	n := responseShareQueue + responseShareBatch + extra
 	// The first id's batch is held by the pause before the rest come: a
@@ -181,10 +178,7 @@ func TestResponseShareQueueBounded37a(t *testing.T) {
 // are made once it answers again; a lookup routes as usual, bounded by
 // the request's context when that ends before the ledger's timeout.
 func TestResponseShareRedisDown37a(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
-	e := clusterEdge(t, rs, "e1", 20*time.Second)
-	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
+	rs, rdb, e, l := shareEdge(t, 20*time.Second)
 	l.Release(ReasonCompleted)
 	rs.Stop()
 	e.d.RememberResponse("resp_lost", l)

@@ -79,10 +79,7 @@ func TestFollowUpLookupFailureOfTheRequestLeavesGrants37q(t *testing.T) {
 // Redis did not take (out of memory). Once the queue is drained the two
 // add up to every id remembered: none is lost uncounted.
 func TestUnsharedResponseIDsCounted37q(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
-	e := clusterEdge(t, rs, "e1", 20*time.Second)
-	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
+	rs, rdb, e, l := shareEdge(t, 20*time.Second)
 	l.Release(ReasonCompleted)
 	unshared := func(reason string) float64 {
 		return counterValue(t, e, "iop_response_ids_unshared_total", "reason", reason)

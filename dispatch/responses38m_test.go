@@ -67,10 +67,7 @@ func TestLookupEndedByItsDeadlineOnly38m(t *testing.T) {
 // held in flight) is written to the last id: shareLast's round trips
 // cover the whole queue, not just most of it.
 func TestResponseIDsFullQueueAtCloseAreShared38m(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
-	e := clusterEdge(t, rs, "e1", 20*time.Second)
-	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
+	_, rdb, e, l := shareEdge(t, 20*time.Second)
 	l.Release(ReasonCompleted)
 	unpause := holdShareWriter(t, rdb, e, "resp_0", l) // the rest queue behind resp_0's batch
 	const n = 1 + responseShareQueue
@@ -97,10 +94,7 @@ func TestResponseIDsFullQueueAtCloseAreShared38m(t *testing.T) {
 // this edge may not write, counts exactly 128 ids write_failed, though
 // Redis took the others of that pipeline).
 func TestResponseShareBoundsAsDocumented38m(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
-	e := clusterEdge(t, rs, "e1", 20*time.Second)
-	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
+	_, rdb, e, l := shareEdge(t, 20*time.Second)
 	l.Release(ReasonCompleted)
 	ctx := context.Background()
 	unpause := holdShareWriter(t, rdb, e, "ok_0", l) // the rest queue behind ok_0's batch
@@ -160,10 +154,7 @@ func TestResponseIDTakenAfterCloseBeganIsShared38m(t *testing.T) {
 // echoing it later (broken or hostile, see RememberResponse) must not
 // become its owner for the other edges either.
 func TestEchoedIDNotSharedForTheEchoer38m(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
-	e := clusterEdge(t, rs, "e1", 20*time.Second)
-	p2 := mustAcquire(t, e.d, Request{Model: "only-p2"})
+	_, rdb, e, p2 := shareEdge(t, 20*time.Second)
 	p1 := mustAcquire(t, e.d, Request{Model: "m"})
 	if p1.ProviderID != "p1" {
 		t.Fatalf("went to %s, want p1", p1.ProviderID)

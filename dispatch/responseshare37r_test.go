@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/iop-gateway/iop/internal/testredis"
 	"github.com/iop-gateway/iop/internal/testwait"
 )
 
@@ -47,10 +46,7 @@ type closedBehind struct {
 // once Close has begun.
 func closeBehindBatch37r(t *testing.T, before func(rdb *redis.Client)) closedBehind {
 	t.Helper()
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
-	e := clusterEdge(t, rs, "e1", 20*time.Second)
-	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
+	_, rdb, e, l := shareEdge(t, 20*time.Second)
 	l.Release(ReasonCompleted)
 	unpause := holdShareWriter(t, rdb, e, "resp_0", l)
 	const n = 3 * responseShareBatch
@@ -68,10 +64,7 @@ func closeBehindBatch37r(t *testing.T, before func(rdb *redis.Client)) closedBeh
 // Redis silent at Close: the last writes give up after one failed batch,
 // so Close waits one ledger timeout more, not one per queued batch.
 func TestResponseShareCloseRedisSilent37r(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
-	e := clusterEdge(t, rs, "e1", 300*time.Millisecond)
-	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
+	rs, rdb, e, l := shareEdge(t, 300*time.Millisecond)
 	l.Release(ReasonCompleted)
 	ctx := context.Background()
 	if err := rdb.Do(ctx, "CLIENT", "PAUSE", "30000", "ALL").Err(); err != nil {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/iop-gateway/iop/internal/testredis"
 	"github.com/iop-gateway/iop/internal/testwait"
 )
 
@@ -15,11 +14,7 @@ import (
 // gateway writes a held Responses answer only then, so a follow-up sent
 // at once through another edge is pinned as well.
 func TestSharedClosesOnceTheIDIsInRedis39(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
-	e := clusterEdge(t, rs, "e1", 5*time.Second)
-	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
-	defer l.Release(ReasonCompleted)
+	_, rdb, e, l := shareEdge(t, 5*time.Second)
 	unpause := holdShareWriter(t, rdb, e, "resp_first", l)
 	shared := e.d.RememberResponse("resp_second", l)
 	if shared == nil {
@@ -60,12 +55,8 @@ func TestSharedNilWithoutLedger39(t *testing.T) {
 // AwaitShared is bounded by the ledger's timeout when Redis holds the
 // write past it, and by the caller's context.
 func TestAwaitSharedBounded39(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
 	const timeout = 400 * time.Millisecond
-	e := clusterEdge(t, rs, "e1", timeout)
-	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
-	defer l.Release(ReasonCompleted)
+	_, rdb, e, l := shareEdge(t, timeout)
 	holdShareWriter(t, rdb, e, "resp_first", l) // paused for 30 s
 	shared := e.d.RememberResponse("resp_second", l)
 	if shared == nil {
@@ -89,13 +80,9 @@ func TestAwaitSharedBounded39(t *testing.T) {
 // RememberResponse hands out no channel, the id is still queued. Once a
 // write succeeds again, they do.
 func TestSharedNotWaitedWhileWritesFail39(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
 	// Long enough that the id queued while failing is not given up on
 	// before the pause ends, however slow this goroutine is.
-	e := clusterEdge(t, rs, "e1", time.Second)
-	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
-	defer l.Release(ReasonCompleted)
+	_, rdb, e, l := shareEdge(t, time.Second)
 	unpause := holdShareWriter(t, rdb, e, "resp_first", l)
 	waitFor(t, "the held batch failed", func() bool { return e.d.shareResp.failed.Load() > 0 })
 	if shared := e.d.RememberResponse("resp_while_failing", l); shared != nil {
@@ -116,9 +103,7 @@ func TestSharedNotWaitedWhileWritesFail39(t *testing.T) {
 // "stopped", and no answer waits for them. Before, they were queued for a
 // writer that was gone: never written, never counted.
 func TestIDsAfterTheWriterStoppedCounted39(t *testing.T) {
-	rs := testredis.Start(t)
-	e := clusterEdge(t, rs, "e1", time.Second)
-	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
+	_, _, e, l := shareEdge(t, time.Second)
 	e.d.Close()
 	if shared := e.d.RememberResponse("resp_late", l); shared != nil {
 		t.Fatal("a channel for an id no writer will write")
@@ -126,19 +111,14 @@ func TestIDsAfterTheWriterStoppedCounted39(t *testing.T) {
 	if n := counterValue(t, e, "iop_response_ids_unshared_total", "reason", "stopped"); n != 1 {
 		t.Fatalf("iop_response_ids_unshared_total{reason=\"stopped\"} %v, want 1", n)
 	}
-	l.Release(ReasonCompleted)
 }
 
 // Ids still queued when the writer stops (behind a batch Redis did not
 // answer at Close) are counted "stopped", and their waiters released.
 func TestIDsQueuedAtTheWritersEndCounted39(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
 	// The held batch fails at Close, not before: the ids behind it must
 	// still be queued then.
-	e := clusterEdge(t, rs, "e1", 3*time.Second)
-	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
-	defer l.Release(ReasonCompleted)
+	_, rdb, e, l := shareEdge(t, 3*time.Second)
 	holdShareWriter(t, rdb, e, "resp_0", l)
 	const queued = 9
 	var waits []<-chan struct{}

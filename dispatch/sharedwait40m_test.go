@@ -45,13 +45,9 @@ import (
 // of the id, so a channel closed as its own batch starts, before the
 // write, went unnoticed.)
 func TestAwaitSharedEndsWithItsOwnWrite40m(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
 	// Far past waitDeadline: an AwaitShared that only ends at the
 	// ledger's timeout fails the wait below.
-	e := clusterEdge(t, rs, "e1", 30*time.Second)
-	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
-	defer l.Release(ReasonCompleted)
+	_, rdb, e, l := shareEdge(t, 30*time.Second)
 	unpause := pauseShareWrites(t, rdb)
 	shared := e.d.RememberResponse("resp_own", l)
 	if shared == nil {
@@ -79,15 +75,11 @@ func TestAwaitSharedEndsWithItsOwnWrite40m(t *testing.T) {
 // AwaitShared's bound is the ledger's timeout (Config.Timeout), not a
 // longer duration of the ledger such as its lease TTL (3 s here).
 func TestAwaitSharedBoundIsTheLedgersTimeout40m(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
 	const timeout = 200 * time.Millisecond
-	e := clusterEdge(t, rs, "e1", timeout)
+	_, rdb, e, l := shareEdge(t, timeout)
 	if got := e.d.ledger.Timeout(); got != timeout {
 		t.Fatalf("Ledger.Timeout() %v, want the configured %v", got, timeout)
 	}
-	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
-	defer l.Release(ReasonCompleted)
 	holdShareWriter(t, rdb, e, "resp_first", l)
 	shared := e.d.RememberResponse("resp_second", l)
 	if shared == nil {
@@ -103,11 +95,7 @@ func TestAwaitSharedBoundIsTheLedgersTimeout40m(t *testing.T) {
 // An id the full queue turns away gets no channel: nothing will ever
 // close one for it, and its answer would wait out the ledger's timeout.
 func TestSharedNilWhenTheQueueIsFull40m(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
-	e := clusterEdge(t, rs, "e1", 20*time.Second)
-	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
-	defer l.Release(ReasonCompleted)
+	_, rdb, e, l := shareEdge(t, 20*time.Second)
 	holdShareWriter(t, rdb, e, "resp_0", l) // the writer holds resp_0's batch
 	for i := 1; i <= responseShareQueue; i++ {
 		if e.d.RememberResponse("resp_"+strconv.Itoa(i), l) == nil {
@@ -125,13 +113,9 @@ func TestSharedNilWhenTheQueueIsFull40m(t *testing.T) {
 // A single id still queued when the writer stops is counted "stopped"
 // too (the count is of the ids drained, from the first).
 func TestOneIDQueuedAtTheWritersEndCounted40m(t *testing.T) {
-	rs := testredis.Start(t)
-	rdb := rs.Client(t)
 	// The held batch fails at Close, not before: the id behind it must
 	// still be queued then.
-	e := clusterEdge(t, rs, "e1", 3*time.Second)
-	l := mustAcquire(t, e.d, Request{Model: "only-p2"})
-	defer l.Release(ReasonCompleted)
+	_, rdb, e, l := shareEdge(t, 3*time.Second)
 	holdShareWriter(t, rdb, e, "resp_0", l)
 	w := e.d.RememberResponse("resp_1", l)
 	if w == nil {
