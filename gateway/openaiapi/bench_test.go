@@ -101,6 +101,14 @@ var smallChat = []byte(`{"model":"qwen-7b","stream":true,"messages":[{"role":"sy
 
 func BenchmarkParseChatSmall(b *testing.B) { benchEach(b, smallChat, chat) }
 
+// loadChat is the body make bench's load sends (bench/iopbench: chatBody
+// with 16 words, not streamed): two messages and two sampling members,
+// the request whose validation the edge's CPU per request includes.
+var loadChat = []byte(`{"model":"qwen-7b","messages":[{"role":"system","content":"You are a helpful assistant. Answer briefly."},` +
+	`{"role":"user","content":"word word word word word word word word word word word word word word word word"}],"max_tokens":64,"temperature":0.7}`)
+
+func BenchmarkParseChatLoad(b *testing.B) { benchEach(b, loadChat, chat) }
+
 // historyChat is a long conversation: 1,000 short turns, the shape where
 // the per-message work of validation (not the bytes of a prompt) decides.
 func historyChat() []byte {

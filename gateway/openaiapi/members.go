@@ -3,7 +3,6 @@ package openaiapi
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -34,6 +33,8 @@ import (
 // Every name is lowercase ASCII, shorter than 64 bytes.
 type memberSet struct {
 	names []string
+	// table finds a name's position in names.
+	table *nameTable
 	// lens has bit n set when a name is n bytes long: an ASCII key of
 	// another length cannot fold to any name, which settles most unknown
 	// members without a comparison.
@@ -41,7 +42,10 @@ type memberSet struct {
 }
 
 func newMemberSet(names ...string) *memberSet {
-	s := &memberSet{names: names}
+	if len(names) > maxMembers {
+		panic("openaiapi: more names than fields holds")
+	}
+	s := &memberSet{names: names, table: newNameTable(names)}
 	for _, n := range names {
 		if len(n) >= 64 {
 			panic("openaiapi: member name too long: " + n)
@@ -105,12 +109,7 @@ func (s *memberSet) isVariant(k string) bool {
 func (s *memberSet) has(k string) bool { return s.index(k) >= 0 }
 
 // index returns the position of k in s's names, or -1.
-func (s *memberSet) index(k string) int {
-	if len(k) >= 64 || s.lens&(1<<len(k)) == 0 {
-		return -1
-	}
-	return slices.Index(s.names, k)
-}
+func (s *memberSet) index(k string) int { return s.table.find(k) }
 
 // firstRepeat returns the first of s's names that the object t (well
 // formed, as scanObject found it) gives a second time, or "". Parsers

@@ -177,8 +177,9 @@ var deepNames = []string{"json_schema", "schema", "url", "detail", "id", "argume
 // Every member name the package's validators and normalizers look up in a
 // request's objects is in a member set (or is one of deepNames), so that a
 // name read later cannot miss its variant check. The names are taken from
-// the sources that read requests: string literals passed as the key to the
-// lookup helpers, indexing a map, or listed in a range over []string{…}.
+// the sources that read requests: string literals passed to a fields'
+// get, indexing a map, or listed in a range over an array or slice
+// literal.
 func TestMemberSetsCoverReads(t *testing.T) {
 	known := map[string]bool{}
 	for _, s := range []*memberSet{chatMembers, completionMembers, embeddingMembers, responsesMembers,
@@ -190,11 +191,6 @@ func TestMemberSetsCoverReads(t *testing.T) {
 	}
 	for _, n := range deepNames {
 		known[n] = true
-	}
-	lookups := map[string]bool{
-		"requiredString": true, "requiredStringAt": true, "optString": true, "optStringAt": true,
-		"optBool": true, "optBoolPtr": true, "optNumber": true, "optInt": true,
-		"optObject": true, "optObjectAt": true, "checkObject": true, "optArray": true, "optArrayAt": true,
 	}
 	files := []string{"request.go", "request_other.go", "validate.go", "normalize.go"}
 	fset := token.NewFileSet()
@@ -214,7 +210,10 @@ func TestMemberSetsCoverReads(t *testing.T) {
 		ast.Inspect(file, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.CallExpr:
-				if id, ok := n.Fun.(*ast.Ident); ok && lookups[id.Name] && len(n.Args) > 1 {
+				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "get" && len(n.Args) == 1 {
+					lit(n.Args[0])
+				}
+				if id, ok := n.Fun.(*ast.Ident); ok && id.Name == "optBoolPtr" && len(n.Args) > 1 {
 					lit(n.Args[1])
 				}
 			case *ast.IndexExpr:

@@ -15,8 +15,9 @@ import (
 // it and never the caller's JSON. Whatever the typed fields do not carry
 // travels in RunInput.extra for OpenAI-shaped backends.
 //
-// The body is read with the same scanning helpers and the same member map
-// as validation (decodeTopLevel), never with encoding/json into structs:
+// The body is read with the same scanning helpers as validation, its top
+// level into a member map (topMembers, which also keeps the members no
+// typed field carries), never with encoding/json into structs:
 // encoding/json matches keys case-insensitively ("Messages", "ſtream") and
 // merges duplicate objects, so it could carry members validation never
 // looked at, and it decoded a long prompt three times at its speed. Every
@@ -45,9 +46,11 @@ var roleOf = map[string]iop.ChatRole{
 // or file parts, non-function tools) and for members of the wrong type.
 func NormalizeChat(body []byte) (*iop.RunInput, error) { return normalizeBody(body, chatInput) }
 
-// RunInput is NormalizeChat of the validated request, without reading its
-// body again.
-func (r *ChatRequest) RunInput() (*iop.RunInput, error) { return result(chatInput(r.members)) }
+// RunInput is NormalizeChat of the validated request, without validating
+// its body again: the top level is scanned from Raw (topMembers), which
+// costs one pass over the body and spares every request the tunnel serves
+// a map it would never read.
+func (r *ChatRequest) RunInput() (*iop.RunInput, error) { return result(chatInput(topMembers(r.Raw))) }
 
 // normalizeBody is input of body's top-level members, once decodeTopLevel
 // has checked them as the Parse* functions do.
@@ -71,7 +74,7 @@ func result(in *iop.RunInput, e *Error) (*iop.RunInput, error) {
 // chatInput normalizes the top-level members of a chat body.
 func chatInput(obj object) (*iop.RunInput, *Error) {
 	in := &iop.RunInput{}
-	msgs, _, e := optArray(obj, "messages", "messages")
+	msgs, _, e := optArray(obj["messages"], "messages")
 	if e != nil {
 		return nil, e
 	}
@@ -95,15 +98,15 @@ func chatInput(obj object) (*iop.RunInput, *Error) {
 	if in.ResponseFormat, e = normalizeResponseFormat(obj); e != nil {
 		return nil, e
 	}
-	stream, e := optBool(obj, "stream", "stream")
+	stream, e := optBool(obj["stream"], "stream")
 	if e != nil {
 		return nil, e
 	}
-	opts, e := optObject(obj, "stream_options", "stream_options")
+	opts, e := optObject(obj["stream_options"], "stream_options")
 	if e != nil {
 		return nil, e
 	}
-	includeUsage, e := optBool(opts, "include_usage", "stream_options.include_usage")
+	includeUsage, e := optBool(opts["include_usage"], "stream_options.include_usage")
 	if e != nil {
 		return nil, e
 	}
@@ -124,7 +127,7 @@ func normalizeMessage(raw json.RawMessage, p pname) (*iop.ChatMessage, *Error) {
 	if e := fieldsOrNull(raw, messageMembers, m[:], p); e != nil {
 		return nil, e
 	}
-	role, _, e := optStringRaw(m[msgRole], p.dot(".role"))
+	role, _, e := optStringAt(m[msgRole], p.dot(".role"))
 	if e != nil {
 		return nil, e
 	}
@@ -133,10 +136,10 @@ func normalizeMessage(raw json.RawMessage, p pname) (*iop.ChatMessage, *Error) {
 		return nil, invalidValue(p.dot(".role").String(), "unsupported role.")
 	}
 	cm := &iop.ChatMessage{Role: r}
-	if cm.Name, _, e = optStringRaw(m[msgName], p.dot(".name")); e != nil {
+	if cm.Name, _, e = optStringAt(m[msgName], p.dot(".name")); e != nil {
 		return nil, e
 	}
-	if cm.ToolCallId, _, e = optStringRaw(m[msgToolCallID], p.dot(".tool_call_id")); e != nil {
+	if cm.ToolCallId, _, e = optStringAt(m[msgToolCallID], p.dot(".tool_call_id")); e != nil {
 		return nil, e
 	}
 	cp := p
@@ -150,7 +153,7 @@ func normalizeMessage(raw json.RawMessage, p pname) (*iop.ChatMessage, *Error) {
 	if cm.Reasoning, e = messageReasoning(&m, p, r == iop.ChatRole_CHAT_ROLE_ASSISTANT); e != nil {
 		return nil, e
 	}
-	calls, _, e := optArrayRaw(m[msgToolCalls], p.dot(".tool_calls"))
+	calls, _, e := optArrayAt(m[msgToolCalls], p.dot(".tool_calls"))
 	if e != nil {
 		return nil, e
 	}
@@ -174,14 +177,14 @@ func normalizeToolCall(raw json.RawMessage, p pname) (*iop.ToolCall, *Error) {
 		return nil, e
 	}
 	tc := &iop.ToolCall{}
-	if tc.Id, _, e = optStringAt(c, "id", p.dot(".id")); e != nil {
+	if tc.Id, _, e = optStringAt(c["id"], p.dot(".id")); e != nil {
 		return nil, e
 	}
-	fn, e := optObjectAt(c, "function", p.dot(".function"))
+	fn, e := optObjectAt(c["function"], p.dot(".function"))
 	if e != nil {
 		return nil, e
 	}
-	if tc.Name, _, e = optStringAt(fn, "name", p.dot(".function.name")); e != nil {
+	if tc.Name, _, e = optStringAt(fn["name"], p.dot(".function.name")); e != nil {
 		return nil, e
 	}
 	tc.Arguments = argumentsText(fn["arguments"])
@@ -225,27 +228,27 @@ func normalizeContent(raw json.RawMessage, p pname) ([]*iop.ContentPart, *Error)
 		}
 		// Every member is read whatever the type, so that a malformed
 		// one is refused the same way on every part.
-		typ, _, e := optStringRaw(part[partType], pp.dot(".type"))
+		typ, _, e := optStringAt(part[partType], pp.dot(".type"))
 		if e != nil {
 			return nil, e
 		}
-		text, _, e := optStringRaw(part[partText], pp.dot(".text"))
+		text, _, e := optStringAt(part[partText], pp.dot(".text"))
 		if e != nil {
 			return nil, e
 		}
-		refusal, _, e := optStringRaw(part[partRefusal], pp.dot(".refusal"))
+		refusal, _, e := optStringAt(part[partRefusal], pp.dot(".refusal"))
 		if e != nil {
 			return nil, e
 		}
-		img, e := optMembersRaw(part[partImageURL], pp.dot(".image_url"), nil)
+		img, e := optMembersAt(part[partImageURL], pp.dot(".image_url"), nil)
 		if e != nil {
 			return nil, e
 		}
-		url, _, e := optStringAt(img, "url", pp.dot(".image_url.url"))
+		url, _, e := optStringAt(img["url"], pp.dot(".image_url.url"))
 		if e != nil {
 			return nil, e
 		}
-		detail, _, e := optStringAt(img, "detail", pp.dot(".image_url.detail"))
+		detail, _, e := optStringAt(img["detail"], pp.dot(".image_url.detail"))
 		if e != nil {
 			return nil, e
 		}
@@ -271,7 +274,7 @@ func normalizeContent(raw json.RawMessage, p pname) ([]*iop.ContentPart, *Error)
 
 // normalizeTools converts tools; only function tools can be carried.
 func normalizeTools(obj object) ([]*iop.ToolDefinition, *Error) {
-	tools, _, e := optArray(obj, "tools", "tools")
+	tools, _, e := optArray(obj["tools"], "tools")
 	if e != nil {
 		return nil, e
 	}
@@ -282,25 +285,25 @@ func normalizeTools(obj object) ([]*iop.ToolDefinition, *Error) {
 		if e != nil {
 			return nil, e
 		}
-		typ, _, e := optStringAt(t, "type", p.dot(".type"))
+		typ, _, e := optStringAt(t["type"], p.dot(".type"))
 		if e != nil {
 			return nil, e
 		}
 		if typ != "" && typ != "function" {
 			return nil, invalidValue(p.dot(".type").String(), fmt.Sprintf("tool type %s is not supported by this model's provider; only function tools are.", quoteValue(typ)))
 		}
-		fn, e := optObjectAt(t, "function", p.dot(".function"))
+		fn, e := optObjectAt(t["function"], p.dot(".function"))
 		if e != nil {
 			return nil, e
 		}
 		td := &iop.ToolDefinition{}
-		if td.Name, _, e = optStringAt(fn, "name", p.dot(".function.name")); e != nil {
+		if td.Name, _, e = optStringAt(fn["name"], p.dot(".function.name")); e != nil {
 			return nil, e
 		}
-		if td.Description, _, e = optStringAt(fn, "description", p.dot(".function.description")); e != nil {
+		if td.Description, _, e = optStringAt(fn["description"], p.dot(".function.description")); e != nil {
 			return nil, e
 		}
-		if td.Strict, e = optBool(fn, "strict", p.dot(".function.strict").String()); e != nil {
+		if td.Strict, e = optBool(fn["strict"], p.dot(".function.strict").String()); e != nil {
 			return nil, e
 		}
 		td.Parameters = jsonValue(fn["parameters"])
@@ -331,15 +334,15 @@ func normalizeToolChoice(raw json.RawMessage) (*iop.ToolChoice, *Error) {
 	if !ok {
 		return nil, refuse
 	}
-	typ, _, e := optString(choice, "type", "tool_choice.type")
+	typ, _, e := optString(choice["type"], "tool_choice.type")
 	if e != nil || typ != "function" {
 		return nil, refuse
 	}
-	fn, e := optObject(choice, "function", "tool_choice.function")
+	fn, e := optObject(choice["function"], "tool_choice.function")
 	if e != nil {
 		return nil, refuse
 	}
-	name, _, e := optString(fn, "name", "tool_choice.function.name")
+	name, _, e := optString(fn["name"], "tool_choice.function.name")
 	if e != nil || name == "" {
 		return nil, refuse
 	}
@@ -349,23 +352,23 @@ func normalizeToolChoice(raw json.RawMessage) (*iop.ToolChoice, *Error) {
 // normalizeResponseFormat converts response_format (nil when absent, null
 // or "text").
 func normalizeResponseFormat(obj object) (*iop.ResponseFormat, *Error) {
-	rf, e := optObject(obj, "response_format", "response_format")
+	rf, e := optObject(obj["response_format"], "response_format")
 	if e != nil || rf == nil {
 		return nil, e
 	}
-	typ, _, e := optString(rf, "type", "response_format.type")
+	typ, _, e := optString(rf["type"], "response_format.type")
 	if e != nil {
 		return nil, e
 	}
-	js, e := optObject(rf, "json_schema", "response_format.json_schema")
+	js, e := optObject(rf["json_schema"], "response_format.json_schema")
 	if e != nil {
 		return nil, e
 	}
-	name, _, e := optString(js, "name", "response_format.json_schema.name")
+	name, _, e := optString(js["name"], "response_format.json_schema.name")
 	if e != nil {
 		return nil, e
 	}
-	strict, e := optBool(js, "strict", "response_format.json_schema.strict")
+	strict, e := optBool(js["strict"], "response_format.json_schema.strict")
 	if e != nil {
 		return nil, e
 	}
@@ -398,7 +401,7 @@ func normalizeSampling(obj object) (*iop.Sampling, *Error) {
 			return nil, e
 		}
 	}
-	if k, has, e := optInt(obj, "top_k", "top_k", -1, math.MaxInt32); e != nil {
+	if k, has, e := optInt(obj["top_k"], "top_k", -1, math.MaxInt32); e != nil {
 		return nil, e
 	} else if has {
 		k32 := int32(k)
@@ -410,10 +413,10 @@ func normalizeSampling(obj object) (*iop.Sampling, *Error) {
 	if raw, ok := obj["max_completion_tokens"]; ok && !isNull(raw) {
 		key = "max_completion_tokens"
 	}
-	if s.MaxTokens, _, e = optInt(obj, key, key, 0, MaxOutputTokens); e != nil {
+	if s.MaxTokens, _, e = optInt(obj[key], key, 0, MaxOutputTokens); e != nil {
 		return nil, e
 	}
-	if n, has, e := optInt(obj, "seed", "seed", math.MinInt64, math.MaxInt64); e != nil {
+	if n, has, e := optInt(obj["seed"], "seed", math.MinInt64, math.MaxInt64); e != nil {
 		return nil, e
 	} else if has {
 		s.Seed = &n
@@ -494,7 +497,7 @@ func optBoolPtr(obj object, key string) (*bool, *Error) {
 	if raw, ok := obj[key]; !ok || isNull(raw) {
 		return nil, nil
 	}
-	v, e := optBool(obj, key, key)
+	v, e := optBool(obj[key], key)
 	if e != nil {
 		return nil, e
 	}
@@ -508,7 +511,7 @@ func optFloatPtr(obj object, key string) (*float64, *Error) {
 	if !ok || isNull(raw) {
 		return nil, nil
 	}
-	if e := optNumber(obj, key, key); e != nil {
+	if e := optNumber(raw, key); e != nil {
 		return nil, e
 	}
 	f, _ := strconv.ParseFloat(string(bytes.TrimSpace(raw)), 64) // optNumber parsed it
@@ -558,7 +561,7 @@ func NormalizeCompletion(body []byte) (*iop.RunInput, error) {
 
 // RunInput is NormalizeCompletion of the validated request.
 func (r *CompletionRequest) RunInput() (*iop.RunInput, error) {
-	return result(completionInput(r.members))
+	return result(completionInput(topMembers(r.Raw)))
 }
 
 func completionInput(obj object) (*iop.RunInput, *Error) {
@@ -568,7 +571,7 @@ func completionInput(obj object) (*iop.RunInput, *Error) {
 		return nil, invalidValue("prompt", "this model's provider takes one prompt string per request.")
 	}
 	in.Prompt = list[0]
-	if in.Suffix, _, e = optString(obj, "suffix", "suffix"); e != nil {
+	if in.Suffix, _, e = optString(obj["suffix"], "suffix"); e != nil {
 		return nil, e
 	}
 	if in.Sampling, e = normalizeSampling(obj); e != nil {
@@ -588,7 +591,7 @@ func NormalizeEmbedding(body []byte) (*iop.RunInput, error) {
 
 // RunInput is NormalizeEmbedding of the validated request.
 func (r *EmbeddingRequest) RunInput() (*iop.RunInput, error) {
-	return result(embeddingInput(r.members))
+	return result(embeddingInput(topMembers(r.Raw)))
 }
 
 func embeddingInput(obj object) (*iop.RunInput, *Error) {
@@ -597,7 +600,7 @@ func embeddingInput(obj object) (*iop.RunInput, *Error) {
 	if in.EmbedInputs, e = stringOrList(obj["input"], "input"); e != nil {
 		return nil, invalidValue("input", "this model's provider takes a string or an array of strings.")
 	}
-	if d, has, e := optInt(obj, "dimensions", "dimensions", 1, math.MaxInt32); e != nil {
+	if d, has, e := optInt(obj["dimensions"], "dimensions", 1, math.MaxInt32); e != nil {
 		return nil, e
 	} else if has {
 		in.Dimensions = &d

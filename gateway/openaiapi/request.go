@@ -21,11 +21,15 @@ const (
 	MaxChoices = 128
 )
 
-// chatRoles are the message roles the chat endpoint accepts. The deprecated
-// "function" role is not among them: the run path cannot render it and no
-// supported backend needs it.
-var chatRoles = map[string]bool{
-	"system": true, "user": true, "assistant": true, "tool": true, "developer": true,
+// isChatRole reports whether role is one the chat endpoint accepts. The
+// deprecated "function" role is not among them: the run path cannot render
+// it and no supported backend needs it.
+func isChatRole(role string) bool {
+	switch role {
+	case "system", "user", "assistant", "tool", "developer":
+		return true
+	}
+	return false
 }
 
 // ChatRequest is a validated POST /v1/chat/completions body. Fields the edge
@@ -66,9 +70,6 @@ type ChatRequest struct {
 	PromptBytes int
 	// Raw is the request body as received. It aliases the caller's slice.
 	Raw []byte
-	// members are Raw's top-level members as validated (they alias Raw):
-	// RunInput reads these, not the body again.
-	members object
 }
 
 // nonTextPartBytes is what a non-text content part (image, audio, file)
@@ -161,30 +162,31 @@ func ParseChat(body []byte) (*ChatRequest, error) {
 }
 
 func parseChat(body []byte) (*ChatRequest, *Error) {
-	obj, e := decodeTopLevel(body, chatMembers)
-	if e != nil {
+	var f fields
+	if e := readTop(body, chatMembers, &f); e != nil {
 		return nil, e
 	}
-	r := &ChatRequest{Raw: body, N: 1, members: obj}
-	if r.Model, e = requiredString(obj, "model", "model"); e != nil {
+	r := &ChatRequest{Raw: body, N: 1}
+	var e *Error
+	if r.Model, e = requiredString(f.get("model"), "model"); e != nil {
 		return nil, e
 	}
 
-	rawMsgs, ok := obj["messages"]
-	if !ok || isNull(rawMsgs) {
+	rawMsgs := f.get("messages")
+	if rawMsgs == nil || isNull(rawMsgs) {
 		return nil, missingParam("messages")
 	}
 	if r.MessageCount, r.PromptBytes, e = validateMessages(rawMsgs); e != nil {
 		return nil, e
 	}
 
-	if r.Stream, r.IncludeUsage, e = streamFields(obj); e != nil {
+	if r.Stream, r.IncludeUsage, e = streamFields(f.get("stream"), f.get("stream_options")); e != nil {
 		return nil, e
 	}
-	if e = chatTools(obj, r); e != nil {
+	if e = chatTools(f.get("tools"), r); e != nil {
 		return nil, e
 	}
-	if r.ToolChoice, r.ToolChoiceName, e = validateToolChoice(obj); e != nil {
+	if r.ToolChoice, r.ToolChoiceName, e = validateToolChoice(f.get("tool_choice")); e != nil {
 		return nil, e
 	}
 	if r.ToolChoice != "" && r.ToolChoice != "none" && !r.HasTools {
@@ -198,7 +200,7 @@ func parseChat(body []byte) (*ChatRequest, *Error) {
 		// (no tool may be restored), a tunnel would get this 400 anyway.
 		return nil, InvalidRequest("tool_choice names a function that is not among tools.", "tool_choice")
 	}
-	if e = chatScalars(obj, r); e != nil {
+	if e = chatScalars(&f, r); e != nil {
 		return nil, e
 	}
 	return r, nil
@@ -211,7 +213,8 @@ func parseChat(body []byte) (*ChatRequest, *Error) {
 // matters on multi-MiB prompts, on long conversations and on every small
 // request.
 func validateMessages(raw json.RawMessage) (count, size int, e *Error) {
-	elems, ok := asArray(raw)
+	var buf [16]json.RawMessage // most conversations, on the stack
+	elems, ok := appendArray(buf[:0], raw)
 	if !ok {
 		return 0, 0, typeError("messages", "an array", raw)
 	}
@@ -283,7 +286,7 @@ func validateMessage(m *messageFields, p pname) (int, *Error) {
 	if !ok {
 		return 0, typeError(p.dot(".role").String(), "a string", rawRole)
 	}
-	if !chatRoles[role] {
+	if !isChatRole(role) {
 		return 0, invalidValue(p.dot(".role").String(),
 			fmt.Sprintf("expected one of 'system', 'user', 'assistant', 'tool' or 'developer', but got %s.", quoteValue(role)))
 	}
@@ -303,12 +306,12 @@ func validateMessage(m *messageFields, p pname) (int, *Error) {
 		}
 		size += n
 	}
-	name, _, e := optStringRaw(m[msgName], p.dot(".name"))
+	name, _, e := optStringAt(m[msgName], p.dot(".name"))
 	if e != nil {
 		return 0, e
 	}
 	size += len(name)
-	if _, _, e := optStringRaw(m[msgToolCallID], p.dot(".tool_call_id")); e != nil {
+	if _, _, e := optStringAt(m[msgToolCallID], p.dot(".tool_call_id")); e != nil {
 		return 0, e
 	}
 	// Reasoning sent back is type-checked on every role, as name is: a
@@ -320,7 +323,7 @@ func validateMessage(m *messageFields, p pname) (int, *Error) {
 		return 0, e
 	}
 	if role == "assistant" {
-		calls, _, e := optArrayRaw(m[msgToolCalls], p.dot(".tool_calls"))
+		calls, _, e := optArrayAt(m[msgToolCalls], p.dot(".tool_calls"))
 		if e != nil {
 			return 0, e
 		}
@@ -377,7 +380,8 @@ func validateContent(raw json.RawMessage, p pname) (int, *Error) {
 	if n, ok := stringLen(raw); ok {
 		return n, nil
 	}
-	parts, ok := asArray(raw)
+	var buf [4]json.RawMessage
+	parts, ok := appendArray(buf[:0], raw)
 	if !ok {
 		return 0, typeError(p.String(), "a string or an array of content parts", raw)
 	}
@@ -426,11 +430,11 @@ func validateContent(raw json.RawMessage, p pname) (int, *Error) {
 	return size, nil
 }
 
-// chatTools validates `tools` and records the offered function names.
-// Non-function tool types (e.g. "custom") pass through unexamined; they are
-// offered to the provider but never restored from text.
-func chatTools(obj object, r *ChatRequest) *Error {
-	tools, given, e := optArray(obj, "tools", "tools")
+// chatTools validates `tools` (raw) and records the offered function
+// names. Non-function tool types (e.g. "custom") pass through unexamined;
+// they are offered to the provider but never restored from text.
+func chatTools(raw json.RawMessage, r *ChatRequest) *Error {
+	tools, given, e := optArray(raw, "tools")
 	if e != nil {
 		return e
 	}
@@ -443,16 +447,17 @@ func chatTools(obj object, r *ChatRequest) *Error {
 		return InvalidRequest("Invalid 'tools': empty array. Expected an array with minimum length 1, but got an empty array instead.", "tools")
 	}
 	seen := make(map[string]bool, len(tools))
+	var tool, fn fields
 	for i, t := range tools {
 		tp := pname{base: "tools", i: i, j: -1}
-		tool, flagged, ok := objectOf(t, toolMembers)
+		flagged, ok := tool.read(t, toolMembers)
 		if !ok {
 			return typeError(tp.String(), "an object", t)
 		}
 		if flagged != "" {
 			return toolMembers.refuse(flagged, tp)
 		}
-		typ, hasType, e := optStringAt(tool, "type", tp.dot(".type"))
+		typ, hasType, e := optStringAt(tool.get("type"), tp.dot(".type"))
 		if e != nil {
 			return e
 		}
@@ -460,21 +465,21 @@ func chatTools(obj object, r *ChatRequest) *Error {
 			r.PromptBytes += len(t)
 			continue
 		}
-		fn, e := optMembersAt(tool, "function", tp.dot(".function"), toolFunctionMembers)
+		given, e := optFieldsAt(tool.get("function"), tp.dot(".function"), toolFunctionMembers, &fn)
 		if e != nil {
 			return e
 		}
-		if fn == nil {
+		if !given {
 			return missingParam(tp.dot(".function").String())
 		}
-		name, e := requiredStringAt(fn, "name", tp.dot(".function.name"))
+		name, e := requiredStringAt(fn.get("name"), tp.dot(".function.name"))
 		if e != nil {
 			return e
 		}
-		if _, _, e := optStringAt(fn, "description", tp.dot(".function.description")); e != nil {
+		if _, _, e := optStringAt(fn.get("description"), tp.dot(".function.description")); e != nil {
 			return e
 		}
-		if e := checkObject(fn, "parameters", tp.dot(".function.parameters")); e != nil {
+		if e := checkObject(fn.get("parameters"), tp.dot(".function.parameters")); e != nil {
 			return e
 		}
 		if !seen[name] {
@@ -492,9 +497,8 @@ func chatTools(obj object, r *ChatRequest) *Error {
 // with a string type (and, for "function", a function name). It returns
 // the mode (the string, or the object's type; "" when absent or null) and,
 // for "function", the function's name.
-func validateToolChoice(obj object) (mode, name string, e *Error) {
-	raw, ok := obj["tool_choice"]
-	if !ok || isNull(raw) {
+func validateToolChoice(raw json.RawMessage) (mode, name string, e *Error) {
+	if raw == nil || isNull(raw) {
 		return "", "", nil
 	}
 	if s, ok := asString(raw); ok {
@@ -504,39 +508,42 @@ func validateToolChoice(obj object) (mode, name string, e *Error) {
 		}
 		return "", "", invalidValue("tool_choice", fmt.Sprintf("expected 'none', 'auto', 'required' or an object, but got %s.", quoteValue(s)))
 	}
-	choice, flagged, ok := objectOf(raw, toolChoiceMembers)
+	var choice fields
+	flagged, ok := choice.read(raw, toolChoiceMembers)
 	if !ok {
 		return "", "", typeError("tool_choice", "a string or an object", raw)
 	}
 	if flagged != "" {
 		return "", "", toolChoiceMembers.refuse(flagged, pn("tool_choice"))
 	}
-	typ, e := requiredString(choice, "type", "tool_choice.type")
+	typ, e := requiredString(choice.get("type"), "tool_choice.type")
 	if e != nil {
 		return "", "", e
 	}
 	if typ == "function" {
-		fn, e := optMembersAt(choice, "function", pn("tool_choice.function"), choiceFunctionMember)
+		var fn fields
+		given, e := optFieldsAt(choice.get("function"), pn("tool_choice.function"), choiceFunctionMember, &fn)
 		if e != nil {
 			return "", "", e
 		}
-		if fn == nil {
+		if !given {
 			return "", "", missingParam("tool_choice.function")
 		}
-		if name, e = requiredString(fn, "name", "tool_choice.function.name"); e != nil {
+		if name, e = requiredString(fn.get("name"), "tool_choice.function.name"); e != nil {
 			return "", "", e
 		}
 	}
 	return typ, name, nil
 }
 
-// chatScalars type-checks the sampling and output parameters.
-func chatScalars(obj object, r *ChatRequest) *Error {
-	maxTokens, _, e := optInt(obj, "max_tokens", "max_tokens", 1, MaxOutputTokens)
+// chatScalars type-checks the sampling and output parameters of the top
+// level f.
+func chatScalars(f *fields, r *ChatRequest) *Error {
+	maxTokens, _, e := optInt(f.get("max_tokens"), "max_tokens", 1, MaxOutputTokens)
 	if e != nil {
 		return e
 	}
-	maxCompletion, hasMaxCompletion, e := optInt(obj, "max_completion_tokens", "max_completion_tokens", 1, MaxOutputTokens)
+	maxCompletion, hasMaxCompletion, e := optInt(f.get("max_completion_tokens"), "max_completion_tokens", 1, MaxOutputTokens)
 	if e != nil {
 		return e
 	}
@@ -544,29 +551,27 @@ func chatScalars(obj object, r *ChatRequest) *Error {
 	if hasMaxCompletion {
 		r.MaxTokens = int(maxCompletion)
 	}
-	n, hasN, e := optInt(obj, "n", "n", 1, MaxChoices)
+	n, hasN, e := optInt(f.get("n"), "n", 1, MaxChoices)
 	if e != nil {
 		return e
 	}
 	if hasN {
 		r.N = int(n)
 	}
-	for _, k := range []string{"temperature", "top_p", "presence_penalty", "frequency_penalty"} {
-		if e := optNumber(obj, k, k); e != nil {
-			return e
-		}
-	}
-	if _, _, e := optInt(obj, "seed", "seed", -1<<63, 1<<63-1); e != nil {
+	if e := samplingNumbers(f); e != nil {
 		return e
 	}
-	if _, _, e := optInt(obj, "top_logprobs", "top_logprobs", 0, 20); e != nil {
+	if _, _, e := optInt(f.get("seed"), "seed", -1<<63, 1<<63-1); e != nil {
 		return e
 	}
-	if r.Logprobs, e = optBool(obj, "logprobs", "logprobs"); e != nil {
+	if _, _, e := optInt(f.get("top_logprobs"), "top_logprobs", 0, 20); e != nil {
 		return e
 	}
-	if raw, ok := obj["parallel_tool_calls"]; ok && !isNull(raw) {
-		parallel, e := optBool(obj, "parallel_tool_calls", "parallel_tool_calls")
+	if r.Logprobs, e = optBool(f.get("logprobs"), "logprobs"); e != nil {
+		return e
+	}
+	if raw := f.get("parallel_tool_calls"); raw != nil && !isNull(raw) {
+		parallel, e := optBool(raw, "parallel_tool_calls")
 		if e != nil {
 			return e
 		}
@@ -580,19 +585,30 @@ func chatScalars(obj object, r *ChatRequest) *Error {
 		}
 		r.SingleToolCall = !parallel
 	}
-	if _, _, e := optString(obj, "user", "user"); e != nil {
+	if _, _, e := optString(f.get("user"), "user"); e != nil {
 		return e
 	}
-	if e := checkObject(obj, "response_format", pn("response_format")); e != nil {
+	if e := checkObject(f.get("response_format"), pn("response_format")); e != nil {
 		return e
 	}
-	return validateStop(obj)
+	return validateStop(f.get("stop"))
 }
 
-// validateStop accepts null, a string or an array of strings.
-func validateStop(obj object) *Error {
-	raw, ok := obj["stop"]
-	if !ok || isNull(raw) {
+// samplingNumbers checks the sampling parameters chat and completions
+// share (members of the top level f), each a number when given.
+func samplingNumbers(f *fields) *Error {
+	for _, k := range [...]string{"temperature", "top_p", "presence_penalty", "frequency_penalty"} {
+		if e := optNumber(f.get(k), k); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// validateStop accepts null, a string or an array of strings (raw is
+// `stop`).
+func validateStop(raw json.RawMessage) *Error {
+	if raw == nil || isNull(raw) {
 		return nil
 	}
 	if _, ok := asString(raw); ok {

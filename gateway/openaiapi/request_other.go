@@ -30,7 +30,6 @@ type CompletionRequest struct {
 	// Echo: `echo` is true. Only a tunnelled provider returns either.
 	Logprobs, Echo bool
 	Raw            []byte
-	members        object // Raw's top-level members as validated (see ChatRequest)
 }
 
 // EstimatePromptTokens estimates the prompt size with EstimateTokens.
@@ -83,51 +82,50 @@ func ParseCompletion(body []byte) (*CompletionRequest, error) {
 }
 
 func parseCompletion(body []byte) (*CompletionRequest, *Error) {
-	obj, e := decodeTopLevel(body, completionMembers)
-	if e != nil {
+	var f fields
+	if e := readTop(body, completionMembers, &f); e != nil {
 		return nil, e
 	}
-	r := &CompletionRequest{Raw: body, N: 1, members: obj}
-	if r.Model, e = requiredString(obj, "model", "model"); e != nil {
+	r := &CompletionRequest{Raw: body, N: 1}
+	var e *Error
+	if r.Model, e = requiredString(f.get("model"), "model"); e != nil {
 		return nil, e
 	}
-	raw, ok := obj["prompt"]
-	if !ok || isNull(raw) {
+	raw := f.get("prompt")
+	if raw == nil || isNull(raw) {
 		return nil, missingParam("prompt")
 	}
 	if r.PromptCount, r.PromptBytes, e = promptShape(raw, "prompt", false); e != nil {
 		return nil, e
 	}
-	if r.Stream, r.IncludeUsage, e = streamFields(obj); e != nil {
+	if r.Stream, r.IncludeUsage, e = streamFields(f.get("stream"), f.get("stream_options")); e != nil {
 		return nil, e
 	}
-	if _, _, e = optInt(obj, "max_tokens", "max_tokens", 0, MaxOutputTokens); e != nil {
+	if _, _, e = optInt(f.get("max_tokens"), "max_tokens", 0, MaxOutputTokens); e != nil {
 		return nil, e
 	}
-	n, hasN, e := optInt(obj, "n", "n", 1, MaxChoices)
+	n, hasN, e := optInt(f.get("n"), "n", 1, MaxChoices)
 	if e != nil {
 		return nil, e
 	}
 	if hasN {
 		r.N = int(n)
 	}
-	for _, k := range []string{"temperature", "top_p", "presence_penalty", "frequency_penalty"} {
-		if e := optNumber(obj, k, k); e != nil {
-			return nil, e
-		}
+	if e := samplingNumbers(&f); e != nil {
+		return nil, e
 	}
-	if r.Echo, e = optBool(obj, "echo", "echo"); e != nil {
+	if r.Echo, e = optBool(f.get("echo"), "echo"); e != nil {
 		return nil, e
 	}
 	// An integer (OpenAI takes up to 5, vLLM up to its max_logprobs: the
 	// provider bounds it).
-	if _, r.Logprobs, e = optInt(obj, "logprobs", "logprobs", 0, math.MaxInt32); e != nil {
+	if _, r.Logprobs, e = optInt(f.get("logprobs"), "logprobs", 0, math.MaxInt32); e != nil {
 		return nil, e
 	}
-	if _, _, e := optString(obj, "suffix", "suffix"); e != nil {
+	if _, _, e := optString(f.get("suffix"), "suffix"); e != nil {
 		return nil, e
 	}
-	if e := validateStop(obj); e != nil {
+	if e := validateStop(f.get("stop")); e != nil {
 		return nil, e
 	}
 	return r, nil
@@ -190,7 +188,6 @@ type EmbeddingRequest struct {
 	InputCount  int
 	PromptBytes int
 	Raw         []byte
-	members     object // Raw's top-level members as validated (see ChatRequest)
 }
 
 // EstimatePromptTokens estimates the input size with EstimateTokens.
@@ -215,16 +212,17 @@ func ParseEmbedding(body []byte) (*EmbeddingRequest, error) {
 }
 
 func parseEmbedding(body []byte) (*EmbeddingRequest, *Error) {
-	obj, e := decodeTopLevel(body, embeddingMembers)
-	if e != nil {
+	var f fields
+	if e := readTop(body, embeddingMembers, &f); e != nil {
 		return nil, e
 	}
-	r := &EmbeddingRequest{Raw: body, EncodingFormat: EncodingFloat, members: obj}
-	if r.Model, e = requiredString(obj, "model", "model"); e != nil {
+	r := &EmbeddingRequest{Raw: body, EncodingFormat: EncodingFloat}
+	var e *Error
+	if r.Model, e = requiredString(f.get("model"), "model"); e != nil {
 		return nil, e
 	}
-	raw, ok := obj["input"]
-	if !ok || isNull(raw) {
+	raw := f.get("input")
+	if raw == nil || isNull(raw) {
 		return nil, missingParam("input")
 	}
 	if r.InputCount, r.PromptBytes, e = promptShape(raw, "input", true); e != nil {
@@ -233,7 +231,7 @@ func parseEmbedding(body []byte) (*EmbeddingRequest, *Error) {
 	if r.InputCount > MaxEmbeddingInputs {
 		return nil, invalidValue("input", fmt.Sprintf("expected at most %d inputs, but got %d.", MaxEmbeddingInputs, r.InputCount))
 	}
-	format, has, e := optString(obj, "encoding_format", "encoding_format")
+	format, has, e := optString(f.get("encoding_format"), "encoding_format")
 	if e != nil {
 		return nil, e
 	}
@@ -243,10 +241,10 @@ func parseEmbedding(body []byte) (*EmbeddingRequest, *Error) {
 		}
 		r.EncodingFormat = format
 	}
-	if _, _, e := optInt(obj, "dimensions", "dimensions", 1, 1<<20); e != nil {
+	if _, _, e := optInt(f.get("dimensions"), "dimensions", 1, 1<<20); e != nil {
 		return nil, e
 	}
-	if _, _, e := optString(obj, "user", "user"); e != nil {
+	if _, _, e := optString(f.get("user"), "user"); e != nil {
 		return nil, e
 	}
 	return r, nil
@@ -267,18 +265,19 @@ type ResponsesRequest struct {
 // model, an optional boolean stream and an optional string
 // previous_response_id. On failure it returns an *Error 400.
 func ParseResponses(body []byte) (*ResponsesRequest, error) {
-	obj, e := decodeTopLevel(body, responsesMembers)
-	if e != nil {
+	var f fields
+	if e := readTop(body, responsesMembers, &f); e != nil {
 		return nil, e
 	}
 	r := &ResponsesRequest{Raw: body}
-	if r.Model, e = requiredString(obj, "model", "model"); e != nil {
+	var e *Error
+	if r.Model, e = requiredString(f.get("model"), "model"); e != nil {
 		return nil, e
 	}
-	if r.Stream, e = optBool(obj, "stream", "stream"); e != nil {
+	if r.Stream, e = optBool(f.get("stream"), "stream"); e != nil {
 		return nil, e
 	}
-	if r.PreviousResponseID, _, e = optString(obj, "previous_response_id", "previous_response_id"); e != nil {
+	if r.PreviousResponseID, _, e = optString(f.get("previous_response_id"), "previous_response_id"); e != nil {
 		return nil, e
 	}
 	return r, nil

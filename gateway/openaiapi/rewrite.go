@@ -2,9 +2,11 @@ package openaiapi
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 
 	"github.com/iop-gateway/iop/internal/jsonenc"
@@ -240,7 +242,22 @@ func skipWS(b []byte, i int) int {
 // preceded by an odd run of backslashes is escaped (each backslash of the
 // run escapes the next one; the last, if unpaired, the quote).
 func skipString(b []byte, i int) int {
-	for j := i + 1; j < len(b); {
+	// Most strings of a request are short (keys, roles, enum values,
+	// names): two words looked at eight bytes at a time settle them
+	// without a call to IndexByte, whose setup costs more than such a
+	// string. The first quote or backslash is the lowest flagged byte.
+	j := i + 1
+	for w := 0; w < 2 && j+8 <= len(b); w++ {
+		if m := quoteOrBackslash(binary.LittleEndian.Uint64(b[j:])); m != 0 {
+			at := j + bits.TrailingZeros64(m)/8
+			if b[at] == '"' {
+				return at + 1
+			}
+			break // an escape: the loop below reads its run
+		}
+		j += 8
+	}
+	for j < len(b) {
 		q := bytes.IndexByte(b[j:], '"')
 		if q < 0 {
 			return len(b)
@@ -256,6 +273,15 @@ func skipString(b []byte, i int) int {
 		j = q + 1
 	}
 	return len(b)
+}
+
+// quoteOrBackslash has the high bit set of each byte of x that is a quote
+// or a backslash; above the lowest such byte it may flag others (a borrow
+// runs on), so only the lowest is exact.
+func quoteOrBackslash(x uint64) uint64 {
+	q := x ^ ('"' * lsb)
+	s := x ^ ('\\' * lsb)
+	return ((q-lsb)&^q | (s-lsb)&^s) & msb
 }
 
 // skipValue returns the index just past the value starting at i.

@@ -123,14 +123,53 @@ func scanFields(raw []byte, s *memberSet, dst []json.RawMessage) (flagged string
 	return flagged, true
 }
 
+// maxMembers bounds a memberSet's names, so that fields holds the values
+// of any set's names on the stack.
+const maxMembers = 24
+
+// fields are an object's members as read through one memberSet's names:
+// each name's raw value (nil when absent, the last copy when repeated),
+// without a map. Validation reads every object this way; only the run
+// path, which carries the members no name covers (extraMembers), builds
+// maps.
+type fields struct {
+	set *memberSet
+	v   [maxMembers]json.RawMessage
+}
+
+// read fills f with the members of the object raw by s's names; flagged
+// and ok are fieldsOf's.
+func (f *fields) read(raw json.RawMessage, s *memberSet) (flagged string, ok bool) {
+	f.set = s
+	return fieldsOf(raw, s, f.v[:len(s.names)])
+}
+
+// get returns the value of name, which must be one of the names of the
+// set f was read by: any other is a bug of this package, not of a request
+// (TestMemberSetsCoverReads checks every name the package reads).
+func (f *fields) get(name string) json.RawMessage {
+	i := f.set.index(name)
+	if i < 0 {
+		panic("openaiapi: " + name + " is not a member the object is read by")
+	}
+	return f.v[i]
+}
+
 // scanArray returns the elements of the JSON array raw, as json.Unmarshal
 // into []json.RawMessage does; ok as for scanObject.
 func scanArray(raw []byte) (elems []json.RawMessage, ok bool) {
+	return appendElements([]json.RawMessage{}, raw)
+}
+
+// appendElements is scanArray appending to dst: a caller's buffer on its
+// stack holds a short array (a conversation's messages, a message's
+// parts) without a heap allocation per element count doubling.
+func appendElements(dst []json.RawMessage, raw []byte) (elems []json.RawMessage, ok bool) {
 	t := bytes.TrimSpace(raw)
 	if len(t) < 2 || t[0] != '[' || t[len(t)-1] != ']' {
 		return nil, false
 	}
-	elems = []json.RawMessage{}
+	elems = dst
 	i := skipWS(t, 1)
 	if i < len(t) && t[i] == ']' {
 		return elems, i == len(t)-1
@@ -156,18 +195,16 @@ func scanArray(raw []byte) (elems []json.RawMessage, ok bool) {
 
 // intern returns b as a string, without allocating for the member names
 // and enum values requests commonly carry: every key of every object of
-// every request, and every role, would otherwise cost an allocation. (A
-// map index with string(b) as key does not allocate.)
+// every request, and every role, would otherwise cost an allocation.
 func intern(b []byte) string {
-	if s, ok := interned[string(b)]; ok {
-		return s
+	if i := internTable.findBytes(b); i >= 0 {
+		return internedNames[i]
 	}
 	return string(b)
 }
 
-var interned = func() map[string]string {
-	m := map[string]string{}
-	for _, w := range []string{
+var (
+	internedNames = [...]string{
 		"model", "messages", "role", "content", "name", "stream", "stream_options",
 		"include_usage", "max_tokens", "max_completion_tokens", "temperature",
 		"top_p", "n", "stop", "seed", "user", "tools", "tool_choice", "tool_calls",
@@ -176,8 +213,6 @@ var interned = func() map[string]string {
 		"response_format", "presence_penalty", "frequency_penalty", "logprobs",
 		"top_logprobs", "prompt", "input", "encoding_format", "system",
 		"assistant", "tool", "developer", "auto", "none", "required",
-	} {
-		m[w] = w
 	}
-	return m
-}()
+	internTable = newNameTable(internedNames[:])
+)

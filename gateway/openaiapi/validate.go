@@ -67,6 +67,46 @@ func decodeTopLevel(body []byte, s *memberSet) (object, *Error) {
 	return obj, nil
 }
 
+// readTop is decodeTopLevel for a body read only through s's names: their
+// values go to f, and no map is built. A body the scan does not take (not
+// an object, not valid) gets decodeTopLevel's answer.
+func readTop(body []byte, s *memberSet, f *fields) *Error {
+	trimmed := trimJSONSpace(body)
+	if len(trimmed) > 0 && trimmed[0] == '{' && utf8.Valid(body) && valid(trimmed) {
+		f.set = s
+		if flagged, ok := scanFields(trimmed, s, f.v[:len(s.names)]); ok {
+			if flagged == "" {
+				return nil
+			}
+			// As in decodeTopLevel: every top-level set reads "model".
+			if e := modelKeyError(trimmed); e != nil {
+				return e
+			}
+			return s.refuse(flagged, pn(""))
+		}
+	}
+	obj, e := decodeTopLevel(body, s)
+	if e != nil {
+		return e
+	}
+	f.set = s
+	for i, n := range s.names {
+		f.v[i] = obj[n]
+	}
+	return nil
+}
+
+// topMembers is the top-level members of body, which a Parse* function
+// accepted: scanned, not validated again. The run path reads them
+// (extraMembers carries those no name covers); validation reads fields.
+func topMembers(body []byte) object {
+	if o, _, ok := scanObject(trimJSONSpace(body), nil); ok {
+		return o
+	}
+	o, _, _ := decodeObject(trimJSONSpace(body), nil) // the scan's backstop
+	return o
+}
+
 // trimJSONSpace is b without the whitespace JSON allows around a value
 // (space, tab, line feed, carriage return).
 func trimJSONSpace(b []byte) []byte {
@@ -189,14 +229,17 @@ func (p pname) String() string {
 // already validated, so its first byte tells its JSON type, and a string
 // decodes as asString does.
 
-// requiredString returns obj[key] as a non-blank string.
-func requiredString(obj object, key, param string) (string, *Error) {
-	return requiredStringAt(obj, key, pn(param))
+// Each validator takes a member's raw value, nil when the member is
+// absent (an object's map or fields give nil for a name not sent), and
+// the parameter's name for its error.
+
+// requiredString returns raw as a non-blank string.
+func requiredString(raw json.RawMessage, param string) (string, *Error) {
+	return requiredStringAt(raw, pn(param))
 }
 
-func requiredStringAt(obj object, key string, p pname) (string, *Error) {
-	raw, ok := obj[key]
-	if !ok || isNull(raw) {
+func requiredStringAt(raw json.RawMessage, p pname) (string, *Error) {
+	if raw == nil || isNull(raw) {
 		return "", missingParam(p.String())
 	}
 	s, ok := asString(raw)
@@ -209,17 +252,12 @@ func requiredStringAt(obj object, key string, p pname) (string, *Error) {
 	return s, nil
 }
 
-// optString checks that obj[key], when present and not null, is a string.
-func optString(obj object, key, param string) (string, bool, *Error) {
-	return optStringAt(obj, key, pn(param))
+// optString checks that raw, when present and not null, is a string.
+func optString(raw json.RawMessage, param string) (string, bool, *Error) {
+	return optStringAt(raw, pn(param))
 }
 
-func optStringAt(obj object, key string, p pname) (string, bool, *Error) {
-	return optStringRaw(obj[key], p)
-}
-
-// optStringRaw is optStringAt of a member's raw value (nil when absent).
-func optStringRaw(raw json.RawMessage, p pname) (string, bool, *Error) {
+func optStringAt(raw json.RawMessage, p pname) (string, bool, *Error) {
 	if raw == nil || isNull(raw) {
 		return "", false, nil
 	}
@@ -230,26 +268,24 @@ func optStringRaw(raw json.RawMessage, p pname) (string, bool, *Error) {
 	return s, true, nil
 }
 
-// optBool checks that obj[key], when present and not null, is a boolean.
-func optBool(obj object, key, param string) (bool, *Error) {
-	raw, ok := obj[key]
-	if !ok || isNull(raw) {
+// optBool checks that raw, when present and not null, is a boolean.
+func optBool(raw json.RawMessage, param string) (bool, *Error) {
+	if raw == nil {
 		return false, nil
 	}
 	switch string(bytes.TrimSpace(raw)) {
 	case "true":
 		return true, nil
-	case "false":
+	case "false", "null":
 		return false, nil
 	}
 	return false, typeError(param, "a boolean", raw)
 }
 
-// optNumber checks that obj[key], when present and not null, is a number
-// (one that fits a float64, as json.Unmarshal into a float64 requires).
-func optNumber(obj object, key, param string) *Error {
-	raw, ok := obj[key]
-	if !ok || isNull(raw) {
+// optNumber checks that raw, when present and not null, is a number (one
+// that fits a float64, as json.Unmarshal into a float64 requires).
+func optNumber(raw json.RawMessage, param string) *Error {
+	if raw == nil || isNull(raw) {
 		return nil
 	}
 	t := bytes.TrimSpace(raw)
@@ -268,12 +304,11 @@ func optNumber(obj object, key, param string) *Error {
 	return typeError(param, "a number", raw)
 }
 
-// optInt checks that obj[key], when present and not null, is an integer in
+// optInt checks that raw, when present and not null, is an integer in
 // [min, max]. Integral values written as floats (1e3, 100.0) are accepted
 // because some JSON encoders emit every number that way.
-func optInt(obj object, key, param string, min, max int64) (int64, bool, *Error) {
-	raw, ok := obj[key]
-	if !ok || isNull(raw) {
+func optInt(raw json.RawMessage, param string, min, max int64) (int64, bool, *Error) {
+	if raw == nil || isNull(raw) {
 		return 0, false, nil
 	}
 	raw = bytes.TrimSpace(raw)
@@ -331,24 +366,19 @@ func isIntegerLiteral(raw []byte) bool {
 	return true
 }
 
-// optObject checks that obj[key], when present and not null, is an object
-// and returns it (nil when absent).
-func optObject(obj object, key, param string) (object, *Error) {
-	return optObjectAt(obj, key, pn(param))
+// optObject checks that raw, when present and not null, is an object and
+// returns it (nil when absent).
+func optObject(raw json.RawMessage, param string) (object, *Error) {
+	return optMembersAt(raw, pn(param), nil)
 }
 
-func optObjectAt(obj object, key string, p pname) (object, *Error) {
-	return optMembersAt(obj, key, p, nil)
+func optObjectAt(raw json.RawMessage, p pname) (object, *Error) {
+	return optMembersAt(raw, p, nil)
 }
 
 // optMembersAt is optObjectAt that also refuses a case variant of one of
 // s's names in the object, or one of them given twice (members.go).
-func optMembersAt(obj object, key string, p pname, s *memberSet) (object, *Error) {
-	return optMembersRaw(obj[key], p, s)
-}
-
-// optMembersRaw is optMembersAt of a member's raw value (nil when absent).
-func optMembersRaw(raw json.RawMessage, p pname, s *memberSet) (object, *Error) {
+func optMembersAt(raw json.RawMessage, p pname, s *memberSet) (object, *Error) {
 	if raw == nil || isNull(raw) {
 		return nil, nil
 	}
@@ -360,6 +390,22 @@ func optMembersRaw(raw json.RawMessage, p pname, s *memberSet) (object, *Error) 
 		return nil, s.refuse(flagged, p)
 	}
 	return o, nil
+}
+
+// optFieldsAt is optMembersAt for an object read only through s's names:
+// it fills f (fieldsOf) and reports whether the object was given.
+func optFieldsAt(raw json.RawMessage, p pname, s *memberSet, f *fields) (bool, *Error) {
+	if raw == nil || isNull(raw) {
+		return false, nil
+	}
+	flagged, ok := f.read(raw, s)
+	if !ok {
+		return false, typeError(p.String(), "an object", raw)
+	}
+	if flagged != "" {
+		return false, s.refuse(flagged, p)
+	}
+	return true, nil
 }
 
 // fieldsOf is objectOf for an object read only through s's names: the raw
@@ -384,9 +430,8 @@ func fieldsOf(raw json.RawMessage, s *memberSet, dst []json.RawMessage) (flagged
 
 // checkObject is optObject for a value that is only type-checked: it does
 // not decode the object (a tool's parameter schema can be large and deep).
-func checkObject(obj object, key string, p pname) *Error {
-	raw, ok := obj[key]
-	if !ok || isNull(raw) {
+func checkObject(raw json.RawMessage, p pname) *Error {
+	if raw == nil || isNull(raw) {
 		return nil
 	}
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
@@ -395,18 +440,13 @@ func checkObject(obj object, key string, p pname) *Error {
 	return nil
 }
 
-// optArray checks that obj[key], when present and not null, is an array and
+// optArray checks that raw, when present and not null, is an array and
 // returns its elements (nil when absent).
-func optArray(obj object, key, param string) ([]json.RawMessage, bool, *Error) {
-	return optArrayAt(obj, key, pn(param))
+func optArray(raw json.RawMessage, param string) ([]json.RawMessage, bool, *Error) {
+	return optArrayAt(raw, pn(param))
 }
 
-func optArrayAt(obj object, key string, p pname) ([]json.RawMessage, bool, *Error) {
-	return optArrayRaw(obj[key], p)
-}
-
-// optArrayRaw is optArrayAt of a member's raw value (nil when absent).
-func optArrayRaw(raw json.RawMessage, p pname) ([]json.RawMessage, bool, *Error) {
+func optArrayAt(raw json.RawMessage, p pname) ([]json.RawMessage, bool, *Error) {
 	if raw == nil || isNull(raw) {
 		return nil, false, nil
 	}
@@ -418,11 +458,16 @@ func optArrayRaw(raw json.RawMessage, p pname) ([]json.RawMessage, bool, *Error)
 }
 
 func asArray(raw json.RawMessage) ([]json.RawMessage, bool) {
+	return appendArray([]json.RawMessage{}, raw)
+}
+
+// appendArray is asArray appending to dst (appendElements).
+func appendArray(dst []json.RawMessage, raw json.RawMessage) ([]json.RawMessage, bool) {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 || t[0] != '[' {
 		return nil, false
 	}
-	if arr, ok := scanArray(t); ok {
+	if arr, ok := appendElements(dst, t); ok {
 		return arr, true
 	}
 	var arr []json.RawMessage
@@ -484,6 +529,10 @@ func asString(raw json.RawMessage) (string, bool) {
 // plainString reports whether t (trimmed) is a quoted string with no
 // escapes, which decodes to the bytes between its quotes.
 func plainString(t []byte) bool {
+	// The common string, printable ASCII, in one pass.
+	if n := len(t); n >= 2 && t[0] == '"' && t[n-1] == '"' && asciiRun(t[1:n-1]) == n-2 {
+		return true
+	}
 	return len(t) >= 2 && t[0] == '"' && t[len(t)-1] == '"' && bytes.IndexByte(t[1:len(t)-1], '\\') < 0 &&
 		bytes.IndexByte(t[1:len(t)-1], '"') < 0 && utf8.Valid(t)
 }
@@ -689,19 +738,21 @@ func asIntArray(raw json.RawMessage) (int, bool) {
 // quoteValue renders a caller-supplied string for an error message, bounded.
 func quoteValue(s string) string { return "'" + truncateForMessage(s) + "'" }
 
-// streamFields validates stream and stream_options, shared by every endpoint
-// that streams. include_usage only matters when streaming (OpenAI ignores it
-// otherwise), so it is reported as false for non-stream requests.
-func streamFields(obj object) (stream, includeUsage bool, e *Error) {
-	if stream, e = optBool(obj, "stream", "stream"); e != nil {
+// streamFields validates stream and stream_options (their raw values),
+// shared by every endpoint that streams. include_usage only matters when
+// streaming (OpenAI ignores it otherwise), so it is reported as false for
+// non-stream requests.
+func streamFields(rawStream, rawOptions json.RawMessage) (stream, includeUsage bool, e *Error) {
+	if stream, e = optBool(rawStream, "stream"); e != nil {
 		return false, false, e
 	}
-	opts, e := optMembersAt(obj, "stream_options", pn("stream_options"), streamOptionMembers)
+	var opts fields
+	given, e := optFieldsAt(rawOptions, pn("stream_options"), streamOptionMembers, &opts)
 	if e != nil {
 		return false, false, e
 	}
-	if opts != nil {
-		if includeUsage, e = optBool(opts, "include_usage", "stream_options.include_usage"); e != nil {
+	if given {
+		if includeUsage, e = optBool(opts.get("include_usage"), "stream_options.include_usage"); e != nil {
 			return false, false, e
 		}
 	}
