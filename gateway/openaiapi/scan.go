@@ -129,9 +129,10 @@ const maxMembers = 24
 
 // fields are an object's members as read through one memberSet's names:
 // each name's raw value (nil when absent, the last copy when repeated),
-// without a map. Validation reads every object this way; only the run
-// path, which carries the members no name covers (extraMembers), builds
-// maps.
+// without a map. Validation reads the objects it looks into this way, or
+// (messages and their content parts, many per request) into arrays
+// indexed by their sets' positions directly; only the run path, which
+// carries the members no name covers (extraMembers), builds maps.
 type fields struct {
 	set *memberSet
 	v   [maxMembers]json.RawMessage
