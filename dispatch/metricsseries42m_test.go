@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"testing"
+
+	"github.com/iop-gateway/iop/internal/promtest"
 )
 
 // Each lease is counted under its own provider and reason, and each wait
@@ -16,25 +18,7 @@ func TestLeaseSeriesByEveryLabel42m(t *testing.T) {
 	mustAcquire(t, f.d, Request{Model: "m2"}).Release(ReasonError)
 	mustAcquire(t, f.d, Request{Model: "m2"}).Release(ReasonCompleted)
 
-	mfs, err := f.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			key := mf.GetName()
-			for _, l := range m.GetLabel() {
-				key += "," + l.GetName() + "=" + l.GetValue()
-			}
-			switch {
-			case m.GetCounter() != nil:
-				got[key] = m.GetCounter().GetValue()
-			case m.GetHistogram() != nil:
-				got[key] = float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
+	got := promtest.Series(t, f.reg)
 	for key, want := range map[string]float64{
 		"iop_lease_acquired_total,node=a,provider=p":                  1,
 		"iop_lease_acquired_total,node=a,provider=q":                  2,

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/iop-gateway/iop/internal/promtest"
 )
 
 // Every series is recorded under all of its own label values: the
@@ -29,25 +31,7 @@ func TestSeriesByEveryLabel42m(t *testing.T) {
 	m.cancelled(CancelClientDisconnect)
 	m.cancelled(CancelClientDisconnect)
 
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		for _, s := range mf.GetMetric() {
-			key := mf.GetName()
-			for _, l := range s.GetLabel() {
-				key += "," + l.GetName() + "=" + l.GetValue()
-			}
-			switch {
-			case s.GetCounter() != nil:
-				got[key] = s.GetCounter().GetValue()
-			case s.GetHistogram() != nil:
-				got[key] = float64(s.GetHistogram().GetSampleCount())
-			}
-		}
-	}
+	got := promtest.Series(t, reg)
 	for key, want := range map[string]float64{
 		"iop_requests_total,code=200,model=a,route=tunnel":         1,
 		"iop_requests_total,code=200,model=a,route=run":            1,

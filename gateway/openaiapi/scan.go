@@ -8,7 +8,7 @@ import (
 // Request validation cuts members out of a body that json.Valid (or a
 // json.Unmarshal) already accepted, so re-running encoding/json on each
 // member — a second validation pass plus a copy of every value — is wasted
-// work on every request. scanObject and scanArray split an already
+// work on every request. scanObject and appendElements split an already
 // validated value by byte scanning instead; their results alias raw (capped
 // so that an append never writes into it). Anything that is not the
 // expected shape (they may also be handed unvalidated bytes) makes them
@@ -156,15 +156,11 @@ func (f *fields) get(name string) json.RawMessage {
 	return f.v[i]
 }
 
-// scanArray returns the elements of the JSON array raw, as json.Unmarshal
-// into []json.RawMessage does; ok as for scanObject.
-func scanArray(raw []byte) (elems []json.RawMessage, ok bool) {
-	return appendElements([]json.RawMessage{}, raw)
-}
-
-// appendElements is scanArray appending to dst: a caller's buffer on its
-// stack holds a short array (a conversation's messages, a message's
-// parts) without a heap allocation per element count doubling.
+// appendElements appends the elements of the JSON array raw to dst, as
+// json.Unmarshal into []json.RawMessage decodes them; ok as for
+// scanObject. A caller's buffer on its stack holds a short array (a
+// conversation's messages, a message's parts) without a heap allocation
+// per doubling of the element count.
 func appendElements(dst []json.RawMessage, raw []byte) (elems []json.RawMessage, ok bool) {
 	t := bytes.TrimSpace(raw)
 	if len(t) < 2 || t[0] != '[' || t[len(t)-1] != ']' {

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// FuzzScan checks scanObject and scanArray against encoding/json, their
+// FuzzScan checks scanObject and appendElements against encoding/json, their
 // model: on valid JSON they must succeed exactly when json.Unmarshal does
 // and yield the same members and elements; on anything else they must not
 // panic (and their callers fall back to encoding/json when they refuse).
@@ -29,7 +29,7 @@ func FuzzScan(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		o, flagged, ok := scanObject(b, chatMembers)
-		a, aok := scanArray(b)
+		a, aok := appendElements([]json.RawMessage{}, b)
 		// scanFields reads what scanObject does, without the map.
 		var f messageFields
 		ffl, fok := scanFields(b, messageMembers, f[:])
@@ -68,11 +68,11 @@ func FuzzScan(f *testing.F) {
 		aerr := json.Unmarshal(b, &wantA)
 		isArr := aerr == nil && wantA != nil
 		if aok != isArr {
-			t.Fatalf("scanArray ok=%v, json array=%v (err %v) for %q", aok, isArr, aerr, b)
+			t.Fatalf("appendElements ok=%v, json array=%v (err %v) for %q", aok, isArr, aerr, b)
 		}
 		if aok {
 			if len(a) != len(wantA) {
-				t.Fatalf("scanArray %d elements, json %d, for %q", len(a), len(wantA), b)
+				t.Fatalf("appendElements %d elements, json %d, for %q", len(a), len(wantA), b)
 			}
 			for i := range a {
 				if !bytes.Equal(a[i], wantA[i]) {
